@@ -1,0 +1,108 @@
+#pragma once
+// The Adam family of outer optimizers, gated before the moment buffers (DESIGN.md §3):
+//   CGAD (cosine gate), Adam-Decay (γ ≡ 1), Adam (σ ≡ 1), and PA-CGAD (CGAD per fragment, with ages).
+//
+//   g = σ(τ)·Δ;  t += 1;  m = β1·m + (1−β1)·g;  v = β2·v + (1−β2)·g²
+//   θ = θ − η·( (m/(1−β1^t)) / (sqrt(v/(1−β2^t)) + ε) + λ·θ )
+//
+// Fragments and ages (PA-CGAD). Each fragment f keeps its own step count t_f and an age a_f: the number of
+// outer rounds since f was last synchronized. The caller (the parameter server's loop, or `cgad replay`,
+// which treats every event as one outer round) advances the round with advance_round(), which adds 1 to
+// every age. An event for fragment f is gated by σ(max(τ, a_f)); when it is applied, f has just been
+// synchronized and a_f resets to 0. A skipped event (zero gate with `skip`, or a NaN/Inf gradient) changes
+// nothing, ages included. CGAD, Adam-Decay and Adam have one fragment and ignore ages.
+#include "cgad/reference/gate.hpp"
+#include "cgad/reference/hyperparams.hpp"
+#include "cgad/reference/outer_optimizer.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+namespace cgad::reference {
+
+template <RealScalar Real>
+class GatedAdam final : public OuterOptimizer<Real> {
+ public:
+  enum class Ages { ignore, gate_by_max };
+
+  GatedAdam(std::string name, FragmentLayout layout, AdamHyper<Real> hyper, GateParams<Real> gate,
+            ZeroGatePolicy on_zero_gate, Ages ages)
+      : OuterOptimizer<Real>(layout),
+        name_(std::move(name)),
+        hyper_(std::move(hyper)),
+        gate_(std::move(gate)),
+        on_zero_gate_(on_zero_gate),
+        ages_rule_(ages),
+        m_(layout.parameters(), Real(0)),
+        v_(layout.parameters(), Real(0)),
+        t_(layout.fragments(), 0),
+        ages_(layout.fragments(), 0) {
+    validate(hyper_);
+    validate(gate_);
+  }
+
+  std::string_view name() const override { return name_; }
+
+  void advance_round() override {
+    if (ages_rule_ == Ages::gate_by_max) {
+      for (auto& age : ages_) ++age;
+    }
+  }
+
+  std::vector<StateBuffer<Real>> buffers() const override { return {{"m", m_}, {"v", v_}}; }
+  std::vector<StateCounter> counters() const override {
+    std::vector<StateCounter> out{{"t", t_}};
+    if (ages_rule_ == Ages::gate_by_max) out.push_back({"age", ages_});
+    return out;
+  }
+
+ protected:
+  StepReport<Real> step(std::span<Real> theta, const Event<Real>& event) override {
+    const std::size_t f = event.fragment;
+    StepReport<Real> report;
+    report.tau_effective = ages_rule_ == Ages::gate_by_max ? std::max(event.tau, ages_[f]) : event.tau;
+    report.sigma = sigma(Real(report.tau_effective), gate_);
+    if (report.sigma == 0 && on_zero_gate_ == ZeroGatePolicy::skip) {
+      report.applied = false;
+      report.reason = SkipReason::zero_gate;
+      return report;
+    }
+    const std::size_t offset = this->layout().offset(f);
+    const std::int64_t t = ++t_[f];
+    using std::pow;
+    using std::sqrt;
+    const Real one(1);
+    const Real bias1 = one - pow(hyper_.beta1, Real(t));
+    const Real bias2 = one - pow(hyper_.beta2, Real(t));
+    const Real keep1 = one - hyper_.beta1;
+    const Real keep2 = one - hyper_.beta2;
+    for (std::size_t i = 0; i < theta.size(); ++i) {
+      Real& m = m_[offset + i];
+      Real& v = v_[offset + i];
+      const Real g = report.sigma * event.grad[i];
+      m = hyper_.beta1 * m + keep1 * g;
+      v = hyper_.beta2 * v + keep2 * (g * g);
+      const Real m_hat = m / bias1;
+      const Real v_hat = v / bias2;
+      const Real direction = m_hat / (sqrt(v_hat) + hyper_.eps) + hyper_.weight_decay * theta[i];
+      theta[i] = theta[i] - hyper_.lr * direction;
+    }
+    if (ages_rule_ == Ages::gate_by_max) ages_[f] = 0;
+    return report;
+  }
+
+ private:
+  std::string name_;
+  AdamHyper<Real> hyper_;
+  GateParams<Real> gate_;
+  ZeroGatePolicy on_zero_gate_;
+  Ages ages_rule_;
+  std::vector<Real> m_;
+  std::vector<Real> v_;
+  std::vector<std::int64_t> t_;
+  std::vector<std::int64_t> ages_;
+};
+
+}  // namespace cgad::reference

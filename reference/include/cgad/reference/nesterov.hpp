@@ -1,0 +1,53 @@
+#pragma once
+// Staleness-blind and staleness-dampened Nesterov momentum (DESIGN.md §3 baselines).
+//
+// Nesterov, the DiLoCo outer recipe (Douillard et al. 2023, arXiv 2311.08105):
+//   b = μ·b + Δ;  θ = θ − η·(Δ + μ·b)
+// SDM, staleness-dampened momentum: the same with Δ replaced by Δ/(1 + τ), the staleness-aware learning rate
+// of Zhang et al. 2016 (arXiv 1511.05950). The paper compared against an SDM whose definition is not public;
+// this one is cgad's own.
+#include "cgad/reference/hyperparams.hpp"
+#include "cgad/reference/outer_optimizer.hpp"
+
+#include <string>
+#include <vector>
+
+namespace cgad::reference {
+
+template <RealScalar Real>
+class Nesterov final : public OuterOptimizer<Real> {
+ public:
+  enum class Staleness { ignore, dampen };
+
+  Nesterov(std::size_t parameters, NesterovHyper<Real> hyper, Staleness staleness)
+      : OuterOptimizer<Real>(FragmentLayout(parameters, 1)),
+        hyper_(std::move(hyper)),
+        staleness_(staleness),
+        b_(parameters, Real(0)) {
+    validate(hyper_);
+  }
+
+  std::string_view name() const override { return staleness_ == Staleness::dampen ? "sdm" : "nesterov"; }
+  std::vector<StateBuffer<Real>> buffers() const override { return {{"b", b_}}; }
+  std::vector<StateCounter> counters() const override { return {}; }
+
+ protected:
+  StepReport<Real> step(std::span<Real> theta, const Event<Real>& event) override {
+    StepReport<Real> report;
+    report.tau_effective = event.tau;
+    report.sigma = staleness_ == Staleness::dampen ? Real(Real(1) / Real(1 + event.tau)) : Real(1);
+    for (std::size_t i = 0; i < theta.size(); ++i) {
+      const Real d = report.sigma * event.grad[i];
+      b_[i] = hyper_.momentum * b_[i] + d;
+      theta[i] = theta[i] - hyper_.lr * (d + hyper_.momentum * b_[i]);
+    }
+    return report;
+  }
+
+ private:
+  NesterovHyper<Real> hyper_;
+  Staleness staleness_;
+  std::vector<Real> b_;
+};
+
+}  // namespace cgad::reference

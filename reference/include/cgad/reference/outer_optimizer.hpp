@@ -1,0 +1,111 @@
+#pragma once
+// The one interface every reference outer optimizer implements: apply one pseudo-gradient event
+// (Δ, τ, fragment) to parameters the caller owns, updating the optimizer's own state.
+//
+// apply() does everything the optimizers share, once: it checks lengths and indices (InputError), and it
+// refuses a pseudo-gradient with a NaN or Inf by returning a report with applied = false and touching
+// nothing, like a GradScaler's found-inf step. Only then does it call the optimizer's step().
+#include "cgad/reference/errors.hpp"
+#include "cgad/reference/fragments.hpp"
+#include "cgad/reference/real.hpp"
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace cgad::reference {
+
+template <RealScalar Real>
+struct Event {
+  std::span<const Real> grad;  // the pseudo-gradient of fragment `fragment` (the whole vector when P = 1)
+  std::int64_t tau = 0;        // staleness in outer rounds, >= 0
+  std::size_t fragment = 0;
+};
+
+enum class SkipReason { none, nonfinite_gradient, zero_gate };
+
+inline std::string_view to_string(SkipReason reason) {
+  switch (reason) {
+    case SkipReason::none: return "none";
+    case SkipReason::nonfinite_gradient: return "nonfinite-gradient";
+    case SkipReason::zero_gate: return "zero-gate";
+  }
+  return "unknown";
+}
+
+template <RealScalar Real>
+struct StepReport {
+  bool applied = true;
+  SkipReason reason = SkipReason::none;
+  std::size_t nonfinite_index = 0;  // first NaN/Inf element of the gradient when reason == nonfinite_gradient
+  std::int64_t tau_effective = 0;   // the staleness the gate saw (max(τ, a_f) for PA-CGAD)
+  Real sigma = Real(1);             // the factor the pseudo-gradient was scaled by
+};
+
+// A read-only view of one named state buffer, for output and tests.
+template <RealScalar Real>
+struct StateBuffer {
+  std::string name;
+  std::span<const Real> values;
+};
+struct StateCounter {
+  std::string name;
+  std::vector<std::int64_t> values;  // one per fragment where the counter is per fragment
+};
+
+template <RealScalar Real>
+class OuterOptimizer {
+ public:
+  explicit OuterOptimizer(FragmentLayout layout) : layout_(layout) {}
+  virtual ~OuterOptimizer() = default;
+  OuterOptimizer(const OuterOptimizer&) = default;
+  OuterOptimizer& operator=(const OuterOptimizer&) = default;
+
+  virtual std::string_view name() const = 0;
+  const FragmentLayout& layout() const { return layout_; }
+
+  StepReport<Real> apply(std::span<Real> params, const Event<Real>& event) {
+    if (params.size() != layout_.parameters()) {
+      throw InputError("parameter vector has " + std::to_string(params.size()) + " elements, the optimizer " +
+                       std::to_string(layout_.parameters()));
+    }
+    if (event.fragment >= layout_.fragments()) {
+      throw InputError("fragment " + std::to_string(event.fragment) + " does not exist (there are " +
+                       std::to_string(layout_.fragments()) + ")");
+    }
+    if (event.grad.size() != layout_.size(event.fragment)) {
+      throw InputError("pseudo-gradient has " + std::to_string(event.grad.size()) + " elements, fragment " +
+                       std::to_string(event.fragment) + " has " + std::to_string(layout_.size(event.fragment)));
+    }
+    if (event.tau < 0) throw InputError("staleness tau must be >= 0, got " + std::to_string(event.tau));
+    for (std::size_t i = 0; i < event.grad.size(); ++i) {
+      if (!is_finite(event.grad[i])) {
+        StepReport<Real> report;
+        report.applied = false;
+        report.reason = SkipReason::nonfinite_gradient;
+        report.nonfinite_index = i;
+        report.tau_effective = event.tau;
+        report.sigma = Real(0);
+        return report;
+      }
+    }
+    return step(params.subspan(layout_.offset(event.fragment), event.grad.size()), event);
+  }
+
+  // Outer-round bookkeeping; only age-aware optimizers (PA-CGAD) keep any. See GatedAdam.
+  virtual void advance_round() {}
+
+  virtual std::vector<StateBuffer<Real>> buffers() const = 0;
+  virtual std::vector<StateCounter> counters() const = 0;
+
+ protected:
+  // `slice` is the fragment's part of the parameters, of the same length as event.grad, all finite.
+  virtual StepReport<Real> step(std::span<Real> slice, const Event<Real>& event) = 0;
+
+ private:
+  FragmentLayout layout_;
+};
+
+}  // namespace cgad::reference
