@@ -4,6 +4,7 @@
 
 #include <boost/multiprecision/detail/digits.hpp>
 
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <string>
@@ -67,7 +68,10 @@ mpfr_real parse_real<mpfr_real>(std::string_view text, std::string_view what) {
   // Base 0 accepts decimal, "0x" hex-float, "inf" and "nan"; the result is correctly rounded to the
   // working precision, so a decimal hyperparameter never passes through double.
   mpfr_strtofr(value.backend().data(), owned.c_str(), &end, 0, MPFR_RNDN);
-  if (owned.empty() || end != owned.c_str() + owned.size()) refuse(text, what);
+  // mpfr_strtofr skips leading white space; the hardware formats' parser does not, and neither do we.
+  if (owned.empty() || std::isspace(static_cast<unsigned char>(owned.front())) || end != owned.c_str() + owned.size()) {
+    refuse(text, what);
+  }
   return value;
 }
 

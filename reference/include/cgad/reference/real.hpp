@@ -15,7 +15,12 @@
 
 namespace cgad::reference {
 
-using mpfr_real = boost::multiprecision::mpfr_float;
+// Expression templates off: with them on, Boost fuses a*b + c into one mpfr_fma, so the same formula rounds
+// differently depending on how it is spelled (μ·b + Δ is fused, μ·b + D/N is not) and identities that hold
+// exactly in float and double — Delayed Nesterov with N = 1 is Nesterov — fail in MPFR. With them off every
+// operation rounds once, as in IEEE arithmetic with contraction off, and `auto` never captures references.
+using mpfr_real = boost::multiprecision::number<boost::multiprecision::mpfr_float_backend<0>,
+                                                boost::multiprecision::et_off>;
 
 template <class Real>
 concept RealScalar = std::same_as<Real, float> || std::same_as<Real, double> || std::same_as<Real, mpfr_real>;

@@ -1,0 +1,57 @@
+#pragma once
+// The optimizer options every command that runs an outer optimizer shares (replay, later noise and
+// simulate): registered once on a CLI11 command, turned into an OptimizerConfig for any scalar type.
+// Values stay text until the working precision is set, then are parsed exactly in the target format.
+#include "cgad/reference/optimizers.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <optional>
+#include <string>
+
+namespace cgad::cli {
+
+struct OptimizerOptions {
+  std::string optimizer = "cgad";
+  std::optional<std::string> lr, beta1, beta2, eps, weight_decay, momentum;
+  std::string alpha = "0.2";
+  std::int64_t tau_cut = 32;
+  std::int64_t buffer = 4;
+  std::size_t fragments = 1;
+  std::string on_zero_gate = "apply";
+};
+
+void add_optimizer_options(CLI::App& command, OptimizerOptions& options);
+
+template <reference::RealScalar Real>
+reference::OptimizerConfig<Real> optimizer_config(const OptimizerOptions& options) {
+  using reference::parse_real;
+  reference::OptimizerConfig<Real> config;
+  config.kind = reference::parse_optimizer(options.optimizer);
+  // --lr means the Adam family's η or the Nesterov family's η, whichever the optimizer is; each keeps its
+  // own default (1e-3 and 0.7) when it is not given.
+  if (options.lr) {
+    config.adam.lr = parse_real<Real>(*options.lr, "lr");
+    config.nesterov.lr = config.adam.lr;
+  }
+  if (options.beta1) config.adam.beta1 = parse_real<Real>(*options.beta1, "beta1");
+  if (options.beta2) config.adam.beta2 = parse_real<Real>(*options.beta2, "beta2");
+  if (options.eps) config.adam.eps = parse_real<Real>(*options.eps, "eps");
+  if (options.weight_decay) config.adam.weight_decay = parse_real<Real>(*options.weight_decay, "weight-decay");
+  if (options.momentum) config.nesterov.momentum = parse_real<Real>(*options.momentum, "momentum");
+  config.alpha = parse_real<Real>(options.alpha, "alpha");
+  if (options.tau_cut < 1) throw reference::InputError("tau-cut must be an integer >= 1, got " + std::to_string(options.tau_cut));
+  config.tau_cut = Real(options.tau_cut);
+  config.buffer = options.buffer;
+  config.fragments = options.fragments;
+  if (options.on_zero_gate == "apply") {
+    config.on_zero_gate = reference::ZeroGatePolicy::apply;
+  } else if (options.on_zero_gate == "skip") {
+    config.on_zero_gate = reference::ZeroGatePolicy::skip;
+  } else {
+    throw reference::InputError("on-zero-gate must be apply or skip, got '" + options.on_zero_gate + "'");
+  }
+  return config;
+}
+
+}  // namespace cgad::cli

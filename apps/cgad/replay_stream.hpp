@@ -1,0 +1,30 @@
+#pragma once
+// The pseudo-gradient stream `cgad replay` reads (DESIGN.md §7): JSON lines, the first
+// {"params": [...]}, then one event per line {"grad": [...], "tau": k, "fragment": f}.
+// Numbers are kept as the text the user wrote (JSON numbers or decimal strings), so that each backend rounds
+// them once, correctly, to its own format: 0.1 reaches an MPFR run as 0.1, not as the double nearest to it.
+#include <cstddef>
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace cgad::cli {
+
+struct StreamEvent {
+  std::vector<std::string> grad;
+  std::int64_t tau = 0;
+  std::size_t fragment = 0;
+  std::size_t line = 0;  // 1-based line of the input it came from, for error messages
+};
+
+struct PseudoGradientStream {
+  std::vector<std::string> params;
+  std::vector<StreamEvent> events;
+};
+
+// Reads and checks the whole stream. Malformed, truncated or mismatched input throws InputError naming
+// `source`, the line and what is wrong. Blank lines are ignored.
+PseudoGradientStream read_stream(std::istream& in, const std::string& source);
+
+}  // namespace cgad::cli

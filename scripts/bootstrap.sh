@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs the Debian packages cgad builds against, skipping what is already there. Idempotent: a second
+# run installs nothing. nvcc is not installed here (it comes with the machine image at /usr/local/cuda);
+# without it the CUDA backend is simply not built.
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config
+  libmpfr-dev libgmp-dev libmpfi-dev   # the reference's arbitrary precision, the theory's intervals
+  libboost-dev                         # Boost.Multiprecision (mpfr_float)
+  librapidcheck-dev libgtest-dev       # property tests
+  libbenchmark-dev                     # benchmarks
+  librandom123-dev                     # Philox for stochastic rounding
+  libcli11-dev nlohmann-json3-dev      # the command line and its JSON
+  gnuplot-nox                          # figures (PNG) for reports
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "[bootstrap] all ${#packages[@]} packages already installed"
+  exit 0
+fi
+echo "[bootstrap] installing: ${missing[*]}"
+sudo_cmd=()
+[ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -qq
+"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+echo "[bootstrap] done"
