@@ -1,0 +1,25 @@
+#pragma once
+// PNG figures for the theory commands through gnuplot (Debian gnuplot-nox): the data go to a temporary
+// file, gnuplot draws into a temporary PNG beside the target, which is then renamed over it, so a failed
+// plot never leaves a half-written figure. Without gnuplot on PATH the plot is refused (InputError, exit 2).
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace cgad::cli {
+
+struct PlotSeries {
+  std::string title;
+  std::vector<double> x, y;
+  bool points = true;  // linespoints; false: lines
+};
+
+struct PlotSpec {
+  std::string title, xlabel, ylabel;
+  bool log_x = false, log_y = false;
+  std::vector<PlotSeries> series;
+};
+
+void plot_png(const std::filesystem::path& target, const PlotSpec& spec);
+
+}  // namespace cgad::cli

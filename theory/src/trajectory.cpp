@@ -1,0 +1,178 @@
+#include "cgad/theory/trajectory.hpp"
+
+#include "cgad/reference/errors.hpp"
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+namespace cgad::theory {
+
+using reference::mpfr_real;
+
+namespace {
+
+// Independent streams from one user seed: objective data, x_0, delays, noise (splitmix64's increment keeps
+// the derived seeds far apart).
+constexpr std::uint64_t kStream = 0x9E3779B97F4A7C15ULL;
+std::uint64_t stream_seed(std::uint64_t seed, std::uint64_t index) { return seed + index * kStream; }
+
+double unit(std::mt19937_64& engine) { return static_cast<double>(engine() >> 11) * 0x1p-53; }
+
+mpfr_real dot(const std::vector<mpfr_real>& a, const std::vector<mpfr_real>& b) {
+  mpfr_real sum(0);
+  for (std::size_t i = 0; i < a.size(); ++i) sum += a[i] * b[i];
+  return sum;
+}
+
+void validate(const TrajectoryConfig& c) {
+  reference::validate(c.gate);
+  if (c.dimension < 1 || c.dimension > kMaxTrajectoryDimension) {
+    throw reference::InputError("dimension must be in [1, " + std::to_string(kMaxTrajectoryDimension) + "]");
+  }
+  if (c.tau_max < 0 || c.tau_max > kMaxTrajectoryTauMax) {
+    throw reference::InputError("tau-max must be an integer in [0, " + std::to_string(kMaxTrajectoryTauMax) +
+                                "], got " + std::to_string(c.tau_max));
+  }
+  if (c.steps < 1 || c.steps > kMaxTrajectorySteps) {
+    throw reference::InputError("steps must be an integer in [1, " + std::to_string(kMaxTrajectorySteps) + "], got " +
+                                std::to_string(c.steps));
+  }
+  if (!reference::is_finite(c.eta) || !(c.eta > 0)) {
+    throw reference::InputError("eta must be finite and > 0, got " + reference::show(c.eta));
+  }
+  if (c.noise && !(*c.noise >= 0 && *c.noise < 1)) {
+    throw reference::InputError("noise level must be in [0, 1), got " + std::to_string(*c.noise));
+  }
+}
+
+// The rounding tolerance of one inequality check. Every sum is accumulated in correctly rounded MPFR
+// operations, at most (4d + 16) per step (gradient, noise, clip, dot products, update, f), each adding a
+// relative error ≤ u = 2^{−p} of a quantity bounded by the magnitudes summed here; so the computed
+// lhs − rhs differs from the exact one by at most T·(4d + 16)·u·(|lhs| + |rhs| + |f0/η| + |f_T/η|).
+mpfr_real rounding_tolerance(long T, std::size_t d, const mpfr_real& magnitude) {
+  const mpfr_real u = ldexp(mpfr_real(1), -static_cast<int>(reference::working_precision_bits()));
+  return mpfr_real(mpfr_real(T) * mpfr_real(4 * d + 16) * u * magnitude);
+}
+
+void check(InequalityState& state, long T, std::size_t d, const mpfr_real& extra_magnitude) {
+  using boost::multiprecision::abs;
+  const mpfr_real magnitude = abs(state.lhs) + abs(state.rhs) + extra_magnitude;
+  if (!state.first_violation && state.lhs > state.rhs + rounding_tolerance(T, d, magnitude)) {
+    state.first_violation = T;
+  }
+}
+
+}  // namespace
+
+long integer_argmax_tau_sigma(const UpdateGate& gate, long tau_max) {
+  reference::validate(gate);
+  long best = 0;
+  mpfr_real best_value(0);
+  for (long tau = 1; tau <= tau_max; ++tau) {
+    const mpfr_real t(tau);
+    const mpfr_real value = t * reference::sigma(t, gate);
+    if (value > best_value) {
+      best_value = value;
+      best = tau;
+    }
+  }
+  return best;
+}
+
+TrajectoryReport run_trajectory(const TrajectoryConfig& config,
+                                const std::function<void(const TrajectoryPoint&)>& on_step,
+                                const std::function<void(long, long)>& on_progress) {
+  validate(config);
+  using boost::multiprecision::sqrt;
+  const std::size_t d = config.dimension;
+  const auto objective = make_objective<mpfr_real>(config.objective, d, stream_seed(config.seed, 1));
+
+  TrajectoryReport report;
+  report.steps = config.steps;
+  report.eta = config.eta;
+  report.L = objective->smoothness();
+  report.f_star = objective->lower_bound();
+  const double s = config.noise.value_or(objective->default_noise());
+  report.noise = mpfr_real(s);
+  report.rho = mpfr_real(1 - report.noise);
+
+  std::vector<mpfr_real> x(d);
+  {
+    std::mt19937_64 engine(stream_seed(config.seed, 2));
+    for (auto& xi : x) xi = mpfr_real(6 * unit(engine) - 3);  // x_0 uniform in [−3, 3]^d
+  }
+  std::vector<mpfr_real> grad(d), u(d);
+  if (const auto bound = objective->gradient_bound()) {
+    report.G = mpfr_real((1 + report.noise) * *bound);
+  } else {
+    objective->gradient(x, grad);
+    report.G = mpfr_real((1 + report.noise) * sqrt(dot(grad, grad)));
+  }
+  report.f0 = objective->value(x);
+
+  // σ(τ) for every τ the run can see, and the adversary's τ, both from reference::sigma.
+  std::vector<mpfr_real> sigma_table(static_cast<std::size_t>(config.tau_max) + 1);
+  for (long tau = 0; tau <= config.tau_max; ++tau) sigma_table[tau] = reference::sigma(mpfr_real(tau), config.gate);
+  report.adversarial_tau = integer_argmax_tau_sigma(config.gate, config.tau_max);
+  DelaySchedule schedule(config.delays, config.tau_max, stream_seed(config.seed, 3), report.adversarial_tau);
+  std::mt19937_64 noise_engine(stream_seed(config.seed, 4));
+
+  // x_{t−τ} for τ ≤ τ_max: a ring of the last τ_max + 1 iterates.
+  const std::size_t ring = static_cast<std::size_t>(std::min(config.tau_max, config.steps)) + 1;
+  std::vector<std::vector<mpfr_real>> history(ring, x);
+
+  const mpfr_real lg2 = mpfr_real(report.L * report.eta * report.G * report.G);  // LηG²
+  const mpfr_real head_design = mpfr_real((report.f0 - report.f_star) / report.eta);
+  mpfr_real sum_aligned(0), sum_inner(0);
+  const long progress_every = std::max(1L, config.steps / 200);
+
+  for (long t = 0; t < config.steps; ++t) {
+    const long tau = std::min(schedule.next(), t);
+    report.realized_tau_max = std::max(report.realized_tau_max, tau);
+    const mpfr_real& sigma = sigma_table[static_cast<std::size_t>(tau)];
+    objective->gradient(history[static_cast<std::size_t>(t - tau) % ring], grad);
+
+    for (std::size_t i = 0; i < d; ++i) {
+      u[i] = s == 0 ? grad[i] : mpfr_real(grad[i] * (1 + report.noise * mpfr_real(2 * unit(noise_engine) - 1)));
+    }
+    const mpfr_real norm = sqrt(dot(u, u));
+    if (norm > report.G) {
+      ++report.clipped_steps;
+      const mpfr_real scale = report.G / norm;
+      for (auto& ui : u) ui *= scale;
+    }
+    const mpfr_real inner = dot(grad, u);
+    const mpfr_real grad_sq = dot(grad, grad);
+    if (!report.alignment_failure && inner < report.rho * grad_sq) report.alignment_failure = t;
+
+    for (std::size_t i = 0; i < d; ++i) x[i] -= report.eta * sigma * u[i];
+    history[static_cast<std::size_t>(t + 1) % ring] = x;
+
+    const long T = t + 1;
+    sum_aligned += sigma * grad_sq;
+    sum_inner += sigma * inner;
+    report.sum_sigma_tau += sigma * tau;
+    report.sum_sigma_squared += sigma * sigma;
+    const mpfr_real f = objective->value(x);
+    const mpfr_real staleness = mpfr_real(lg2 * (report.sum_sigma_tau + report.sum_sigma_squared / 2));
+
+    using boost::multiprecision::abs;
+    report.descent.lhs = sum_inner;
+    report.descent.rhs = mpfr_real((report.f0 - f) / report.eta + staleness);
+    check(report.descent, T, d, mpfr_real((abs(report.f0) + abs(f)) / report.eta));
+    report.design.lhs = mpfr_real(report.rho * sum_aligned);
+    report.design.rhs = mpfr_real(head_design + staleness);
+    if (!report.alignment_failure) check(report.design, T, d, abs(head_design));
+
+    report.bias = mpfr_real(report.sum_sigma_tau / T);
+    report.f_final = f;
+    if (on_step) {
+      on_step(TrajectoryPoint{T, tau, sigma, f, &report.descent, &report.design, report.bias});
+    }
+    if (on_progress && (T % progress_every == 0 || T == config.steps)) on_progress(T, config.steps);
+  }
+  return report;
+}
+
+}  // namespace cgad::theory
