@@ -1,0 +1,119 @@
+#pragma once
+// One step over one block of at most 256 elements, in pieces both backends share: decode the stored
+// parameter and moments to fp32, run the per-element update (element_update.hpp), round the parameter
+// back, and requantize the moments — from the fp32 values the update produced (DESIGN.md §5: θ is updated
+// from the pre-quantization moments). A q8 moment's new absmax is the block's max |value|, which is exact
+// and independent of the order of the reduction, so a CUB BlockReduce and a serial loop agree.
+//
+// Blocks are laid out per fragment (a fragment's first element starts a block), so updating one PA-CGAD
+// fragment never requantizes another fragment's state.
+#include "cgad/fastpath/bf16.hpp"
+#include "cgad/fastpath/element_update.hpp"
+#include "cgad/fastpath/portable.hpp"
+#include "cgad/fastpath/q8.hpp"
+#include "cgad/fastpath/random_bits.hpp"
+
+#include <cstddef>
+#include <cstdint>
+
+namespace cgad::fastpath {
+
+// Plain-integer copies of the format enums, so the POD below crosses to the GPU unchanged.
+enum class UpdateFamily : std::uint8_t { adam, nesterov };
+enum class ParamCode : std::uint8_t { fp32, bf16 };
+enum class StateCode : std::uint8_t { fp32, bf16, q8 };
+
+// One moment buffer, already offset to the fragment being stepped.
+struct MomentView {
+  float* fp32 = nullptr;
+  bf16* half = nullptr;
+  std::uint8_t* codes = nullptr;
+  float* absmax = nullptr;  // one per block of the fragment
+  const Q8Map* map = nullptr;
+  int random_word = 0;
+};
+
+// Everything one step needs, by value: pointers are to the fragment's slice.
+struct StepArgs {
+  UpdateFamily family = UpdateFamily::adam;
+  ParamCode params = ParamCode::fp32;
+  StateCode state = StateCode::fp32;
+  bool stochastic = false;
+  int moments = 2;  // 2 for the Adam family (m, v), 1 for Nesterov (b)
+  AdamCoefficients adam{};
+  NesterovCoefficients nesterov{};
+  std::uint64_t seed = 0;
+  std::uint64_t step = 0;          // the optimizer's applied-step count after this step (keys the RNG)
+  std::uint64_t first_index = 0;   // global index of the fragment's first element (keys the RNG)
+  std::uint64_t size = 0;          // elements in the fragment
+  float* params_fp32 = nullptr;
+  bf16* params_bf16 = nullptr;
+  const float* grad = nullptr;
+  MomentView moment[2];
+};
+
+CGAD_HD inline std::uint64_t block_count(std::uint64_t size) { return (size + kQ8BlockSize - 1) / kQ8BlockSize; }
+
+CGAD_HD inline float load_param(const StepArgs& a, std::uint64_t i) {
+  return a.params == ParamCode::fp32 ? a.params_fp32[i] : to_float(a.params_bf16[i]);
+}
+
+CGAD_HD inline void store_param(const StepArgs& a, std::uint64_t i, float value, const RandomWords& random) {
+  if (a.params == ParamCode::fp32) {
+    a.params_fp32[i] = value;
+  } else {
+    a.params_bf16[i] = a.stochastic ? round_stochastic_bf16(value, random.word[kWordParam])
+                                    : round_nearest_even_bf16(value);
+  }
+}
+
+// `block_absmax` is the block's stored absmax (used by q8 only).
+CGAD_HD inline float load_moment(const StepArgs& a, const MomentView& s, std::uint64_t i, float block_absmax) {
+  switch (a.state) {
+    case StateCode::fp32: return s.fp32[i];
+    case StateCode::bf16: return to_float(s.half[i]);
+    case StateCode::q8: return q8_dequantize(s.codes[i], block_absmax, *s.map);
+  }
+  return 0.0f;
+}
+
+// fp32 and bf16 moments are stored element by element; q8 ones after the block's absmax is known.
+CGAD_HD inline void store_moment_elementwise(const StepArgs& a, const MomentView& s, std::uint64_t i, float value,
+                                             const RandomWords& random) {
+  if (a.state == StateCode::fp32) {
+    s.fp32[i] = value;
+  } else if (a.state == StateCode::bf16) {
+    s.half[i] = a.stochastic ? round_stochastic_bf16(value, random.word[s.random_word])
+                             : round_nearest_even_bf16(value);
+  }
+}
+
+CGAD_HD inline std::uint8_t quantize_moment(const StepArgs& a, const MomentView& s, float value, float absmax,
+                                            const RandomWords& random) {
+  const float x = q8_normalize(value, absmax);
+  return a.stochastic ? q8_stochastic(x, *s.map, random.word[s.random_word]) : q8_nearest(x, *s.map);
+}
+
+CGAD_HD inline RandomWords random_for(const StepArgs& a, std::uint64_t i) {
+  if (!a.stochastic) return RandomWords{{0, 0, 0, 0}};
+  return philox_words(a.seed, a.step, a.first_index + i);
+}
+
+// Updates element i (fragment-relative): reads θ, Δ and the decoded moments, writes θ, returns the new fp32
+// moments in `moment_out`.
+CGAD_HD inline void update_element(const StepArgs& a, std::uint64_t i, const float* block_absmax, float* moment_out,
+                                   const RandomWords& random) {
+  float theta = load_param(a, i);
+  float first = load_moment(a, a.moment[0], i, block_absmax[0]);
+  if (a.family == UpdateFamily::adam) {
+    float second = load_moment(a, a.moment[1], i, block_absmax[1]);
+    adam_element(a.grad[i], a.adam, theta, first, second);
+    moment_out[1] = second;
+  } else {
+    nesterov_element(a.grad[i], a.nesterov, theta, first);
+  }
+  moment_out[0] = first;
+  store_param(a, i, theta, random);
+}
+
+}  // namespace cgad::fastpath

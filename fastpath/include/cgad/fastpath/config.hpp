@@ -1,0 +1,57 @@
+#pragma once
+// How a fast-path optimizer stores and rounds, and which update it runs. The hyperparameter structs and
+// their validation are the reference's (cgad::reference), instantiated in float: the fast path runs on
+// exactly these float values, and a differential test feeds the same values to the MPFR reference.
+#include "cgad/reference/hyperparams.hpp"
+#include "cgad/reference/optimizers.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace cgad::fastpath {
+
+enum class ParamFormat { fp32, bf16 };
+enum class StateFormat { fp32, bf16, q8 };
+// Applies to every narrowing store of a step: bf16 parameters, bf16 state, q8 state.
+enum class Rounding { nearest, stochastic };
+
+struct StepConfig {
+  reference::OptimizerKind optimizer = reference::OptimizerKind::cgad;  // cgad, pa-cgad, adam-decay, adam,
+                                                                        // nesterov or sdm
+  ParamFormat params = ParamFormat::bf16;
+  StateFormat state = StateFormat::fp32;
+  Rounding rounding = Rounding::nearest;
+  std::uint64_t seed = 0;  // keys stochastic rounding (with the step number and the element index)
+  reference::AdamHyper<float> adam;
+  reference::NesterovHyper<float> nesterov;
+  float alpha = 0.2f;     // gate decay α (CGAD, PA-CGAD, Adam-Decay)
+  float tau_cut = 32.0f;  // gate cutoff τ_cut (CGAD, PA-CGAD)
+  reference::ZeroGatePolicy on_zero_gate = reference::ZeroGatePolicy::apply;
+  std::size_t fragments = 1;  // PA-CGAD's P; 1 for every other optimizer
+};
+
+// The reference's gate for this optimizer (cosine, exponential or none), in Real.
+template <reference::RealScalar Real>
+reference::GateParams<Real> gate_params(const StepConfig& config) {
+  reference::OptimizerConfig<Real> reference_config;
+  reference_config.kind = config.optimizer;
+  reference_config.alpha = Real(config.alpha);
+  reference_config.tau_cut = Real(config.tau_cut);
+  return reference::gate_of(reference_config);
+}
+
+// Throws reference::InputError for an unsupported optimizer (delayed-nesterov), invalid hyperparameters or
+// gate, or fragments on an optimizer other than PA-CGAD.
+void validate(const StepConfig& config);
+
+std::string_view to_string(ParamFormat format);
+std::string_view to_string(StateFormat format);
+std::string_view to_string(Rounding rounding);
+// Parse the command-line spellings ("fp32", "bf16", "q8", "nearest", "stochastic"); InputError otherwise.
+ParamFormat parse_param_format(std::string_view text);
+StateFormat parse_state_format(std::string_view text);
+Rounding parse_rounding(std::string_view text);
+
+}  // namespace cgad::fastpath

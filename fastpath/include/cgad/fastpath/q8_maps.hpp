@@ -1,0 +1,29 @@
+#pragma once
+// bitsandbytes' dynamic 8-bit maps, as created by `bitsandbytes.functional.create_dynamic_map(signed,
+// max_exponent_bits=7, total_bits=8)` in releases 0.44.0 to 0.50.1 (the formula did not change in
+// substance between them): the signed map for first moments (and Nesterov's momentum), the unsigned one
+// for second moments. For exponent i = 0..6, n = 2^i + 1 (signed) or 2^(i+1) + 1 (unsigned) points of
+// torch.linspace(0.1, 1, n) in float32; the n − 1 float32 means of consecutive points, times float32(10^(i−6));
+// the signed map adds their negatives; then 0 and 1; sorted. Both maps hold an exact 0 (index 127 of the
+// signed map, index 0 of the unsigned one), and 1 as their last code.
+//
+// torch.linspace's float32 points are not machine-independent: its CPU kernel computes
+// start + step·idx (first half) and end − step·(n − 1 − idx) (second half) element by element, but its
+// vectorized path computes base + j·step inside each vector, so the last bits depend on the vector width
+// ATen picks (default, AVX2, AVX-512): the maps bitsandbytes builds differ by up to 2 ulps in 12 to 45 codes
+// between those three. cgad uses the element-by-element rule, which is the definition the vector paths
+// approximate and does not depend on the machine; fastpath/tools/bnb_dynamic_map.py prints the maps PyTorch
+// builds, and the q8 map test records how far each of them is from ours.
+#include "cgad/fastpath/q8.hpp"
+
+namespace cgad::fastpath {
+
+enum class Q8MapKind { signed_map, unsigned_map };
+
+// Built on first use (thread-safe static), immutable afterwards.
+const Q8Map& dynamic_map(Q8MapKind kind);
+
+// torch.linspace(start, end, points) in float32, element-by-element rule (see above). Exposed for tests.
+void torch_linspace_f32(float start, float end, int points, float* out);
+
+}  // namespace cgad::fastpath

@@ -1,0 +1,34 @@
+#pragma once
+// The fast path's optimizer state on disk (DESIGN.md §5). Little-endian, version 1:
+//
+//   "CGADFPST"  u32 version = 1
+//   u32 optimizer, u32 params format, u32 state format, u32 rounding, u32 on_zero_gate, u64 seed,
+//   f32 lr, beta1, beta2, eps, weight_decay, nesterov lr, momentum, alpha, tau_cut   (as raw bits)
+//   u64 parameters, u64 fragments, u64 applied steps, fragments × (i64 t, i64 age)
+//   per moment: fp32 → parameters × f32 | bf16 → parameters × u16 | q8 → parameters × u8, blocks × f32
+//   u32 CRC-32 (Boost.CRC crc_32_type, the zlib/PNG polynomial) of every byte before it
+//
+// CRC-32 detects every error burst of at most 32 bits (a property of any degree-32 CRC whose polynomial has a
+// nonzero constant term; Peterson & Brown 1961), so any single corrupted byte is refused.
+// The file is written to a temporary beside the target and renamed over it, so a crash leaves either the old
+// file or the new one. Loading checks length, magic, version, checksum and that the configuration and size
+// match the optimizer loading it; any failure is an InputError, and nothing in memory changes.
+#include "cgad/fastpath/host_state.hpp"
+#include "cgad/fastpath/step_planner.hpp"
+
+#include <filesystem>
+
+namespace cgad::fastpath {
+
+inline constexpr std::uint32_t kStateFileVersion = 1;
+
+void write_state_file(const std::filesystem::path& path, const StepPlanner& planner, const HostState& state);
+
+struct LoadedState {
+  StepPlanner::Counters counters;
+  HostState state;
+};
+// `planner` and `current` give the configuration and the shape the file must have.
+LoadedState read_state_file(const std::filesystem::path& path, const StepPlanner& planner, const HostState& current);
+
+}  // namespace cgad::fastpath

@@ -1,0 +1,85 @@
+#include "cgad/fastpath/host_state.hpp"
+
+#include "cgad/fastpath/q8_maps.hpp"
+
+#include <stdexcept>
+
+namespace cgad::fastpath {
+
+std::uint8_t zero_code(Q8MapKind kind) {
+  const Q8Map& map = dynamic_map(kind);
+  for (int k = 0; k < kQ8Codes; ++k) {
+    if (map.code[k] == 0.0f) return static_cast<std::uint8_t>(k);
+  }
+  throw std::logic_error("q8 map without an exact zero");
+}
+
+namespace {
+Q8MapKind map_kind_of(int moment, bool adam) {
+  return adam && moment == 1 ? Q8MapKind::unsigned_map : Q8MapKind::signed_map;
+}
+}  // namespace
+
+HostState HostState::zeros(const StepPlanner& planner) {
+  HostState s;
+  s.format = planner.config().state;
+  s.moments = planner.moments();
+  const std::size_t n = planner.parameters();
+  for (int k = 0; k < s.moments; ++k) {
+    switch (s.format) {
+      case StateFormat::fp32: s.fp32[k].assign(n, 0.0f); break;
+      case StateFormat::bf16: s.half[k].assign(n, bf16{}); break;
+      case StateFormat::q8:
+        s.codes[k].assign(n, zero_code(map_kind_of(k, planner.adam_family())));
+        s.absmax[k].assign(planner.total_blocks(), 0.0f);
+        break;
+    }
+  }
+  return s;
+}
+
+void HostState::bind(StepPlanner::Plan& plan) {
+  for (int k = 0; k < moments; ++k) {
+    MomentView& view = plan.args.moment[k];
+    switch (format) {
+      case StateFormat::fp32: view.fp32 = fp32[k].data() + plan.offset; break;
+      case StateFormat::bf16: view.half = half[k].data() + plan.offset; break;
+      case StateFormat::q8:
+        view.codes = codes[k].data() + plan.offset;
+        view.absmax = absmax[k].data() + plan.first_block;
+        break;
+    }
+  }
+}
+
+void HostState::read(const StepPlanner& planner, int k, std::span<float> out) const {
+  const bool adam = planner.adam_family();
+  const Q8Map& map = dynamic_map(map_kind_of(k, adam));
+  for (std::size_t f = 0; f < planner.config().fragments; ++f) {
+    const std::size_t size = planner.fragment_size(f);
+    const std::size_t offset = size == 0 ? 0 : planner.layout().offset(f);
+    for (std::size_t i = 0; i < size; ++i) {
+      const std::size_t j = offset + i;
+      switch (format) {
+        case StateFormat::fp32: out[j] = fp32[k][j]; break;
+        case StateFormat::bf16: out[j] = to_float(half[k][j]); break;
+        case StateFormat::q8:
+          out[j] = q8_dequantize(codes[k][j], absmax[k][planner.first_block(f) + i / kQ8BlockSize], map);
+          break;
+      }
+    }
+  }
+}
+
+bool HostState::same_shape(const HostState& other) const {
+  if (format != other.format || moments != other.moments) return false;
+  for (int k = 0; k < 2; ++k) {
+    if (fp32[k].size() != other.fp32[k].size() || half[k].size() != other.half[k].size() ||
+        codes[k].size() != other.codes[k].size() || absmax[k].size() != other.absmax[k].size()) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace cgad::fastpath

@@ -1,0 +1,208 @@
+#include "cgad/fastpath/state_file.hpp"
+
+#include "cgad/reference/errors.hpp"
+
+#include <boost/crc.hpp>
+
+#include <bit>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+namespace cgad::fastpath {
+namespace {
+
+static_assert(std::endian::native == std::endian::little, "the state file format is little-endian");
+
+constexpr char kMagic[8] = {'C', 'G', 'A', 'D', 'F', 'P', 'S', 'T'};
+
+class Writer {
+ public:
+  template <class T>
+  void put(const T& value) {
+    append(&value, sizeof(T));
+  }
+  template <class T>
+  void put_all(const std::vector<T>& values) {
+    append(values.data(), values.size() * sizeof(T));
+  }
+  void append(const void* data, std::size_t size) {
+    const std::size_t old = bytes.size();
+    bytes.resize(old + size);
+    if (size != 0) std::memcpy(bytes.data() + old, data, size);
+  }
+  std::vector<unsigned char> bytes;
+};
+
+class Reader {
+ public:
+  Reader(const std::vector<unsigned char>& bytes, std::size_t end, std::string what)
+      : bytes_(bytes), end_(end), what_(std::move(what)) {}
+  template <class T>
+  T get() {
+    T value;
+    need(sizeof(T));
+    std::memcpy(&value, bytes_.data() + pos_, sizeof(T));
+    pos_ += sizeof(T);
+    return value;
+  }
+  template <class T>
+  std::vector<T> get_all(std::size_t count) {
+    if (count > (end_ - pos_) / sizeof(T)) fail("is truncated");
+    std::vector<T> values(count);
+    std::memcpy(values.data(), bytes_.data() + pos_, count * sizeof(T));
+    pos_ += count * sizeof(T);
+    return values;
+  }
+  std::size_t position() const { return pos_; }
+  [[noreturn]] void fail(const std::string& why) const { throw reference::InputError(what_ + " " + why); }
+
+ private:
+  void need(std::size_t n) const {
+    if (n > end_ - pos_) fail("is truncated");
+  }
+  const std::vector<unsigned char>& bytes_;
+  std::size_t end_;
+  std::size_t pos_ = 0;
+  std::string what_;
+};
+
+std::uint32_t crc32(const unsigned char* data, std::size_t size) {
+  boost::crc_32_type crc;
+  crc.process_bytes(data, size);
+  return crc.checksum();
+}
+
+std::uint32_t bits(float x) { return std::bit_cast<std::uint32_t>(x); }
+
+// The configuration fields in file order; a file must match the loading optimizer in every one.
+struct ConfigWords {
+  std::uint32_t words[14];
+};
+ConfigWords config_words(const StepConfig& c) {
+  return ConfigWords{{static_cast<std::uint32_t>(c.optimizer), static_cast<std::uint32_t>(c.params),
+                      static_cast<std::uint32_t>(c.state), static_cast<std::uint32_t>(c.rounding),
+                      static_cast<std::uint32_t>(c.on_zero_gate), bits(c.adam.lr), bits(c.adam.beta1),
+                      bits(c.adam.beta2), bits(c.adam.eps), bits(c.adam.weight_decay), bits(c.nesterov.lr),
+                      bits(c.nesterov.momentum), bits(c.alpha), bits(c.tau_cut)}};
+}
+constexpr const char* kConfigNames[14] = {"optimizer", "parameter format", "state format", "rounding",
+                                          "on_zero_gate", "lr", "beta1", "beta2", "eps", "weight_decay",
+                                          "nesterov lr", "momentum", "alpha", "tau_cut"};
+
+}  // namespace
+
+void write_state_file(const std::filesystem::path& path, const StepPlanner& planner, const HostState& state) {
+  const StepConfig& config = planner.config();
+  Writer w;
+  w.append(kMagic, sizeof kMagic);
+  w.put(kStateFileVersion);
+  const ConfigWords words = config_words(config);
+  for (std::uint32_t word : words.words) w.put(word);
+  w.put(config.seed);
+  w.put(static_cast<std::uint64_t>(planner.parameters()));
+  w.put(static_cast<std::uint64_t>(config.fragments));
+  const auto& counters = planner.raw_counters();
+  w.put(counters.steps);
+  for (std::size_t f = 0; f < config.fragments; ++f) {
+    w.put(counters.t[f]);
+    w.put(counters.ages[f]);
+  }
+  for (int k = 0; k < state.moments; ++k) {
+    switch (state.format) {
+      case StateFormat::fp32: w.put_all(state.fp32[k]); break;
+      case StateFormat::bf16: w.put_all(state.half[k]); break;
+      case StateFormat::q8:
+        w.put_all(state.codes[k]);
+        w.put_all(state.absmax[k]);
+        break;
+    }
+  }
+  w.put(crc32(w.bytes.data(), w.bytes.size()));
+
+  std::filesystem::path temporary = path;
+  temporary += ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char*>(w.bytes.data()), static_cast<std::streamsize>(w.bytes.size()));
+    out.flush();
+    if (!out) {
+      std::error_code ignored;
+      std::filesystem::remove(temporary, ignored);
+      throw reference::InputError("cannot write state file " + path.string());
+    }
+  }
+  std::error_code error;
+  std::filesystem::rename(temporary, path, error);
+  if (error) {
+    std::filesystem::remove(temporary, error);
+    throw reference::InputError("cannot write state file " + path.string() + ": rename failed");
+  }
+}
+
+LoadedState read_state_file(const std::filesystem::path& path, const StepPlanner& planner, const HostState& current) {
+  const std::string what = "state file " + path.string();
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw reference::InputError("cannot open " + what);
+  const std::vector<unsigned char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  constexpr std::size_t kMinimum = sizeof kMagic + 4 + 4;
+  if (bytes.size() < kMinimum) throw reference::InputError(what + " is truncated");
+  if (std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0) {
+    throw reference::InputError(what + " is not a cgad fast-path state file");
+  }
+  const std::size_t body = bytes.size() - 4;
+  std::uint32_t stored_crc;
+  std::memcpy(&stored_crc, bytes.data() + body, 4);
+  Reader r(bytes, body, what);
+  r.get_all<char>(sizeof kMagic);
+  const auto version = r.get<std::uint32_t>();
+  if (version != kStateFileVersion) {
+    r.fail("has format version " + std::to_string(version) + ", this build reads version " +
+           std::to_string(kStateFileVersion));
+  }
+  if (crc32(bytes.data(), body) != stored_crc) r.fail("is corrupt (checksum mismatch)");
+
+  const StepConfig& config = planner.config();
+  const ConfigWords expected = config_words(config);
+  for (int i = 0; i < 14; ++i) {
+    if (r.get<std::uint32_t>() != expected.words[i]) {
+      r.fail(std::string("was saved with another ") + kConfigNames[i] + " than this optimizer's");
+    }
+  }
+  if (r.get<std::uint64_t>() != config.seed) r.fail("was saved with another seed than this optimizer's");
+  const auto parameters = r.get<std::uint64_t>();
+  const auto fragments = r.get<std::uint64_t>();
+  if (parameters != planner.parameters() || fragments != config.fragments) {
+    r.fail("holds " + std::to_string(parameters) + " parameters in " + std::to_string(fragments) +
+           " fragments, this optimizer " + std::to_string(planner.parameters()) + " in " +
+           std::to_string(config.fragments));
+  }
+  LoadedState loaded;
+  loaded.counters.steps = r.get<std::uint64_t>();
+  for (std::size_t f = 0; f < fragments; ++f) {
+    loaded.counters.t.push_back(r.get<std::int64_t>());
+    loaded.counters.ages.push_back(r.get<std::int64_t>());
+    if (loaded.counters.t.back() < 0 || loaded.counters.ages.back() < 0) r.fail("has a negative step count or age");
+  }
+  HostState& s = loaded.state;
+  s.format = current.format;
+  s.moments = current.moments;
+  for (int k = 0; k < s.moments; ++k) {
+    switch (s.format) {
+      case StateFormat::fp32: s.fp32[k] = r.get_all<float>(current.fp32[k].size()); break;
+      case StateFormat::bf16: s.half[k] = r.get_all<bf16>(current.half[k].size()); break;
+      case StateFormat::q8:
+        s.codes[k] = r.get_all<std::uint8_t>(current.codes[k].size());
+        s.absmax[k] = r.get_all<float>(current.absmax[k].size());
+        break;
+    }
+  }
+  if (r.position() != body) r.fail("has " + std::to_string(body - r.position()) + " unexpected trailing bytes");
+  return loaded;
+}
+
+}  // namespace cgad::fastpath

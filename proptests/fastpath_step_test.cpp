@@ -1,0 +1,245 @@
+// The CPU step: sizes around the block, thread-count invariance (bit patterns), the NaN/Inf and zero-gate
+// skips, the q8 requantization from the pre-quantization moments, and PA-CGAD's fragments and ages against
+// the reference.
+#include "fastpath_test_support.hpp"
+
+#include "cgad/fastpath/q8_maps.hpp"
+#include "cgad/reference/optimizers.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace cgad::fastpath {
+namespace {
+
+using reference::OptimizerKind;
+using testing::all_format_configs;
+using testing::describe;
+using testing::Params;
+using testing::random_vector;
+using testing::state_bytes;
+
+constexpr std::size_t kSizes[] = {0, 1, 255, 256, 257, 1000, 3 * 256 + 17};
+constexpr OptimizerKind kKinds[] = {OptimizerKind::cgad, OptimizerKind::adam_decay, OptimizerKind::adam,
+                                    OptimizerKind::nesterov, OptimizerKind::sdm};
+
+// Runs three events (τ = 0, 2, 5) through an optimizer with `threads` threads; returns params and state bytes.
+std::vector<unsigned char> run_three_steps(const StepConfig& config, std::size_t n, unsigned threads) {
+  CpuOptimizer opt(config, n, threads);
+  Params params(config, random_vector(n, 11));
+  for (const std::int64_t tau : {0, 2, 5}) {
+    const StepReport report = params.step(opt, random_vector(n, 100 + static_cast<std::uint32_t>(tau)), tau);
+    EXPECT_TRUE(report.applied);
+  }
+  std::vector<unsigned char> out = params.bytes();
+  const std::vector<unsigned char> state = state_bytes(opt);
+  out.insert(out.end(), state.begin(), state.end());
+  return out;
+}
+
+TEST(FastpathStep, BitIdenticalForAnyThreadCount) {
+  for (const OptimizerKind kind : kKinds) {
+    for (const StepConfig& config : all_format_configs(kind)) {
+      for (const std::size_t n : {std::size_t{257}, std::size_t{3 * 256 + 17}}) {
+        const auto serial = run_three_steps(config, n, 1);
+        for (const unsigned threads : {2u, 3u, 7u}) {
+          ASSERT_EQ(serial, run_three_steps(config, n, threads)) << describe(config) << " n=" << n << " threads=" << threads;
+        }
+      }
+    }
+  }
+}
+
+// fp32 and bf16 state are elementwise: element i of an n-element step equals the same element stepped alone
+// (nearest rounding; stochastic rounding is keyed by the global index, so it is checked by thread invariance).
+TEST(FastpathStep, ElementwiseFormatsDoNotDependOnTheSize) {
+  for (const OptimizerKind kind : kKinds) {
+    for (StepConfig config : all_format_configs(kind)) {
+      if (config.state == StateFormat::q8 || config.rounding == Rounding::stochastic) continue;
+      for (const std::size_t n : kSizes) {
+        const auto initial = random_vector(n, 5);
+        const auto grad = random_vector(n, 6);
+        CpuOptimizer whole(config, n, 2);
+        Params params(config, initial);
+        params.step(whole, grad, 1);
+        std::vector<float> m(n);
+        whole.read_buffer(whole.buffer_names()[0], m);
+        for (std::size_t i = 0; i < n; i += std::max<std::size_t>(1, n / 7)) {
+          CpuOptimizer single(config, 1, 1);
+          Params one(config, {initial[i]});
+          one.step(single, {grad[i]}, 1);
+          std::vector<float> m_one(1);
+          single.read_buffer(single.buffer_names()[0], m_one);
+          const float theta = config.params == ParamFormat::fp32 ? params.fp32[i] : to_float(params.half[i]);
+          const float theta_one = config.params == ParamFormat::fp32 ? one.fp32[0] : to_float(one.half[0]);
+          ASSERT_EQ(std::bit_cast<std::uint32_t>(theta), std::bit_cast<std::uint32_t>(theta_one)) << describe(config) << " i=" << i;
+          ASSERT_EQ(std::bit_cast<std::uint32_t>(m[i]), std::bit_cast<std::uint32_t>(m_one[0])) << describe(config) << " i=" << i;
+        }
+      }
+    }
+  }
+}
+
+// q8: one step from the zero state gives exactly the fp32-state moments before quantization (the dequantized
+// old state is 0·absmax = 0); each block's absmax must be the max |moment| over exactly its (tail-aware)
+// elements and each code the nearest to moment/absmax — and θ must equal the fp32-state θ, since it is
+// updated from the pre-quantization moments.
+TEST(FastpathStep, Q8RequantizesEachBlockFromThePreQuantizationMoments) {
+  for (const OptimizerKind kind : kKinds) {
+    for (const std::size_t n : kSizes) {
+      StepConfig q8_config = all_format_configs(kind)[0];
+      q8_config.params = ParamFormat::fp32;
+      StepConfig fp32_config = q8_config;
+      q8_config.state = StateFormat::q8;
+      CpuOptimizer q8(q8_config, n, 3);
+      CpuOptimizer exact(fp32_config, n, 3);
+      Params q8_params(q8_config, random_vector(n, 1));
+      Params exact_params(fp32_config, random_vector(n, 1));
+      const auto grad = random_vector(n, 2);
+      q8_params.step(q8, grad, 1);
+      exact_params.step(exact, grad, 1);
+      ASSERT_EQ(q8_params.bytes(), exact_params.bytes()) << describe(q8_config) << " n=" << n;
+      for (int k = 0; k < q8.state().moments; ++k) {
+        const Q8Map& map = dynamic_map(k == 1 ? Q8MapKind::unsigned_map : Q8MapKind::signed_map);
+        const std::vector<float>& moment = exact.state().fp32[k];
+        ASSERT_EQ(q8.state().absmax[k].size(), (n + 255) / 256);
+        for (std::size_t block = 0; block * 256 < n; ++block) {
+          const std::size_t end = std::min(n, block * 256 + 256);
+          float absmax = 0;
+          for (std::size_t i = block * 256; i < end; ++i) absmax = std::max(absmax, std::fabs(moment[i]));
+          ASSERT_EQ(q8.state().absmax[k][block], absmax) << "n=" << n << " block " << block;
+          for (std::size_t i = block * 256; i < end; ++i) {
+            ASSERT_EQ(q8.state().codes[k][i], q8_nearest(q8_normalize(moment[i], absmax), map)) << "i=" << i;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(FastpathStep, NonfiniteGradientChangesNothingAndIsReported) {
+  for (const OptimizerKind kind : kKinds) {
+    for (const StepConfig& config : all_format_configs(kind)) {
+      const std::size_t n = 600;
+      CpuOptimizer opt(config, n, 3);
+      Params params(config, random_vector(n, 3));
+      params.step(opt, random_vector(n, 4), 0);
+      const auto params_before = params.bytes();
+      const auto state_before = state_bytes(opt);
+      for (const float bad : {std::numeric_limits<float>::quiet_NaN(), INFINITY, -INFINITY}) {
+        auto grad = random_vector(n, 5);
+        grad[599] = bad;
+        grad[411] = bad;
+        const StepReport report = params.step(opt, grad, 0);
+        EXPECT_FALSE(report.applied);
+        EXPECT_EQ(report.reason, reference::SkipReason::nonfinite_gradient);
+        EXPECT_EQ(report.nonfinite_index, 411u) << "the first bad element";
+        ASSERT_EQ(params.bytes(), params_before) << describe(config);
+        ASSERT_EQ(state_bytes(opt), state_before) << describe(config);
+      }
+    }
+  }
+}
+
+TEST(FastpathStep, ZeroGateSkipsOrAppliesAsConfigured) {
+  for (const auto policy : {reference::ZeroGatePolicy::apply, reference::ZeroGatePolicy::skip}) {
+    StepConfig config = all_format_configs(OptimizerKind::cgad)[4];  // fp32 params, q8 state
+    config.on_zero_gate = policy;
+    CpuOptimizer opt(config, 300, 2);
+    Params params(config, random_vector(300, 8));
+    params.step(opt, random_vector(300, 9), 0);
+    const auto params_before = params.bytes();
+    const auto state_before = state_bytes(opt);
+    const StepReport report = params.step(opt, random_vector(300, 10), 32);  // τ = τ_cut: σ = 0 exactly
+    EXPECT_EQ(report.sigma, 0.0f);
+    if (policy == reference::ZeroGatePolicy::skip) {
+      EXPECT_FALSE(report.applied);
+      EXPECT_EQ(report.reason, reference::SkipReason::zero_gate);
+      EXPECT_EQ(params.bytes(), params_before);
+      EXPECT_EQ(state_bytes(opt), state_before);
+    } else {
+      EXPECT_TRUE(report.applied);
+      EXPECT_NE(params.bytes(), params_before) << "θ moves on its momentum";
+      EXPECT_EQ(opt.counters()[0].values[0], 2);
+    }
+  }
+}
+
+TEST(FastpathStep, BadInputIsRefused) {
+  StepConfig config;
+  config.params = ParamFormat::fp32;
+  CpuOptimizer opt(config, 10, 1);
+  std::vector<float> params(10), grad(10);
+  EXPECT_THROW(opt.step(std::span<float>(params), std::vector<float>(9), 0), reference::InputError);
+  EXPECT_THROW(opt.step(std::span<float>(params.data(), 9), grad, 0), reference::InputError);
+  EXPECT_THROW(opt.step(std::span<float>(params), grad, -1), reference::InputError);
+  EXPECT_THROW(opt.step(std::span<float>(params), grad, 0, 1), reference::InputError);
+  std::vector<bf16> half(10);
+  EXPECT_THROW(opt.step(std::span<bf16>(half), grad, 0), reference::InputError);
+  EXPECT_THROW(opt.read_buffer("b", params), reference::InputError);
+  StepConfig bad = config;
+  bad.optimizer = OptimizerKind::delayed_nesterov;
+  EXPECT_THROW(CpuOptimizer(bad, 10), reference::InputError);
+  bad = config;
+  bad.adam.beta2 = 1.0f;
+  EXPECT_THROW(CpuOptimizer(bad, 10), reference::InputError);
+  bad = config;
+  bad.fragments = 2;
+  EXPECT_THROW(CpuOptimizer(bad, 10), reference::InputError);
+  bad.optimizer = OptimizerKind::pa_cgad;
+  EXPECT_THROW(CpuOptimizer(bad, 1), reference::InputError) << "an empty fragment";
+}
+
+// PA-CGAD: a stream of events over 3 fragments with rounds advancing; the reported σ, τ_eff, applied flag and
+// the counters t and age must match the reference event for event (σ as the float nearest to the
+// reference's, within the double evaluation's 2^-50 relative error).
+TEST(FastpathStep, PaCgadFragmentsAndAgesFollowTheReference) {
+  reference::set_working_precision_bits(256);
+  StepConfig config;
+  config.optimizer = OptimizerKind::pa_cgad;
+  config.params = ParamFormat::fp32;
+  config.fragments = 3;
+  config.tau_cut = 6.0f;
+  config.on_zero_gate = reference::ZeroGatePolicy::skip;
+  const std::size_t n = 700;
+  CpuOptimizer opt(config, n, 2);
+  reference::OptimizerConfig<reference::mpfr_real> ref_config;
+  ref_config.kind = OptimizerKind::pa_cgad;
+  ref_config.fragments = 3;
+  ref_config.alpha = reference::mpfr_real(config.alpha);
+  ref_config.tau_cut = reference::mpfr_real(config.tau_cut);
+  ref_config.on_zero_gate = config.on_zero_gate;
+  auto ref = reference::make_optimizer(ref_config, n);
+  std::vector<float> params(n, 0.5f);
+  std::vector<reference::mpfr_real> ref_params(n, reference::mpfr_real(0.5f));
+  const std::size_t order[] = {0, 1, 1, 2, 0, 0, 0, 1, 2, 2};
+  const std::int64_t taus[] = {0, 1, 0, 3, 2, 0, 7, 0, 1, 0};
+  for (int e = 0; e < 10; ++e) {
+    const std::size_t f = order[e];
+    const std::size_t size = opt.planner().fragment_size(f);
+    const auto grad = random_vector(size, 40 + static_cast<std::uint32_t>(e));
+    std::vector<reference::mpfr_real> ref_grad(grad.begin(), grad.end());
+    const StepReport got = opt.step(std::span<float>(params), grad, taus[e], f);
+    const auto want = ref->apply(ref_params, {ref_grad, taus[e], f});
+    EXPECT_EQ(got.applied, want.applied) << "event " << e;
+    EXPECT_EQ(got.reason, want.reason) << "event " << e;
+    EXPECT_EQ(got.tau_effective, want.tau_effective) << "event " << e;
+    const double sigma_ref = want.sigma.convert_to<double>();
+    EXPECT_LE(std::fabs(got.sigma - sigma_ref), sigma_ref * (0x1p-24 + 0x1p-50)) << "event " << e;
+    opt.advance_round();
+    ref->advance_round();
+    const auto got_counters = opt.counters();
+    const auto want_counters = ref->counters();
+    ASSERT_EQ(got_counters.size(), want_counters.size());
+    for (std::size_t c = 0; c < got_counters.size(); ++c) {
+      EXPECT_EQ(got_counters[c].name, want_counters[c].name);
+      EXPECT_EQ(got_counters[c].values, want_counters[c].values) << got_counters[c].name << " after event " << e;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace cgad::fastpath

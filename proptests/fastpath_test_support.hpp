@@ -1,0 +1,96 @@
+#pragma once
+// What the fast-path tests share: configurations over every format combination, random inputs, and exact
+// snapshots of an optimizer (parameter bits, state bytes, counters) for bit-identity checks.
+#include "cgad/fastpath/fastpath.hpp"
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace cgad::fastpath::testing {
+
+inline std::vector<StepConfig> all_format_configs(reference::OptimizerKind kind) {
+  std::vector<StepConfig> configs;
+  for (const ParamFormat params : {ParamFormat::fp32, ParamFormat::bf16}) {
+    for (const StateFormat state : {StateFormat::fp32, StateFormat::bf16, StateFormat::q8}) {
+      for (const Rounding rounding : {Rounding::nearest, Rounding::stochastic}) {
+        StepConfig c;
+        c.optimizer = kind;
+        c.params = params;
+        c.state = state;
+        c.rounding = rounding;
+        c.seed = 0x1234'5678'9ABCull;
+        c.adam.lr = 0.01f;
+        c.adam.weight_decay = 0.01f;
+        configs.push_back(c);
+      }
+    }
+  }
+  return configs;
+}
+
+inline std::string describe(const StepConfig& c) {
+  return std::string(reference::to_string(c.optimizer)) + "/" + std::string(to_string(c.params)) + "/" +
+         std::string(to_string(c.state)) + "/" + std::string(to_string(c.rounding));
+}
+
+// Pseudo-gradients of mixed scales and signs, with some exact zeros.
+inline std::vector<float> random_vector(std::size_t n, std::uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::vector<float> out(n);
+  for (auto& x : out) {
+    const int kind = static_cast<int>(rng() % 16);
+    const float magnitude = std::ldexp(std::uniform_real_distribution<float>(1.0f, 2.0f)(rng),
+                                       std::uniform_int_distribution<int>(-12, 2)(rng));
+    x = kind == 0 ? 0.0f : ((rng() & 1) ? magnitude : -magnitude) * scale;
+  }
+  return out;
+}
+
+// Parameters held in either format, stepped through the matching overload.
+struct Params {
+  std::vector<float> fp32;
+  std::vector<bf16> half;
+
+  Params(const StepConfig& config, const std::vector<float>& initial) {
+    if (config.params == ParamFormat::fp32) {
+      fp32 = initial;
+    } else {
+      for (float x : initial) half.push_back(round_nearest_even_bf16(x));
+    }
+  }
+  StepReport step(CpuOptimizer& opt, const std::vector<float>& grad, std::int64_t tau, std::size_t fragment = 0) {
+    if (opt.config().params == ParamFormat::bf16) return opt.step(std::span<bf16>(half), grad, tau, fragment);
+    return opt.step(std::span<float>(fp32), grad, tau, fragment);
+  }
+  std::vector<unsigned char> bytes() const {
+    std::vector<unsigned char> out(fp32.size() * 4 + half.size() * 2);
+    if (!fp32.empty()) std::memcpy(out.data(), fp32.data(), fp32.size() * 4);
+    if (!half.empty()) std::memcpy(out.data(), half.data(), half.size() * 2);
+    return out;
+  }
+};
+
+// Every byte of the optimizer's state and its counters.
+inline std::vector<unsigned char> state_bytes(const CpuOptimizer& opt) {
+  std::vector<unsigned char> out;
+  const auto append = [&out](const void* p, std::size_t n) {
+    const auto* b = static_cast<const unsigned char*>(p);
+    out.insert(out.end(), b, b + n);
+  };
+  const HostState& s = opt.state();
+  for (int k = 0; k < 2; ++k) {
+    append(s.fp32[k].data(), s.fp32[k].size() * 4);
+    append(s.half[k].data(), s.half[k].size() * 2);
+    append(s.codes[k].data(), s.codes[k].size());
+    append(s.absmax[k].data(), s.absmax[k].size() * 4);
+  }
+  const auto& c = opt.planner().raw_counters();
+  append(c.t.data(), c.t.size() * 8);
+  append(c.ages.data(), c.ages.size() * 8);
+  append(&c.steps, 8);
+  return out;
+}
+
+}  // namespace cgad::fastpath::testing
