@@ -244,10 +244,16 @@ void run_sweep(const VerifyOptions& o, unsigned bits) {
   if (!o.plot.empty()) {
     std::vector<double> ks(tau_maxes.begin(), tau_maxes.end());
     PlotSpec spec{"Staleness-bias term vs tau_max (" + o.objective + ", " + o.delays + " delays)",
-                  "tau_max", "sum(sigma_t*tau_t)/T", true, false, {}};
+                  "tau_max", "sum(sigma_t*tau_t)/T (log scale)", true, true, {}};
     for (std::size_t i = 0; i < std::size(kOptimizers); ++i) spec.series.push_back({kOptimizers[i], ks, bias[i], true});
     spec.series.push_back({"B1 (CGAD bound)", ks, std::vector<double>(ks.size(), b1.value.upper().convert_to<double>()),
                            false});
+    const theory::Interval alpha = theory::Interval::from_decimal(o.alpha, "alpha");
+    if (alpha.strictly_positive()) {  // 1/(eα) is +∞ at α = 0: nothing to draw
+      const double inv_e_alpha =
+          (theory::Interval(1) / (theory::exp(theory::Interval(1)) * alpha)).upper().convert_to<double>();
+      spec.series.push_back({"1/(e*alpha) (Adam-Decay bound)", ks, std::vector<double>(ks.size(), inv_e_alpha), false});
+    }
     plot_png(o.plot, spec);
   }
   if (!failures.empty()) throw std::runtime_error(failures.front());
@@ -255,6 +261,7 @@ void run_sweep(const VerifyOptions& o, unsigned bits) {
 
 void run_verify(const VerifyOptions& o) {
   const unsigned bits = apply_precision(o.precision);
+  if (!o.plot.empty()) check_plot_target(o.plot);
   if (o.sweep) {
     run_sweep(o, bits);
   } else {
@@ -272,7 +279,9 @@ void add_verify_bound_command(CLI::App& app) {
   command->add_option("--delays", o->delays, theory::kDelayKindNames)->capture_default_str();
   command->add_option("--tau-max", o->tau_max, "largest delay the schedule may produce")->capture_default_str();
   command->add_option("--steps", o->steps, "number of updates T")->capture_default_str();
-  command->add_option("--seed", o->seed, "seed of objective data, x_0, delays and noise")->capture_default_str();
+  command->add_option("--seed", o->seed, "seed of objective data, x_0, delays and noise")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   command->add_option("--optimizer", o->optimizer, "cgad|adam-decay|ungated")->capture_default_str();
   command->add_option("--alpha", o->alpha, "gate decay alpha >= 0")->capture_default_str();
   command->add_option("--tau-cut", o->tau_cut, "cosine cutoff tau_cut (integer >= 1)")->capture_default_str();

@@ -49,11 +49,26 @@ std::string shell_quoted(const std::string& text) {
 
 }  // namespace
 
-void plot_png(const std::filesystem::path& target, const PlotSpec& spec) {
+namespace {
+std::filesystem::path directory_of(const std::filesystem::path& target) {
+  return target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
+}
+}  // namespace
+
+void check_plot_target(const std::filesystem::path& target) {
   if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) {
     throw reference::InputError("--plot needs gnuplot on PATH (Debian package gnuplot-nox), which is missing");
   }
-  const std::filesystem::path dir = target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
+  if (target.filename().empty()) throw reference::InputError("--plot needs a file name, got '" + target.string() + "'");
+  std::error_code error;
+  if (!std::filesystem::is_directory(directory_of(target), error)) {
+    throw reference::InputError("--plot: no such directory: " + directory_of(target).string());
+  }
+}
+
+void plot_png(const std::filesystem::path& target, const PlotSpec& spec) {
+  check_plot_target(target);
+  const std::filesystem::path dir = directory_of(target);
   const std::string stem = target.filename().string();
   TempFile data(dir, stem + ".dat"), script(dir, stem + ".gp"), image(dir, stem + ".png");
   {

@@ -20,6 +20,10 @@ struct PlotSpec {
   std::vector<PlotSeries> series;
 };
 
+// Refuses (InputError) a plot that cannot be drawn -- gnuplot missing, or no such directory -- so a long run
+// fails before it starts rather than after.
+void check_plot_target(const std::filesystem::path& target);
+
 void plot_png(const std::filesystem::path& target, const PlotSpec& spec);
 
 }  // namespace cgad::cli
