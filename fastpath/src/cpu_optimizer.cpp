@@ -27,7 +27,7 @@ void step_block(const StepArgs& a, std::uint64_t block) {
     const std::uint64_t local = i - begin;
     random[local] = random_for(a, i);
     float out[2];
-    update_element(a, i, old_absmax, out, random[local]);
+    update_element(a, i, a.grad[i], old_absmax, out, random[local]);
     for (int k = 0; k < a.moments; ++k) {
       if (q8) {
         fresh[k][local] = out[k];
@@ -39,7 +39,7 @@ void step_block(const StepArgs& a, std::uint64_t block) {
   if (!q8) return;
   for (int k = 0; k < a.moments; ++k) {
     float absmax = 0.0f;
-    for (std::uint64_t local = 0; local < end - begin; ++local) absmax = std::max(absmax, std::fabs(fresh[k][local]));
+    for (std::uint64_t local = 0; local < end - begin; ++local) absmax = absmax_step(absmax, fresh[k][local]);
     a.moment[k].absmax[block] = absmax;
     for (std::uint64_t local = 0; local < end - begin; ++local) {
       a.moment[k].codes[begin + local] = quantize_moment(a, a.moment[k], fresh[k][local], absmax, random[local]);

@@ -52,6 +52,12 @@ struct StepArgs {
   MomentView moment[2];
 };
 
+// The largest |value| of a block, accumulated as max(acc, |x|) = (acc < |x|) ? |x| : acc on both backends.
+CGAD_HD inline float absmax_step(float accumulated, float value) {
+  const float magnitude = value < 0.0f ? -value : value;
+  return accumulated < magnitude ? magnitude : accumulated;
+}
+
 CGAD_HD inline std::uint64_t block_count(std::uint64_t size) { return (size + kQ8BlockSize - 1) / kQ8BlockSize; }
 
 CGAD_HD inline float load_param(const StepArgs& a, std::uint64_t i) {
@@ -99,18 +105,19 @@ CGAD_HD inline RandomWords random_for(const StepArgs& a, std::uint64_t i) {
   return philox_words(a.seed, a.step, a.first_index + i);
 }
 
-// Updates element i (fragment-relative): reads θ, Δ and the decoded moments, writes θ, returns the new fp32
+// Updates element i (fragment-relative) with pseudo-gradient `delta` (the caller loaded grad[i], the CUDA
+// kernel through a vectorized BlockLoad): reads θ and the decoded moments, writes θ, returns the new fp32
 // moments in `moment_out`.
-CGAD_HD inline void update_element(const StepArgs& a, std::uint64_t i, const float* block_absmax, float* moment_out,
-                                   const RandomWords& random) {
+CGAD_HD inline void update_element(const StepArgs& a, std::uint64_t i, float delta, const float* block_absmax,
+                                   float* moment_out, const RandomWords& random) {
   float theta = load_param(a, i);
   float first = load_moment(a, a.moment[0], i, block_absmax[0]);
   if (a.family == UpdateFamily::adam) {
     float second = load_moment(a, a.moment[1], i, block_absmax[1]);
-    adam_element(a.grad[i], a.adam, theta, first, second);
+    adam_element(delta, a.adam, theta, first, second);
     moment_out[1] = second;
   } else {
-    nesterov_element(a.grad[i], a.nesterov, theta, first);
+    nesterov_element(delta, a.nesterov, theta, first);
   }
   moment_out[0] = first;
   store_param(a, i, theta, random);

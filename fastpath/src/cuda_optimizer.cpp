@@ -1,0 +1,216 @@
+#include "cgad/fastpath/cuda_optimizer.hpp"
+
+#include "cuda_kernels.hpp"
+
+#include "cgad/fastpath/q8_maps.hpp"
+#include "cgad/reference/errors.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include <optional>
+#include <stdexcept>
+
+namespace cgad::fastpath {
+namespace {
+
+void check(cudaError_t status, const char* what) {
+  if (status != cudaSuccess) throw std::runtime_error(std::string("CUDA ") + what + ": " + cudaGetErrorString(status));
+}
+
+template <class T>
+struct DeviceBuffer {
+  T* data = nullptr;
+  std::size_t size = 0;
+  explicit DeviceBuffer(std::size_t n = 0) : size(n) {
+    if (n != 0) check(cudaMalloc(reinterpret_cast<void**>(&data), n * sizeof(T)), "cudaMalloc");
+  }
+  ~DeviceBuffer() {
+    if (data != nullptr) cudaFree(data);
+  }
+  DeviceBuffer(DeviceBuffer&& other) noexcept : data(other.data), size(other.size) { other.data = nullptr; }
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept {
+    std::swap(data, other.data);
+    std::swap(size, other.size);
+    return *this;
+  }
+  void upload(const std::vector<T>& host) {
+    if (size != 0) check(cudaMemcpy(data, host.data(), size * sizeof(T), cudaMemcpyHostToDevice), "upload");
+  }
+  std::vector<T> download() const {
+    std::vector<T> host(size);
+    if (size != 0) check(cudaMemcpy(host.data(), data, size * sizeof(T), cudaMemcpyDeviceToHost), "download");
+    return host;
+  }
+};
+
+}  // namespace
+
+bool cuda_device_available() { return cuda_unavailable_reason().empty(); }
+
+std::string cuda_unavailable_reason() {
+  int devices = 0;
+  const cudaError_t status = cudaGetDeviceCount(&devices);
+  if (status != cudaSuccess) return std::string("no usable CUDA device (") + cudaGetErrorString(status) + ")";
+  if (devices == 0) return "no CUDA device in this machine";
+  return {};
+}
+
+struct CudaOptimizer::Impl {
+  StepPlanner planner;
+  StateFormat format;
+  int moments;
+  DeviceBuffer<float> fp32[2];
+  DeviceBuffer<bf16> half[2];
+  DeviceBuffer<std::uint8_t> codes[2];
+  DeviceBuffer<float> absmax[2];
+  DeviceBuffer<Q8Map> maps{2};
+  DeviceBuffer<unsigned long long> first_bad{1};
+  unsigned long long* host_first_bad = nullptr;  // pinned, written by an async copy after each step
+  cudaEvent_t done = nullptr;
+  std::optional<StepPlanner::Plan> pending;
+  StepReport last_report;
+
+  Impl(const StepConfig& config, std::size_t parameters)
+      : planner(config, parameters), format(config.state), moments(planner.moments()) {
+    // The zero state of HostState::zeros, made on the device: all-zero bits are 0.0f and bf16 0; q8 codes point
+    // at each map's exact zero.
+    const std::size_t n = planner.parameters();
+    for (int k = 0; k < moments; ++k) {
+      switch (format) {
+        case StateFormat::fp32:
+          fp32[k] = DeviceBuffer<float>(n);
+          if (n != 0) check(cudaMemset(fp32[k].data, 0, n * sizeof(float)), "cudaMemset");
+          break;
+        case StateFormat::bf16:
+          half[k] = DeviceBuffer<bf16>(n);
+          if (n != 0) check(cudaMemset(half[k].data, 0, n * sizeof(bf16)), "cudaMemset");
+          break;
+        case StateFormat::q8: {
+          const Q8MapKind kind = planner.adam_family() && k == 1 ? Q8MapKind::unsigned_map : Q8MapKind::signed_map;
+          codes[k] = DeviceBuffer<std::uint8_t>(n);
+          if (n != 0) check(cudaMemset(codes[k].data, zero_code(kind), n), "cudaMemset");
+          absmax[k] = DeviceBuffer<float>(planner.total_blocks());
+          if (planner.total_blocks() != 0) {
+            check(cudaMemset(absmax[k].data, 0, planner.total_blocks() * sizeof(float)), "cudaMemset");
+          }
+          break;
+        }
+      }
+    }
+    maps.upload({dynamic_map(Q8MapKind::signed_map), dynamic_map(Q8MapKind::unsigned_map)});
+    check(cudaMallocHost(reinterpret_cast<void**>(&host_first_bad), sizeof(unsigned long long)), "cudaMallocHost");
+    *host_first_bad = cuda::kNoNonfinite;
+    check(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "cudaEventCreate");
+  }
+  ~Impl() {
+    if (done != nullptr) {
+      cudaEventSynchronize(done);
+      cudaEventDestroy(done);
+    }
+    if (host_first_bad != nullptr) cudaFreeHost(host_first_bad);
+  }
+
+  // Waits for the pending step, if any, and records whether it applied.
+  void resolve() {
+    if (!pending) return;
+    check(cudaEventSynchronize(done), "cudaEventSynchronize");
+    last_report = pending->report;
+    if (*host_first_bad != cuda::kNoNonfinite) {
+      last_report.applied = false;
+      last_report.reason = reference::SkipReason::nonfinite_gradient;
+      last_report.nonfinite_index = static_cast<std::size_t>(*host_first_bad);
+      last_report.sigma = 0.0f;
+    } else if (pending->report.applied) {  // not a zero-gate skip
+      planner.commit(*pending);
+    }
+    pending.reset();
+  }
+
+  void step(std::size_t params_size, float* params_fp32, bf16* params_bf16, const float* grad, std::size_t grad_size,
+            std::int64_t tau, std::size_t fragment, cudaStream_t stream) {
+    resolve();
+    StepPlanner::Plan plan = planner.plan(params_size, grad_size, tau, fragment);
+    StepArgs& a = plan.args;
+    a.grad = grad;
+    a.params_fp32 = params_fp32 == nullptr ? nullptr : params_fp32 + plan.offset;
+    a.params_bf16 = params_bf16 == nullptr ? nullptr : params_bf16 + plan.offset;
+    for (int k = 0; k < moments; ++k) {
+      MomentView& view = a.moment[k];
+      if (fp32[k].data != nullptr) view.fp32 = fp32[k].data + plan.offset;
+      if (half[k].data != nullptr) view.half = half[k].data + plan.offset;
+      if (codes[k].data != nullptr) view.codes = codes[k].data + plan.offset;
+      if (absmax[k].data != nullptr) view.absmax = absmax[k].data + plan.first_block;
+      view.map = maps.data + (planner.adam_family() && k == 1 ? 1 : 0);
+    }
+    // The NaN/Inf scan runs even when the gate skips the event: the reference reports nonfinite first.
+    check(cudaMemsetAsync(first_bad.data, 0xFF, sizeof(unsigned long long), stream), "cudaMemsetAsync");
+    check(cuda::launch_nonfinite_scan(grad, grad_size, first_bad.data, stream), "nonfinite scan launch");
+    if (plan.report.applied) check(cuda::launch_fused_step(a, first_bad.data, stream), "fused step launch");
+    check(cudaMemcpyAsync(host_first_bad, first_bad.data, sizeof(unsigned long long), cudaMemcpyDeviceToHost, stream),
+          "cudaMemcpyAsync");
+    check(cudaEventRecord(done, stream), "cudaEventRecord");
+    pending = plan;
+  }
+};
+
+namespace {
+// Checked before any member of Impl allocates device memory.
+void require_device() {
+  const std::string why = cuda_unavailable_reason();
+  if (!why.empty()) throw reference::InputError("the CUDA backend is unavailable: " + why);
+}
+}  // namespace
+
+CudaOptimizer::CudaOptimizer(const StepConfig& config, std::size_t parameters)
+    : impl_((require_device(), std::make_unique<Impl>(config, parameters))) {}
+CudaOptimizer::~CudaOptimizer() = default;
+
+void CudaOptimizer::step(float* params, std::size_t params_size, const float* grad, std::size_t grad_size,
+                         std::int64_t tau, std::size_t fragment, CUstream_st* stream) {
+  if (config().params != ParamFormat::fp32) {
+    throw reference::InputError("this optimizer stores bf16 parameters; it was given fp32 ones");
+  }
+  impl_->step(params_size, params, nullptr, grad, grad_size, tau, fragment, stream);
+}
+
+void CudaOptimizer::step(bf16* params, std::size_t params_size, const float* grad, std::size_t grad_size,
+                         std::int64_t tau, std::size_t fragment, CUstream_st* stream) {
+  if (config().params != ParamFormat::bf16) {
+    throw reference::InputError("this optimizer stores fp32 parameters; it was given bf16 ones");
+  }
+  impl_->step(params_size, nullptr, params, grad, grad_size, tau, fragment, stream);
+}
+
+StepReport CudaOptimizer::report() {
+  impl_->resolve();
+  return impl_->last_report;
+}
+
+void CudaOptimizer::advance_round() {
+  impl_->resolve();
+  impl_->planner.advance_round();
+}
+
+const StepConfig& CudaOptimizer::config() const { return impl_->planner.config(); }
+std::size_t CudaOptimizer::parameters() const { return impl_->planner.parameters(); }
+
+std::vector<reference::StateCounter> CudaOptimizer::counters() {
+  impl_->resolve();
+  return impl_->planner.counters();
+}
+
+HostState CudaOptimizer::download() {
+  impl_->resolve();
+  HostState host;
+  host.format = impl_->format;
+  host.moments = impl_->moments;
+  for (int k = 0; k < host.moments; ++k) {
+    host.fp32[k] = impl_->fp32[k].download();
+    host.half[k] = impl_->half[k].download();
+    host.codes[k] = impl_->codes[k].download();
+    host.absmax[k] = impl_->absmax[k].download();
+  }
+  return host;
+}
+
+}  // namespace cgad::fastpath

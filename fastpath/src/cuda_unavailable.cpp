@@ -1,0 +1,38 @@
+// The CUDA backend's entry points in a build without CUDA (CGAD_ENABLE_CUDA off): nothing is available, and
+// constructing a CudaOptimizer is refused with one line.
+#include "cgad/fastpath/cuda_optimizer.hpp"
+
+#include "cgad/reference/errors.hpp"
+
+#include <stdexcept>
+
+namespace cgad::fastpath {
+
+bool cuda_device_available() { return false; }
+std::string cuda_unavailable_reason() { return "this build has no CUDA backend (CGAD_ENABLE_CUDA is off)"; }
+
+struct CudaOptimizer::Impl {};
+
+CudaOptimizer::CudaOptimizer(const StepConfig&, std::size_t) {
+  throw reference::InputError("the CUDA backend is unavailable: " + cuda_unavailable_reason());
+}
+CudaOptimizer::~CudaOptimizer() = default;
+
+// Unreachable: no CudaOptimizer can exist in this build.
+namespace {
+[[noreturn]] void unreachable() { throw std::logic_error("CudaOptimizer without a CUDA backend"); }
+}  // namespace
+void CudaOptimizer::step(float*, std::size_t, const float*, std::size_t, std::int64_t, std::size_t, CUstream_st*) {
+  unreachable();
+}
+void CudaOptimizer::step(bf16*, std::size_t, const float*, std::size_t, std::int64_t, std::size_t, CUstream_st*) {
+  unreachable();
+}
+StepReport CudaOptimizer::report() { unreachable(); }
+void CudaOptimizer::advance_round() { unreachable(); }
+const StepConfig& CudaOptimizer::config() const { unreachable(); }
+std::size_t CudaOptimizer::parameters() const { unreachable(); }
+std::vector<reference::StateCounter> CudaOptimizer::counters() { unreachable(); }
+HostState CudaOptimizer::download() { unreachable(); }
+
+}  // namespace cgad::fastpath

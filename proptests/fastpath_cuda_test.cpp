@@ -1,0 +1,111 @@
+// CUDA backend against the CPU backend: the same bits for every optimizer, format and rounding, over sizes
+// around the block, with a NaN event and a zero-gate event in the stream. Skips, saying why, where this
+// process sees no CUDA device (or the build has no CUDA backend).
+#include "fastpath_test_support.hpp"
+
+#include "cgad/fastpath/cuda_optimizer.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <limits>
+
+#if defined(CGAD_FASTPATH_HAS_CUDA)
+#include <cuda_runtime_api.h>
+#endif
+
+namespace cgad::fastpath {
+namespace {
+
+using testing::all_format_configs;
+using testing::describe;
+using testing::Params;
+using testing::random_vector;
+
+TEST(FastpathCuda, ConstructionIsRefusedWithoutADevice) {
+  if (cuda_device_available()) GTEST_SKIP() << "a CUDA device is present";
+  EXPECT_THROW(CudaOptimizer(StepConfig{}, 10), reference::InputError);
+}
+
+#if defined(CGAD_FASTPATH_HAS_CUDA)
+
+template <class T>
+T* to_device(const std::vector<T>& host) {
+  T* device = nullptr;
+  EXPECT_EQ(cudaMalloc(reinterpret_cast<void**>(&device), std::max<std::size_t>(1, host.size()) * sizeof(T)),
+            cudaSuccess);
+  if (!host.empty()) cudaMemcpy(device, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice);
+  return device;
+}
+template <class T>
+std::vector<T> to_host(const T* device, std::size_t n) {
+  std::vector<T> host(n);
+  if (n != 0) cudaMemcpy(host.data(), device, n * sizeof(T), cudaMemcpyDeviceToHost);
+  return host;
+}
+
+std::vector<unsigned char> host_state_bytes(const HostState& s) {
+  std::vector<unsigned char> out;
+  const auto append = [&out](const void* p, std::size_t n) {
+    const auto* b = static_cast<const unsigned char*>(p);
+    out.insert(out.end(), b, b + n);
+  };
+  for (int k = 0; k < s.moments; ++k) {
+    append(s.fp32[k].data(), s.fp32[k].size() * 4);
+    append(s.half[k].data(), s.half[k].size() * 2);
+    append(s.codes[k].data(), s.codes[k].size());
+    append(s.absmax[k].data(), s.absmax[k].size() * 4);
+  }
+  return out;
+}
+
+TEST(FastpathCuda, BitIdenticalToTheCpuBackend) {
+  if (!cuda_device_available()) GTEST_SKIP() << "CUDA-vs-CPU bit identity not checked: " << cuda_unavailable_reason();
+  for (const auto kind : {reference::OptimizerKind::cgad, reference::OptimizerKind::adam_decay,
+                          reference::OptimizerKind::adam, reference::OptimizerKind::nesterov,
+                          reference::OptimizerKind::sdm}) {
+    for (StepConfig config : all_format_configs(kind)) {
+      config.on_zero_gate = reference::ZeroGatePolicy::skip;
+      for (const std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{255}, std::size_t{256},
+                                  std::size_t{257}, std::size_t{5000}}) {
+        CpuOptimizer cpu(config, n, 2);
+        CudaOptimizer gpu(config, n);
+        Params params(config, random_vector(n, 21));
+        void* device_params = config.params == ParamFormat::fp32 ? static_cast<void*>(to_device(params.fp32))
+                                                                 : static_cast<void*>(to_device(params.half));
+        const std::int64_t taus[] = {0, 3, 40, 1, 7};
+        for (int e = 0; e < 5; ++e) {
+          auto grad = random_vector(n, 30 + static_cast<std::uint32_t>(e));
+          if (e == 3 && n > 0) grad[n / 2] = std::numeric_limits<float>::quiet_NaN();
+          float* device_grad = to_device(grad);
+          const StepReport want = params.step(cpu, grad, taus[e]);
+          if (config.params == ParamFormat::fp32) {
+            gpu.step(static_cast<float*>(device_params), n, device_grad, n, taus[e], 0, nullptr);
+          } else {
+            gpu.step(static_cast<bf16*>(device_params), n, device_grad, n, taus[e], 0, nullptr);
+          }
+          const StepReport got = gpu.report();
+          EXPECT_EQ(got.applied, want.applied) << describe(config) << " n=" << n << " event " << e;
+          EXPECT_EQ(got.reason, want.reason) << describe(config) << " n=" << n << " event " << e;
+          cudaFree(device_grad);
+        }
+        Params back = params;
+        if (config.params == ParamFormat::fp32) {
+          back.fp32 = to_host(static_cast<float*>(device_params), n);
+        } else {
+          back.half = to_host(static_cast<bf16*>(device_params), n);
+        }
+        cudaFree(device_params);
+        ASSERT_EQ(back.bytes(), params.bytes()) << describe(config) << " n=" << n << ": parameters differ";
+        ASSERT_EQ(host_state_bytes(gpu.download()), host_state_bytes(cpu.state()))
+            << describe(config) << " n=" << n << ": state differs";
+        EXPECT_EQ(gpu.counters().size(), cpu.counters().size());
+      }
+    }
+  }
+}
+
+#endif
+
+}  // namespace
+}  // namespace cgad::fastpath
