@@ -1,0 +1,69 @@
+// `cgad codebook`: the two 8-bit dynamic maps the fast path quantizes optimizer state with (signed for first
+// moments and momentum, unsigned for second moments), so anyone can compare them with bitsandbytes'.
+// Every code is printed exactly: as the shortest decimal that reads back to the same float, and as hexfloat.
+#include "commands.hpp"
+
+#include "cgad/fastpath/q8_maps.hpp"
+#include "cgad/reference/real.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <iomanip>
+#include <iostream>
+#include <memory>
+#include <string>
+
+namespace cgad::cli {
+namespace {
+
+std::string hexfloat(float x) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%a", static_cast<double>(x));
+  return buffer;
+}
+
+void run_codebook(bool json) {
+  using fastpath::dynamic_map;
+  using fastpath::Q8MapKind;
+  const fastpath::Q8Map& signed_map = dynamic_map(Q8MapKind::signed_map);
+  const fastpath::Q8Map& unsigned_map = dynamic_map(Q8MapKind::unsigned_map);
+  const char* source =
+      "bitsandbytes create_dynamic_map(signed, max_exponent_bits=7, total_bits=8), releases 0.44.0-0.50.1, "
+      "torch.linspace evaluated element by element in float32";
+  if (json) {
+    nlohmann::json out{{"source", source}, {"block_size", fastpath::kQ8BlockSize}};
+    for (const auto& [name, map] : {std::pair{"signed", &signed_map}, std::pair{"unsigned", &unsigned_map}}) {
+      nlohmann::json codes = nlohmann::json::array();
+      nlohmann::json hex = nlohmann::json::array();
+      for (int k = 0; k < fastpath::kQ8Codes; ++k) {
+        codes.push_back(reference::to_decimal(map->code[k]));
+        hex.push_back(hexfloat(map->code[k]));
+      }
+      out[name] = {{"codes", codes}, {"hex", hex}};
+    }
+    std::cout << out.dump(2) << "\n";
+    return;
+  }
+  std::cout << "q8 dynamic maps (" << source << ")\n";
+  std::cout << std::setw(5) << "index" << "  " << std::left << std::setw(16) << "signed" << std::setw(18)
+            << "(hex)" << std::setw(16) << "unsigned" << "(hex)\n"
+            << std::right;
+  for (int k = 0; k < fastpath::kQ8Codes; ++k) {
+    std::cout << std::setw(5) << k << "  " << std::left << std::setw(16) << reference::to_decimal(signed_map.code[k])
+              << std::setw(18) << hexfloat(signed_map.code[k]) << std::setw(16)
+              << reference::to_decimal(unsigned_map.code[k]) << hexfloat(unsigned_map.code[k]) << "\n"
+              << std::right;
+  }
+}
+
+}  // namespace
+
+void add_codebook_command(CLI::App& app) {
+  auto json = std::make_shared<bool>(false);
+  CLI::App* command = app.add_subcommand("codebook", "The fast path's two q8 dynamic maps (signed for m, unsigned for v)");
+  command->add_flag("--json", *json, "print JSON instead of a table");
+  command->callback([json] { run_codebook(*json); });
+}
+
+}  // namespace cgad::cli
