@@ -2,6 +2,7 @@
 // certified MPFI enclosures, with a proof verdict for every inequality the theory claims.
 #include "cli_support.hpp"
 #include "commands.hpp"
+#include "theory_progress.hpp"
 
 #include "cgad/theory/constants.hpp"
 
@@ -54,7 +55,11 @@ void print_sup(const char* title, const theory::SupConstant& c, unsigned digits)
 
 void run_bound(const BoundOptions& options) {
   const unsigned bits = apply_precision(options.precision);
-  const theory::BoundConstants c = theory::compute_bound_constants(options.alpha, options.tau_cut);
+  const theory::BoundConstants c = [&] {
+    ProgressBar bar("bound");
+    return theory::compute_bound_constants(options.alpha, options.tau_cut,
+                                           [&](long done, long total) { bar.update(done, total); });
+  }();
   // Every printed MPFR value carries a few ulps of error (a handful of correctly rounded operations, and τ*
   // off by a few ulps moves τ^kσ only to second order); dropping 16 bits keeps every printed digit
   // meaningful (72 digits at 256 bits, at least 30 at the 112-bit minimum).

@@ -123,14 +123,18 @@ SupConstant certified_sup(unsigned k, const Interval& alpha, long tau_cut) {
   return result;
 }
 
-Interval certified_stale_weight(const Interval& alpha, long tau_cut) {
+Interval certified_stale_weight(const Interval& alpha, long tau_cut, const std::function<void(long)>& on_term) {
   const IntervalGate gate{alpha, tau_cut};
   Interval sum(0);
-  for (long tau = 1; tau <= tau_cut; ++tau) sum = sum + sigma_enclosure(Interval(tau), gate);
+  for (long tau = 1; tau <= tau_cut; ++tau) {
+    sum = sum + sigma_enclosure(Interval(tau), gate);
+    if (on_term) on_term(tau);
+  }
   return sum;
 }
 
-BoundConstants compute_bound_constants(const std::string& alpha_text, long tau_cut) {
+BoundConstants compute_bound_constants(const std::string& alpha_text, long tau_cut,
+                                       const std::function<void(long, long)>& on_progress) {
   // Validation goes through the reference gate, so the bound refuses exactly what the optimizers refuse.
   const mpfr_real alpha_mpfr = reference::parse_real<mpfr_real>(alpha_text, "alpha");
   reference::validate(reference::GateParams<mpfr_real>{reference::GateKind::cosine, alpha_mpfr, mpfr_real(tau_cut)});
@@ -145,14 +149,20 @@ BoundConstants compute_bound_constants(const std::string& alpha_text, long tau_c
                      .precision_bits = reference::working_precision_bits(),
                      .b1 = certified_sup(1, alpha, tau_cut),
                      .b2 = certified_sup(2, alpha, tau_cut),
-                     .w = certified_stale_weight(alpha, tau_cut),
+                     .w = certified_stale_weight(alpha, tau_cut,
+                                                 [&](long done) {
+                                                   if (on_progress && done % 1024 == 0) on_progress(done, 2 * tau_cut);
+                                                 }),
                      .w_mpfr = mpfr_real(0),
                      .w_cutoff_bound = Interval((tau_cut - 1)) / Interval(2),
                      .inequalities = {},
                      .cutoff_past_peak = false,
                      .b1_lower_at_inverse_alpha = Interval(0)};
   const reference::GateParams<mpfr_real> gate{reference::GateKind::cosine, alpha_mpfr, mpfr_real(tau_cut)};
-  for (long tau = 1; tau <= tau_cut; ++tau) out.w_mpfr += reference::sigma(mpfr_real(tau), gate);
+  for (long tau = 1; tau <= tau_cut; ++tau) {
+    out.w_mpfr += reference::sigma(mpfr_real(tau), gate);
+    if (on_progress && tau % 1024 == 0) on_progress(tau_cut + tau, 2 * tau_cut);
+  }
 
   const bool alpha_zero = is_zero(alpha);
   const Interval inf = Interval::hull(infinity(), infinity());

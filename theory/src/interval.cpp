@@ -133,6 +133,7 @@ Interval binary(const Interval& a, const Interval& b, Op op) {
 std::string directed(const mpfr_real& x, unsigned digits, bool up) {
   if (mpfr_nan_p(x.backend().data())) return "nan";
   if (mpfr_inf_p(x.backend().data())) return mpfr_sgn(x.backend().data()) > 0 ? "inf" : "-inf";
+  if (mpfr_zero_p(x.backend().data())) return "0";  // a signed zero is still zero: no "-0.000e+00"
   char* text = nullptr;
   const int precision = static_cast<int>(digits == 0 ? 0 : digits - 1);
   const int written = up ? mpfr_asprintf(&text, "%.*RUe", precision, x.backend().data())

@@ -11,6 +11,7 @@
 #include "cgad/reference/real.hpp"
 #include "cgad/theory/interval.hpp"
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -64,13 +65,15 @@ struct BoundConstants {
 
 // Validates α (decimal ≥ 0, finite) and τ_cut (integer in [1, kMaxBoundTauCut]); throws InputError.
 // Everything is computed at the current working precision (reference::set_working_precision_bits).
-BoundConstants compute_bound_constants(const std::string& alpha_text, long tau_cut);
+// `on_progress` (optional) sees (terms of W summed, 2·τ_cut): W's two sums dominate for large τ_cut.
+BoundConstants compute_bound_constants(const std::string& alpha_text, long tau_cut,
+                                       const std::function<void(long, long)>& on_progress = {});
 
 // The certified sup of τ^k σ(τ) for an interval α (exposed for the scaling-law tests: B_k(α, C) =
 // C^k·B_k(αC, 1)). Precondition: alpha ⊆ [0, ∞), tau_cut ≥ 1.
 SupConstant certified_sup(unsigned k, const Interval& alpha, long tau_cut);
 
-// Certified Σ_{τ=1}^{τ_cut} σ(τ) for an interval α.
-Interval certified_stale_weight(const Interval& alpha, long tau_cut);
+// Certified Σ_{τ=1}^{τ_cut} σ(τ) for an interval α; `on_term` (optional) is called after each term.
+Interval certified_stale_weight(const Interval& alpha, long tau_cut, const std::function<void(long)>& on_term = {});
 
 }  // namespace cgad::theory
