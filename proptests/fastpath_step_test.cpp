@@ -241,5 +241,66 @@ TEST(FastpathStep, PaCgadFragmentsAndAgesFollowTheReference) {
   }
 }
 
+// The v = 0 guard (element_update.hpp): a second moment quantized to 0 under a nonzero first moment. After one
+// step with Δ = (1, 1e-5, …), element 1 has v/absmax ≈ 1e-10, below half the smallest unsigned code (3.25e-7),
+// so v stores 0 while m/absmax ≈ 1e-5 keeps a nonzero code. A zero-gate event (σ = 0, policy apply) then gives
+// g = 0, v = 0 and m = β1·m ≠ 0: unguarded, θ would jump by η·m̂/ε ≈ 0.5; guarded (λ = 0) it stays put.
+TEST(FastpathStep, ZeroSecondMomentUnderNonzeroFirstMomentDoesNotDivideByEpsilon) {
+  StepConfig config;
+  config.params = ParamFormat::fp32;
+  config.state = StateFormat::q8;
+  CpuOptimizer opt(config, 256, 1);
+  std::vector<float> params(256, 0.25f);
+  std::vector<float> grad(256, 0.0f);
+  grad[0] = 1.0f;
+  grad[1] = 1e-5f;
+  opt.step(std::span<float>(params), grad, 0);
+  std::vector<float> m(256), v(256);
+  opt.read_buffer("m", m);
+  opt.read_buffer("v", v);
+  ASSERT_NE(m[1], 0.0f);
+  ASSERT_EQ(v[1], 0.0f);
+  const float theta_before = params[1];
+  const StepReport report = opt.step(std::span<float>(params), std::vector<float>(256, 0.0f), 40);
+  ASSERT_TRUE(report.applied);
+  ASSERT_EQ(report.sigma, 0.0f);
+  EXPECT_EQ(params[1], theta_before) << std::hexfloat << params[1];
+  EXPECT_NE(params[0], 0.25f) << "element 0 still moves on its momentum";
+}
+
+// PA-CGAD over q8 state: fragments whose boundaries fall inside a 256-block still own their blocks (each
+// fragment's first element starts a block), so stepping one fragment leaves every byte of the others' state —
+// codes and absmax — and their parameters untouched.
+TEST(FastpathStep, PaCgadFragmentStepTouchesOnlyItsOwnBlocks) {
+  StepConfig config;
+  config.optimizer = OptimizerKind::pa_cgad;
+  config.params = ParamFormat::bf16;
+  config.state = StateFormat::q8;
+  config.rounding = Rounding::stochastic;
+  config.fragments = 3;
+  const std::size_t n = 1000;  // fragments [0,333), [333,666), [666,1000): none starts on a multiple of 256
+  CpuOptimizer opt(config, n, 3);
+  Params params(config, random_vector(n, 50));
+  for (std::size_t f = 0; f < 3; ++f) {
+    params.step(opt, random_vector(opt.planner().fragment_size(f), 51 + static_cast<std::uint32_t>(f)), 0, f);
+  }
+  EXPECT_EQ(opt.state().absmax[0].size(), 2u + 2u + 2u);
+  const HostState before = opt.state();
+  const auto params_before = params.half;
+  params.step(opt, random_vector(opt.planner().fragment_size(1), 60), 0, 1);
+  const HostState& after = opt.state();
+  for (int k = 0; k < 2; ++k) {
+    for (std::size_t i = 0; i < n; ++i) {
+      if (i >= 333 && i < 666) continue;
+      ASSERT_EQ(after.codes[k][i], before.codes[k][i]) << "moment " << k << " element " << i;
+      ASSERT_EQ(params.half[i].bits, params_before[i].bits) << "element " << i;
+    }
+    for (const std::size_t block : {0u, 1u, 4u, 5u}) {
+      ASSERT_EQ(after.absmax[k][block], before.absmax[k][block]) << "moment " << k << " block " << block;
+    }
+    EXPECT_NE(after.absmax[k][2], before.absmax[k][2]) << "fragment 1's first block was requantized";
+  }
+}
+
 }  // namespace
 }  // namespace cgad::fastpath
