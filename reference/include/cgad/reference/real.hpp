@@ -71,6 +71,16 @@ std::string show(const Real& x) {
   }
 }
 
+// x = sqrt(x), correctly rounded, without a temporary (MPFR would otherwise allocate one per call).
+template <RealScalar Real>
+void sqrt_in_place(Real& x) {
+  if constexpr (std::same_as<Real, mpfr_real>) {
+    mpfr_sqrt(x.backend().data(), x.backend().data(), MPFR_RNDN);
+  } else {
+    x = std::sqrt(x);
+  }
+}
+
 template <RealScalar Real>
 bool is_finite(const Real& x) {
   using boost::multiprecision::isfinite;

@@ -1,0 +1,28 @@
+#pragma once
+// Runs a pseudo-gradient stream through a reference (MPFR) optimizer and records the parameters and state
+// after every event — the engine behind `cgad replay --backend reference` and the report's example replay.
+#include "optimizer_options.hpp"
+#include "replay_stream.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace cgad::cli {
+
+struct ReplayResult {
+  // One record per event: {"event", "tau", "fragment", "tau_effective", "sigma", "skipped", ["skip_reason"],
+  // "params", "state"}, every real as a decimal string that reads back to the exact value.
+  std::vector<nlohmann::ordered_json> records;
+  std::size_t nonfinite = 0;  // events skipped for a NaN/Inf pseudo-gradient
+  std::size_t zero_gate = 0;  // events skipped at σ = 0 under on_zero_gate = skip
+};
+
+// Uses the current working precision. Every event is one outer round (advance_round after each).
+// NaN/Inf events are reported on `notes` as they are skipped. Throws InputError naming `source` and line.
+ReplayResult replay_reference(const PseudoGradientStream& stream, const std::string& source,
+                              const OptimizerOptions& options, std::ostream& notes);
+
+}  // namespace cgad::cli

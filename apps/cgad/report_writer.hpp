@@ -1,0 +1,31 @@
+#pragma once
+// The `report/` folder `cgad report` writes: report.md plus the CSV/JSON and PNG files behind every table
+// and figure. Each file is written atomically, so an interrupted report never leaves a half-written file
+// where a complete one was.
+#include <filesystem>
+#include <sstream>
+#include <string>
+
+namespace cgad::cli {
+
+class ReportWriter {
+ public:
+  explicit ReportWriter(std::filesystem::path dir);
+  const std::filesystem::path& dir() const { return dir_; }
+  // Markdown appended to report.md, in order.
+  std::ostringstream& markdown() { return markdown_; }
+  // Writes `name` inside the report folder.
+  void write_file(const std::string& name, const std::string& contents) const;
+  // Writes report.md; returns its path.
+  std::filesystem::path finish() const;
+
+ private:
+  std::filesystem::path dir_;
+  std::ostringstream markdown_;
+};
+
+// The sections, in the order they appear. Each writes its own data files and figures.
+void report_gate_section(ReportWriter& report);
+void report_replay_section(ReportWriter& report);
+
+}  // namespace cgad::cli

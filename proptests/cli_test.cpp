@@ -1,0 +1,152 @@
+// The `cgad` command as a user meets it: exit status, one-line errors, and files that are either complete
+// results or untouched.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Outcome {
+  int status = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string slurp(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("cgad_cli_test_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  Outcome cgad(const std::string& args) const {
+    const std::string command = std::string(CGAD_BINARY) + " " + args + " >" + (dir_ / "stdout").string() + " 2>" +
+                                (dir_ / "stderr").string() + " </dev/null";
+    const int raw = std::system(command.c_str());
+    return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, slurp(dir_ / "stdout"), slurp(dir_ / "stderr")};
+  }
+  fs::path write(const std::string& name, const std::string& text) const {
+    std::ofstream(dir_ / name) << text;
+    return dir_ / name;
+  }
+  // A refusal is exit status 2 and exactly one line on stderr that starts with "cgad: ".
+  void expect_refused(const Outcome& o, const std::string& fragment) const {
+    EXPECT_EQ(o.status, 2) << o.err;
+    EXPECT_EQ(o.err.rfind("cgad: ", 0), 0u) << o.err;
+    EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+    EXPECT_NE(o.err.find(fragment), std::string::npos) << "wanted '" << fragment << "' in: " << o.err;
+  }
+  fs::path dir_;
+};
+
+TEST_F(CliTest, GateJsonHasEveryRowAndExactEnds) {
+  const Outcome o = cgad("gate --alpha 0.2 --tau-cut 8 --json");
+  ASSERT_EQ(o.status, 0) << o.err;
+  const auto table = nlohmann::json::parse(o.out);
+  ASSERT_EQ(table["rows"].size(), 10u);  // τ = 0 … τ_cut + 1
+  EXPECT_EQ(table["precision_bits"], 257);
+  const std::string one = table["rows"][0]["sigma"];
+  EXPECT_EQ(one.rfind("1.000000000000000000000000000000", 0), 0u) << one;
+  EXPECT_GE(one.find('e') - 1, 30u);  // at least 30 significant digits
+  for (int tau : {8, 9}) EXPECT_EQ(table["rows"][tau]["sigma"].get<std::string>().find_first_not_of("0.e+"), std::string::npos);
+  const Outcome wide = cgad("gate --tau-cut 8 --json --precision 512");
+  EXPECT_GT(nlohmann::json::parse(wide.out)["rows"][1]["sigma"].get<std::string>().size(), one.size() + 70);
+}
+
+TEST_F(CliTest, GateRefusesBadInput) {
+  expect_refused(cgad("gate --alpha -0.1"), "alpha");
+  expect_refused(cgad("gate --alpha abc"), "alpha");
+  expect_refused(cgad("gate --tau-cut 0"), "tau-cut");
+  expect_refused(cgad("gate --precision 16"), "precision");
+  expect_refused(cgad("gate --no-such-flag"), "no-such-flag");
+  expect_refused(cgad(""), "subcommand");
+}
+
+const char* kStream =
+    "{\"params\": [1, \"0.5\", -2.25]}\n"
+    "{\"grad\": [0.1, -0.2, 0.3], \"tau\": 0}\n"
+    "{\"grad\": [0.1, \"nan\", 0.3], \"tau\": 1}\n"
+    "\n"
+    "{\"grad\": [1e-3, 2, -3], \"tau\": 40, \"fragment\": 0}\n";
+
+TEST_F(CliTest, ReplayWritesOneLinePerEventAndReportsTheSkippedOne) {
+  const fs::path in = write("s.jsonl", kStream);
+  const Outcome o = cgad("replay --input " + in.string() + " --output " + (dir_ / "out.jsonl").string());
+  ASSERT_EQ(o.status, 0) << o.err;
+  EXPECT_NE(o.err.find("s.jsonl:3: event 1 skipped: non-finite pseudo-gradient at element 1"), std::string::npos) << o.err;
+  std::ifstream out(dir_ / "out.jsonl");
+  std::vector<nlohmann::json> lines;
+  for (std::string line; std::getline(out, line);) lines.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[1]["skipped"], true);
+  EXPECT_EQ(lines[1]["skip_reason"], "nonfinite-gradient");
+  EXPECT_EQ(lines[1]["params"], lines[0]["params"]);  // the skipped event changed nothing
+  EXPECT_EQ(lines[1]["state"], lines[0]["state"]);
+  EXPECT_EQ(lines[2]["tau"], 40);
+  EXPECT_EQ(lines[2]["skipped"], false);  // past τ_cut with `apply`: the pure-decay step runs
+  EXPECT_NE(lines[2]["params"], lines[1]["params"]);
+  EXPECT_EQ(lines[2]["state"]["t"], nlohmann::json::array({2}));
+  // with `skip` the same event is dropped
+  const Outcome skip = cgad("replay --on-zero-gate skip --input " + in.string() + " --output -");
+  ASSERT_EQ(skip.status, 0) << skip.err;
+  std::istringstream skipped(skip.out);
+  std::string line;
+  for (int i = 0; i < 3; ++i) std::getline(skipped, line);
+  EXPECT_EQ(nlohmann::json::parse(line)["skip_reason"], "zero-gate");
+}
+
+TEST_F(CliTest, ReplayRefusesBadStreamsWithTheLineAndKeepsTheOldOutput) {
+  const fs::path out = write("out.jsonl", "previous result\n");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"{\"params\": [1, 2]}\n{\"grad\": [1, 2], \"tau\": 0}\n{\"grad\": [1, 2], \"tau\": 0\n", ":3: not a valid JSON"},
+      {"{\"params\": [1, 2]}\n{\"grad\": [1], \"tau\": 0}\n", ":2: pseudo-gradient has 1 elements"},
+      {"{\"params\": [1, 2]}\n{\"grad\": [1, 2], \"tau\": -1}\n", ":2: \"tau\" must be a non-negative integer"},
+      {"{\"params\": [1, 2]}\n{\"grad\": [1, 2], \"tau\": 1.5}\n", ":2: \"tau\" must be a non-negative integer"},
+      {"{\"params\": [1, 2]}\n{\"grad\": [1, 2]}\n", ":2: missing \"tau\""},
+      {"{\"params\": [1, 2]}\n{\"grad\": [1, \"x\"], \"tau\": 0}\n", ":2: grad[1]: 'x' is not a number"},
+      {"{\"params\": [1, 2]}\n{\"grad\": [1, 2], \"tau\": 0, \"lr\": 3}\n", ":2: unknown key \"lr\""},
+      {"{\"params\": [1, 2]}\n{\"grad\": [1, true], \"tau\": 0}\n", "grad[1] must be a number"},
+      {"{\"params\": []}\n", ":1: \"params\" is empty"},
+      {"", "empty input"},
+      {"[1, 2]\n", ":1: each line must be a JSON object"},
+      {"{\"params\": [1, 2]}\n{\"grad\": [1, 2], \"tau\": 0, \"fragment\": 1}\n", "fragment 1 does not exist"},
+  };
+  for (const auto& [text, message] : cases) {
+    const fs::path in = write("bad.jsonl", text);
+    expect_refused(cgad("replay --input " + in.string() + " --output " + out.string()), message);
+    EXPECT_EQ(slurp(out), "previous result\n") << text;
+  }
+  for (const auto& entry : fs::directory_iterator(dir_)) {
+    EXPECT_EQ(entry.path().filename().string().find(".out.jsonl."), std::string::npos) << "temporary file left behind";
+  }
+  expect_refused(cgad("replay --input " + (dir_ / "missing.jsonl").string() + " --output " + out.string()), "cannot open");
+  const fs::path good = write("good.jsonl", kStream);
+  expect_refused(cgad("replay --lr -1 --input " + good.string() + " --output " + out.string()), "lr");
+  expect_refused(cgad("replay --optimizer adamw --input " + good.string() + " --output " + out.string()), "adamw");
+  expect_refused(cgad("replay --on-zero-gate maybe --input " + good.string() + " --output " + out.string()), "on-zero-gate");
+  expect_refused(cgad("replay --optimizer nesterov --fragments 2 --input " + good.string() + " --output " + out.string()),
+                 "fragments");
+  EXPECT_EQ(slurp(out), "previous result\n");
+}
+
+}  // namespace
