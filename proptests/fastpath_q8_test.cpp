@@ -40,6 +40,7 @@ std::int64_t ulps_between(float a, float b) {
 }
 
 // The structure the formula promises (fastpath/include/cgad/fastpath/q8_maps.hpp): strictly increasing codes,
+// exact midpoints and their round-down float thresholds (q8.hpp),
 // an exact 0 in both maps, 1 as the last code, the signed map's lowest code the negation of its largest below 1.
 TEST(FastpathQ8Map, StructureOfBothMaps) {
   for (const Q8Map* map : {&signed_map(), &unsigned_map()}) {
@@ -47,6 +48,8 @@ TEST(FastpathQ8Map, StructureOfBothMaps) {
     EXPECT_EQ(map->code[kQ8Codes - 1], 1.0f);
     for (int k = 0; k + 1 < kQ8Codes; ++k) {
       EXPECT_EQ(map->midpoint[k], (static_cast<double>(map->code[k]) + map->code[k + 1]) / 2);
+      EXPECT_LE(static_cast<double>(map->threshold[k]), map->midpoint[k]);
+      EXPECT_GT(static_cast<double>(std::nextafter(map->threshold[k], INFINITY)), map->midpoint[k]);
     }
   }
   EXPECT_EQ(signed_map().code[127], 0.0f);

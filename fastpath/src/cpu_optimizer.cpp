@@ -12,39 +12,67 @@ namespace cgad::fastpath {
 namespace {
 
 // One block of the step (block_step.hpp): update every element, then requantize q8 moments with the
-// block's new absmax.
+// block's new absmax. F fixes the formats at compile time (one instantiation per configuration).
+template <class F>
 void step_block(const StepArgs& a, std::uint64_t block) {
   const std::uint64_t begin = block * kQ8BlockSize;
   const std::uint64_t end = std::min<std::uint64_t>(begin + kQ8BlockSize, a.size);
-  const bool q8 = a.state == StateCode::q8;
+  constexpr bool q8 = F::state(StepArgs{}) == StateCode::q8;
+  constexpr int moments = F::family(StepArgs{}) == UpdateFamily::adam ? 2 : 1;
   float old_absmax[2] = {0.0f, 0.0f};
-  if (q8) {
-    for (int k = 0; k < a.moments; ++k) old_absmax[k] = a.moment[k].absmax[block];
+  if constexpr (q8) {
+    for (int k = 0; k < moments; ++k) old_absmax[k] = a.moment[k].absmax[block];
   }
   float fresh[2][kQ8BlockSize];
   RandomWords random[kQ8BlockSize];
   for (std::uint64_t i = begin; i < end; ++i) {
     const std::uint64_t local = i - begin;
-    random[local] = random_for(a, i);
+    random[local] = random_for<F>(a, i);
     float out[2];
-    update_element(a, i, a.grad[i], old_absmax, out, random[local]);
-    for (int k = 0; k < a.moments; ++k) {
-      if (q8) {
+    update_element<F>(a, i, a.grad[i], old_absmax, out, random[local]);
+    for (int k = 0; k < moments; ++k) {
+      if constexpr (q8) {
         fresh[k][local] = out[k];
       } else {
-        store_moment_elementwise(a, a.moment[k], i, out[k], random[local]);
+        store_moment_elementwise<F>(a, a.moment[k], i, out[k], random[local]);
       }
     }
   }
-  if (!q8) return;
-  for (int k = 0; k < a.moments; ++k) {
-    float absmax = 0.0f;
-    for (std::uint64_t local = 0; local < end - begin; ++local) absmax = absmax_step(absmax, fresh[k][local]);
-    a.moment[k].absmax[block] = absmax;
-    for (std::uint64_t local = 0; local < end - begin; ++local) {
-      a.moment[k].codes[begin + local] = quantize_moment(a, a.moment[k], fresh[k][local], absmax, random[local]);
+  if constexpr (q8) {
+    for (int k = 0; k < moments; ++k) {
+      float absmax = 0.0f;
+      for (std::uint64_t local = 0; local < end - begin; ++local) absmax = absmax_step(absmax, fresh[k][local]);
+      a.moment[k].absmax[block] = absmax;
+      for (std::uint64_t local = 0; local < end - begin; ++local) {
+        a.moment[k].codes[begin + local] = quantize_moment<F>(a, a.moment[k], fresh[k][local], absmax, random[local]);
+      }
     }
   }
+}
+
+using BlockFunction = void (*)(const StepArgs&, std::uint64_t);
+
+// The instantiation of step_block for the step's runtime formats.
+template <UpdateFamily Family, ParamCode Params, StateCode State>
+BlockFunction pick_rounding(bool stochastic) {
+  return stochastic ? &step_block<FixedFormats<Family, Params, State, true>>
+                    : &step_block<FixedFormats<Family, Params, State, false>>;
+}
+template <UpdateFamily Family, ParamCode Params>
+BlockFunction pick_state(const StepArgs& a) {
+  switch (a.state) {
+    case StateCode::fp32: return pick_rounding<Family, Params, StateCode::fp32>(a.stochastic);
+    case StateCode::bf16: return pick_rounding<Family, Params, StateCode::bf16>(a.stochastic);
+    case StateCode::q8: return pick_rounding<Family, Params, StateCode::q8>(a.stochastic);
+  }
+  return nullptr;
+}
+template <UpdateFamily Family>
+BlockFunction pick_params(const StepArgs& a) {
+  return a.params == ParamCode::fp32 ? pick_state<Family, ParamCode::fp32>(a) : pick_state<Family, ParamCode::bf16>(a);
+}
+BlockFunction block_function_for(const StepArgs& a) {
+  return a.family == UpdateFamily::adam ? pick_params<UpdateFamily::adam>(a) : pick_params<UpdateFamily::nesterov>(a);
 }
 
 }  // namespace
@@ -100,8 +128,9 @@ StepReport CpuOptimizer::run(std::size_t params_size, float* params_fp32, bf16* 
   plan.args.params_fp32 = params_fp32 == nullptr ? nullptr : params_fp32 + plan.offset;
   plan.args.params_bf16 = params_bf16 == nullptr ? nullptr : params_bf16 + plan.offset;
   const StepArgs& args = plan.args;
-  pool_.parallel_for(block_count(args.size), [&args](std::uint64_t begin, std::uint64_t end) {
-    for (std::uint64_t block = begin; block < end; ++block) step_block(args, block);
+  const BlockFunction step_one = block_function_for(args);
+  pool_.parallel_for(block_count(args.size), [&args, step_one](std::uint64_t begin, std::uint64_t end) {
+    for (std::uint64_t block = begin; block < end; ++block) step_one(args, block);
   });
   planner_.commit(plan);
   return plan.report;

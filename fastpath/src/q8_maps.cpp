@@ -48,8 +48,12 @@ Q8Map build_dynamic_map(bool is_signed) {
   for (int k = 0; k < kQ8Codes; ++k) map.code[k] = values[static_cast<std::size_t>(k)];
   for (int k = 0; k + 1 < kQ8Codes; ++k) {
     map.midpoint[k] = (static_cast<double>(map.code[k]) + static_cast<double>(map.code[k + 1])) / 2.0;
+    float below = static_cast<float>(map.midpoint[k]);
+    if (static_cast<double>(below) > map.midpoint[k]) below = std::nextafter(below, -std::numeric_limits<float>::infinity());
+    map.threshold[k] = below;
   }
   map.midpoint[kQ8Codes - 1] = std::numeric_limits<double>::infinity();
+  map.threshold[kQ8Codes - 1] = std::numeric_limits<float>::infinity();
   return map;
 }
 

@@ -5,11 +5,13 @@
 // 256-entry map. The maps are bitsandbytes' dynamic maps (q8_maps.hpp says exactly which).
 //
 // Nearest rounding is the exact argmin over the map: the index is the number of midpoints between
-// consecutive codes that lie strictly below x. The midpoints are kept in double, where the mean of two
-// floats of the map is exact (their exponents differ by far less than 29), so no rounding of a midpoint
-// can move a decision. Ties (x exactly on a midpoint) go to the LOWER code, the one nearer −∞. NaN compares
-// false everywhere and maps to index 0; ±Inf map to the last/first code. The count is a branchless binary
-// search (8 compares, a select per level), which vectorizes on the CPU and does not diverge on the GPU.
+// consecutive codes that lie strictly below x. The midpoints are exact in double (the mean of two floats of
+// the map: their exponents differ by far less than 29). The search compares floats, against each midpoint
+// rounded DOWN to a float, t = max{float f : f ≤ m}: for a float x, m < x ⟺ t < x (if m is a float, t = m;
+// if not, no float lies in [t, m], so x > t ⟺ x ≥ succ(t) > m). So no rounding can move a decision. Ties
+// (x exactly on a midpoint) go to the LOWER code, the one nearer −∞. NaN compares false everywhere and maps to
+// index 0; ±Inf map to the last/first code. The count is a branchless binary search (8 compares, a select per
+// level), which vectorizes on the CPU and does not diverge on the GPU.
 //
 // Stochastic rounding picks between the two codes c_lo ≤ x ≤ c_hi around x, rounding up with probability
 // ⌈2^24·(x − c_lo)/(c_hi − c_lo)⌉/2^24: the comparison u·(c_hi − c_lo) < x − c_lo with u = k·2^-24 is exact
@@ -28,13 +30,13 @@ inline constexpr int kQ8Codes = 256;
 struct Q8Map {
   float code[kQ8Codes];        // strictly increasing
   double midpoint[kQ8Codes];   // midpoint[k] = (code[k] + code[k+1]) / 2 exactly; midpoint[255] = +Inf
+  float threshold[kQ8Codes];   // midpoint[k] rounded down to a float; threshold[255] = +Inf
 };
 
 CGAD_HD inline std::uint8_t q8_nearest(float x, const Q8Map& map) {
-  const double value = x;
   unsigned position = 0;
   for (unsigned half = kQ8Codes / 2; half != 0; half >>= 1) {
-    position += map.midpoint[position + half - 1] < value ? half : 0u;
+    position += map.threshold[position + half - 1] < x ? half : 0u;
   }
   return static_cast<std::uint8_t>(position);
 }
