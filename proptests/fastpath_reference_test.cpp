@@ -24,6 +24,7 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstdio>
 
@@ -155,6 +156,42 @@ TEST(FastpathVsReference, AdamDecayAndAdamOneStep) {
 TEST(FastpathVsReference, NesterovAndSdmOneStep) {
   check_one_step(OptimizerKind::nesterov, 4, 0.0f);
   check_one_step(OptimizerKind::sdm, 4, 0.0f);
+}
+
+// Where the step-wide constants agree exactly — Adam (σ ≡ 1) at t = 1, where 1 − β^1 = 1 − β is exact in both,
+// and Nesterov (σ ≡ 1, no bias correction) at every step — the fast path performs the reference's float
+// operations in the reference's order, so it must equal make_optimizer<float> bit for bit.
+TEST(FastpathVsReference, BitIdenticalToTheFloatReferenceWhereTheConstantsAgree) {
+  for (const OptimizerKind kind : {OptimizerKind::adam, OptimizerKind::nesterov}) {
+    StepConfig config;
+    config.optimizer = kind;
+    config.params = ParamFormat::fp32;
+    config.state = StateFormat::fp32;
+    config.adam.weight_decay = 0.01f;
+    const std::size_t n = 1000;
+    CpuOptimizer fast(config, n, 2);
+    reference::OptimizerConfig<float> ref_config;
+    ref_config.kind = kind;
+    ref_config.adam = config.adam;
+    ref_config.nesterov = config.nesterov;
+    auto ref = reference::make_optimizer(ref_config, n);
+    std::vector<float> theta = random_vector(n, 70);
+    std::vector<float> ref_theta = theta;
+    const int steps = kind == OptimizerKind::adam ? 1 : 5;
+    for (int s = 0; s < steps; ++s) {
+      const auto grad = random_vector(n, 71 + static_cast<std::uint32_t>(s));
+      fast.step(std::span<float>(theta), grad, s);
+      ref->apply(ref_theta, {grad, s, 0});
+    }
+    std::vector<float> first(n);
+    fast.read_buffer(fast.buffer_names()[0], first);
+    const auto ref_first = ref->buffers()[0].values;
+    for (std::size_t i = 0; i < n; ++i) {
+      ASSERT_EQ(std::bit_cast<std::uint32_t>(theta[i]), std::bit_cast<std::uint32_t>(ref_theta[i]))
+          << reference::to_string(kind) << std::hexfloat << " theta[" << i << "] " << theta[i] << " vs " << ref_theta[i];
+      ASSERT_EQ(std::bit_cast<std::uint32_t>(first[i]), std::bit_cast<std::uint32_t>(ref_first[i])) << i;
+    }
+  }
 }
 
 }  // namespace

@@ -11,7 +11,9 @@
 namespace cgad::fastpath {
 
 StepPlanner::StepPlanner(const StepConfig& config, std::size_t parameters)
-    : config_((validate(config), config)), layout_(parameters == 0 && config.fragments == 1
+    : config_((validate(config), config)),
+      gate_(gate_params<double>(config)),
+      layout_(parameters == 0 && config.fragments == 1
                                                        ? reference::FragmentLayout(1, 1)
                                                        : reference::FragmentLayout(parameters, config.fragments)) {
   // An empty tensor is fine (one empty fragment); FragmentLayout refuses empty fragments, so it is built
@@ -62,8 +64,7 @@ StepPlanner::Plan StepPlanner::plan(std::size_t params_size, std::size_t grad_si
   if (adam_family()) {
     const bool ages = config_.optimizer == reference::OptimizerKind::pa_cgad;
     const std::int64_t tau_effective = ages ? std::max(tau, counters_.ages[fragment]) : tau;
-    const auto gate = gate_params<double>(config_);
-    const float sigma = static_cast<float>(reference::sigma(static_cast<double>(tau_effective), gate));
+    const float sigma = static_cast<float>(reference::sigma(static_cast<double>(tau_effective), gate_));
     plan.report.tau_effective = tau_effective;
     plan.report.sigma = sigma;
     if (sigma == 0.0f && config_.on_zero_gate == reference::ZeroGatePolicy::skip) {

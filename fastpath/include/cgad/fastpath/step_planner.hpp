@@ -59,6 +59,7 @@ class StepPlanner {
 
  private:
   StepConfig config_;
+  reference::GateParams<double> gate_;  // built once: the step itself parses and allocates nothing
   reference::FragmentLayout layout_;
   bool empty_ = false;                    // zero parameters (the layout is then built over one)
   std::vector<std::size_t> first_block_;  // P + 1 entries: prefix sums of each fragment's block count
