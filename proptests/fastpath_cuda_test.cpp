@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <filesystem>
 #include <limits>
 
 #if defined(CGAD_FASTPATH_HAS_CUDA)
@@ -103,6 +104,28 @@ TEST(FastpathCuda, BitIdenticalToTheCpuBackend) {
       }
     }
   }
+}
+
+// A state saved by one backend loads into the other bit for bit (one file format).
+TEST(FastpathCuda, StateFilesMoveBetweenBackends) {
+  if (!cuda_device_available()) GTEST_SKIP() << "CUDA state-file exchange not checked: " << cuda_unavailable_reason();
+  StepConfig config = all_format_configs(reference::OptimizerKind::cgad)[10];  // bf16 params, q8 state, nearest
+  const std::size_t n = 700;
+  CpuOptimizer cpu(config, n, 2);
+  Params params(config, random_vector(n, 80));
+  params.step(cpu, random_vector(n, 81), 0);
+  params.step(cpu, random_vector(n, 82), 2);
+  const auto path = std::filesystem::temp_directory_path() / "cgad_fastpath_cuda_state.bin";
+  cpu.save(path);
+  CudaOptimizer gpu(config, n);
+  gpu.load(path);
+  ASSERT_EQ(host_state_bytes(gpu.download()), host_state_bytes(cpu.state()));
+  gpu.save(path);
+  CpuOptimizer back(config, n, 1);
+  back.load(path);
+  ASSERT_EQ(host_state_bytes(back.state()), host_state_bytes(cpu.state()));
+  EXPECT_EQ(back.counters()[0].values, cpu.counters()[0].values);
+  std::filesystem::remove(path);
 }
 
 #endif

@@ -3,10 +3,12 @@
 #include "cuda_kernels.hpp"
 
 #include "cgad/fastpath/q8_maps.hpp"
+#include "cgad/fastpath/state_file.hpp"
 #include "cgad/reference/errors.hpp"
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <optional>
 #include <stdexcept>
 
@@ -197,6 +199,34 @@ std::size_t CudaOptimizer::parameters() const { return impl_->planner.parameters
 std::vector<reference::StateCounter> CudaOptimizer::counters() {
   impl_->resolve();
   return impl_->planner.counters();
+}
+
+void CudaOptimizer::read_buffer(std::string_view name, std::span<float> out) {
+  const std::vector<std::string> names = impl_->planner.adam_family() ? std::vector<std::string>{"m", "v"}
+                                                                      : std::vector<std::string>{"b"};
+  const auto it = std::find(names.begin(), names.end(), name);
+  if (it == names.end()) throw reference::InputError("no state buffer named '" + std::string(name) + "'");
+  if (out.size() != parameters()) {
+    throw reference::InputError("buffer '" + std::string(name) + "' has " + std::to_string(parameters()) +
+                                " elements, the output " + std::to_string(out.size()));
+  }
+  download().read(impl_->planner, static_cast<int>(it - names.begin()), out);
+}
+
+void CudaOptimizer::save(const std::filesystem::path& path) {
+  write_state_file(path, impl_->planner, download());
+}
+
+void CudaOptimizer::load(const std::filesystem::path& path) {
+  // The file is read and checked completely on the host before anything on the device changes.
+  LoadedState loaded = read_state_file(path, impl_->planner, download());
+  for (int k = 0; k < impl_->moments; ++k) {
+    impl_->fp32[k].upload(loaded.state.fp32[k]);
+    impl_->half[k].upload(loaded.state.half[k]);
+    impl_->codes[k].upload(loaded.state.codes[k]);
+    impl_->absmax[k].upload(loaded.state.absmax[k]);
+  }
+  impl_->planner.set_raw_counters(std::move(loaded.counters));
 }
 
 HostState CudaOptimizer::download() {

@@ -34,5 +34,8 @@ const StepConfig& CudaOptimizer::config() const { unreachable(); }
 std::size_t CudaOptimizer::parameters() const { unreachable(); }
 std::vector<reference::StateCounter> CudaOptimizer::counters() { unreachable(); }
 HostState CudaOptimizer::download() { unreachable(); }
+void CudaOptimizer::read_buffer(std::string_view, std::span<float>) { unreachable(); }
+void CudaOptimizer::save(const std::filesystem::path&) { unreachable(); }
+void CudaOptimizer::load(const std::filesystem::path&) { unreachable(); }
 
 }  // namespace cgad::fastpath

@@ -21,6 +21,7 @@
 #include "cgad/fastpath/host_state.hpp"
 #include "cgad/fastpath/step_planner.hpp"
 
+#include <filesystem>
 #include <memory>
 #include <span>
 #include <string>
@@ -55,8 +56,14 @@ class CudaOptimizer {
   const StepConfig& config() const;
   std::size_t parameters() const;
   std::vector<reference::StateCounter> counters();
-  // Copies the device state to the host (waits for the stream of the last step).
+  // Copies the device state to the host (waits for the last step).
   HostState download();
+  // As CpuOptimizer::read_buffer: the named buffer ("m", "v" or "b"), dequantized, into host memory.
+  void read_buffer(std::string_view name, std::span<float> out);
+  // The same file format as CpuOptimizer's (state_file.hpp): a state saved by either backend loads into the
+  // other. load() refuses a bad file with InputError and leaves the device state untouched.
+  void save(const std::filesystem::path& path);
+  void load(const std::filesystem::path& path);
 
  private:
   struct Impl;
