@@ -117,5 +117,24 @@ TEST(FastpathStateFile, OtherConfigurationOrSizeIsRefused) {
   std::filesystem::remove(path);
 }
 
+// A save that cannot complete is an InputError, leaves the previous file as it was and no temporary behind.
+TEST(FastpathStateFile, FailedSaveLeavesTheOldFile) {
+  StepConfig config = all_format_configs(reference::OptimizerKind::cgad)[0];
+  const auto dir = temp_path("dir");
+  std::filesystem::create_directories(dir);
+  const auto path = dir / "state.bin";
+  stepped(config, 100, 5)->save(path);
+  const auto good = read_all(path);
+  EXPECT_THROW(stepped(config, 100, 6)->save(dir / "missing" / "state.bin"), reference::InputError);
+  // Renaming onto a directory fails after the temporary was written: it must be removed, the target kept.
+  std::filesystem::create_directories(dir / "occupied");
+  EXPECT_THROW(stepped(config, 100, 6)->save(dir / "occupied"), reference::InputError);
+  EXPECT_EQ(read_all(path), good);
+  std::size_t entries = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) entries += entry.is_regular_file();
+  EXPECT_EQ(entries, 1u) << "only state.bin, no temporary left behind";
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace cgad::fastpath

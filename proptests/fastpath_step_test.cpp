@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 
@@ -239,6 +240,43 @@ TEST(FastpathStep, PaCgadFragmentsAndAgesFollowTheReference) {
       EXPECT_EQ(got_counters[c].values, want_counters[c].values) << got_counters[c].name << " after event " << e;
     }
   }
+}
+
+// Stochastic rounding is keyed by (seed, step, index): the same seed reproduces every bit, another seed changes
+// the rounding of some elements (bf16 parameters and q8 state both round stochastically here).
+TEST(FastpathStep, StochasticRoundingIsReproducibleAndKeyedBySeed) {
+  StepConfig config = all_format_configs(OptimizerKind::cgad)[11];  // bf16 params, q8 state, stochastic
+  const auto run = [&](std::uint64_t seed) {
+    StepConfig c = config;
+    c.seed = seed;
+    CpuOptimizer opt(c, 2000, 3);
+    Params params(c, random_vector(2000, 90));
+    for (int e = 0; e < 3; ++e) params.step(opt, random_vector(2000, 91 + static_cast<std::uint32_t>(e)), e);
+    auto out = params.bytes();
+    const auto state = state_bytes(opt);
+    out.insert(out.end(), state.begin(), state.end());
+    return out;
+  };
+  EXPECT_EQ(run(7), run(7));
+  EXPECT_NE(run(7), run(8));
+}
+
+// 64-bit indexing where it can be checked without terabytes: the block count and the thread split of a range
+// past 2^32 elements (a no-op body records the parts: they must tile [0, count) exactly).
+TEST(FastpathStep, IndexArithmeticIsSixtyFourBit) {
+  constexpr std::uint64_t count = (std::uint64_t{1} << 40) + 257;
+  EXPECT_EQ(block_count(count), (std::uint64_t{1} << 32) + 2);
+  ThreadPool pool(7);
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> parts(7);
+  std::atomic<int> calls{0};
+  pool.parallel_for(count, [&](std::uint64_t begin, std::uint64_t end) {
+    parts[static_cast<std::size_t>(calls++)] = {begin, end};
+  });
+  ASSERT_EQ(calls.load(), 7);
+  std::sort(parts.begin(), parts.end());
+  EXPECT_EQ(parts.front().first, 0u);
+  for (std::size_t p = 1; p < parts.size(); ++p) EXPECT_EQ(parts[p].first, parts[p - 1].second);
+  EXPECT_EQ(parts.back().second, count);
 }
 
 // The v = 0 guard (element_update.hpp): a second moment quantized to 0 under a nonzero first moment. After one
