@@ -2,8 +2,8 @@
 // The fast path's optimizer state on disk (DESIGN.md §5). Little-endian, version 1:
 //
 //   "CGADFPST"  u32 version = 1
-//   u32 optimizer, u32 params format, u32 state format, u32 rounding, u32 on_zero_gate, u64 seed,
-//   f32 lr, beta1, beta2, eps, weight_decay, nesterov lr, momentum, alpha, tau_cut   (as raw bits)
+//   u32 optimizer, params format, state format, rounding, on_zero_gate,
+//   f32 lr, beta1, beta2, eps, weight_decay, nesterov lr, momentum, alpha, tau_cut   (as raw bits), u64 seed,
 //   u64 parameters, u64 fragments, u64 applied steps, fragments × (i64 t, i64 age)
 //   per moment: fp32 → parameters × f32 | bf16 → parameters × u16 | q8 → parameters × u8, blocks × f32
 //   u32 CRC-32 (Boost.CRC crc_32_type, the zlib/PNG polynomial) of every byte before it
