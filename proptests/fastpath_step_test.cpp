@@ -279,6 +279,79 @@ TEST(FastpathStep, IndexArithmeticIsSixtyFourBit) {
   EXPECT_EQ(parts.back().second, count);
 }
 
+// The CUDA kernel runs block_step.hpp through RuntimeFormats (formats read from StepArgs), the CPU backend
+// through FixedFormats (one instantiation per configuration). This host emulation of the kernel's block loop —
+// same functions, RuntimeFormats, the kernel's order of operations — must give the CPU backend's bits, so the
+// two policies cannot drift apart even where no GPU is available to compare the real kernel.
+std::vector<unsigned char> emulate_kernel_step(const StepConfig& config, std::size_t n) {
+  StepPlanner planner(config, n);
+  HostState state = HostState::zeros(planner);
+  Params params(config, random_vector(n, 11));
+  for (const std::int64_t tau : {0, 2, 5}) {
+    const auto grad = random_vector(n, 100 + static_cast<std::uint32_t>(tau));
+    StepPlanner::Plan plan = planner.plan(n, n, tau, 0);
+    state.bind(plan);
+    StepArgs& a = plan.args;
+    a.grad = grad.data();
+    a.params_fp32 = params.fp32.data();
+    a.params_bf16 = params.half.data();
+    const bool q8 = a.state == StateCode::q8;
+    for (std::uint64_t block = 0; block < block_count(a.size); ++block) {
+      const std::uint64_t begin = block * kQ8BlockSize;
+      const std::uint64_t valid = std::min<std::uint64_t>(kQ8BlockSize, a.size - begin);
+      float old_absmax[2] = {0.0f, 0.0f};
+      if (q8) {
+        for (int k = 0; k < a.moments; ++k) old_absmax[k] = a.moment[k].absmax[block];
+      }
+      float fresh[2][kQ8BlockSize] = {};
+      RandomWords random[kQ8BlockSize];
+      for (std::uint64_t local = 0; local < valid; ++local) {
+        random[local] = random_for(a, begin + local);
+        float out[2];
+        update_element(a, begin + local, a.grad[begin + local], old_absmax, out, random[local]);
+        for (int k = 0; k < a.moments; ++k) {
+          fresh[k][local] = out[k];
+          if (!q8) store_moment_elementwise(a, a.moment[k], begin + local, out[k], random[local]);
+        }
+      }
+      if (!q8) continue;
+      for (int k = 0; k < a.moments; ++k) {
+        float absmax = 0.0f;  // the kernel reduces in another order; max is exact, so the order cannot matter
+        for (std::uint64_t local = kQ8BlockSize; local-- > 0;) absmax = absmax_step(absmax, fresh[k][local]);
+        a.moment[k].absmax[block] = absmax;
+        for (std::uint64_t local = 0; local < valid; ++local) {
+          a.moment[k].codes[begin + local] = quantize_moment(a, a.moment[k], fresh[k][local], absmax, random[local]);
+        }
+      }
+    }
+    planner.commit(plan);
+  }
+  std::vector<unsigned char> out = params.bytes();
+  for (int k = 0; k < 2; ++k) {
+    const auto append = [&out](const void* p, std::size_t bytes) {
+      const auto* b = static_cast<const unsigned char*>(p);
+      out.insert(out.end(), b, b + bytes);
+    };
+    append(state.fp32[k].data(), state.fp32[k].size() * 4);
+    append(state.half[k].data(), state.half[k].size() * 2);
+    append(state.codes[k].data(), state.codes[k].size());
+    append(state.absmax[k].data(), state.absmax[k].size() * 4);
+  }
+  return out;
+}
+
+TEST(FastpathStep, KernelPolicyOnTheHostMatchesTheCpuBackend) {
+  for (const OptimizerKind kind : kKinds) {
+    for (const StepConfig& config : all_format_configs(kind)) {
+      for (const std::size_t n : {std::size_t{0}, std::size_t{257}, std::size_t{3 * 256 + 17}}) {
+        auto cpu = run_three_steps(config, n, 2);
+        cpu.resize(cpu.size() - 8 * 2 - 8);  // drop the counters (t, age, steps) that state_bytes appends
+        ASSERT_EQ(emulate_kernel_step(config, n), cpu) << describe(config) << " n=" << n;
+      }
+    }
+  }
+}
+
 // The v = 0 guard (element_update.hpp): a second moment quantized to 0 under a nonzero first moment. After one
 // step with Δ = (1, 1e-5, …), element 1 has v/absmax ≈ 1e-10, below half the smallest unsigned code (3.25e-7),
 // so v stores 0 while m/absmax ≈ 1e-5 keeps a nonzero code. A zero-gate event (σ = 0, policy apply) then gives
