@@ -1,0 +1,93 @@
+// The fast-path CPU step against a plain copy of the same bytes, measured in the same run.
+//
+// Counters (wall-clock rates; every benchmark here uses real time because the work runs on several threads):
+//   params_per_second, bytes_per_second — decimal, the step's real traffic (bench::step_bytes);
+//   ratio_to_copy — the step's bytes per second over a multi-threaded memcpy moving the same number of
+//   bytes with the same thread count, timed by this process when the benchmark starts.
+// CGAD_BENCH_THREADS sets the thread count of both (default: every core).
+#include "cgad/bench/workloads.hpp"
+
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <thread>
+
+namespace {
+
+using cgad::bench::CopyWorkload;
+using cgad::bench::FastpathCpuWorkload;
+namespace fp = cgad::fastpath;
+namespace ref = cgad::reference;
+
+unsigned bench_threads() {
+  if (const char* text = std::getenv("CGAD_BENCH_THREADS")) return static_cast<unsigned>(std::strtoul(text, nullptr, 10));
+  return std::thread::hardware_concurrency();
+}
+
+// Bytes per second of the copy baseline for a traffic volume, measured once per volume in this process.
+double copy_bytes_per_second(double bytes) {
+  static std::map<double, double> cache;
+  auto [it, fresh] = cache.try_emplace(bytes, 0.0);
+  if (fresh) {
+    CopyWorkload copy(static_cast<std::size_t>(bytes), bench_threads());
+    it->second = copy.bytes() / cgad::bench::measure(copy, 0.1);
+  }
+  return it->second;
+}
+
+benchmark::Counter rate(double per_iteration) {
+  return benchmark::Counter(per_iteration, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+}
+
+// The baseline alone: a copy of the traffic of a bf16/q8 CGAD step over n parameters.
+void Copy(benchmark::State& state) {
+  fp::StepConfig config;
+  config.state = fp::StateFormat::q8;
+  CopyWorkload copy(static_cast<std::size_t>(cgad::bench::step_bytes(config, static_cast<std::size_t>(state.range(0)))),
+                    bench_threads());
+  for (auto _ : state) copy.run();
+  state.counters["bytes_per_second"] = rate(copy.bytes());
+}
+
+void Step(benchmark::State& state, ref::OptimizerKind optimizer, fp::ParamFormat params, fp::StateFormat moments) {
+  fp::StepConfig config;
+  config.optimizer = optimizer;
+  config.params = params;
+  config.state = moments;
+  FastpathCpuWorkload step(config, static_cast<std::size_t>(state.range(0)), bench_threads());
+  const double copy = copy_bytes_per_second(step.bytes());
+  const auto start = std::chrono::steady_clock::now();
+  for (auto _ : state) step.run();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  state.counters["params_per_second"] = rate(step.parameters());
+  state.counters["bytes_per_second"] = rate(step.bytes());
+  state.counters["ratio_to_copy"] = step.bytes() * static_cast<double>(state.iterations()) / seconds / copy;
+  state.SetLabel(std::to_string(step.threads()) + " threads");
+}
+
+void sizes(benchmark::internal::Benchmark* b) {
+  b->RangeMultiplier(8)->Range(1 << 10, 1 << 27)->UseRealTime()->Unit(benchmark::kMicrosecond);
+}
+
+BENCHMARK(Copy)->Apply(sizes);
+
+const struct Registrar {
+  Registrar() {
+    for (auto optimizer : {ref::OptimizerKind::cgad, ref::OptimizerKind::adam, ref::OptimizerKind::nesterov}) {
+      for (auto params : {fp::ParamFormat::fp32, fp::ParamFormat::bf16}) {
+        for (auto moments : {fp::StateFormat::fp32, fp::StateFormat::bf16, fp::StateFormat::q8}) {
+          const std::string name = "Step/" + std::string(ref::to_string(optimizer)) + "/" +
+                                   std::string(fp::to_string(params)) + "/" + std::string(fp::to_string(moments));
+          benchmark::RegisterBenchmark(name.c_str(), Step, optimizer, params, moments)->Apply(sizes);
+        }
+      }
+    }
+  }
+} registrar;
+
+}  // namespace
+
+BENCHMARK_MAIN();
