@@ -189,9 +189,14 @@ void run_sweep(const VerifyOptions& o, unsigned bits) {
   std::vector<long> tau_maxes;
   for (long k = 1; k < o.tau_max; k *= 2) tau_maxes.push_back(k);
   tau_maxes.push_back(o.tau_max);
-  // The bias of a CGAD run can never exceed B1: each σ_tτ_t ≤ sup τσ(τ). Print B1's certified upper end.
-  const theory::SupConstant b1 =
-      theory::certified_sup(1, theory::Interval::from_decimal(o.alpha, "alpha"), std::max(1L, o.tau_cut));
+  // Refuse bad input before B1 (which assumes a valid α) and before the first run.
+  reference::validate(config_for(o, "cgad", o.tau_max).gate);
+  // The bias of a CGAD run can never exceed B1: each σ_tτ_t ≤ sup τσ(τ). Print B1's certified upper end,
+  // computed at the default 256 bits whatever --precision says: its bisection costs ~p^2.5 (theory/README §6).
+  reference::set_working_precision_bits(reference::kDefaultPrecisionBits);
+  const mpfr_real b1_upper =
+      theory::certified_sup(1, theory::Interval::from_decimal(o.alpha, "alpha"), o.tau_cut).value.upper();
+  reference::set_working_precision_bits(o.precision);
   std::vector<std::vector<double>> bias(std::size(kOptimizers));
   nlohmann::json rows = nlohmann::json::array();
   std::vector<std::string> failures;
@@ -220,7 +225,7 @@ void run_sweep(const VerifyOptions& o, unsigned bits) {
       rows.push_back(row);
     }
   }
-  const std::string b1_hi = b1.value.upper_string(20);
+  const std::string b1_hi = theory::decimal_up(b1_upper, 20);
   if (o.json) {
     std::cout << nlohmann::json{{"objective", o.objective}, {"delays", o.delays},   {"steps", o.steps},
                                 {"seed", o.seed},           {"alpha", o.alpha},     {"tau_cut", o.tau_cut},
@@ -246,7 +251,7 @@ void run_sweep(const VerifyOptions& o, unsigned bits) {
     PlotSpec spec{"Staleness-bias term vs tau_max (" + o.objective + ", " + o.delays + " delays)",
                   "tau_max", "sum(sigma_t*tau_t)/T (log scale)", true, true, {}};
     for (std::size_t i = 0; i < std::size(kOptimizers); ++i) spec.series.push_back({kOptimizers[i], ks, bias[i], true});
-    spec.series.push_back({"B1 (CGAD bound)", ks, std::vector<double>(ks.size(), b1.value.upper().convert_to<double>()),
+    spec.series.push_back({"B1 (CGAD bound)", ks, std::vector<double>(ks.size(), b1_upper.convert_to<double>()),
                            false});
     const theory::Interval alpha = theory::Interval::from_decimal(o.alpha, "alpha");
     if (alpha.strictly_positive()) {  // 1/(eα) is +∞ at α = 0: nothing to draw
