@@ -78,7 +78,7 @@ void run_bound(const BoundOptions& options) {
   for (const auto& q : c.inequalities) {
     inequalities.push_back({{"statement", q.statement},
                             {"lhs_enclosure", enclosure_json(q.constant, digits)},
-                            {"comparison_enclosure", enclosure_json(q.comparison, digits)},
+                            {"rhs_enclosure", enclosure_json(q.comparison, digits)},
                             {"verdict", theory::to_string(q.verdict)}});
   }
   if (options.json) {
