@@ -42,6 +42,23 @@ reference::GateParams<Real> gate_params(const StepConfig& config) {
   return reference::gate_of(reference_config);
 }
 
+// The reference optimizer configuration with exactly this configuration's float hyperparameters (converted
+// exactly into Real): what a differential run or the noise study feeds the reference, so that the only
+// differences left are the fast path's roundings.
+template <reference::RealScalar Real>
+reference::OptimizerConfig<Real> reference_config(const StepConfig& config) {
+  reference::OptimizerConfig<Real> r;
+  r.kind = config.optimizer;
+  r.adam = {Real(config.adam.lr), Real(config.adam.beta1), Real(config.adam.beta2), Real(config.adam.eps),
+            Real(config.adam.weight_decay)};
+  r.nesterov = {Real(config.nesterov.lr), Real(config.nesterov.momentum)};
+  r.alpha = Real(config.alpha);
+  r.tau_cut = Real(config.tau_cut);
+  r.on_zero_gate = config.on_zero_gate;
+  r.fragments = config.fragments;
+  return r;
+}
+
 // Throws reference::InputError for an unsupported optimizer (delayed-nesterov), invalid hyperparameters or
 // gate, or fragments on an optimizer other than PA-CGAD.
 void validate(const StepConfig& config);

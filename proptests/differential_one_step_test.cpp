@@ -1,0 +1,84 @@
+// Fast path vs the MPFR reference, one event on a fresh optimizer, for every configuration: parameters
+// fp32/bf16 × state fp32/bf16/q8 × rounding nearest/stochastic × optimizer, over random sizes, values from
+// subnormal to 1e30 with zeros and exact bf16 ties, staleness from 0 to far past τ_cut and random valid
+// hyperparameters (differential_generators.hpp). Each stored value must lie within the bound derived in
+// differential_bounds.hpp (the fp32 chain, by running error analysis with u = 2^-24 per operation and 2^-150
+// per possibly-subnormal product) plus the store into its format: bf16 half a spacing (nearest) or one
+// spacing (stochastic); q8 absmax × (half the local code gap, or the gap) + 2·2^-24·absmax. Both sides see
+// the same float hyperparameters, so the fast path's roundings are the only difference. Elements whose bound
+// reaches FLT_MAX (|σΔ| ≳ 2^64 makes g·g overflow fp32) are outside the fp32 domain: counted, not compared.
+// The table printed at the end gives max and RMS error in units of each format (ulps, or code gaps × absmax)
+// and the largest fraction of the bound used, with the worst element.
+#include "differential_generators.hpp"
+#include "differential_one_step.hpp"
+
+#include "cgad/reference/real.hpp"
+
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
+namespace cgad::proptests {
+namespace {
+
+using fastpath::ParamFormat;
+using fastpath::Rounding;
+using fastpath::StateFormat;
+using reference::OptimizerKind;
+
+// 128 bits: the reference's own error (≤ 2^-120 relative after the chain) is 2^96 times below fp32's u.
+constexpr unsigned kReferenceBits = 128;
+
+// KNOWN DIVERGENCE (found by this suite, reported on issue 5): Adam-Decay's σ = e^{−ατ} is never 0, but the
+// fast path decides "zero gate" on σ rounded to float, which underflows to 0 for ατ > ~103.3; with `skip` it
+// then drops an event the reference applies (t stops advancing, so every later bias correction differs).
+// Those events are left out of the property and shown by the disabled test below until the fast path decides
+// the zero gate from the gate itself (cosine and τ ≥ τ_cut) rather than from the rounded σ.
+bool sigma_underflows_float_with_skip(const fastpath::StepConfig& config, std::int64_t tau) {
+  return config.on_zero_gate == reference::ZeroGatePolicy::skip && config.optimizer == OptimizerKind::adam_decay &&
+         static_cast<float>(reference::sigma(static_cast<double>(tau), fastpath::gate_params<double>(config))) == 0.0f;
+}
+
+void check_every_format(OptimizerKind kind) {
+  reference::set_working_precision_bits(kReferenceBits);
+  OneStepSummary summary;
+  const bool ok = rc::check("every format within its bound, " + std::string(reference::to_string(kind)),
+                            [&] {
+                              const OneStepCase c = *gen_one_step_case();
+                              for (const ParamFormat params : {ParamFormat::fp32, ParamFormat::bf16}) {
+                                for (const StateFormat state : {StateFormat::fp32, StateFormat::bf16, StateFormat::q8}) {
+                                  for (const Rounding rounding : {Rounding::nearest, Rounding::stochastic}) {
+                                    const auto config = step_config(kind, c.hyper, params, state, rounding);
+                                    if (sigma_underflows_float_with_skip(config, c.tau)) continue;
+                                    const OneStepOutcome outcome = check_one_step(config, c.theta, c.grad, c.tau);
+                                    if (!outcome.failure.empty()) {
+                                      RC_FAIL(fastpath::testing::describe(config) + ": " + outcome.failure);
+                                    }
+                                    summary.add(fastpath::testing::describe(config), outcome);
+                                  }
+                                }
+                              }
+                            });
+  EXPECT_TRUE(ok);
+  summary.print();
+}
+
+TEST(DifferentialOneStep, Cgad) { check_every_format(OptimizerKind::cgad); }
+TEST(DifferentialOneStep, PaCgadOneFragment) { check_every_format(OptimizerKind::pa_cgad); }
+TEST(DifferentialOneStep, AdamDecay) { check_every_format(OptimizerKind::adam_decay); }
+TEST(DifferentialOneStep, Adam) { check_every_format(OptimizerKind::adam); }
+TEST(DifferentialOneStep, Nesterov) { check_every_format(OptimizerKind::nesterov); }
+TEST(DifferentialOneStep, Sdm) { check_every_format(OptimizerKind::sdm); }
+
+// Fails today (see sigma_underflows_float_with_skip): α = 0.2, τ = 600 gives σ = e^-120 ≈ 7.7e-53 > 0.
+TEST(DifferentialOneStep, DISABLED_AdamDecaySkipAppliesAnEventWhoseSigmaUnderflowsFloat) {
+  reference::set_working_precision_bits(kReferenceBits);
+  fastpath::StepConfig config;
+  config.optimizer = OptimizerKind::adam_decay;
+  config.params = ParamFormat::fp32;
+  config.on_zero_gate = reference::ZeroGatePolicy::skip;
+  const OneStepOutcome outcome = check_one_step(config, {1.0f, -2.0f}, {0.5f, 0.25f}, 600);
+  EXPECT_EQ(outcome.failure, "");
+}
+
+}  // namespace
+}  // namespace cgad::proptests
