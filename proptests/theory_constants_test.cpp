@@ -151,6 +151,25 @@ TEST_F(TheoryConstants, AlphaZeroIsVacuousAndMatchesClosedForm) {
   }
 }
 
+// Extreme α: τ* ≈ 1/α is far below τ_cut (α = 1e300) or the cutoff binds completely (α = 1e-300). The
+// bisection must still reach full precision (it once stopped after its step cap with relative width 2), and
+// for α = 1e300, B1 = (1/(eα))·(1 − O((π/(2ατ_cut))²)) is 1/(eα) to far below 2^-257, so B1's enclosure
+// lie within 2^-240 (a few ulps at 257 bits) of 1/(eα)'s: the two are distinct numbers only beyond precision.
+TEST_F(TheoryConstants, ExtremeAlphaStaysNarrow) {
+  for (const char* alpha : {"1e300", "1e-300", "1e6"}) {
+    const th::BoundConstants c = th::compute_bound_constants(alpha, 32);
+    expect_narrow(c.b1.value, alpha);
+    expect_narrow(c.b2.value, alpha);
+    expect_narrow(c.b1.argmax, alpha);
+  }
+  const th::Interval alpha = th::Interval::from_decimal("1e300", "alpha");
+  const th::Interval inv_e_alpha = th::exp(th::Interval(-1)) / alpha;
+  const th::SupConstant b1 = th::certified_sup(1, alpha, 32);
+  const mpfr_real few_ulps = ldexp(mpfr_real(1), -240);
+  EXPECT_LE(b1.value.upper(), inv_e_alpha.upper() * (1 + few_ulps));
+  EXPECT_GE(b1.value.lower(), inv_e_alpha.lower() * (1 - few_ulps));
+}
+
 TEST_F(TheoryConstants, KnownValueAtDefaults) {
   // For α = 0.2, τ_cut = 32 the first-order condition 1/τ = α + (π/32)tan(πτ/64) gives τ* ≈ 4.5032 (solved
   // independently in double by the test's own bisection below), and B1 < 1/(0.2e) = 1.8393972...

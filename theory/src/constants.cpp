@@ -6,6 +6,7 @@
 
 #include <limits>
 #include <stdexcept>
+#include <utility>
 
 namespace cgad::theory {
 
@@ -42,13 +43,33 @@ reference::GateParams<mpfr_real> mpfr_gate(const Interval& alpha, long tau_cut) 
   return {reference::GateKind::cosine, alpha.midpoint(), mpfr_real(tau_cut)};
 }
 
+// A bracket (a, b) of τ*_k that is narrow in relative terms, so that bisection needs ~p steps even when α is
+// huge and τ* tiny (from (0, τ_cut) it would need log2(τ_cut/τ*) extra steps: ~1000 for α = 1e300).
+//   Upper: for τ ≥ k/α, g_k(τ) ≤ k/τ − α < 0, so τ* < k/α.
+//   Lower: for τ ≤ τ_cut/2, tan(πτ/(2τ_cut)) ≤ 1, so g_k(τ) ≥ k/τ − α − π/τ_cut > 0 when τ < k/(α + π/τ_cut).
+// Neither derivation is trusted: each candidate end is kept only if the sign of g_k there is certified,
+// otherwise the end falls back to 0 or τ_cut, so the bisection's invariant never depends on this reasoning.
+std::pair<mpfr_real, mpfr_real> initial_bracket(unsigned k, const IntervalGate& gate) {
+  const long cut = gate.tau_cut;
+  const Interval kk(static_cast<long>(k));
+  mpfr_real a(0), b(cut);
+  if (gate.alpha.lower() > 0) {
+    const mpfr_real upper = (kk / gate.alpha).upper();
+    if (upper < b && log_weight_derivative(Interval::point(upper), k, gate).strictly_negative()) b = upper;
+  }
+  mpfr_real lower = (kk / (gate.alpha + Interval::pi() / Interval(cut))).lower();
+  if (lower > mpfr_real(cut) / 2) lower = mpfr_real(cut) / 2;
+  if (lower > 0 && lower < b && log_weight_derivative(Interval::point(lower), k, gate).strictly_positive()) a = lower;
+  return {a, b};
+}
+
 // The sup of h(τ) = τ^k σ(τ) over τ ≥ 0, without the cutoff bound (which is itself such a sup).
 //
 // Why the enclosure is rigorous. On (0, τ_cut), h > 0 and h' = h·g with g = log_weight_derivative, which is
 // strictly decreasing from +∞ (τ → 0+) to −∞ (τ → τ_cut−) for k ≥ 1, α ≥ 0 (k/τ and −α−(π/τ_cut)tan(·)
 // both decrease). So g has exactly one zero τ*, h increases before it and decreases after it, and since
-// h(0) = 0 = h(τ) for τ ≥ τ_cut, sup_{τ≥0} h = h(τ*). Bisection keeps the invariant "g(a) > 0 (or a = 0)
-// and g(b) < 0 (or b = τ_cut)", each sign certified by an MPFI enclosure of g(m) that excludes 0; by the
+// h(0) = 0 = h(τ) for τ ≥ τ_cut, sup_{τ≥0} h = h(τ*). Bisection starts from initial_bracket and keeps the
+// invariant "g(a) > 0 (or a = 0) and g(b) < 0 (or b = τ_cut)", each sign certified by an MPFI enclosure of g(m) that excludes 0; by the
 // intermediate value theorem τ* ∈ (a, b). It stops when the midpoint is no longer representable or the sign
 // of g(m) cannot be certified, which leaves (a, b) a few working-precision ulps wide. Then
 //   * h(τ*) ∈ h([a, b]) ⊆ weighted_sigma_enclosure([a, b])  (inclusion property of interval arithmetic), and
@@ -56,10 +77,11 @@ reference::GateParams<mpfr_real> mpfr_gate(const Interval& alpha, long tau_cut) 
 SupConstant sup_without_cutoff(unsigned k, const Interval& alpha, long tau_cut) {
   if (k == 0 || tau_cut < 1 || alpha.lower() < 0) throw std::logic_error("certified_sup: bad arguments");
   const IntervalGate gate{alpha, tau_cut};
-  mpfr_real a(0);
-  mpfr_real b(tau_cut);
-  // Each productive step halves (a, b); the width cannot drop below one ulp of τ_cut, so p + log2(τ_cut)
-  // + a few steps suffice. The cap only guards against a logic error.
+  const auto [a0, b0] = initial_bracket(k, gate);
+  mpfr_real a = a0;
+  mpfr_real b = b0;
+  // Each productive step halves (a, b), and b/a is bounded (initial_bracket), so about p + log2(b0/a0)
+  // steps reach an ulp of τ*. The cap only guards against a logic error.
   const unsigned max_steps = 4 * reference::working_precision_bits() + 128;
   for (unsigned step = 0; step < max_steps; ++step) {
     const mpfr_real m = (a + b) / 2;
