@@ -108,7 +108,10 @@ bool Interval::contains(const mpfr_real& x) const { return mpfi_is_inside_fr(x.b
 bool Interval::is_point_infinite() const { return mpfi_inf_p(value_) > 0 && mpfr_equal_p(&value_->left, &value_->right); }
 
 std::string Interval::to_string(unsigned digits) const {
-  return "[" + lower_string(digits) + ", " + upper_string(digits) + "]";
+  // Built by append rather than "[" + a + ...: GCC 12 warns falsely (-Wrestrict, PR 105651) on the latter.
+  std::string text("[");
+  text.append(lower_string(digits)).append(", ").append(upper_string(digits)).append("]");
+  return text;
 }
 std::string Interval::lower_string(unsigned digits) const { return decimal_down(lower(), digits); }
 std::string Interval::upper_string(unsigned digits) const { return decimal_up(upper(), digits); }
