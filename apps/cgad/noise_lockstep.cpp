@@ -1,0 +1,185 @@
+#include "noise_lockstep.hpp"
+
+#include "cgad/fastpath/fastpath.hpp"
+#include "cgad/reference/optimizers.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <span>
+#include <stdexcept>
+
+namespace cgad::cli {
+
+using reference::mpfr_real;
+using reference::OptimizerKind;
+using reference::ZeroGatePolicy;
+
+void parse_study_optimizer(const std::string& name, NoiseScenario& s) {
+  s.on_zero_gate = ZeroGatePolicy::apply;
+  if (name == "cgad") {
+    s.optimizer = OptimizerKind::cgad;
+  } else if (name == "cgad-skip") {
+    s.optimizer = OptimizerKind::cgad;
+    s.on_zero_gate = ZeroGatePolicy::skip;
+  } else if (name == "adam-decay") {
+    s.optimizer = OptimizerKind::adam_decay;
+  } else if (name == "adam") {
+    s.optimizer = OptimizerKind::adam;
+  } else {
+    throw reference::InputError("noise: optimizer must be cgad, cgad-skip, adam-decay or adam, got '" + name + "'");
+  }
+}
+
+std::string study_optimizer_name(const NoiseScenario& s) {
+  return std::string(reference::to_string(s.optimizer)) + (s.on_zero_gate == ZeroGatePolicy::skip ? "-skip" : "");
+}
+
+std::string scenario_name(const NoiseScenario& s) {
+  return study_optimizer_name(s) + "/" + std::string(fastpath::to_string(s.params)) + "+" +
+         std::string(fastpath::to_string(s.state)) + "/" +
+         std::string(fastpath::to_string(s.rounding)) + "/" + s.delays + "/n" + std::to_string(s.size) + "/seed" +
+         std::to_string(s.seed);
+}
+
+void validate(const NoiseScenario& s) {
+  if (s.delays != "paper" && s.delays != "heavy") throw reference::InputError("noise: delays must be paper or heavy, got '" + s.delays + "'");
+  if (s.size < 1 || s.size > (1u << 20)) throw reference::InputError("noise: size must lie in [1, 2^20], got " + std::to_string(s.size));
+  if (s.steps < 1 || s.steps > 10'000'000) throw reference::InputError("noise: steps must lie in [1, 10^7], got " + std::to_string(s.steps));
+  if (s.log_every < 1) throw reference::InputError("noise: log-every must be >= 1, got " + std::to_string(s.log_every));
+}
+
+DelayStream::DelayStream(const std::string& kind, std::uint64_t seed) : heavy_(kind == "heavy"), rng_(seed ^ 0xD1A7'5EEDull) {}
+
+std::int64_t DelayStream::next() {
+  static constexpr std::array<std::int64_t, 6> kPaper{0, 1, 2, 4, 8, 16};
+  std::uniform_real_distribution<double> uniform(0.0, 1.0);
+  if (heavy_ && uniform(rng_) < 0.3) {
+    const double u = std::max(uniform(rng_), 1e-9);  // ⌊8/U⌋, capped at 8·10^9 by U's floor
+    return static_cast<std::int64_t>(std::floor(8.0 / u));
+  }
+  return kPaper[std::uniform_int_distribution<std::size_t>(0, kPaper.size() - 1)(rng_)];
+}
+
+namespace {
+
+// Accumulates the statistics of one quantity over the elements.
+struct Accumulator {
+  double sum_abs = 0, sum_sq = 0, max_abs = 0, sum = 0;
+  std::size_t count = 0;
+  void add(double e) {
+    sum_abs += std::fabs(e);
+    sum_sq += e * e;
+    sum += e;
+    max_abs = std::max(max_abs, std::fabs(e));
+    ++count;
+  }
+  ErrorSummary summary() const {
+    if (count == 0) return {};
+    const double n = static_cast<double>(count);
+    return {sum_abs / n, std::sqrt(sum_sq / n), max_abs, sum / n};
+  }
+};
+
+}  // namespace
+
+namespace {
+
+// The fast path's parameters in their storage format (bf16 ones rounded to nearest once, before any step).
+class FastParams {
+ public:
+  FastParams(fastpath::ParamFormat format, const std::vector<float>& initial) : bf16_(format == fastpath::ParamFormat::bf16) {
+    if (bf16_) {
+      for (const float x : initial) half_.push_back(fastpath::round_nearest_even_bf16(x));
+    } else {
+      fp32_ = initial;
+    }
+  }
+  fastpath::StepReport step(fastpath::CpuOptimizer& opt, std::span<const float> grad, std::int64_t tau) {
+    return bf16_ ? opt.step(std::span<fastpath::bf16>(half_), grad, tau) : opt.step(std::span<float>(fp32_), grad, tau);
+  }
+  float operator[](std::size_t i) const { return bf16_ ? fastpath::to_float(half_[i]) : fp32_[i]; }
+
+ private:
+  bool bf16_;
+  std::vector<float> fp32_;
+  std::vector<fastpath::bf16> half_;
+};
+
+}  // namespace
+
+NoiseRun run_lockstep(const NoiseScenario& scenario, const std::function<void(long, long)>& progress) {
+  validate(scenario);
+  const std::size_t n = scenario.size;
+  fastpath::StepConfig config;
+  config.optimizer = scenario.optimizer;
+  config.on_zero_gate = scenario.on_zero_gate;
+  config.params = scenario.params;
+  config.state = scenario.state;
+  config.rounding = scenario.rounding;
+  config.seed = scenario.seed;
+  fastpath::validate(config);
+  if (!reference::is_adam_family(config.optimizer)) throw reference::InputError("noise: the study needs an Adam-family optimizer");
+
+  std::mt19937_64 rng(scenario.seed);
+  std::vector<float> scale(n), grad(n), initial(n);
+  std::uniform_real_distribution<double> exponent(-6.0, 0.0);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  for (std::size_t i = 0; i < n; ++i) {
+    scale[i] = static_cast<float>(std::exp2(exponent(rng)));
+    initial[i] = static_cast<float>(normal(rng));
+  }
+  FastParams theta(scenario.params, initial);
+  fastpath::CpuOptimizer fast(config, n, 1);
+  auto ideal = reference::make_optimizer(fastpath::reference_config<mpfr_real>(config), n);
+  std::vector<mpfr_real> ideal_theta(n), ideal_grad(n);
+  for (std::size_t i = 0; i < n; ++i) ideal_theta[i] = mpfr_real(theta[i]);  // the very values the fast path holds
+
+  DelayStream delays(scenario.delays, scenario.seed);
+  NoiseRun run{scenario, {}, {}};
+  std::vector<float> m(n), v(n);
+  std::int64_t gated_to_zero = 0;
+  const double lr = static_cast<double>(config.adam.lr);
+  for (std::int64_t step = 1; step <= scenario.steps; ++step) {
+    for (std::size_t i = 0; i < n; ++i) {
+      grad[i] = scale[i] * static_cast<float>(normal(rng));
+      ideal_grad[i] = mpfr_real(grad[i]);
+    }
+    const std::int64_t tau = delays.next();
+    const auto report = theta.step(fast, grad, tau);
+    const auto ideal_report = ideal->apply(ideal_theta, {ideal_grad, tau, 0});
+    if (report.applied != ideal_report.applied) {
+      throw std::logic_error("noise: fast path and reference disagree on applying event " + std::to_string(step));
+    }
+    if (report.sigma == 0.0f) ++gated_to_zero;
+    if (step % scenario.log_every != 0 && step != scenario.steps) continue;
+    fast.read_buffer("m", m);
+    fast.read_buffer("v", v);
+    const auto buffers = ideal->buffers();
+    Accumulator ev, em, et;
+    const bool last = step == scenario.steps;
+    for (std::size_t i = 0; i < n; ++i) {
+      const double vr = buffers[1].values[i].convert_to<double>();
+      const double mr = buffers[0].values[i].convert_to<double>();
+      const double tr = ideal_theta[i].convert_to<double>();
+      if (vr > 0) {
+        ev.add((static_cast<double>(v[i]) - vr) / vr);
+        em.add((static_cast<double>(m[i]) - mr) / std::sqrt(vr));
+      }
+      et.add((static_cast<double>(theta[i]) - tr) / lr);
+      if (last) {
+        run.last.theta_fast.push_back(theta[i]);
+        run.last.theta_ref.push_back(tr);
+        run.last.m_fast.push_back(m[i]);
+        run.last.m_ref.push_back(mr);
+        run.last.v_fast.push_back(v[i]);
+        run.last.v_ref.push_back(vr);
+      }
+    }
+    run.samples.push_back({step, ev.summary(), em.summary(), et.summary(), gated_to_zero});
+    progress(static_cast<long>(step), static_cast<long>(scenario.steps));
+  }
+  return run;
+}
+
+}  // namespace cgad::cli
