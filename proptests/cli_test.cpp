@@ -2,10 +2,14 @@
 // results or untouched.
 #include <gtest/gtest.h>
 
+#include "cgad/fastpath/cuda_optimizer.hpp"
+#include "cgad/fastpath/fastpath.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include <sys/wait.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -147,6 +151,50 @@ TEST_F(CliTest, ReplayRefusesBadStreamsWithTheLineAndKeepsTheOldOutput) {
   expect_refused(cgad("replay --optimizer nesterov --fragments 2 --input " + good.string() + " --output " + out.string()),
                  "fragments");
   EXPECT_EQ(slurp(out), "previous result\n");
+}
+
+// The fast-path backend writes the bits the library computes: replay through the CLI and through CpuOptimizer
+// directly, then compare every parameter and moment after every event as parsed floats.
+TEST_F(CliTest, FastpathReplayWritesTheLibrarysBits) {
+  const fs::path in = write("s.jsonl", kStream);
+  for (const char* state : {"fp32", "bf16", "q8"}) {
+    const Outcome o = cgad(std::string("replay --backend fastpath --params fp32 --state ") + state + " --input " +
+                           in.string() + " --output -");
+    ASSERT_EQ(o.status, 0) << o.err;
+    cgad::fastpath::StepConfig config;
+    config.params = cgad::fastpath::ParamFormat::fp32;
+    config.state = cgad::fastpath::parse_state_format(state);
+    cgad::fastpath::CpuOptimizer optimizer(config, 3);
+    std::vector<float> params{1.0f, 0.5f, -2.25f}, m(3);
+    const std::vector<std::pair<std::vector<float>, std::int64_t>> events{
+        {{0.1f, -0.2f, 0.3f}, 0}, {{0.1f, std::nanf(""), 0.3f}, 1}, {{1e-3f, 2.0f, -3.0f}, 40}};
+    std::istringstream lines(o.out);
+    for (const auto& [grad, tau] : events) {
+      optimizer.step(std::span<float>(params), grad, tau);
+      optimizer.advance_round();
+      optimizer.read_buffer("m", m);
+      std::string line;
+      ASSERT_TRUE(std::getline(lines, line));
+      const auto record = nlohmann::json::parse(line);
+      for (std::size_t i = 0; i < 3; ++i) {
+        EXPECT_EQ(std::stof(record["params"][i].get<std::string>()), params[i]) << state << " event " << record["event"];
+        EXPECT_EQ(std::stof(record["state"]["m"][i].get<std::string>()), m[i]) << state << " event " << record["event"];
+      }
+    }
+  }
+}
+
+TEST_F(CliTest, FastpathOptionsAreRefusedWhereTheyWouldBeIgnoredOrAreWrong) {
+  const fs::path in = write("s.jsonl", kStream);
+  const std::string io = " --input " + in.string() + " --output -";
+  expect_refused(cgad("replay --state q8" + io), "--state applies to --backend fastpath only");
+  expect_refused(cgad("replay --backend fastpath --state q9" + io), "q9");
+  expect_refused(cgad("replay --backend fastpath --params fp16" + io), "fp16");
+  expect_refused(cgad("replay --backend fastpath --device gpu" + io), "device");
+  expect_refused(cgad("replay --backend fastpath --optimizer delayed-nesterov" + io), "delayed-nesterov");
+  if (!cgad::fastpath::cuda_device_available()) {
+    expect_refused(cgad("replay --backend fastpath --device cuda" + io), "--device cuda");
+  }
 }
 
 }  // namespace

@@ -15,27 +15,44 @@ nlohmann::ordered_json decimal_array(std::span<const mpfr_real> values) {
   return out;
 }
 
-std::vector<mpfr_real> parse_vector(const std::vector<std::string>& text, const std::string& what) {
-  std::vector<mpfr_real> out;
-  out.reserve(text.size());
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    out.push_back(reference::parse_real<mpfr_real>(text[i], what + "[" + std::to_string(i) + "]"));
-  }
-  return out;
-}
-
 }  // namespace
+
+template <reference::RealScalar Real>
+nlohmann::ordered_json event_record(std::size_t index, const StreamEvent& event, const reference::StepReport<Real>& report,
+                                    const std::string& where, ReplayResult& result, std::ostream& notes) {
+  nlohmann::ordered_json record{{"event", index},
+                                {"tau", event.tau},
+                                {"fragment", event.fragment},
+                                {"tau_effective", report.tau_effective},
+                                {"sigma", nullptr},
+                                {"skipped", !report.applied}};
+  // A NaN/Inf event never reaches the gate, so it has no σ: null, not a made-up number.
+  if (report.reason != reference::SkipReason::nonfinite_gradient) record["sigma"] = reference::to_decimal(report.sigma);
+  if (!report.applied) record["skip_reason"] = std::string(reference::to_string(report.reason));
+  if (report.reason == reference::SkipReason::nonfinite_gradient) {
+    ++result.nonfinite;
+    notes << "cgad: " << where << ": event " << index << " skipped: non-finite pseudo-gradient at element "
+          << report.nonfinite_index << "; nothing changed\n";
+  }
+  if (report.reason == reference::SkipReason::zero_gate) ++result.zero_gate;
+  return record;
+}
+template nlohmann::ordered_json event_record<float>(std::size_t, const StreamEvent&, const reference::StepReport<float>&,
+                                                    const std::string&, ReplayResult&, std::ostream&);
+template nlohmann::ordered_json event_record<mpfr_real>(std::size_t, const StreamEvent&,
+                                                        const reference::StepReport<mpfr_real>&, const std::string&,
+                                                        ReplayResult&, std::ostream&);
 
 ReplayResult replay_reference(const PseudoGradientStream& stream, const std::string& source,
                               const OptimizerOptions& options, std::ostream& notes) {
   const auto config = optimizer_config<mpfr_real>(options);
-  std::vector<mpfr_real> params = parse_vector(stream.params, source + ":params");
+  std::vector<mpfr_real> params = parse_numbers<mpfr_real>(stream.params, source + ":params");
   const auto optimizer = reference::make_optimizer(config, params.size());
   ReplayResult result;
   for (std::size_t i = 0; i < stream.events.size(); ++i) {
     const StreamEvent& event = stream.events[i];
     const std::string where = source + ":" + std::to_string(event.line);
-    const std::vector<mpfr_real> grad = parse_vector(event.grad, where + ": grad");
+    const std::vector<mpfr_real> grad = parse_numbers<mpfr_real>(event.grad, where + ": grad");
     reference::StepReport<mpfr_real> report;
     try {
       report = optimizer->apply(params, {grad, event.tau, event.fragment});
@@ -43,21 +60,7 @@ ReplayResult replay_reference(const PseudoGradientStream& stream, const std::str
       throw reference::InputError(where + ": " + e.what());
     }
     optimizer->advance_round();
-    nlohmann::ordered_json record{{"event", i},
-                                  {"tau", event.tau},
-                                  {"fragment", event.fragment},
-                                  {"tau_effective", report.tau_effective},
-                                  {"sigma", nullptr},
-                                  {"skipped", !report.applied}};
-    // A NaN/Inf event never reaches the gate, so it has no σ: null, not a made-up number.
-    if (report.reason != reference::SkipReason::nonfinite_gradient) record["sigma"] = reference::to_decimal(report.sigma);
-    if (!report.applied) record["skip_reason"] = std::string(reference::to_string(report.reason));
-    if (report.reason == reference::SkipReason::nonfinite_gradient) {
-      ++result.nonfinite;
-      notes << "cgad: " << where << ": event " << i << " skipped: non-finite pseudo-gradient at element "
-            << report.nonfinite_index << "; nothing changed\n";
-    }
-    if (report.reason == reference::SkipReason::zero_gate) ++result.zero_gate;
+    nlohmann::ordered_json record = event_record(i, event, report, where, result, notes);
     record["params"] = decimal_array(params);
     nlohmann::ordered_json state = nlohmann::ordered_json::object();
     for (const auto& buffer : optimizer->buffers()) state[buffer.name] = decimal_array(buffer.values);

@@ -4,6 +4,8 @@
 #include "optimizer_options.hpp"
 #include "replay_stream.hpp"
 
+#include "cgad/reference/outer_optimizer.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include <iosfwd>
@@ -19,6 +21,12 @@ struct ReplayResult {
   std::size_t nonfinite = 0;  // events skipped for a NaN/Inf pseudo-gradient
   std::size_t zero_gate = 0;  // events skipped at σ = 0 under on_zero_gate = skip
 };
+
+// The fields every backend writes for an event, before "params" and "state"; counts the skip in `result` and
+// reports a NaN/Inf event on `notes`.
+template <reference::RealScalar Real>
+nlohmann::ordered_json event_record(std::size_t index, const StreamEvent& event, const reference::StepReport<Real>& report,
+                                    const std::string& where, ReplayResult& result, std::ostream& notes);
 
 // Uses the current working precision. Every event is one outer round (advance_round after each).
 // NaN/Inf events are reported on `notes` as they are skipped. Throws InputError naming `source` and line.

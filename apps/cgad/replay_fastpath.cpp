@@ -1,0 +1,96 @@
+#include "replay_fastpath.hpp"
+
+#include "bf16_text.hpp"
+#include "fastpath_engine.hpp"
+
+#include "cgad/fastpath/config.hpp"
+
+#include <ostream>
+
+namespace cgad::cli {
+namespace {
+
+fastpath::StepConfig step_config(const OptimizerOptions& optimizer, const FastpathOptions& options) {
+  // The hyperparameters are parsed straight to float (one correct rounding each), as the step uses them.
+  const auto parsed = optimizer_config<float>(optimizer);
+  fastpath::StepConfig config;
+  config.optimizer = parsed.kind;
+  config.adam = parsed.adam;
+  config.nesterov = parsed.nesterov;
+  config.alpha = parsed.alpha;
+  config.tau_cut = parsed.tau_cut;
+  config.on_zero_gate = parsed.on_zero_gate;
+  config.fragments = parsed.fragments;
+  config.params = fastpath::parse_param_format(options.params);
+  config.state = fastpath::parse_state_format(options.state);
+  config.rounding = fastpath::parse_rounding(options.rounding);
+  config.seed = options.seed;
+  fastpath::validate(config);
+  return config;
+}
+
+nlohmann::ordered_json float_array(std::span<const float> values) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (float x : values) out.push_back(reference::to_decimal(x));
+  return out;
+}
+
+}  // namespace
+
+std::vector<CLI::Option*> add_fastpath_options(CLI::App& command, FastpathOptions& options) {
+  return {
+      command.add_option("--params", options.params, "fast path: parameter format, fp32 or bf16")->capture_default_str(),
+      command.add_option("--state", options.state, "fast path: optimizer state, fp32, bf16 or q8")->capture_default_str(),
+      command.add_option("--rounding", options.rounding, "fast path: nearest or stochastic")->capture_default_str(),
+      command.add_option("--seed", options.seed, "fast path: stochastic rounding seed")->capture_default_str(),
+      command.add_option("--device", options.device, "fast path: cpu or cuda")->capture_default_str(),
+  };
+}
+
+ReplayResult replay_fastpath(const PseudoGradientStream& stream, const std::string& source,
+                             const OptimizerOptions& optimizer, const FastpathOptions& options, std::ostream& notes) {
+  const fastpath::StepConfig config = step_config(optimizer, options);
+  FastpathParams params;
+  if (config.params == fastpath::ParamFormat::bf16) {
+    for (std::size_t i = 0; i < stream.params.size(); ++i) {
+      params.bf16.push_back(parse_bf16(stream.params[i], source + ":params[" + std::to_string(i) + "]"));
+    }
+  } else {
+    params.fp32 = parse_numbers<float>(stream.params, source + ":params");
+  }
+  const std::unique_ptr<FastpathEngine> engine = make_fastpath_engine(options.device, config, std::move(params));
+  ReplayResult result;
+  std::vector<float> buffer(stream.params.size());
+  for (std::size_t i = 0; i < stream.events.size(); ++i) {
+    const StreamEvent& event = stream.events[i];
+    const std::string where = source + ":" + std::to_string(event.line);
+    const std::vector<float> grad = parse_numbers<float>(event.grad, where + ": grad");
+    fastpath::StepReport report;
+    try {
+      report = engine->step(grad, event.tau, event.fragment);
+    } catch (const reference::InputError& e) {
+      throw reference::InputError(where + ": " + e.what());
+    }
+    engine->advance_round();
+    nlohmann::ordered_json record = event_record(i, event, report, where, result, notes);
+    const FastpathParams& now = engine->params();
+    if (!now.bf16.empty()) {
+      nlohmann::ordered_json values = nlohmann::ordered_json::array();
+      for (fastpath::bf16 x : now.bf16) values.push_back(bf16_to_decimal(x));
+      record["params"] = std::move(values);
+    } else {
+      record["params"] = float_array(now.fp32);
+    }
+    nlohmann::ordered_json state = nlohmann::ordered_json::object();
+    for (const std::string& name : engine->buffer_names()) {
+      engine->read_buffer(name, buffer);
+      state[name] = float_array(buffer);
+    }
+    for (const auto& counter : engine->counters()) state[counter.name] = counter.values;
+    record["state"] = std::move(state);
+    result.records.push_back(std::move(record));
+  }
+  return result;
+}
+
+}  // namespace cgad::cli

@@ -1,0 +1,32 @@
+#pragma once
+// `cgad replay --backend fastpath`: the same stream through the production-precision step (fastpath/), on the
+// CPU or a CUDA device, writing the same records as the reference backend with every stored fp32/bf16 value
+// as the shortest decimal that reads back to it in its own format.
+#include "optimizer_options.hpp"
+#include "replay_reference.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace cgad::cli {
+
+struct FastpathOptions {
+  std::string params = "bf16";
+  std::string state = "fp32";
+  std::string rounding = "nearest";
+  std::uint64_t seed = 0;
+  std::string device = "cpu";
+};
+
+// Registers --params --state --rounding --seed --device; returns them, so a caller can refuse them where they
+// would be silently ignored (the reference backend).
+std::vector<CLI::Option*> add_fastpath_options(CLI::App& command, FastpathOptions& options);
+
+ReplayResult replay_fastpath(const PseudoGradientStream& stream, const std::string& source,
+                             const OptimizerOptions& optimizer, const FastpathOptions& fastpath, std::ostream& notes);
+
+}  // namespace cgad::cli
