@@ -26,6 +26,11 @@ constexpr std::int64_t kMaxTauCut = 1'000'000;
 
 void run_gate(const GateOptions& options) {
   using reference::mpfr_real;
+  // 112 bits is the least that still prints the 30 correct significant digits the table promises.
+  if (options.precision < 112) {
+    throw reference::InputError("gate needs --precision >= 112 to print 30 significant digits, got " +
+                                std::to_string(options.precision));
+  }
   const unsigned bits = apply_precision(options.precision);
   if (options.tau_cut < 1 || options.tau_cut > kMaxTauCut) {
     throw reference::InputError("tau-cut must be an integer in [1, " + std::to_string(kMaxTauCut) + "], got " +
