@@ -6,46 +6,97 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 namespace cgad::fastpath {
 namespace {
 
-// One block of the step (block_step.hpp): update every element, then requantize q8 moments with the
-// block's new absmax. F fixes the formats at compile time (one instantiation per configuration).
+// Each block function is compiled for AVX-512 (x86-64-v4), AVX2 (x86-64-v3) and baseline x86-64, picked at
+// load time by the CPU (GCC function multiversioning), never by -march=native: the binary runs anywhere. The
+// bits cannot depend on the clone: -ffp-contract=off holds for vector code too, and vector division and
+// square root are correctly rounded like the scalar ones.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define CGAD_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define CGAD_CPU_CLONES
+#endif
+
+// absmax_step folded over values[0..count) from 0 (block_step.hpp), as an integer max that vectorizes: the
+// fold is the largest non-NaN |value| (NaN never wins a compare; −0 never beats the initial +0), and for
+// non-NaN magnitudes the float order is the order of their bit patterns as unsigned integers (sign bit
+// clear), so the max of the bit patterns, with NaN's patterns replaced by +0's, is the same float.
+inline std::uint32_t absmax_bits(float value) {
+  const std::uint32_t magnitude = float_to_bits(value) & 0x7FFFFFFFu;
+  // A mask rather than a select: GCC would fold a select into the max and then not vectorize the fold.
+  const std::uint32_t keep = 0u - static_cast<std::uint32_t>(magnitude <= 0x7F800000u);
+  return magnitude & keep;
+}
+
+CGAD_CPU_CLONES float block_absmax(const float* values, std::uint64_t count) {
+  std::uint32_t largest = 0;
+  for (std::uint64_t j = 0; j < count; ++j) {
+    const std::uint32_t bits = absmax_bits(values[j]);
+    largest = largest < bits ? bits : largest;
+  }
+  return bits_to_float(largest);
+}
+
+// A q8 moment's codes for one block (quantize_moment, block_step.hpp). They go to a local array first: a
+// byte store through `out` may alias anything, which would stop the vectorizer; one memcpy writes them out.
 template <class F>
-void step_block(const StepArgs& a, std::uint64_t block) {
+CGAD_CPU_CLONES void quantize_block(const StepArgs& a, const MomentView& view, const float* fresh, float absmax,
+                                    std::uint64_t count, const RandomWords* random, std::uint8_t* out) {
+  constexpr bool stochastic = F::stochastic(StepArgs{});
+  std::uint8_t codes[kQ8BlockSize];
+  for (std::uint64_t j = 0; j < count; ++j) {
+    codes[j] = quantize_moment<F>(a, view, fresh[j], absmax, random[stochastic ? j : 0]);
+  }
+  std::memcpy(out, codes, count);
+}
+
+// One block of the step (block_step.hpp), in three passes over the block so that each is a simple loop the
+// compiler vectorizes: update every element (the per-element update, the same calls the CUDA kernel makes),
+// then each q8 moment's new absmax, then its codes. F fixes the formats at compile time (one instantiation
+// per configuration). Every element reads and writes only its own index of each buffer, so the update loop
+// has no loop-carried dependence (ivdep says so to the vectorizer, which cannot prove that the caller's
+// buffers do not overlap).
+template <class F>
+CGAD_CPU_CLONES void step_block(const StepArgs& args, std::uint64_t block) {
+  // A local copy: no store of the step can reach it, so its pointers and coefficients stay in registers and
+  // its fields may be read unconditionally.
+  const StepArgs a = args;
   const std::uint64_t begin = block * kQ8BlockSize;
-  const std::uint64_t end = std::min<std::uint64_t>(begin + kQ8BlockSize, a.size);
+  const std::uint64_t count = std::min<std::uint64_t>(kQ8BlockSize, a.size - begin);
   constexpr bool q8 = F::state(StepArgs{}) == StateCode::q8;
+  constexpr bool stochastic = F::stochastic(StepArgs{});
   constexpr int moments = F::family(StepArgs{}) == UpdateFamily::adam ? 2 : 1;
   float old_absmax[2] = {0.0f, 0.0f};
   if constexpr (q8) {
     for (int k = 0; k < moments; ++k) old_absmax[k] = a.moment[k].absmax[block];
   }
   float fresh[2][kQ8BlockSize];
-  RandomWords random[kQ8BlockSize];
-  for (std::uint64_t i = begin; i < end; ++i) {
-    const std::uint64_t local = i - begin;
-    random[local] = random_for<F>(a, i);
+  RandomWords random[stochastic ? kQ8BlockSize : 1] = {};  // nearest rounding reads no random bits
+#pragma GCC ivdep
+  for (std::uint64_t local = 0; local < count; ++local) {
+    const std::uint64_t i = begin + local;
+    const RandomWords& bits = random[stochastic ? local : 0];
+    if constexpr (stochastic) random[local] = random_for<F>(a, i);
     float out[2];
-    update_element<F>(a, i, a.grad[i], old_absmax, out, random[local]);
+    update_element<F>(a, i, a.grad[i], old_absmax, out, bits);
     for (int k = 0; k < moments; ++k) {
       if constexpr (q8) {
         fresh[k][local] = out[k];
       } else {
-        store_moment_elementwise<F>(a, a.moment[k], i, out[k], random[local]);
+        store_moment_elementwise<F>(a, a.moment[k], i, out[k], bits);
       }
     }
   }
   if constexpr (q8) {
     for (int k = 0; k < moments; ++k) {
-      float absmax = 0.0f;
-      for (std::uint64_t local = 0; local < end - begin; ++local) absmax = absmax_step(absmax, fresh[k][local]);
-      a.moment[k].absmax[block] = absmax;
-      for (std::uint64_t local = 0; local < end - begin; ++local) {
-        a.moment[k].codes[begin + local] = quantize_moment<F>(a, a.moment[k], fresh[k][local], absmax, random[local]);
-      }
+      const float absmax = block_absmax(fresh[k], count);
+      args.moment[k].absmax[block] = absmax;
+      quantize_block<F>(a, a.moment[k], fresh[k], absmax, count, random, a.moment[k].codes + begin);
     }
   }
 }

@@ -1,6 +1,7 @@
 #include "cgad/fastpath/q8_maps.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -23,6 +24,36 @@ void torch_linspace_f32(float start, float end, int points, float* out) {
 }
 
 namespace {
+
+// How many thresholds lie strictly below x (the index q8_nearest must return for a non-NaN x).
+int thresholds_below(const Q8Map& map, float x) {
+  return static_cast<int>(std::lower_bound(map.threshold, map.threshold + kQ8Codes, x) - map.threshold);
+}
+
+// q8_nearest's bucket table (q8.hpp). Bucket b of a sign holds the magnitudes whose clamped bits lie in
+// [low + b·2^shift, low + (b+1)·2^shift): the first bucket also takes every magnitude below 2^-23 (down to 0),
+// the last one every magnitude above 1 (up to Inf). For the floats x_min..x_max of a bucket the exact count
+// thresholds_below(x) runs from thresholds_below(x_min) to thresholds_below(x_max); the table stores the first
+// and the build refuses a map where the two differ by more than the kQ8BucketSearch compares q8_nearest makes.
+void fill_buckets(Q8Map& map) {
+  for (int sign = 0; sign < 2; ++sign) {
+    for (int bucket = 0; bucket < kQ8BucketsPerSign; ++bucket) {
+      const std::uint32_t first = kQ8BucketLowBits + (static_cast<std::uint32_t>(bucket) << kQ8BucketShift);
+      const std::uint32_t smallest = bucket == 0 ? 0u : first;
+      const std::uint32_t largest = bucket == kQ8BucketsPerSign - 1 ? 0x7F800000u : first + (1u << kQ8BucketShift) - 1;
+      const float a = std::bit_cast<float>(smallest), b = std::bit_cast<float>(largest);
+      const float x_min = sign == 0 ? a : -b, x_max = sign == 0 ? b : -a;
+      const int below = thresholds_below(map, x_min);
+      if (thresholds_below(map, x_max) - below > kQ8BucketSearch) {
+        throw std::logic_error("dynamic map: more thresholds in one nearest-code bucket than kQ8BucketSearch");
+      }
+      map.below[sign * kQ8BucketsPerSign + bucket] = below;
+    }
+  }
+  if (map.below[q8_bucket(0xFF800000u)] != 0) {
+    throw std::logic_error("dynamic map: a threshold below -Inf's bucket (q8_nearest sends NaN there for index 0)");
+  }
+}
 
 Q8Map build_dynamic_map(bool is_signed) {
   std::vector<float> values;
@@ -53,7 +84,10 @@ Q8Map build_dynamic_map(bool is_signed) {
     map.threshold[k] = below;
   }
   map.midpoint[kQ8Codes - 1] = std::numeric_limits<double>::infinity();
-  map.threshold[kQ8Codes - 1] = std::numeric_limits<float>::infinity();
+  for (int k = kQ8Codes - 1; k < kQ8Codes + kQ8BucketSearch - 1; ++k) {
+    map.threshold[k] = std::numeric_limits<float>::infinity();
+  }
+  fill_buckets(map);
   return map;
 }
 

@@ -45,7 +45,10 @@ CGAD_HD inline void adam_element(float delta, const AdamCoefficients& c, float& 
 #else
   const float root = __builtin_sqrtf(v_hat);
 #endif
-  const float adam_term = v == 0.0f ? 0.0f : m_hat / (root + c.eps);
+  // The quotient is computed whatever v is and then selected, rather than under a branch: a vectorizer
+  // may not speculate a division it cannot prove harmless, and the selected bits are the same.
+  const float quotient = m_hat / (root + c.eps);
+  const float adam_term = v == 0.0f ? 0.0f : quotient;
   const float direction = adam_term + c.weight_decay * theta;
   theta = theta - c.lr * direction;
 }

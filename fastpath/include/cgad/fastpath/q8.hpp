@@ -9,9 +9,18 @@
 // the map: their exponents differ by far less than 29). The search compares floats, against each midpoint
 // rounded DOWN to a float, t = max{float f : f ≤ m}: for a float x, m < x ⟺ t < x (if m is a float, t = m;
 // if not, no float lies in [t, m], so x > t ⟺ x ≥ succ(t) > m). So no rounding can move a decision. Ties
-// (x exactly on a midpoint) go to the LOWER code, the one nearer −∞. NaN compares false everywhere and maps to
-// index 0; ±Inf map to the last/first code. The count is a branchless binary search (8 compares, a select per
-// level), which vectorizes on the CPU and does not diverge on the GPU.
+// (x exactly on a midpoint) go to the LOWER code, the one nearer −∞. NaN maps to index 0; ±Inf map to the
+// last/first code.
+//
+// The count is found without a search: x's bucket — its sign and its magnitude's bits, clamped to
+// [2^-23, 1] and cut after kQ8BucketFractionBits fraction bits — indexes a table holding the number of
+// thresholds below every float of the bucket; the map is built (q8_maps.cpp) so that at most
+// kQ8BucketSearch thresholds fall inside any bucket's range, and those are counted with that many compares:
+// count = below + Σ_{j < kQ8BucketSearch} [threshold[below + j] < x]. That is exact, not an approximation:
+// thresholds are sorted, those before `below` are under every float of the bucket and those after the
+// bucket's last float are over x. The clamp is safe because no threshold lies in (−2^-23, 2^-23) or in
+// (1, +Inf) (checked when the map is built). Integer ops and two table reads, no data-dependent branch:
+// it vectorizes on the CPU (gathers) and does not diverge on the GPU.
 //
 // Stochastic rounding picks between the two codes c_lo ≤ x ≤ c_hi around x, rounding up with probability
 // ⌈2^24·(x − c_lo)/(c_hi − c_lo)⌉/2^24: the comparison u·(c_hi − c_lo) < x − c_lo with u = k·2^-24 is exact
@@ -27,17 +36,42 @@ namespace cgad::fastpath {
 inline constexpr std::size_t kQ8BlockSize = 256;
 inline constexpr int kQ8Codes = 256;
 
+// The nearest-code buckets (see above): magnitude bits clamped to [bits(2^-23), bits(1)], then shifted.
+inline constexpr int kQ8BucketFractionBits = 7;
+inline constexpr std::uint32_t kQ8BucketLowBits = 0x34000000u;   // 2^-23
+inline constexpr std::uint32_t kQ8BucketHighBits = 0x3F800000u;  // 1.0
+inline constexpr int kQ8BucketShift = 23 - kQ8BucketFractionBits;
+inline constexpr int kQ8BucketsPerSign = static_cast<int>((kQ8BucketHighBits - kQ8BucketLowBits) >> kQ8BucketShift) + 1;
+inline constexpr int kQ8BucketSearch = 2;  // thresholds inside one bucket, at most (checked at build)
+
 struct Q8Map {
   float code[kQ8Codes];        // strictly increasing
   double midpoint[kQ8Codes];   // midpoint[k] = (code[k] + code[k+1]) / 2 exactly; midpoint[255] = +Inf
-  float threshold[kQ8Codes];   // midpoint[k] rounded down to a float; threshold[255] = +Inf
+  // midpoint[k] rounded down to a float; threshold[255] and the kQ8BucketSearch − 1 after it are +Inf.
+  float threshold[kQ8Codes + kQ8BucketSearch - 1];
+  // below[sign·kQ8BucketsPerSign + bucket]: how many thresholds lie below every float of the bucket. int32
+  // rather than uint8 so that the CPU's vector gathers (dword only) can read it.
+  std::int32_t below[2 * kQ8BucketsPerSign];
 };
 
+// The bucket of a float (above): its sign, then its clamped magnitude's exponent and top fraction bits. NaN
+// takes −Inf's bucket, whose count is 0 (checked at build); with every compare false it then maps to index 0.
+// That is an integer select, where a select on the final index would put the float compares under a branch
+// the vectorizer cannot remove (they may raise the invalid flag, so they cannot be speculated).
+CGAD_HD inline std::uint32_t q8_bucket(std::uint32_t bits) {
+  const bool is_nan = (bits & 0x7FFFFFFFu) > 0x7F800000u;
+  bits = is_nan ? 0xFF800000u : bits;
+  const std::uint32_t magnitude = bits & 0x7FFFFFFFu;
+  const std::uint32_t clamped = magnitude < kQ8BucketLowBits ? kQ8BucketLowBits
+                                : (magnitude > kQ8BucketHighBits ? kQ8BucketHighBits : magnitude);
+  return (bits >> 31) * static_cast<std::uint32_t>(kQ8BucketsPerSign) + ((clamped - kQ8BucketLowBits) >> kQ8BucketShift);
+}
+
 CGAD_HD inline std::uint8_t q8_nearest(float x, const Q8Map& map) {
-  unsigned position = 0;
-  for (unsigned half = kQ8Codes / 2; half != 0; half >>= 1) {
-    position += map.threshold[position + half - 1] < x ? half : 0u;
-  }
+  const std::uint32_t bits = float_to_bits(x);
+  const std::int32_t below = map.below[q8_bucket(bits)];
+  std::int32_t position = below;
+  for (int j = 0; j < kQ8BucketSearch; ++j) position += map.threshold[below + j] < x ? 1 : 0;
   return static_cast<std::uint8_t>(position);
 }
 
@@ -57,7 +91,12 @@ CGAD_HD inline float q8_dequantize(std::uint8_t index, float absmax, const Q8Map
 }
 
 // The value a block's quantizer sees: value/absmax, and 0 for an all-zero block (absmax = 0), where the
-// division would give NaN. |value| ≤ absmax makes the quotient lie in [−1, 1] exactly.
-CGAD_HD inline float q8_normalize(float value, float absmax) { return absmax == 0.0f ? 0.0f : value / absmax; }
+// division would give NaN. |value| ≤ absmax makes the quotient lie in [−1, 1] exactly. The division runs
+// unconditionally (by 1 for an all-zero block) and the result is selected, so that the vectorizer need not
+// speculate a guarded division; the bits are those of the guarded form.
+CGAD_HD inline float q8_normalize(float value, float absmax) {
+  const float quotient = value / (absmax == 0.0f ? 1.0f : absmax);
+  return absmax == 0.0f ? 0.0f : quotient;
+}
 
 }  // namespace cgad::fastpath
