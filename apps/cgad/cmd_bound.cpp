@@ -59,10 +59,14 @@ void print_sup(const char* title, const theory::SupConstant& c, unsigned digits)
 // hours; 4096 bits already print over 1200 digits.
 constexpr unsigned kMaxBoundPrecisionBits = 4096;
 
+// The least precision that still prints 30 meaningful significant digits with the 16 guard bits below.
+constexpr unsigned kMinBoundPrecisionBits = 116;
+
 void run_bound(const BoundOptions& options) {
-  if (options.precision > kMaxBoundPrecisionBits) {
-    throw reference::InputError("bound: precision " + std::to_string(options.precision) + " bits is above the " +
-                                std::to_string(kMaxBoundPrecisionBits) + " bits this command supports");
+  if (options.precision < kMinBoundPrecisionBits || options.precision > kMaxBoundPrecisionBits) {
+    throw reference::InputError("bound: precision must be in [" + std::to_string(kMinBoundPrecisionBits) + ", " +
+                                std::to_string(kMaxBoundPrecisionBits) + "] bits (30 digits; bisection cost), got " +
+                                std::to_string(options.precision));
   }
   const unsigned bits = apply_precision(options.precision);
   const theory::BoundConstants c = [&] {
@@ -72,7 +76,7 @@ void run_bound(const BoundOptions& options) {
   }();
   // Every printed MPFR value carries a few ulps of error (a handful of correctly rounded operations, and τ*
   // off by a few ulps moves τ^kσ only to second order); dropping 16 bits keeps every printed digit
-  // meaningful (72 digits at 256 bits, at least 30 at the 112-bit minimum).
+  // meaningful (72 digits at 256 bits, 30 at the 116-bit minimum).
   const unsigned digits = static_cast<unsigned>(std::floor((bits - 16) * 0.30102999566398120));
   nlohmann::json inequalities = nlohmann::json::array();
   for (const auto& q : c.inequalities) {
