@@ -27,14 +27,15 @@ void run_report(const ReportOptions& options) {
     void (*run)(ReportWriter&);
   };
   for (const Section& section : {Section{"staleness gate", report_gate_section},
-                                 Section{"reference replay of the built-in stream", report_replay_section}}) {
+                                 Section{"reference replay of the built-in stream", report_replay_section},
+                                 Section{"certified bound constants", report_bound_section},
+                                 Section{"staleness-bias sweep", report_bias_sweep_section}}) {
     std::cerr << "cgad report: " << section.title << " ...\n";
     section.run(report);
   }
   const auto md = report.finish();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::cout << "cgad report: wrote " << md.string() << " (with gate.csv, gate.png, example_stream.jsonl, replay.csv, "
-            << "replay.png) in " << std::fixed << std::setprecision(1) << seconds << " s\n";
+  std::cout << "cgad report: wrote " << md.string() << " with the CSV and PNG files behind it, in " << std::fixed << std::setprecision(1) << seconds << " s\n";
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include "commands.hpp"
 #include "theory_plot.hpp"
 #include "theory_progress.hpp"
+#include "theory_sweep.hpp"
 
 #include "cgad/theory/constants.hpp"
 #include "cgad/theory/trajectory.hpp"
@@ -20,55 +21,6 @@ namespace cgad::cli {
 namespace {
 
 using reference::mpfr_real;
-
-struct VerifyOptions {
-  std::string objective = "geman-mcclure";
-  std::string delays = "uniform";
-  long tau_max = 16;
-  long steps = 1000;
-  std::uint64_t seed = 1;
-  std::string optimizer = "cgad";
-  std::string alpha = "0.2";
-  long tau_cut = 32;
-  std::string eta = "0.05";
-  std::size_t dimension = 8;
-  std::optional<double> noise;
-  bool json = false;
-  std::string plot;
-  bool sweep = false;
-  unsigned precision = 0;
-};
-
-constexpr const char* kOptimizers[] = {"cgad", "adam-decay", "ungated"};
-
-theory::UpdateGate gate_for(const std::string& optimizer, const VerifyOptions& o) {
-  reference::GateKind kind;
-  if (optimizer == "cgad") {
-    kind = reference::GateKind::cosine;
-  } else if (optimizer == "adam-decay") {
-    kind = reference::GateKind::exponential;
-  } else if (optimizer == "ungated") {
-    kind = reference::GateKind::none;
-  } else {
-    throw reference::InputError("unknown optimizer '" + optimizer + "' (expected cgad|adam-decay|ungated)");
-  }
-  return {kind, reference::parse_real<mpfr_real>(o.alpha, "alpha"), mpfr_real(o.tau_cut)};
-}
-
-theory::TrajectoryConfig config_for(const VerifyOptions& o, const std::string& optimizer, long tau_max) {
-  if (o.tau_cut < 1) throw reference::InputError("tau-cut must be >= 1, got " + std::to_string(o.tau_cut));
-  theory::TrajectoryConfig c;
-  c.objective = theory::parse_objective_kind(o.objective);
-  c.dimension = o.dimension;
-  c.delays = theory::parse_delay_kind(o.delays);
-  c.tau_max = tau_max;
-  c.steps = o.steps;
-  c.seed = o.seed;
-  c.gate = gate_for(optimizer, o);
-  c.eta = reference::parse_real<mpfr_real>(o.eta, "eta");
-  c.noise = o.noise;
-  return c;
-}
 
 std::string dec(const mpfr_real& x) { return reference::to_decimal(x, 20); }
 std::string when(const std::optional<long>& T) { return T ? "T = " + std::to_string(*T) : "none"; }
@@ -109,7 +61,7 @@ void fail_on_violation(const theory::TrajectoryReport& r, const std::string& wha
 }
 
 void run_single(const VerifyOptions& o, unsigned bits) {
-  const theory::TrajectoryConfig config = config_for(o, o.optimizer, o.tau_max);
+  const theory::TrajectoryConfig config = trajectory_config(o, o.optimizer, o.tau_max);
   // Keep about 400 evenly spaced points of the two forms for the figure and the JSON series.
   const long every = std::max(1L, o.steps / 400);
   std::vector<double> Ts, descent_lhs, descent_rhs, design_lhs, design_rhs;
@@ -186,47 +138,23 @@ void run_single(const VerifyOptions& o, unsigned bits) {
 }
 
 void run_sweep(const VerifyOptions& o, unsigned bits) {
-  std::vector<long> tau_maxes;
-  for (long k = 1; k < o.tau_max; k *= 2) tau_maxes.push_back(k);
-  tau_maxes.push_back(o.tau_max);
-  // Refuse bad input before B1 (which assumes a valid α) and before the first run.
-  reference::validate(config_for(o, "cgad", o.tau_max).gate);
-  // The bias of a CGAD run can never exceed B1: each σ_tτ_t ≤ sup τσ(τ). Print B1's certified upper end,
-  // computed at the default 256 bits whatever --precision says: its bisection costs ~p^2.5 (theory/README §6).
-  reference::set_working_precision_bits(reference::kDefaultPrecisionBits);
-  const mpfr_real b1_upper =
-      theory::certified_sup(1, theory::Interval::from_decimal(o.alpha, "alpha"), o.tau_cut).value.upper();
-  reference::set_working_precision_bits(o.precision);
-  std::vector<std::vector<double>> bias(std::size(kOptimizers));
-  nlohmann::json rows = nlohmann::json::array();
-  std::vector<std::string> failures;
-  {
-    ProgressBar bar("sweep");
-    const long total = static_cast<long>(tau_maxes.size() * std::size(kOptimizers));
-    long done = 0;
-    for (long k : tau_maxes) {
-      nlohmann::json row{{"tau_max", k}};
-      for (std::size_t i = 0; i < std::size(kOptimizers); ++i) {
-        const theory::TrajectoryReport r = theory::run_trajectory(config_for(o, kOptimizers[i], k));
-        bias[i].push_back(r.bias.convert_to<double>());
-        row[kOptimizers[i]] = {{"bias", dec(r.bias)},
-                               {"descent_violation", r.descent.first_violation ? nlohmann::json(*r.descent.first_violation)
-                                                                               : nullptr},
-                               {"design_violation", r.design.first_violation && !r.alignment_failure
-                                                        ? nlohmann::json(*r.design.first_violation)
-                                                        : nullptr}};
-        try {
-          fail_on_violation(r, std::string(kOptimizers[i]) + ", tau_max " + std::to_string(k));
-        } catch (const std::runtime_error& e) {
-          failures.push_back(e.what());
-        }
-        bar.update(++done, total);
-      }
-      rows.push_back(row);
-    }
-  }
-  const std::string b1_hi = theory::decimal_up(b1_upper, 20);
+  const BiasSweep sweep = run_bias_sweep(o);
+  const std::string b1_hi = theory::decimal_up(sweep.b1_upper, 20);
   if (o.json) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (std::size_t row = 0; row < sweep.tau_maxes.size(); ++row) {
+      nlohmann::json entry{{"tau_max", sweep.tau_maxes[row]}};
+      for (std::size_t i = 0; i < std::size(kSweepOptimizers); ++i) {
+        const theory::TrajectoryReport& r = sweep.reports[i][row];
+        entry[kSweepOptimizers[i]] = {
+            {"bias", dec(r.bias)},
+            {"descent_violation", r.descent.first_violation ? nlohmann::json(*r.descent.first_violation) : nullptr},
+            {"design_violation", r.design.first_violation && !r.alignment_failure
+                                     ? nlohmann::json(*r.design.first_violation)
+                                     : nullptr}};
+      }
+      rows.push_back(entry);
+    }
     std::cout << nlohmann::json{{"objective", o.objective}, {"delays", o.delays},   {"steps", o.steps},
                                 {"seed", o.seed},           {"alpha", o.alpha},     {"tau_cut", o.tau_cut},
                                 {"precision_bits", bits},   {"B1_upper", b1_hi},    {"rows", rows}}
@@ -238,30 +166,21 @@ void run_sweep(const VerifyOptions& o, unsigned bits) {
               << o.tau_cut << ")\n  B1 <= " << b1_hi << " bounds every CGAD entry; 1/(e*alpha) bounds Adam-Decay\n"
               << std::setw(10) << "tau_max" << std::setw(16) << "cgad" << std::setw(16) << "adam-decay" << std::setw(16)
               << "ungated" << "\n";
-    for (std::size_t row = 0; row < tau_maxes.size(); ++row) {
-      std::cout << std::setw(10) << tau_maxes[row];
-      for (std::size_t i = 0; i < std::size(kOptimizers); ++i) {
-        std::cout << std::setw(16) << std::setprecision(8) << bias[i][row];
+    for (std::size_t row = 0; row < sweep.tau_maxes.size(); ++row) {
+      std::cout << std::setw(10) << sweep.tau_maxes[row];
+      for (std::size_t i = 0; i < std::size(kSweepOptimizers); ++i) {
+        std::cout << std::setw(16) << std::setprecision(8) << sweep.reports[i][row].bias.convert_to<double>();
       }
       std::cout << "\n";
     }
   }
-  if (!o.plot.empty()) {
-    std::vector<double> ks(tau_maxes.begin(), tau_maxes.end());
-    PlotSpec spec{"Staleness-bias term vs tau_max (" + o.objective + ", " + o.delays + " delays)",
-                  "tau_max", "sum(sigma_t*tau_t)/T (log scale)", true, true, {}};
-    for (std::size_t i = 0; i < std::size(kOptimizers); ++i) spec.series.push_back({kOptimizers[i], ks, bias[i], true});
-    spec.series.push_back({"B1 (CGAD bound)", ks, std::vector<double>(ks.size(), b1_upper.convert_to<double>()),
-                           false});
-    const theory::Interval alpha = theory::Interval::from_decimal(o.alpha, "alpha");
-    if (alpha.strictly_positive()) {  // 1/(eα) is +∞ at α = 0: nothing to draw
-      const double inv_e_alpha =
-          (theory::Interval(1) / (theory::exp(theory::Interval(1)) * alpha)).upper().convert_to<double>();
-      spec.series.push_back({"1/(e*alpha) (Adam-Decay bound)", ks, std::vector<double>(ks.size(), inv_e_alpha), false});
+  if (!o.plot.empty()) plot_png(o.plot, bias_sweep_plot(o, sweep));
+  for (std::size_t i = 0; i < std::size(kSweepOptimizers); ++i) {
+    for (std::size_t row = 0; row < sweep.tau_maxes.size(); ++row) {
+      fail_on_violation(sweep.reports[i][row],
+                        std::string(kSweepOptimizers[i]) + ", tau_max " + std::to_string(sweep.tau_maxes[row]));
     }
-    plot_png(o.plot, spec);
   }
-  if (!failures.empty()) throw std::runtime_error(failures.front());
 }
 
 void run_verify(const VerifyOptions& o) {

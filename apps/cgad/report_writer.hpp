@@ -27,5 +27,7 @@ class ReportWriter {
 // The sections, in the order they appear. Each writes its own data files and figures.
 void report_gate_section(ReportWriter& report);
 void report_replay_section(ReportWriter& report);
+void report_bound_section(ReportWriter& report);
+void report_bias_sweep_section(ReportWriter& report);
 
 }  // namespace cgad::cli
