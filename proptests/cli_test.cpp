@@ -153,6 +153,27 @@ TEST_F(CliTest, ReplayRefusesBadStreamsWithTheLineAndKeepsTheOldOutput) {
   EXPECT_EQ(slurp(out), "previous result\n");
 }
 
+// The main job on its defaults writes a complete report: every section, and every file report.md names.
+TEST_F(CliTest, ReportWritesEverySectionAndTheFilesItLinks) {
+  const fs::path out = dir_ / "report";
+  const Outcome o = cgad("report --out " + out.string());
+  ASSERT_EQ(o.status, 0) << o.err;
+  EXPECT_NE(o.out.find((out / "report.md").string()), std::string::npos) << o.out;
+  const std::string md = slurp(out / "report.md");
+  for (const char* heading : {"## 1. The staleness gate", "## 2. Reference replay", "## 3. The convergence bound",
+                              "## 4. The staleness-bias term"}) {
+    EXPECT_NE(md.find(heading), std::string::npos) << heading;
+  }
+  EXPECT_EQ(md.find("refuted"), std::string::npos);
+  EXPECT_EQ(md.find("undetermined"), std::string::npos);
+  for (const char* file : {"gate.csv", "gate.png", "example_stream.jsonl", "replay.csv", "replay.png", "bound.csv",
+                           "bias_sweep.csv", "bias_sweep.png"}) {
+    EXPECT_GT(fs::file_size(out / file), 100u) << file;
+  }
+  // The example stream it writes replays through `cgad replay` like any user's.
+  EXPECT_EQ(cgad("replay --input " + (out / "example_stream.jsonl").string() + " --output -").status, 0);
+}
+
 // The fast-path backend writes the bits the library computes: replay through the CLI and through CpuOptimizer
 // directly, then compare every parameter and moment after every event as parsed floats.
 TEST_F(CliTest, FastpathReplayWritesTheLibrarysBits) {
