@@ -39,8 +39,11 @@ struct Bounded {
 // An input the fast path holds exactly (a float, and the reference gets the same float).
 inline Bounded exact(double x) { return {x, 0, 0}; }
 // A step-wide constant the host computed in double and rounded once to float: relative error u, plus the
-// double evaluation's few units of 2^-53 (std::pow, sin, exp are within a few ulps), bounded by 2^-48.
-inline Bounded host_constant(double x) { return {x, std::fabs(x) * 0x1p-48, std::fabs(x) * (kUnitRoundoff + 0x1p-48)}; }
+// double evaluation's few units of 2^-53 (std::pow, sin, exp are within a few ulps), bounded by 2^-48, plus
+// 2^-150 where the float is subnormal (Adam-Decay's σ = e^{−ατ} for ατ > 87).
+inline Bounded host_constant(double x) {
+  return {x, std::fabs(x) * 0x1p-48, std::fabs(x) * (kUnitRoundoff + 0x1p-48) + kHalfSubnormal};
+}
 
 namespace detail {
 inline Bounded rounded(double a, double de, double propagated, bool may_be_subnormal) {
@@ -121,12 +124,13 @@ inline double max_code_gap(const fastpath::Q8Map& map, double lo, double hi) {
 // quantizer sees fl(y/A) (within 2^-24 of y/A, which lies in [−1, 1]), picks the nearest code (half the
 // local gap) or one of the two around it (one gap), and dequantizes to fl(code·A) (2^-24·A more). The local
 // gap is the largest over every code interval that [x − fe, x + fe]/A ± 2^-24 meets. The absmax itself is
-// the block's largest computed |y|, so it needs no bound of its own: it is read back from the state.
+// the block's largest computed |y|, so it needs no bound of its own: it is read back from the state. A
+// subnormal absmax makes code·A round on the subnormal grid: 2^-150 more.
 inline double q8_store_error(const fastpath::Q8Map& map, double x, double fe, double absmax, bool stochastic) {
   if (absmax == 0) return 0;  // an all-zero block: every y is 0 and decodes to the exact zero code
   const double lo = (x - fe) / absmax - 0x1p-24;
   const double hi = (x + fe) / absmax + 0x1p-24;
-  return absmax * ((stochastic ? 1.0 : 0.5) * max_code_gap(map, lo, hi) + 2 * 0x1p-24);
+  return absmax * ((stochastic ? 1.0 : 0.5) * max_code_gap(map, lo, hi) + 2 * 0x1p-24) + kHalfSubnormal;
 }
 
 }  // namespace cgad::proptests

@@ -29,7 +29,7 @@ using reference::OptimizerKind;
 constexpr unsigned kReferenceBits = 128;
 
 // KNOWN DIVERGENCE (found by this suite, reported on issue 5): Adam-Decay's σ = e^{−ατ} is never 0, but the
-// fast path decides "zero gate" on σ rounded to float, which underflows to 0 for ατ > ~103.3; with `skip` it
+// fast path decides "zero gate" on σ rounded to float, which is 0 for ατ > 150·ln 2 ≈ 104; with `skip` it
 // then drops an event the reference applies (t stops advancing, so every later bias correction differs).
 // Those events are left out of the property and shown by the disabled test below until the fast path decides
 // the zero gate from the gate itself (cosine and τ ≥ τ_cut) rather than from the rounded σ.
