@@ -101,6 +101,16 @@ CGAD_CPU_CLONES void step_block(const StepArgs& args, std::uint64_t block) {
   }
 }
 
+// Whether any of values[0..count) is NaN or ±Inf (all exponent bits set), as a branch-free OR over the
+// chunk so that the scan vectorizes; the caller then looks for the first such index.
+CGAD_CPU_CLONES bool any_nonfinite(const float* values, std::uint64_t count) {
+  std::uint32_t found = 0;
+  for (std::uint64_t j = 0; j < count; ++j) {
+    found |= static_cast<std::uint32_t>((float_to_bits(values[j]) & 0x7F800000u) == 0x7F800000u);
+  }
+  return found != 0;
+}
+
 using BlockFunction = void (*)(const StepArgs&, std::uint64_t);
 
 // The instantiation of step_block for the step's runtime formats.
@@ -154,13 +164,15 @@ StepReport CpuOptimizer::run(std::size_t params_size, float* params_fp32, bf16* 
   // even when the gate would have skipped it.
   std::atomic<std::uint64_t> first_bad{std::numeric_limits<std::uint64_t>::max()};
   pool_.parallel_for(grad.size(), [&](std::uint64_t begin, std::uint64_t end) {
-    for (std::uint64_t i = begin; i < end; ++i) {
-      if (!std::isfinite(grad[i])) {
-        std::uint64_t seen = first_bad.load();
-        while (i < seen && !first_bad.compare_exchange_weak(seen, i)) {
-        }
-        return;
+    for (std::uint64_t chunk = begin; chunk < end; chunk += kQ8BlockSize) {
+      const std::uint64_t stop = std::min<std::uint64_t>(chunk + kQ8BlockSize, end);
+      if (!any_nonfinite(grad.data() + chunk, stop - chunk)) continue;
+      std::uint64_t i = chunk;
+      while (std::isfinite(grad[i])) ++i;
+      std::uint64_t seen = first_bad.load();
+      while (i < seen && !first_bad.compare_exchange_weak(seen, i)) {
       }
+      return;
     }
   });
   if (first_bad.load() != std::numeric_limits<std::uint64_t>::max()) {
