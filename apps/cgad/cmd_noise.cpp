@@ -22,7 +22,7 @@ struct NoiseOptions {
   std::vector<std::string> roundings{"nearest"};
   std::vector<std::string> delays{"heavy"};
   std::vector<std::uint64_t> seeds{1};
-  std::size_t size = 512;  // 3 default scenarios × 10^4 steps × 512 ≈ 1.5·10^7 MPFR element-steps, ~25 s here
+  std::size_t size = 512;  // 3 default scenarios × 10^4 steps × 512 = 1.5·10^7 lockstep element-steps, 11–25 s here
   std::int64_t steps = 10000;
   std::int64_t log_every = 100;
   bool json = false, csv = false;
