@@ -37,12 +37,12 @@ inline constexpr std::size_t kQ8BlockSize = 256;
 inline constexpr int kQ8Codes = 256;
 
 // The nearest-code buckets (see above): magnitude bits clamped to [bits(2^-23), bits(1)], then shifted.
-inline constexpr int kQ8BucketFractionBits = 7;
+inline constexpr int kQ8BucketFractionBits = 8;
 inline constexpr std::uint32_t kQ8BucketLowBits = 0x34000000u;   // 2^-23
 inline constexpr std::uint32_t kQ8BucketHighBits = 0x3F800000u;  // 1.0
 inline constexpr int kQ8BucketShift = 23 - kQ8BucketFractionBits;
 inline constexpr int kQ8BucketsPerSign = static_cast<int>((kQ8BucketHighBits - kQ8BucketLowBits) >> kQ8BucketShift) + 1;
-inline constexpr int kQ8BucketSearch = 2;  // thresholds inside one bucket, at most (checked at build)
+inline constexpr int kQ8BucketSearch = 1;  // thresholds inside one bucket, at most (checked at build)
 
 struct Q8Map {
   float code[kQ8Codes];        // strictly increasing
