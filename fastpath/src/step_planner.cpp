@@ -67,7 +67,10 @@ StepPlanner::Plan StepPlanner::plan(std::size_t params_size, std::size_t grad_si
     const float sigma = static_cast<float>(reference::sigma(static_cast<double>(tau_effective), gate_));
     plan.report.tau_effective = tau_effective;
     plan.report.sigma = sigma;
-    if (sigma == 0.0f && config_.on_zero_gate == reference::ZeroGatePolicy::skip) {
+    // `skip` drops an event whose gate is zero (γ = 0, the cosine gate at τ ≥ τ_cut), exactly as the
+    // reference decides it; a σ that only rounds to 0 in float (Adam-Decay past ατ ≈ 104) is applied.
+    if (config_.on_zero_gate == reference::ZeroGatePolicy::skip &&
+        reference::gamma(static_cast<double>(tau_effective), gate_) == 0.0) {
       plan.report.applied = false;
       plan.report.reason = reference::SkipReason::zero_gate;
       return plan;

@@ -64,7 +64,10 @@ class GatedAdam final : public OuterOptimizer<Real> {
     StepReport<Real> report;
     report.tau_effective = ages_rule_ == Ages::gate_by_max ? std::max(event.tau, ages_[f]) : event.tau;
     report.sigma = sigma(Real(report.tau_effective), gate_);
-    if (report.sigma == 0 && on_zero_gate_ == ZeroGatePolicy::skip) {
+    // A zero *gate* (γ = 0: the cosine gate at τ ≥ τ_cut) is what `skip` drops — not a σ that merely
+    // underflows, which Adam-Decay's e^{−ατ} does in any finite format for large enough ατ. Deciding on σ
+    // would make the decision depend on the format's exponent range.
+    if (on_zero_gate_ == ZeroGatePolicy::skip && gamma(Real(report.tau_effective), gate_) == 0) {
       report.applied = false;
       report.reason = SkipReason::zero_gate;
       return report;
