@@ -6,5 +6,12 @@
 namespace cgad::cli {
 
 void add_gate_command(CLI::App& app);
+void add_bound_command(CLI::App& app);
+void add_verify_bound_command(CLI::App& app);
+void add_replay_command(CLI::App& app);
+void add_report_command(CLI::App& app);
+void add_bench_command(CLI::App& app);
+void add_codebook_command(CLI::App& app);
+void add_noise_command(CLI::App& app);
 
 }  // namespace cgad::cli

@@ -13,6 +13,13 @@ int main(int argc, char** argv) {
   CLI::App app{"cgad: Cosine-Gated Adam-Decay for asynchronous DiLoCo -- reference, fast path, theory, checks"};
   app.require_subcommand(1);
   cgad::cli::add_gate_command(app);
+  cgad::cli::add_bound_command(app);
+  cgad::cli::add_verify_bound_command(app);
+  cgad::cli::add_replay_command(app);
+  cgad::cli::add_report_command(app);
+  cgad::cli::add_bench_command(app);
+  cgad::cli::add_codebook_command(app);
+  cgad::cli::add_noise_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
