@@ -2,7 +2,7 @@
 // certified MPFI enclosures, with a proof verdict for every inequality the theory claims.
 #include "cli_support.hpp"
 #include "commands.hpp"
-#include "theory_progress.hpp"
+#include "progress.hpp"
 
 #include "cgad/reference/errors.hpp"
 #include "cgad/theory/constants.hpp"

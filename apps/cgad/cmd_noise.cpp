@@ -4,8 +4,8 @@
 #include "cli_support.hpp"
 #include "commands.hpp"
 #include "noise_lockstep.hpp"
-#include "theory_plot.hpp"
-#include "theory_progress.hpp"
+#include "plot.hpp"
+#include "progress.hpp"
 
 #include <nlohmann/json.hpp>
 

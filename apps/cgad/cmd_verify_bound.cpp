@@ -3,8 +3,8 @@
 // realized staleness-bias term Σσ_tτ_t/T flat in τ_max for CGAD and Adam-Decay and growing when ungated.
 #include "cli_support.hpp"
 #include "commands.hpp"
-#include "theory_plot.hpp"
-#include "theory_progress.hpp"
+#include "plot.hpp"
+#include "progress.hpp"
 #include "theory_sweep.hpp"
 
 #include "cgad/theory/constants.hpp"

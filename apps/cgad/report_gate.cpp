@@ -1,6 +1,6 @@
 // Report section: the staleness gate at the defaults α = 0.2, τ_cut = 32, with Adam-Decay's e^{−ατ} beside it.
 #include "report_writer.hpp"
-#include "theory_plot.hpp"
+#include "plot.hpp"
 
 #include "cgad/reference/gate.hpp"
 

@@ -2,7 +2,7 @@
 // The stream's staleness sweeps 0 … 40, so it crosses τ_cut = 32 and shows the gate's exact zero at work.
 #include "replay_reference.hpp"
 #include "report_writer.hpp"
-#include "theory_plot.hpp"
+#include "plot.hpp"
 
 #include "cgad/reference/optimizers.hpp"
 

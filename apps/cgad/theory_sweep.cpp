@@ -1,6 +1,6 @@
 #include "theory_sweep.hpp"
 
-#include "theory_progress.hpp"
+#include "progress.hpp"
 
 #include "cgad/theory/constants.hpp"
 

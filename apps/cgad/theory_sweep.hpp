@@ -1,7 +1,7 @@
 #pragma once
 // What `cgad verify-bound` runs, shared with the report: the options of one ideal gated trajectory, and the
 // τ_max sweep of the realized staleness-bias term Σσ_tτ_t/T for CGAD, Adam-Decay and the ungated update.
-#include "theory_plot.hpp"
+#include "plot.hpp"
 
 #include "cgad/theory/trajectory.hpp"
 

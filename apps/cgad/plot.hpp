@@ -1,5 +1,5 @@
 #pragma once
-// PNG figures for the theory commands through gnuplot (Debian gnuplot-nox): the data go to a temporary
+// PNG figures for every command and the report, through gnuplot (Debian gnuplot-nox): the data go to a temporary
 // file, gnuplot draws into a temporary PNG beside the target, which is then renamed over it, so a failed
 // plot never leaves a half-written figure. Without gnuplot on PATH the plot is refused (InputError, exit 2).
 #include <filesystem>

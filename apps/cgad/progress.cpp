@@ -1,4 +1,4 @@
-#include "theory_progress.hpp"
+#include "progress.hpp"
 
 #include <cstdio>
 #include <unistd.h>

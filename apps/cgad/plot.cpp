@@ -1,4 +1,4 @@
-#include "theory_plot.hpp"
+#include "plot.hpp"
 
 #include "cgad/reference/errors.hpp"
 
