@@ -80,36 +80,31 @@ class GatedAdam final : public OuterOptimizer<Real> {
     const Real bias2 = one - pow(hyper_.beta2, Real(t));
     const Real keep1 = one - hyper_.beta1;
     const Real keep2 = one - hyper_.beta2;
-    // Compound operations on three reused temporaries: in MPFR each one rounds in place without allocating,
-    // which makes this loop as fast as hand-written mpfr_* calls (bench/reference_step_bench), while every
-    // operation still rounds exactly once, in the order the formula above is written.
+    // Three-operand and compound operations on three reused temporaries: in MPFR each rounds in place, with
+    // no allocation and no copy, which keeps this loop near hand-written mpfr_* calls
+    // (bench/reference_step_bench), while every operation still rounds exactly once, in the order the
+    // formula above is written.
     Real g, scaled, denominator;
     for (std::size_t i = 0; i < theta.size(); ++i) {
       Real& m = m_[offset + i];
       Real& v = v_[offset + i];
-      g = report.sigma;
-      g *= event.grad[i];          // g = σ·Δ
-      scaled = keep1;
-      scaled *= g;
+      assign_product(g, report.sigma, event.grad[i]);         // g = σ·Δ
+      assign_product(scaled, keep1, g);
       m *= hyper_.beta1;
-      m += scaled;                 // m = β1·m + (1−β1)·g
-      scaled = g;
-      scaled *= g;
+      m += scaled;                                            // m = β1·m + (1−β1)·g
+      assign_product(scaled, g, g);
       scaled *= keep2;
       v *= hyper_.beta2;
-      v += scaled;                 // v = β2·v + (1−β2)·g²
-      denominator = v;
-      denominator /= bias2;
+      v += scaled;                                            // v = β2·v + (1−β2)·g²
+      assign_quotient(denominator, v, bias2);
       sqrt_in_place(denominator);
-      denominator += hyper_.eps;   // sqrt(v/(1−β2^t)) + ε
-      g = m;
-      g /= bias1;
-      g /= denominator;            // m̂ / (sqrt(v̂) + ε)
-      scaled = hyper_.weight_decay;
-      scaled *= theta[i];
-      g += scaled;                 // … + λ·θ
+      denominator += hyper_.eps;                              // sqrt(v/(1−β2^t)) + ε
+      assign_quotient(g, m, bias1);
+      g /= denominator;                                       // m̂ / (sqrt(v̂) + ε)
+      assign_product(scaled, hyper_.weight_decay, theta[i]);
+      g += scaled;                                            // … + λ·θ
       g *= hyper_.lr;
-      theta[i] -= g;               // θ = θ − η·(…)
+      theta[i] -= g;                                          // θ = θ − η·(…)
     }
     if (ages_rule_ == Ages::gate_by_max) ages_[f] = 0;
     return report;

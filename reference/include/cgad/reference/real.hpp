@@ -71,6 +71,25 @@ std::string show(const Real& x) {
   }
 }
 
+// out = a·b and out = a/b, correctly rounded, written straight into `out` (MPFR would otherwise copy through
+// a temporary; at 64 bits such copies cost as much as the arithmetic).
+template <RealScalar Real>
+void assign_product(Real& out, const Real& a, const Real& b) {
+  if constexpr (std::same_as<Real, mpfr_real>) {
+    mpfr_mul(out.backend().data(), a.backend().data(), b.backend().data(), MPFR_RNDN);
+  } else {
+    out = a * b;
+  }
+}
+template <RealScalar Real>
+void assign_quotient(Real& out, const Real& a, const Real& b) {
+  if constexpr (std::same_as<Real, mpfr_real>) {
+    mpfr_div(out.backend().data(), a.backend().data(), b.backend().data(), MPFR_RNDN);
+  } else {
+    out = a / b;
+  }
+}
+
 // x = sqrt(x), correctly rounded, without a temporary (MPFR would otherwise allocate one per call).
 template <RealScalar Real>
 void sqrt_in_place(Real& x) {
