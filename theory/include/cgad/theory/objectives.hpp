@@ -201,6 +201,8 @@ class NoisyQuadratic final : public Objective<Real> {
   Real lower_bound() const override { return Real(0); }
   std::optional<Real> gradient_bound() const override { return std::nullopt; }
   double default_noise() const override { return 0.5; }
+  // λ_1 … λ_d: the Hessian's diagonal, which also shapes the simulation's gradient noise (simulate/).
+  const std::vector<Real>& spectrum() const { return this->coefficient_; }
 };
 
 template <reference::RealScalar Real>

@@ -1,0 +1,68 @@
+#pragma once
+// The two-layer tanh network of the teacher-student objective, y = w2·tanh(W1·x + b1) + b2, with its loss
+// ½·mean (y − target)² over a batch and that loss's gradient by backpropagation. Templated on the scalar:
+// workers run it in float, the evaluation and the finite-difference test in double.
+//
+// Parameter layout (one flat vector, the outer optimizer's tensor): W1 row-major (hidden × inputs), b1
+// (hidden), w2 (hidden), b2 (1).
+#include <cmath>
+#include <cstddef>
+#include <span>
+#include <vector>
+
+namespace cgad::simulate {
+
+struct MlpShape {
+  std::size_t inputs = 16;
+  std::size_t hidden = 32;
+  std::size_t parameters() const { return hidden * (inputs + 2) + 1; }
+  std::size_t w1() const { return 0; }
+  std::size_t b1() const { return hidden * inputs; }
+  std::size_t w2() const { return hidden * (inputs + 1); }
+  std::size_t b2() const { return hidden * (inputs + 2); }
+};
+
+// The network's output for one input x (shape.inputs values); `hidden` receives tanh(W1·x + b1).
+template <class T>
+T mlp_output(const MlpShape& shape, std::span<const T> params, const T* x, std::vector<T>& hidden) {
+  hidden.resize(shape.hidden);
+  T y = params[shape.b2()];
+  for (std::size_t j = 0; j < shape.hidden; ++j) {
+    const T* row = params.data() + shape.w1() + j * shape.inputs;
+    T a = params[shape.b1() + j];
+    for (std::size_t i = 0; i < shape.inputs; ++i) a += row[i] * x[i];
+    hidden[j] = std::tanh(a);
+    y += params[shape.w2() + j] * hidden[j];
+  }
+  return y;
+}
+
+// ½·mean over the batch of (output − target)². `inputs` holds targets.size() rows of shape.inputs values.
+// When `grad` is not empty it receives the gradient with respect to the parameters (overwritten).
+template <class T>
+T mlp_loss(const MlpShape& shape, std::span<const T> params, std::span<const T> inputs, std::span<const T> targets,
+           std::span<T> grad, std::vector<T>& hidden) {
+  const std::size_t batch = targets.size();
+  const T scale = T(1) / T(batch);
+  for (T& g : grad) g = T(0);
+  T loss(0);
+  for (std::size_t s = 0; s < batch; ++s) {
+    const T* x = inputs.data() + s * shape.inputs;
+    const T error = mlp_output(shape, params, x, hidden) - targets[s];
+    loss += error * error;
+    if (grad.empty()) continue;
+    const T dy = error * scale;  // ∂loss/∂y for this sample
+    grad[shape.b2()] += dy;
+    for (std::size_t j = 0; j < shape.hidden; ++j) {
+      const T h = hidden[j];
+      grad[shape.w2() + j] += dy * h;
+      const T da = dy * params[shape.w2() + j] * (T(1) - h * h);  // tanh' = 1 − tanh²
+      grad[shape.b1() + j] += da;
+      T* row = grad.data() + shape.w1() + j * shape.inputs;
+      for (std::size_t i = 0; i < shape.inputs; ++i) row[i] += da * x[i];
+    }
+  }
+  return loss * scale / T(2);
+}
+
+}  // namespace cgad::simulate

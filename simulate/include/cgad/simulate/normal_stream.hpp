@@ -1,0 +1,66 @@
+#pragma once
+// Reproducible standard normal draws for the simulation: Random123's Philox4x32-10 (the generator the fast
+// path's stochastic rounding uses, fastpath/random_bits.hpp), keyed by a seed, with the counter holding
+// (draw index, stream id). Streams with different ids under one seed are independent, and a stream's values
+// are a pure function of (seed, stream id, position): a worker's draws do not depend on how many other
+// workers there are or in which order the engine runs them.
+//
+// The transforms are written out (std::normal_distribution's algorithm is implementation-defined):
+// one Philox call gives four 32-bit words, i.e. two 53-bit uniforms u1 ∈ (0, 1] and u2 ∈ [0, 1), and the
+// Box–Muller transform r = sqrt(−2 ln u1), z0 = r·cos(2π u2), z1 = r·sin(2π u2) turns them into two
+// independent N(0, 1) values (u1 > 0, so r is finite: |z| ≤ sqrt(2·53·ln 2) ≈ 8.57).
+#include <Random123/philox.h>
+
+#include <cmath>
+#include <cstdint>
+#include <numbers>
+
+namespace cgad::simulate {
+
+// Stream ids: the purpose in the high 32 bits, an index (the worker) in the low 32 bits.
+enum class StreamPurpose : std::uint32_t {
+  initial_point = 1,  // run seed: the starting parameters
+  worker = 2,         // run seed: worker k's stochastic gradients (index k)
+  teacher = 3,        // problem seed: teacher weights
+  evaluation = 4,     // problem seed: the evaluation inputs
+};
+
+class NormalStream {
+ public:
+  NormalStream(std::uint64_t seed, StreamPurpose purpose, std::uint32_t index = 0)
+      : key_{{static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32)}},
+        purpose_(static_cast<std::uint32_t>(purpose)),
+        index_(index) {}
+
+  double next() {
+    if (has_spare_) {
+      has_spare_ = false;
+      return spare_;
+    }
+    const r123::Philox4x32::ctr_type counter = {{static_cast<std::uint32_t>(position_),
+                                                 static_cast<std::uint32_t>(position_ >> 32), index_, purpose_}};
+    ++position_;
+    const r123::Philox4x32::ctr_type out = r123::Philox4x32()(counter, key_);
+    const double u1 = (static_cast<double>(bits53(out.v[0], out.v[1])) + 1.0) * 0x1p-53;  // (0, 1]
+    const double u2 = static_cast<double>(bits53(out.v[2], out.v[3])) * 0x1p-53;          // [0, 1)
+    const double r = std::sqrt(-2.0 * std::log(u1));
+    const double angle = 2.0 * std::numbers::pi * u2;
+    spare_ = r * std::sin(angle);
+    has_spare_ = true;
+    return r * std::cos(angle);
+  }
+
+ private:
+  static std::uint64_t bits53(std::uint32_t high, std::uint32_t low) {
+    return ((static_cast<std::uint64_t>(high) << 32) | low) >> 11;
+  }
+
+  r123::Philox4x32::key_type key_;
+  std::uint32_t purpose_;
+  std::uint32_t index_;
+  std::uint64_t position_ = 0;
+  double spare_ = 0;
+  bool has_spare_ = false;
+};
+
+}  // namespace cgad::simulate

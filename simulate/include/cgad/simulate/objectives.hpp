@@ -1,0 +1,48 @@
+#pragma once
+// The simulation's objectives (SimulationSpec::objective): what a worker differentiates and what the server's
+// parameters are judged by. Workers get float stochastic gradients; the loss is evaluated in double.
+//
+//  * nqm: theory::NoisyQuadratic (f(x) = ½ Σ λ_i (x_i − c_i)², λ_i = i^{−3/2}, centres uniform in [−2, 2]
+//    from the problem seed) with the stochastic gradient g_i = λ_i(x_i − c_i) + s·sqrt(λ_i)·z_i of Zhang et al.
+//    2019 (noise covariance s²·H, see SimulationSpec::nqm_noise). Loss: f(x) exactly (in double).
+//    Start: x_i ~ N(0, 1) from the run seed.
+//  * teacher-student: inputs x ~ N(0, I_16); a fixed teacher tanh MLP 16→32→1 (weights N(0, 1/fan_in), biases
+//    0, from the problem seed); the student is a tanh MLP 16→size→1 (same initialization, from the run seed).
+//    A worker's gradient is that of ½·mean squared error on a fresh minibatch of 16 inputs drawn from its
+//    stream, labelled teacher(x) + label_noise·z. Loss: ½·mean squared error against the teacher's (noise-free)
+//    outputs on a fixed evaluation set of 1024 inputs from the problem seed — the excess risk, 0 at the teacher.
+#include "cgad/simulate/mlp.hpp"
+#include "cgad/simulate/normal_stream.hpp"
+#include "cgad/simulate/simulation.hpp"
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+namespace cgad::simulate {
+
+inline constexpr MlpShape kTeacherShape{16, 32};
+inline constexpr std::size_t kMinibatch = 16;
+inline constexpr std::size_t kEvaluationSamples = 1024;
+
+class Objective {
+ public:
+  virtual ~Objective() = default;
+  virtual std::size_t parameters() const = 0;
+  // The starting parameters of a run, from its seed.
+  virtual std::vector<float> initial_point(std::uint64_t run_seed) const = 0;
+  // The evaluation loss at x, in double.
+  virtual double loss(std::span<const float> x) const = 0;
+  // One stochastic gradient at x, its randomness drawn from `stream` (the worker's), written to g.
+  // Not const: it reuses scratch buffers, so one Objective serves one thread.
+  virtual void gradient(std::span<const float> x, NormalStream& stream, std::span<float> g) = 0;
+};
+
+// The number of parameters of the spec's objective, without building it.
+std::size_t parameter_count(ObjectiveKind kind, std::size_t size);
+
+// Builds the spec's objective (objective, size, problem_seed, nqm_noise / label_noise); InputError on size 0.
+std::unique_ptr<Objective> make_objective(const SimulationSpec& spec);
+
+}  // namespace cgad::simulate

@@ -1,0 +1,116 @@
+#pragma once
+// One asynchronous DiLoCo run at small scale (issue 6): K workers, each running H inner steps (SGD or AdamW, fp32)
+// from the global parameters it last received, send Δ = θ_start − θ_local; the server applies each Δ τ outer
+// rounds after the round whose parameters it started from, with one of the seven outer optimizers. The outer
+// step is the fast path's (fastpath::CpuOptimizer: bf16/fp32 parameters, fp32/bf16/q8 state, the same step code
+// `cgad replay --backend fastpath` runs); Delayed Nesterov, which has no fast path, runs the reference optimizer
+// instantiated in float and is refused with any other format than fp32 parameters and fp32 state.
+//
+// The event model (one arrival per outer round): at round r the server draws τ_r from the delay schedule
+// (τ_r ≤ r: nothing starts before θ_0), worker k = r mod K runs its H inner steps from θ_{r−τ_r} (the server's
+// parameters at the start of round r − τ_r, kept in a ring of snapshots) with its own gradient stream and its
+// own inner-optimizer state (kept across rounds, as in DiLoCo), and the server applies that Δ with staleness
+// τ_r. Computing the worker's H steps when its result arrives rather than when it started changes nothing: a
+// worker's result depends only on the parameters it started from and its own random stream.
+//
+// PA-CGAD with P fragments (streaming DiLoCo): round r syncs fragment f = r mod P only — the event carries
+// Δ's slice for f — and the server advances every fragment's age once per round.
+//
+// Every run is deterministic in its spec (the problem seed fixes the objective; the run seed fixes the initial
+// point and every worker's stream), whatever the thread count of the caller.
+#include "cgad/fastpath/config.hpp"
+#include "cgad/theory/delays.hpp"
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace cgad::simulate {
+
+enum class ObjectiveKind {
+  nqm,              // noisy quadratic model, power-law spectrum; `size` = dimension
+  teacher_student,  // two-layer tanh MLP regression on a fixed random teacher; `size` = student hidden width
+};
+ObjectiveKind parse_objective_kind(std::string_view name);  // "nqm" | "teacher-student"; InputError otherwise
+std::string_view to_string(ObjectiveKind kind);
+
+enum class InnerOptimizerKind { sgd, adamw };
+InnerOptimizerKind parse_inner_optimizer(std::string_view name);  // "sgd" | "adamw"; InputError otherwise
+std::string_view to_string(InnerOptimizerKind kind);
+
+struct InnerConfig {
+  InnerOptimizerKind kind = InnerOptimizerKind::adamw;
+  std::int64_t steps = 8;  // H
+  float lr = 0.01f;
+  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0.0f;  // AdamW only
+};
+
+// The outer optimizer's defaults: the fast path's (bf16 parameters, fp32 state, nearest rounding, CGAD's gate,
+// the DiLoCo Nesterov recipe lr 0.7 / μ 0.9) except the Adam family's learning rate, 0.02 instead of the fast
+// path's 1e-3. Why 0.02 = H × inner lr / K with the default H = 8, inner lr 0.01, K = 4: an Adam-family step
+// moves each coordinate by about its lr (the bias-corrected m/sqrt(v) is O(1)), one worker's round of AdamW
+// moves a coordinate by at most H × inner lr, and synchronous DiLoCo with outer SGD lr 1 moves the server by
+// the average of K such displacements per K worker-rounds. With one arrival per round, lr = H × inner lr / K
+// lets K arrivals move the server about as far as one synchronous round would. (1e-3 would leave it 20×
+// slower and little would train in 200 rounds; H × inner lr = 0.08 made the default teacher-student run
+// blow up.) The value is derived from the defaults only; it does not follow H, K or the inner lr when they
+// change. No method was tuned: the same value serves CGAD, PA-CGAD, Adam-Decay and Adam, and Nesterov/SDM
+// keep the published recipe.
+inline fastpath::StepConfig default_outer_config() {
+  fastpath::StepConfig config;
+  config.adam.lr = 0.02f;
+  return config;
+}
+
+struct SimulationSpec {
+  ObjectiveKind objective = ObjectiveKind::nqm;
+  std::size_t size = 64;
+  std::uint64_t problem_seed = 0;  // the objective (NQM centres, teacher weights, evaluation set)
+  // NQM gradient noise s: g_i = λ_i(x_i − c_i) + s·sqrt(λ_i)·z_i, z ~ N(0, 1), noise covariance s²·H (Zhang et
+  // al. 2019's NQM, arXiv 1907.04164, whose minibatch-B noise is H/B: s = 1 is their batch size 1). 0: exact.
+  // Default 1: the per-example noise of their model, so the noise floor, not the start, decides the final loss.
+  double nqm_noise = 1.0;
+  double label_noise = 0.1;        // teacher-student: standard deviation of the training labels' noise
+  std::uint64_t seed = 1;          // the run: initial point, worker gradient streams, delay schedule
+  std::size_t workers = 4;         // K
+  std::int64_t rounds = 200;       // outer rounds = server steps
+  InnerConfig inner;
+  theory::DelayKind delays = theory::DelayKind::constant;
+  long tau = 0;                    // the fixed τ (constant) or τ_max (every other schedule)
+  fastpath::StepConfig outer = default_outer_config();  // optimizer, formats, rounding, hyperparameters, P
+  // Run Delayed Nesterov (the reference's, in float, with outer.nesterov's lr and momentum) instead of
+  // outer.optimizer; fp32 parameters and fp32 state only. outer.optimizer = delayed_nesterov means the same.
+  bool delayed_nesterov = false;
+  std::int64_t delayed_nesterov_buffer = 4;  // its N
+  double divergence_factor = 1e3;  // diverged: loss not finite, or above this × the initial loss
+  std::int64_t log_every = 10;     // rounds between recorded losses (the last round is always recorded)
+};
+
+// Throws reference::InputError (one line) for anything that cannot run.
+void validate(const SimulationSpec& spec);
+
+struct LossPoint {
+  std::int64_t round = 0;  // outer rounds completed (server steps taken) when the loss was measured
+  double loss = 0;
+};
+
+struct SimulationResult {
+  double initial_loss = 0;
+  double final_loss = 0;        // at the last round run (the divergence round for a diverged run)
+  std::vector<LossPoint> curve;  // round 0 (the initial loss), every log_every rounds, and the last round
+  bool diverged = false;
+  std::int64_t diverged_at = -1;  // the round it was detected
+  std::string divergence;         // why: "non-finite loss" or "loss 1.2e+05 > 1000 x initial 1.1e+02"
+  std::int64_t applied = 0, skipped_nonfinite = 0, skipped_zero_gate = 0;
+  double mean_tau = 0;            // realized mean staleness
+  std::vector<float> final_params;  // the server's parameters after the last round run (bf16 widened exactly)
+};
+
+// Runs one spec (validated first). `progress(done, total)` is called every log_every rounds when given.
+// A diverged run stops at the round divergence is detected and is returned as such; it never throws for it.
+SimulationResult run_simulation(const SimulationSpec& spec,
+                                const std::function<void(std::int64_t, std::int64_t)>& progress = {});
+
+}  // namespace cgad::simulate

@@ -1,0 +1,117 @@
+#include "cgad/simulate/objectives.hpp"
+
+#include "cgad/reference/errors.hpp"
+#include "cgad/theory/objectives.hpp"
+
+#include <cmath>
+
+namespace cgad::simulate {
+namespace {
+
+std::vector<float> standard_normals(std::size_t n, NormalStream stream) {
+  std::vector<float> out(n);
+  for (float& x : out) x = static_cast<float>(stream.next());
+  return out;
+}
+
+class NoisyQuadraticModel final : public Objective {
+ public:
+  NoisyQuadraticModel(std::size_t dimension, std::uint64_t problem_seed, double noise)
+      : f_(dimension, problem_seed), noise_scale_(dimension), x_(dimension), exact_(dimension) {
+    for (std::size_t i = 0; i < dimension; ++i) noise_scale_[i] = noise * std::sqrt(f_.spectrum()[i]);
+  }
+  std::size_t parameters() const override { return x_.size(); }
+  std::vector<float> initial_point(std::uint64_t run_seed) const override {
+    return standard_normals(x_.size(), NormalStream(run_seed, StreamPurpose::initial_point));
+  }
+  double loss(std::span<const float> x) const override { return f_.value(std::vector<double>(x.begin(), x.end())); }
+  void gradient(std::span<const float> x, NormalStream& stream, std::span<float> g) override {
+    x_.assign(x.begin(), x.end());
+    f_.gradient(x_, exact_);
+    for (std::size_t i = 0; i < g.size(); ++i) g[i] = static_cast<float>(exact_[i] + noise_scale_[i] * stream.next());
+  }
+
+ private:
+  theory::NoisyQuadratic<double> f_;
+  std::vector<double> noise_scale_;  // s·sqrt(λ_i)
+  std::vector<double> x_, exact_;    // scratch
+};
+
+// W1 ~ N(0, 1/inputs), b1 = 0, w2 ~ N(0, 1/hidden), b2 = 0 (LeCun-normal: unit-variance pre-activations).
+template <class T>
+std::vector<T> mlp_initialization(const MlpShape& shape, NormalStream stream) {
+  std::vector<T> p(shape.parameters(), T(0));
+  const double w1_scale = 1.0 / std::sqrt(static_cast<double>(shape.inputs));
+  const double w2_scale = 1.0 / std::sqrt(static_cast<double>(shape.hidden));
+  for (std::size_t k = 0; k < shape.hidden * shape.inputs; ++k) p[shape.w1() + k] = static_cast<T>(w1_scale * stream.next());
+  for (std::size_t j = 0; j < shape.hidden; ++j) p[shape.w2() + j] = static_cast<T>(w2_scale * stream.next());
+  return p;
+}
+
+class TeacherStudent final : public Objective {
+ public:
+  TeacherStudent(std::size_t hidden, std::uint64_t problem_seed, double label_noise)
+      : student_{kTeacherShape.inputs, hidden},
+        teacher_(mlp_initialization<double>(kTeacherShape, NormalStream(problem_seed, StreamPurpose::teacher))),
+        label_noise_(label_noise),
+        inputs_(kMinibatch * student_.inputs),
+        targets_(kMinibatch) {
+    NormalStream stream(problem_seed, StreamPurpose::evaluation);
+    evaluation_inputs_.resize(kEvaluationSamples * student_.inputs);
+    for (double& x : evaluation_inputs_) x = stream.next();
+    std::vector<double> hidden_values;
+    for (std::size_t s = 0; s < kEvaluationSamples; ++s) {
+      evaluation_targets_.push_back(
+          mlp_output<double>(kTeacherShape, teacher_, evaluation_inputs_.data() + s * student_.inputs, hidden_values));
+    }
+  }
+  std::size_t parameters() const override { return student_.parameters(); }
+  std::vector<float> initial_point(std::uint64_t run_seed) const override {
+    return mlp_initialization<float>(student_, NormalStream(run_seed, StreamPurpose::initial_point));
+  }
+  double loss(std::span<const float> x) const override {
+    const std::vector<double> params(x.begin(), x.end());
+    std::vector<double> hidden_values;
+    return mlp_loss<double>(student_, params, evaluation_inputs_, evaluation_targets_, {}, hidden_values);
+  }
+  void gradient(std::span<const float> x, NormalStream& stream, std::span<float> g) override {
+    // The label is the teacher's output on exactly the float input the student sees, plus noise.
+    std::vector<double> sample(student_.inputs);
+    for (std::size_t s = 0; s < kMinibatch; ++s) {
+      for (std::size_t i = 0; i < student_.inputs; ++i) {
+        inputs_[s * student_.inputs + i] = static_cast<float>(stream.next());
+        sample[i] = inputs_[s * student_.inputs + i];
+      }
+      const double label = mlp_output<double>(kTeacherShape, teacher_, sample.data(), teacher_hidden_);
+      targets_[s] = static_cast<float>(label + label_noise_ * stream.next());
+    }
+    mlp_loss<float>(student_, x, inputs_, targets_, g, student_hidden_);
+  }
+
+ private:
+  MlpShape student_;
+  std::vector<double> teacher_;
+  double label_noise_;
+  std::vector<double> evaluation_inputs_, evaluation_targets_;
+  std::vector<float> inputs_, targets_, student_hidden_;  // scratch
+  std::vector<double> teacher_hidden_;                    // scratch
+};
+
+}  // namespace
+
+std::size_t parameter_count(ObjectiveKind kind, std::size_t size) {
+  return kind == ObjectiveKind::nqm ? size : MlpShape{kTeacherShape.inputs, size}.parameters();
+}
+
+std::unique_ptr<Objective> make_objective(const SimulationSpec& spec) {
+  if (spec.size == 0) throw reference::InputError("objective size must be >= 1");
+  switch (spec.objective) {
+    case ObjectiveKind::nqm:
+      return std::make_unique<NoisyQuadraticModel>(spec.size, spec.problem_seed, spec.nqm_noise);
+    case ObjectiveKind::teacher_student:
+      return std::make_unique<TeacherStudent>(spec.size, spec.problem_seed, spec.label_noise);
+  }
+  throw reference::InputError("unknown objective kind");
+}
+
+}  // namespace cgad::simulate

@@ -1,0 +1,277 @@
+#include "cgad/simulate/simulation.hpp"
+
+#include "cgad/fastpath/bf16.hpp"
+#include "cgad/fastpath/fastpath.hpp"
+#include "cgad/reference/errors.hpp"
+#include "cgad/reference/fragments.hpp"
+#include "cgad/reference/optimizers.hpp"
+#include "cgad/simulate/objectives.hpp"
+#include "cgad/simulate/worker.hpp"
+#include "cgad/theory/trajectory.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <memory>
+
+namespace cgad::simulate {
+namespace {
+
+using reference::InputError;
+
+// Limits that keep one run's memory and time bounded (the CLI runs many of them side by side).
+constexpr std::size_t kMaxNqmDimension = std::size_t{1} << 24;
+constexpr std::size_t kMaxHiddenWidth = 4096;
+constexpr std::size_t kMaxWorkers = 4096;
+constexpr std::int64_t kMaxRounds = 100'000'000;
+constexpr std::int64_t kMaxInnerSteps = 1'000'000;
+constexpr long kMaxTau = 1'000'000;
+constexpr double kMaxStateBytes = 1024.0 * 1024.0 * 1024.0;  // snapshot ring + worker states
+
+bool runs_delayed_nesterov(const SimulationSpec& spec) {
+  return spec.delayed_nesterov || spec.outer.optimizer == reference::OptimizerKind::delayed_nesterov;
+}
+
+std::string shown(double x) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3g", x);
+  return text;
+}
+
+void require_count(std::int64_t value, std::int64_t limit, const std::string& name) {
+  if (value < 1 || value > limit) {
+    throw InputError(name + " must lie in [1, " + std::to_string(limit) + "], got " + std::to_string(value));
+  }
+}
+
+void require_nonnegative(double value, const std::string& name) {
+  if (!std::isfinite(value) || value < 0) throw InputError(name + " must be finite and >= 0, got " + shown(value));
+}
+
+// The inner AdamW's hyperparameters obey the same rules as the outer Adam's (the reference's validation),
+// reported as the inner optimizer's.
+void validate_inner(const InnerConfig& inner) {
+  require_count(inner.steps, kMaxInnerSteps, "inner steps H");
+  try {
+    if (inner.kind == InnerOptimizerKind::adamw) {
+      reference::validate(reference::AdamHyper<float>{inner.lr, inner.beta1, inner.beta2, inner.eps, inner.weight_decay});
+    } else {
+      reference::require_positive(inner.lr, "lr");
+    }
+  } catch (const InputError& e) {
+    throw InputError(std::string("inner ") + e.what());
+  }
+}
+
+void validate_outer(const SimulationSpec& spec, std::size_t parameters) {
+  if (runs_delayed_nesterov(spec)) {
+    if (spec.outer.params != fastpath::ParamFormat::fp32 || spec.outer.state != fastpath::StateFormat::fp32) {
+      throw InputError("delayed-nesterov runs the reference optimizer in float: it needs fp32 params and fp32 state, got " +
+                       std::string(fastpath::to_string(spec.outer.params)) + " params and " +
+                       std::string(fastpath::to_string(spec.outer.state)) + " state");
+    }
+    if (spec.outer.fragments != 1) {
+      throw InputError("only pa-cgad takes fragments; delayed-nesterov got " + std::to_string(spec.outer.fragments));
+    }
+    reference::validate(spec.outer.nesterov);
+    if (spec.delayed_nesterov_buffer < 1) {
+      throw InputError("delayed-nesterov buffer N must be >= 1, got " + std::to_string(spec.delayed_nesterov_buffer));
+    }
+    return;
+  }
+  fastpath::validate(spec.outer);
+  if (spec.outer.fragments > parameters) {
+    throw InputError("empty fragment: " + std::to_string(spec.outer.fragments) + " fragments over " +
+                     std::to_string(parameters) + " parameters");
+  }
+}
+
+float widen(float x) { return x; }
+float widen(fastpath::bf16 x) { return fastpath::to_float(x); }
+
+template <class Param>
+Param narrow(float x) {
+  if constexpr (std::is_same_v<Param, float>) {
+    return x;
+  } else {
+    return fastpath::round_nearest_even_bf16(x);
+  }
+}
+
+// The server's optimizer: the fast path's step, or the reference's Delayed Nesterov in float.
+class OuterStep {
+ public:
+  OuterStep(const SimulationSpec& spec, std::size_t parameters) {
+    if (runs_delayed_nesterov(spec)) {
+      reference::OptimizerConfig<float> config = fastpath::reference_config<float>(spec.outer);
+      config.kind = reference::OptimizerKind::delayed_nesterov;
+      config.buffer = spec.delayed_nesterov_buffer;
+      reference_ = reference::make_optimizer<float>(config, parameters);
+    } else {
+      // One thread: the caller parallelizes over runs, and the step's bits do not depend on it.
+      fastpath_ = std::make_unique<fastpath::CpuOptimizer>(spec.outer, parameters, 1);
+    }
+  }
+
+  template <class Param>
+  fastpath::StepReport step(std::span<Param> params, std::span<const float> grad, std::int64_t tau,
+                            std::size_t fragment) {
+    if (fastpath_) return fastpath_->step(params, grad, tau, fragment);
+    if constexpr (std::is_same_v<Param, float>) {
+      return reference_->apply(params, reference::Event<float>{grad, tau, fragment});
+    } else {
+      throw InputError("delayed-nesterov needs fp32 params");  // validate() refuses this first
+    }
+  }
+
+  void advance_round() {
+    if (fastpath_) {
+      fastpath_->advance_round();
+    } else {
+      reference_->advance_round();
+    }
+  }
+
+ private:
+  std::unique_ptr<fastpath::CpuOptimizer> fastpath_;
+  std::unique_ptr<reference::OuterOptimizer<float>> reference_;
+};
+
+// For the adversarial schedule: argmax τ·σ(τ) under the CGAD gate of the spec's α and τ_cut, whatever the
+// optimizer, so that every method of a comparison faces the same delays.
+long adversarial_tau(const SimulationSpec& spec) {
+  if (spec.delays != theory::DelayKind::adversarial) return 0;
+  fastpath::StepConfig cgad = spec.outer;
+  cgad.optimizer = reference::OptimizerKind::cgad;
+  return theory::integer_argmax_tau_sigma(fastpath::gate_params<reference::mpfr_real>(cgad), spec.tau);
+}
+
+template <class Param>
+SimulationResult run(const SimulationSpec& spec, const std::function<void(std::int64_t, std::int64_t)>& progress) {
+  const std::unique_ptr<Objective> objective = make_objective(spec);
+  const std::size_t n = objective->parameters();
+  const reference::FragmentLayout layout(n, runs_delayed_nesterov(spec) ? 1 : spec.outer.fragments);
+
+  std::vector<Param> theta;
+  for (float x : objective->initial_point(spec.seed)) theta.push_back(narrow<Param>(x));
+  // ring[r mod (τ_max + 1)] holds θ_r, the parameters at the start of round r, until round r + τ_max reads it.
+  std::vector<std::vector<Param>> ring(static_cast<std::size_t>(spec.tau) + 1);
+  std::vector<Worker> workers;
+  for (std::size_t k = 0; k < spec.workers; ++k) {
+    workers.emplace_back(spec.inner, n, spec.seed, static_cast<std::uint32_t>(k));
+  }
+  OuterStep outer(spec, n);
+  theory::DelaySchedule delays(spec.delays, spec.tau, spec.seed, adversarial_tau(spec));
+
+  std::vector<float> start(n), local(n), delta(n), widened(n);
+  const auto loss_now = [&] {
+    for (std::size_t i = 0; i < n; ++i) widened[i] = widen(theta[i]);
+    return objective->loss(widened);
+  };
+
+  SimulationResult result;
+  result.initial_loss = loss_now();
+  result.final_loss = result.initial_loss;
+  result.curve.push_back({0, result.initial_loss});
+  double tau_sum = 0;
+  std::int64_t rounds_run = 0;
+  for (std::int64_t r = 0; r < spec.rounds; ++r) {
+    ring[static_cast<std::size_t>(r % (spec.tau + 1))] = theta;
+    const std::int64_t tau = std::min<std::int64_t>(delays.next(), r);
+    const std::vector<Param>& snapshot = ring[static_cast<std::size_t>((r - tau) % (spec.tau + 1))];
+    for (std::size_t i = 0; i < n; ++i) start[i] = local[i] = widen(snapshot[i]);
+    workers[static_cast<std::size_t>(r % static_cast<std::int64_t>(spec.workers))].run(*objective, local);
+    for (std::size_t i = 0; i < n; ++i) delta[i] = start[i] - local[i];
+
+    const std::size_t fragment = static_cast<std::size_t>(r % static_cast<std::int64_t>(layout.fragments()));
+    const std::span<const float> slice(delta.data() + layout.offset(fragment), layout.size(fragment));
+    const fastpath::StepReport report = outer.step(std::span<Param>(theta), slice, tau, fragment);
+    outer.advance_round();
+    if (report.applied) {
+      ++result.applied;
+    } else if (report.reason == reference::SkipReason::nonfinite_gradient) {
+      ++result.skipped_nonfinite;
+    } else {
+      ++result.skipped_zero_gate;
+    }
+    tau_sum += static_cast<double>(tau);
+    rounds_run = r + 1;
+
+    if (rounds_run % spec.log_every != 0 && rounds_run != spec.rounds) continue;
+    const double loss = loss_now();
+    result.final_loss = loss;
+    result.curve.push_back({rounds_run, loss});
+    if (progress) progress(rounds_run, spec.rounds);
+    const bool finite = std::isfinite(loss);
+    if (!finite || loss > spec.divergence_factor * result.initial_loss) {
+      result.diverged = true;
+      result.diverged_at = rounds_run;
+      result.divergence = finite ? "loss " + shown(loss) + " > " + shown(spec.divergence_factor) + " x initial " +
+                                       shown(result.initial_loss)
+                                 : "non-finite loss";
+      break;
+    }
+  }
+  result.mean_tau = rounds_run > 0 ? tau_sum / static_cast<double>(rounds_run) : 0.0;
+  result.final_params.resize(n);
+  for (std::size_t i = 0; i < n; ++i) result.final_params[i] = widen(theta[i]);
+  return result;
+}
+
+}  // namespace
+
+ObjectiveKind parse_objective_kind(std::string_view name) {
+  if (name == "nqm") return ObjectiveKind::nqm;
+  if (name == "teacher-student") return ObjectiveKind::teacher_student;
+  throw InputError("unknown objective '" + std::string(name) + "' (expected nqm or teacher-student)");
+}
+
+std::string_view to_string(ObjectiveKind kind) {
+  return kind == ObjectiveKind::nqm ? "nqm" : "teacher-student";
+}
+
+InnerOptimizerKind parse_inner_optimizer(std::string_view name) {
+  if (name == "sgd") return InnerOptimizerKind::sgd;
+  if (name == "adamw") return InnerOptimizerKind::adamw;
+  throw InputError("unknown inner optimizer '" + std::string(name) + "' (expected sgd or adamw)");
+}
+
+std::string_view to_string(InnerOptimizerKind kind) { return kind == InnerOptimizerKind::sgd ? "sgd" : "adamw"; }
+
+void validate(const SimulationSpec& spec) {
+  const std::size_t size_limit = spec.objective == ObjectiveKind::nqm ? kMaxNqmDimension : kMaxHiddenWidth;
+  if (spec.size < 1 || spec.size > size_limit) {
+    throw InputError(std::string(to_string(spec.objective)) + " size must lie in [1, " + std::to_string(size_limit) +
+                     "], got " + std::to_string(spec.size));
+  }
+  require_count(static_cast<std::int64_t>(spec.workers), kMaxWorkers, "workers K");
+  require_count(spec.rounds, kMaxRounds, "rounds");
+  require_count(spec.log_every, kMaxRounds, "log-every");
+  validate_inner(spec.inner);
+  require_nonnegative(spec.nqm_noise, "nqm noise");
+  require_nonnegative(spec.label_noise, "label noise");
+  if (spec.tau < 0 || spec.tau > kMaxTau) {
+    throw InputError("tau must lie in [0, " + std::to_string(kMaxTau) + "], got " + std::to_string(spec.tau));
+  }
+  if (!(spec.divergence_factor > 1) || !std::isfinite(spec.divergence_factor)) {
+    throw InputError("divergence factor must be finite and > 1, got " + shown(spec.divergence_factor));
+  }
+  const std::size_t parameters = parameter_count(spec.objective, spec.size);
+  const double param_bytes = spec.outer.params == fastpath::ParamFormat::bf16 ? 2.0 : 4.0;
+  const double worker_floats = spec.inner.kind == InnerOptimizerKind::adamw ? 2.0 : 0.0;
+  const double bytes = static_cast<double>(parameters) *
+                       (static_cast<double>(spec.tau + 1) * param_bytes + static_cast<double>(spec.workers) * worker_floats * 4.0);
+  if (bytes > kMaxStateBytes) {
+    throw InputError("the snapshot ring (tau + 1 copies) and the workers' inner states would take " +
+                     shown(bytes / (1024.0 * 1024.0)) + " MiB, over the 1024 MiB limit: lower tau, workers or size");
+  }
+  validate_outer(spec, parameters);
+}
+
+SimulationResult run_simulation(const SimulationSpec& spec,
+                                const std::function<void(std::int64_t, std::int64_t)>& progress) {
+  validate(spec);
+  return spec.outer.params == fastpath::ParamFormat::bf16 ? run<fastpath::bf16>(spec, progress)
+                                                          : run<float>(spec, progress);
+}
+
+}  // namespace cgad::simulate
