@@ -1,0 +1,386 @@
+// Properties of the asynchronous DiLoCo engine (simulate/): determinism, the objectives' gradients and noise,
+// the event model (who starts from which snapshot, which fragment moves), formats, divergence and refusals.
+#include "cgad/fastpath/bf16.hpp"
+#include "cgad/reference/errors.hpp"
+#include "cgad/reference/fragments.hpp"
+#include "cgad/simulate/mlp.hpp"
+#include "cgad/simulate/objectives.hpp"
+#include "cgad/simulate/simulation.hpp"
+#include "cgad/simulate/worker.hpp"
+#include "cgad/theory/objectives.hpp"
+
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using namespace cgad;
+using simulate::SimulationResult;
+using simulate::SimulationSpec;
+
+constexpr double kUnitRoundoff = 0x1p-24;  // float, round to nearest
+
+void expect_same_result(const SimulationResult& a, const SimulationResult& b) {
+  ASSERT_EQ(a.curve.size(), b.curve.size());
+  for (std::size_t i = 0; i < a.curve.size(); ++i) {
+    EXPECT_EQ(a.curve[i].round, b.curve[i].round);
+    EXPECT_EQ(std::bit_cast<std::uint64_t>(a.curve[i].loss), std::bit_cast<std::uint64_t>(b.curve[i].loss))
+        << std::hexfloat << a.curve[i].loss << " vs " << b.curve[i].loss;
+  }
+  ASSERT_EQ(a.final_params.size(), b.final_params.size());
+  for (std::size_t i = 0; i < a.final_params.size(); ++i) {
+    EXPECT_EQ(std::bit_cast<std::uint32_t>(a.final_params[i]), std::bit_cast<std::uint32_t>(b.final_params[i])) << i;
+  }
+  EXPECT_EQ(a.applied, b.applied);
+  EXPECT_EQ(a.skipped_zero_gate, b.skipped_zero_gate);
+  EXPECT_EQ(a.mean_tau, b.mean_tau);
+}
+
+// K = 1 and an outer Nesterov with momentum 0 and lr 1 in fp32: the server's step is θ ← fl(θ − Δ).
+SimulationSpec plain_server_spec() {
+  SimulationSpec spec;
+  spec.size = 16;
+  spec.workers = 1;
+  spec.outer.optimizer = reference::OptimizerKind::nesterov;
+  spec.outer.params = fastpath::ParamFormat::fp32;
+  spec.outer.state = fastpath::StateFormat::fp32;
+  spec.outer.nesterov.lr = 1.0f;
+  spec.outer.nesterov.momentum = 0.0f;
+  return spec;
+}
+
+TEST(SimulateEngine, RunsAreBitForBitReproducibleWhateverTheCallersThreads) {
+  SimulationSpec spec;
+  spec.objective = simulate::ObjectiveKind::teacher_student;
+  spec.size = 8;
+  spec.rounds = 30;
+  spec.workers = 3;
+  spec.delays = theory::DelayKind::uniform;
+  spec.tau = 3;
+  spec.outer.state = fastpath::StateFormat::q8;
+  spec.outer.rounding = fastpath::Rounding::stochastic;
+  spec.outer.seed = 7;
+  spec.log_every = 5;
+  const SimulationResult first = simulate::run_simulation(spec);
+  expect_same_result(first, simulate::run_simulation(spec));
+  // Two runs side by side on other threads (the sweep's situation) give the same bits.
+  SimulationResult a, b;
+  std::thread ta([&] { a = simulate::run_simulation(spec); });
+  std::thread tb([&] { b = simulate::run_simulation(spec); });
+  ta.join();
+  tb.join();
+  expect_same_result(first, a);
+  expect_same_result(first, b);
+  // And the run seed matters (the property above is not the trivial one of a constant output).
+  spec.seed += 1;
+  EXPECT_NE(simulate::run_simulation(spec).final_params, first.final_params);
+}
+
+TEST(SimulateEngine, MlpBackpropMatchesCentralDifferencesInDouble) {
+  const simulate::MlpShape shape{16, 5};
+  simulate::NormalStream stream(3, simulate::StreamPurpose::evaluation);
+  std::vector<double> params(shape.parameters()), inputs(7 * shape.inputs), targets(7);
+  for (double& p : params) p = 0.5 * stream.next();
+  for (double& x : inputs) x = stream.next();
+  for (double& t : targets) t = stream.next();
+  std::vector<double> grad(params.size()), hidden;
+  simulate::mlp_loss<double>(shape, params, inputs, targets, grad, hidden);
+  // Central difference with h = 2^-17: truncation error h²/6·|∂³L| ≈ 1.2e-11·|∂³L|, rounding error about
+  // ε·|L|/h ≈ 2.9e-11·|L| (|L| = O(1) here). 1e-8·(1 + |g|) leaves a factor of ~100 for |∂³L| up to 10,
+  // while a wrong term (a missing tanh', a misplaced index) is off by O(|g|) ~ 1e-1.
+  const double h = 0x1p-17;
+  for (std::size_t k = 0; k < params.size(); ++k) {
+    std::vector<double> plus = params, minus = params;
+    plus[k] += h;
+    minus[k] -= h;
+    const double fd = (simulate::mlp_loss<double>(shape, plus, inputs, targets, {}, hidden) -
+                       simulate::mlp_loss<double>(shape, minus, inputs, targets, {}, hidden)) /
+                      (2 * h);
+    EXPECT_NEAR(grad[k], fd, 1e-8 * (1 + std::abs(fd))) << "parameter " << k;
+  }
+}
+
+TEST(SimulateEngine, NqmGradientNoiseIsUnbiasedWithCovarianceProportionalToTheHessian) {
+  SimulationSpec spec;
+  spec.size = 64;
+  spec.nqm_noise = 0.7;  // not the default, so the scale s is checked too
+  SimulationSpec exact_spec = spec;
+  exact_spec.nqm_noise = 0;
+  const auto noisy = simulate::make_objective(spec);
+  const auto exact = simulate::make_objective(exact_spec);
+  const theory::NoisyQuadratic<double> quadratic(spec.size, spec.problem_seed);
+  const std::vector<float> x = noisy->initial_point(spec.seed);
+  std::vector<float> g0(spec.size), g1(spec.size), expected(spec.size);
+  simulate::NormalStream unused(0, simulate::StreamPurpose::worker, 99);
+  exact->gradient(x, unused, expected);
+
+  // z = (g − ∇f)/(s·sqrt λ_i) should be N(0, 1), independent across coordinates, draws and workers. With
+  // n draws, a sample mean has standard deviation 1/sqrt(n) and a sample variance sqrt(2/n) (normal
+  // kurtosis 3); the CLT bounds below are 5 of those (two-sided 5σ: false alarm ≈ 6e-7 per check).
+  // The float rounding of g moves z by at most ~|g|·2^-24/(s·sqrt λ_64) ≈ 1e-5: negligible.
+  constexpr std::size_t kDraws = 2000;
+  simulate::NormalStream worker0(spec.seed, simulate::StreamPurpose::worker, 0);
+  simulate::NormalStream worker1(spec.seed, simulate::StreamPurpose::worker, 1);
+  std::vector<double> sum(spec.size, 0), sum_sq(spec.size, 0);
+  double cross = 0;
+  for (std::size_t draw = 0; draw < kDraws; ++draw) {
+    noisy->gradient(x, worker0, g0);
+    noisy->gradient(x, worker1, g1);
+    for (std::size_t i = 0; i < spec.size; ++i) {
+      const double scale = spec.nqm_noise * std::sqrt(quadratic.spectrum()[i]);
+      const double z0 = (static_cast<double>(g0[i]) - expected[i]) / scale;
+      const double z1 = (static_cast<double>(g1[i]) - expected[i]) / scale;
+      sum[i] += z0;
+      sum_sq[i] += z0 * z0;
+      cross += z0 * z1;
+    }
+  }
+  const double n = kDraws;
+  double pooled_sum = 0, pooled_sq = 0;
+  for (std::size_t i = 0; i < spec.size; ++i) {
+    const double mean = sum[i] / n;
+    EXPECT_LT(std::abs(mean), 5 / std::sqrt(n)) << "coordinate " << i;
+    EXPECT_LT(std::abs(sum_sq[i] / n - mean * mean - 1), 5 * std::sqrt(2 / n)) << "coordinate " << i;
+    pooled_sum += sum[i];
+    pooled_sq += sum_sq[i];
+  }
+  const double total = n * static_cast<double>(spec.size);
+  EXPECT_LT(std::abs(pooled_sum / total), 5 / std::sqrt(total));
+  EXPECT_LT(std::abs(pooled_sq / total - 1), 5 * std::sqrt(2 / total));
+  // Two workers' streams are uncorrelated: E[z0·z1] = 0 with standard deviation 1/sqrt(total).
+  EXPECT_LT(std::abs(cross / total), 5 / std::sqrt(total));
+}
+
+// θ_{r+1} = fl(θ_r − fl(θ_r − x)) with x = θ_local: fl(θ − x) = (θ − x)(1 + δ1), then fl(θ − that) =
+// (x − (θ − x)δ1)(1 + δ2), |δ| ≤ u, so |θ_{r+1} − x| ≤ u·(1 + u)·|θ_r − x| + u·|x|.
+TEST(SimulateEngine, OneWorkerWithoutStalenessAndAPlainServerFollowsTheWorker) {
+  SimulationSpec spec = plain_server_spec();  // AdamW inner steps, NQM with its default noise
+  const auto objective = simulate::make_objective(spec);
+  simulate::Worker worker(spec.inner, spec.size, spec.seed, 0);
+  std::vector<float> theta = objective->initial_point(spec.seed);
+  for (std::int64_t r = 1; r <= 5; ++r) {
+    std::vector<float> local = theta;
+    worker.run(*objective, local);
+    spec.rounds = r;
+    const std::vector<float> next = simulate::run_simulation(spec).final_params;
+    ASSERT_EQ(next.size(), local.size());
+    bool moved = false;
+    for (std::size_t i = 0; i < local.size(); ++i) {
+      const double x = local[i], start = theta[i];
+      const double bound = kUnitRoundoff * (1 + kUnitRoundoff) * std::abs(start - x) + kUnitRoundoff * std::abs(x);
+      EXPECT_LE(std::abs(static_cast<double>(next[i]) - x), bound)
+          << "round " << r << " element " << i << std::hexfloat << ": server " << next[i] << ", worker " << local[i];
+      moved = moved || next[i] != theta[i];
+    }
+    EXPECT_TRUE(moved) << "round " << r;
+    theta = next;
+  }
+}
+
+TEST(SimulateEngine, AStaleWorkerStartsFromTheTauOldSnapshot) {
+  constexpr long kTau = 2;
+  SimulationSpec spec = plain_server_spec();
+  spec.inner.kind = simulate::InnerOptimizerKind::sgd;
+  spec.inner.lr = 0.2f;
+  spec.nqm_noise = 0;  // the worker is a deterministic function of its start
+  spec.tau = kTau;
+  const auto objective = simulate::make_objective(spec);
+  const auto worker_from = [&](const std::vector<float>& start) {
+    simulate::Worker worker(spec.inner, spec.size, spec.seed, 0);  // SGD keeps no state
+    std::vector<float> local = start;
+    worker.run(*objective, local);
+    return local;
+  };
+  // θ_r for r = 0..6 from runs of r rounds.
+  std::vector<std::vector<float>> theta{objective->initial_point(spec.seed)};
+  for (std::int64_t r = 1; r <= 6; ++r) {
+    spec.rounds = r;
+    theta.push_back(simulate::run_simulation(spec).final_params);
+  }
+  // Round r's worker starts from θ_{r−τ} (θ_0 while r < τ) and the server computes fl(θ_r − fl(start − local)):
+  // Nesterov's step with μ = 0 and lr 1 (fastpath nesterov_element) rounds nothing else.
+  for (std::size_t r = 0; r + 1 < theta.size(); ++r) {
+    const std::vector<float>& start = theta[r >= kTau ? r - kTau : 0];
+    const std::vector<float> local = worker_from(start);
+    const std::vector<float> fresh_local = worker_from(theta[r]);
+    bool discriminates = false;
+    for (std::size_t i = 0; i < local.size(); ++i) {
+      const float predicted = theta[r][i] - (start[i] - local[i]);
+      EXPECT_EQ(theta[r + 1][i], predicted) << "round " << r << " element " << i << std::hexfloat;
+      discriminates = discriminates || theta[r][i] - (theta[r][i] - fresh_local[i]) != predicted;
+    }
+    // From round τ on, starting from the fresh θ_r would have predicted something else.
+    if (r >= static_cast<std::size_t>(kTau)) {
+      EXPECT_TRUE(discriminates) << "round " << r;
+    }
+  }
+  spec.tau = 0;
+  EXPECT_NE(simulate::run_simulation(spec).final_params, theta.back());
+}
+
+TEST(SimulateEngine, PaCgadRoundRMovesOnlyFragmentRModP) {
+  SimulationSpec spec;
+  spec.size = 10;  // fragments of 2, 3, 2, 3 parameters
+  spec.outer.optimizer = reference::OptimizerKind::pa_cgad;
+  spec.outer.fragments = 4;
+  spec.delays = theory::DelayKind::uniform;
+  spec.tau = 3;
+  const reference::FragmentLayout layout(spec.size, spec.outer.fragments);
+  spec.rounds = 1;
+  std::vector<float> before = simulate::run_simulation(spec).final_params;
+  for (std::int64_t rounds = 2; rounds <= 9; ++rounds) {
+    spec.rounds = rounds;
+    const std::vector<float> after = simulate::run_simulation(spec).final_params;
+    const std::size_t f = static_cast<std::size_t>((rounds - 1) % 4);  // the round just added is rounds − 1
+    std::size_t changed_inside = 0;
+    for (std::size_t i = 0; i < spec.size; ++i) {
+      const bool inside = i >= layout.offset(f) && i < layout.offset(f) + layout.size(f);
+      if (!inside) {
+        EXPECT_EQ(after[i], before[i]) << "round " << rounds - 1 << " element " << i;
+      }
+      if (inside && after[i] != before[i]) ++changed_inside;
+    }
+    EXPECT_GT(changed_inside, 0u) << "round " << rounds - 1 << " left fragment " << f << " unchanged";
+    before = after;
+  }
+}
+
+TEST(SimulateEngine, Bf16ParametersStayBf16FromTheFirstSnapshotOn) {
+  SimulationSpec spec;
+  spec.outer.params = fastpath::ParamFormat::bf16;
+  spec.outer.state = fastpath::StateFormat::q8;
+  spec.rounds = 20;
+  const SimulationResult result = simulate::run_simulation(spec);
+  for (float x : result.final_params) EXPECT_EQ(std::bit_cast<std::uint32_t>(x) & 0xFFFFu, 0u) << std::hexfloat << x;
+  // The initial loss is that of the bf16-rounded start, which differs from the float start's.
+  const auto objective = simulate::make_objective(spec);
+  const std::vector<float> start = objective->initial_point(spec.seed);
+  std::vector<float> rounded;
+  for (float x : start) rounded.push_back(fastpath::to_float(fastpath::round_nearest_even_bf16(x)));
+  EXPECT_EQ(result.initial_loss, objective->loss(rounded));
+  EXPECT_NE(objective->loss(start), objective->loss(rounded));
+  spec.outer.params = fastpath::ParamFormat::fp32;
+  EXPECT_EQ(simulate::run_simulation(spec).initial_loss, objective->loss(start));
+}
+
+TEST(SimulateEngine, TheCurveIsLoggedEveryLogEveryRoundsAndAtTheEnd) {
+  SimulationSpec spec;
+  spec.rounds = 25;
+  spec.log_every = 10;
+  std::vector<std::int64_t> progress;
+  const SimulationResult result =
+      simulate::run_simulation(spec, [&](std::int64_t done, std::int64_t total) {
+        EXPECT_EQ(total, 25);
+        progress.push_back(done);
+      });
+  ASSERT_FALSE(result.diverged);
+  std::vector<std::int64_t> rounds;
+  for (const auto& point : result.curve) rounds.push_back(point.round);
+  EXPECT_EQ(rounds, (std::vector<std::int64_t>{0, 10, 20, 25}));
+  EXPECT_EQ(progress, (std::vector<std::int64_t>{10, 20, 25}));
+  EXPECT_EQ(result.curve.front().loss, result.initial_loss);
+  EXPECT_EQ(result.curve.back().loss, result.final_loss);
+  EXPECT_EQ(result.applied, 25);
+}
+
+TEST(SimulateEngine, DivergenceIsReportedNotThrown) {
+  SimulationSpec spec;
+  spec.outer.optimizer = reference::OptimizerKind::nesterov;
+  spec.outer.nesterov.lr = 1e4f;
+  spec.log_every = 1;
+  SimulationResult result;
+  ASSERT_NO_THROW(result = simulate::run_simulation(spec));
+  ASSERT_TRUE(result.diverged);
+  EXPECT_LT(result.diverged_at, spec.rounds);
+  EXPECT_EQ(result.curve.back().round, result.diverged_at);
+  EXPECT_GT(result.final_loss, spec.divergence_factor * result.initial_loss);
+  EXPECT_NE(result.divergence.find("x initial"), std::string::npos) << result.divergence;
+
+  // Parameters overflowing to Inf: the loss is not finite, and that is the reason given. SGD inner steps make
+  // |Δ| = O(1) on the stiffest coordinates (AdamW's are at most H·lr = 0.08), and lr·(1 + μ)·|Δ| with
+  // lr = 3e38 then exceeds the largest float.
+  spec.outer.params = fastpath::ParamFormat::fp32;
+  spec.inner.kind = simulate::InnerOptimizerKind::sgd;
+  spec.inner.lr = 0.5f;
+  spec.outer.nesterov.lr = 3e38f;
+  spec.divergence_factor = std::numeric_limits<double>::max();
+  ASSERT_NO_THROW(result = simulate::run_simulation(spec));
+  ASSERT_TRUE(result.diverged);
+  EXPECT_FALSE(std::isfinite(result.final_loss));
+  EXPECT_EQ(result.divergence, "non-finite loss");
+}
+
+TEST(SimulateEngine, DelayedNesterovWithBufferOneIsNesterov) {
+  // Liu et al.'s update with N = 1 is Nesterov's (reference/delayed_nesterov.hpp): the reference optimizer in
+  // float and the fast path's step must then give the same bits, which checks the Delayed Nesterov wiring.
+  SimulationSpec spec;
+  spec.outer.params = fastpath::ParamFormat::fp32;
+  spec.outer.optimizer = reference::OptimizerKind::nesterov;
+  spec.tau = 2;
+  spec.rounds = 40;
+  const SimulationResult nesterov = simulate::run_simulation(spec);
+  spec.delayed_nesterov = true;
+  spec.delayed_nesterov_buffer = 1;
+  expect_same_result(nesterov, simulate::run_simulation(spec));
+  spec.delayed_nesterov_buffer = 4;
+  EXPECT_NE(simulate::run_simulation(spec).final_params, nesterov.final_params);
+}
+
+TEST(SimulateEngine, BadSpecsAreRefusedWithOneLine) {
+  EXPECT_NO_THROW(simulate::validate(SimulationSpec{}));
+  const std::vector<std::pair<const char*, std::function<void(SimulationSpec&)>>> bad = {
+      {"size 0", [](SimulationSpec& s) { s.size = 0; }},
+      {"huge nqm", [](SimulationSpec& s) { s.size = std::size_t{1} << 30; }},
+      {"huge mlp", [](SimulationSpec& s) { s.objective = simulate::ObjectiveKind::teacher_student; s.size = 100000; }},
+      {"no workers", [](SimulationSpec& s) { s.workers = 0; }},
+      {"no rounds", [](SimulationSpec& s) { s.rounds = 0; }},
+      {"no inner steps", [](SimulationSpec& s) { s.inner.steps = 0; }},
+      {"inner lr 0", [](SimulationSpec& s) { s.inner.lr = 0; }},
+      {"inner lr NaN", [](SimulationSpec& s) { s.inner.lr = std::numeric_limits<float>::quiet_NaN(); }},
+      {"sgd lr Inf", [](SimulationSpec& s) { s.inner.kind = simulate::InnerOptimizerKind::sgd; s.inner.lr = INFINITY; }},
+      {"inner beta1 1", [](SimulationSpec& s) { s.inner.beta1 = 1; }},
+      {"outer lr 0", [](SimulationSpec& s) { s.outer.adam.lr = 0; }},
+      {"nesterov lr -1", [](SimulationSpec& s) { s.outer.optimizer = reference::OptimizerKind::nesterov; s.outer.nesterov.lr = -1; }},
+      {"tau -1", [](SimulationSpec& s) { s.tau = -1; }},
+      {"ring over 1 GiB", [](SimulationSpec& s) { s.size = 1 << 20; s.tau = 1000; }},
+      {"divergence factor 1", [](SimulationSpec& s) { s.divergence_factor = 1; }},
+      {"divergence factor NaN", [](SimulationSpec& s) { s.divergence_factor = NAN; }},
+      {"log every 0", [](SimulationSpec& s) { s.log_every = 0; }},
+      {"negative noise", [](SimulationSpec& s) { s.nqm_noise = -1; }},
+      {"NaN label noise", [](SimulationSpec& s) { s.label_noise = NAN; }},
+      {"fragments on cgad", [](SimulationSpec& s) { s.outer.fragments = 2; }},
+      {"empty fragment", [](SimulationSpec& s) { s.outer.optimizer = reference::OptimizerKind::pa_cgad; s.outer.fragments = 65; }},
+      {"delayed nesterov q8", [](SimulationSpec& s) {
+         s.delayed_nesterov = true; s.outer.params = fastpath::ParamFormat::fp32; s.outer.state = fastpath::StateFormat::q8; }},
+      {"delayed nesterov bf16 params", [](SimulationSpec& s) { s.delayed_nesterov = true; }},
+      {"delayed nesterov by name, bf16 params", [](SimulationSpec& s) { s.outer.optimizer = reference::OptimizerKind::delayed_nesterov; }},
+      {"delayed nesterov buffer 0", [](SimulationSpec& s) {
+         s.delayed_nesterov = true; s.outer.params = fastpath::ParamFormat::fp32; s.delayed_nesterov_buffer = 0; }},
+  };
+  for (const auto& [name, mutate] : bad) {
+    SimulationSpec spec;
+    mutate(spec);
+    try {
+      simulate::validate(spec);
+      ADD_FAILURE() << name << ": accepted";
+    } catch (const reference::InputError& e) {
+      EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << name << ": " << e.what();
+    }
+    EXPECT_THROW(simulate::run_simulation(spec), reference::InputError) << name;
+  }
+  EXPECT_THROW(simulate::parse_objective_kind("mlp"), reference::InputError);
+  EXPECT_THROW(simulate::parse_inner_optimizer("adam"), reference::InputError);
+  EXPECT_EQ(simulate::parse_objective_kind(simulate::to_string(simulate::ObjectiveKind::teacher_student)),
+            simulate::ObjectiveKind::teacher_student);
+  EXPECT_EQ(simulate::parse_inner_optimizer(simulate::to_string(simulate::InnerOptimizerKind::sgd)),
+            simulate::InnerOptimizerKind::sgd);
+}
+
+}  // namespace
