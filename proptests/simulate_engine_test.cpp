@@ -8,9 +8,11 @@
 #include "cgad/simulate/simulation.hpp"
 #include "cgad/simulate/worker.hpp"
 #include "cgad/theory/objectives.hpp"
+#include "cgad/theory/trajectory.hpp"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -268,6 +270,33 @@ TEST(SimulateEngine, Bf16ParametersStayBf16FromTheFirstSnapshotOn) {
   EXPECT_NE(objective->loss(start), objective->loss(rounded));
   spec.outer.params = fastpath::ParamFormat::fp32;
   EXPECT_EQ(simulate::run_simulation(spec).initial_loss, objective->loss(start));
+}
+
+TEST(SimulateEngine, AdversarialDelaysUseCgadsGateForEveryMethodAndNeverPrecedeTheStart) {
+  SimulationSpec spec;
+  spec.outer.optimizer = reference::OptimizerKind::adam;  // its own gate is none: argmax would be τ_max
+  spec.delays = theory::DelayKind::adversarial;
+  spec.tau = 16;
+  spec.rounds = 40;
+  const long argmax = theory::integer_argmax_tau_sigma(
+      theory::UpdateGate{reference::GateKind::cosine, reference::mpfr_real("0.2"), reference::mpfr_real(32)}, spec.tau);
+  ASSERT_GT(argmax, 0);
+  ASSERT_LT(argmax, spec.tau);
+  double sum = 0;
+  for (std::int64_t r = 0; r < spec.rounds; ++r) sum += static_cast<double>(std::min<std::int64_t>(argmax, r));
+  EXPECT_EQ(simulate::run_simulation(spec).mean_tau, sum / static_cast<double>(spec.rounds));
+}
+
+// The claim of default_outer_config()'s comment: the default runs train visibly in their 200 rounds. Factor 2
+// is a floor far below what they reach (measured: NQM 4.9 → 0.05, teacher-student 0.53 → 0.03).
+TEST(SimulateEngine, TheDefaultRunsTrain) {
+  SimulationSpec spec;
+  for (simulate::ObjectiveKind kind : {simulate::ObjectiveKind::nqm, simulate::ObjectiveKind::teacher_student}) {
+    spec.objective = kind;
+    const SimulationResult result = simulate::run_simulation(spec);
+    EXPECT_FALSE(result.diverged) << simulate::to_string(kind);
+    EXPECT_LT(result.final_loss, result.initial_loss / 2) << simulate::to_string(kind);
+  }
 }
 
 TEST(SimulateEngine, TheCurveIsLoggedEveryLogEveryRoundsAndAtTheEnd) {

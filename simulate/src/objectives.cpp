@@ -76,7 +76,8 @@ class TeacherStudent final : public Objective {
   }
   void gradient(std::span<const float> x, NormalStream& stream, std::span<float> g) override {
     // The label is the teacher's output on exactly the float input the student sees, plus noise.
-    std::vector<double> sample(student_.inputs);
+    std::vector<double>& sample = teacher_input_;
+    sample.resize(student_.inputs);
     for (std::size_t s = 0; s < kMinibatch; ++s) {
       for (std::size_t i = 0; i < student_.inputs; ++i) {
         inputs_[s * student_.inputs + i] = static_cast<float>(stream.next());
@@ -94,7 +95,7 @@ class TeacherStudent final : public Objective {
   double label_noise_;
   std::vector<double> evaluation_inputs_, evaluation_targets_;
   std::vector<float> inputs_, targets_, student_hidden_;  // scratch
-  std::vector<double> teacher_hidden_;                    // scratch
+  std::vector<double> teacher_input_, teacher_hidden_;    // scratch
 };
 
 }  // namespace

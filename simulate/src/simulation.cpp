@@ -9,9 +9,11 @@
 #include "cgad/simulate/worker.hpp"
 #include "cgad/theory/trajectory.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <type_traits>
 
 namespace cgad::simulate {
 namespace {

@@ -78,7 +78,9 @@ struct SimulationSpec {
   std::int64_t rounds = 200;       // outer rounds = server steps
   InnerConfig inner;
   theory::DelayKind delays = theory::DelayKind::constant;
-  long tau = 0;                    // the fixed τ (constant) or τ_max (every other schedule)
+  long tau = 0;                    // the fixed τ (constant) or τ_max (every other schedule); τ_r ≤ r always
+                                   // (adversarial: argmax τ·σ(τ) under CGAD's gate of outer.alpha/tau_cut,
+                                   // whatever the optimizer, so every method of a comparison sees one schedule)
   fastpath::StepConfig outer = default_outer_config();  // optimizer, formats, rounding, hyperparameters, P
   // Run Delayed Nesterov (the reference's, in float, with outer.nesterov's lr and momentum) instead of
   // outer.optimizer; fp32 parameters and fp32 state only. outer.optimizer = delayed_nesterov means the same.
@@ -102,7 +104,7 @@ struct SimulationResult {
   std::vector<LossPoint> curve;  // round 0 (the initial loss), every log_every rounds, and the last round
   bool diverged = false;
   std::int64_t diverged_at = -1;  // the round it was detected
-  std::string divergence;         // why: "non-finite loss" or "loss 1.2e+05 > 1000 x initial 1.1e+02"
+  std::string divergence;         // why: "non-finite loss" or "loss 1.2e+05 > 1e+03 x initial 1.1e+02"
   std::int64_t applied = 0, skipped_nonfinite = 0, skipped_zero_gate = 0;
   double mean_tau = 0;            // realized mean staleness
   std::vector<float> final_params;  // the server's parameters after the last round run (bf16 widened exactly)
