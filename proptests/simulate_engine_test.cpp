@@ -319,6 +319,33 @@ TEST(SimulateEngine, TheCurveIsLoggedEveryLogEveryRoundsAndAtTheEnd) {
   EXPECT_EQ(result.applied, 25);
 }
 
+TEST(SimulateEngine, SkippedEventsAreCountedAndChangeNothing) {
+  // Inner SGD with lr 1e30 overflows within H = 8 steps: every Δ has an Inf or NaN, the outer step skips it,
+  // and the server never leaves its start.
+  SimulationSpec spec;
+  spec.inner.kind = simulate::InnerOptimizerKind::sgd;
+  spec.inner.lr = 1e30f;
+  spec.outer.params = fastpath::ParamFormat::fp32;
+  spec.rounds = 12;
+  SimulationResult result = simulate::run_simulation(spec);
+  EXPECT_EQ(result.skipped_nonfinite, 12);
+  EXPECT_EQ(result.applied, 0);
+  EXPECT_FALSE(result.diverged);
+  EXPECT_EQ(result.final_params, simulate::make_objective(spec)->initial_point(spec.seed));
+
+  // CGAD with τ_cut = 2 gates τ ≥ 2 to zero; with on_zero_gate = skip and τ = 3 only rounds 0 and 1 (τ clamped
+  // to 0 and 1) are applied.
+  spec = SimulationSpec{};
+  spec.tau = 3;
+  spec.outer.tau_cut = 2;
+  spec.outer.on_zero_gate = reference::ZeroGatePolicy::skip;
+  spec.rounds = 12;
+  result = simulate::run_simulation(spec);
+  EXPECT_EQ(result.applied, 2);
+  EXPECT_EQ(result.skipped_zero_gate, 10);
+  EXPECT_EQ(result.skipped_nonfinite, 0);
+}
+
 TEST(SimulateEngine, DivergenceIsReportedNotThrown) {
   SimulationSpec spec;
   spec.outer.optimizer = reference::OptimizerKind::nesterov;

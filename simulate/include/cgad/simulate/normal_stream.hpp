@@ -8,7 +8,9 @@
 // The transforms are written out (std::normal_distribution's algorithm is implementation-defined):
 // one Philox call gives four 32-bit words, i.e. two 53-bit uniforms u1 ∈ (0, 1] and u2 ∈ [0, 1), and the
 // Box–Muller transform r = sqrt(−2 ln u1), z0 = r·cos(2π u2), z1 = r·sin(2π u2) turns them into two
-// independent N(0, 1) values (u1 > 0, so r is finite: |z| ≤ sqrt(2·53·ln 2) ≈ 8.57).
+// independent N(0, 1) values (u1 > 0, so r is finite: |z| ≤ sqrt(2·53·ln 2) ≈ 8.57). The uniforms are exact
+// on every platform; log, sin and cos come from the C library, so the last bits of a normal (and a run's bits)
+// are guaranteed the same on one platform and library version, not across them.
 #include <Random123/philox.h>
 
 #include <cmath>
