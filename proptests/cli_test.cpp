@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <string>
 
@@ -161,14 +162,21 @@ TEST_F(CliTest, ReportWritesEverySectionAndTheFilesItLinks) {
   EXPECT_NE(o.out.find((out / "report.md").string()), std::string::npos) << o.out;
   const std::string md = slurp(out / "report.md");
   for (const char* heading : {"## 1. The staleness gate", "## 2. Reference replay", "## 3. The convergence bound",
-                              "## 4. The staleness-bias term"}) {
+                              "## 4. The staleness-bias term", "## 5. Rounding noise", "## 7. Performance"}) {
     EXPECT_NE(md.find(heading), std::string::npos) << heading;
   }
   EXPECT_EQ(md.find("refuted"), std::string::npos);
   EXPECT_EQ(md.find("undetermined"), std::string::npos);
   for (const char* file : {"gate.csv", "gate.png", "example_stream.jsonl", "replay.csv", "replay.png", "bound.csv",
-                           "bias_sweep.csv", "bias_sweep.png"}) {
+                           "bias_sweep.csv", "bias_sweep.png", "noise.csv", "noise_v_bias.png", "noise_v_rms.png",
+                           "bench.json"}) {
     EXPECT_GT(fs::file_size(out / file), 100u) << file;
+  }
+  // Every figure and data file the markdown links or names in backticks is there.
+  const std::regex linked(R"(\]\(([A-Za-z0-9_.]+)\)|`([A-Za-z0-9_]+\.(?:csv|json|jsonl|png))`)");
+  for (auto it = std::sregex_iterator(md.begin(), md.end(), linked); it != std::sregex_iterator(); ++it) {
+    const std::string name = (*it)[1].matched ? (*it)[1].str() : (*it)[2].str();
+    EXPECT_TRUE(fs::exists(out / name)) << name;
   }
   // The example stream it writes replays through `cgad replay` like any user's.
   EXPECT_EQ(cgad("replay --input " + (out / "example_stream.jsonl").string() + " --output -").status, 0);

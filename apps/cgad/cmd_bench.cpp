@@ -1,18 +1,9 @@
-// `cgad bench`: a summary of the benchmarks in bench/, every figure a ratio to a baseline timed in the same
-// run — the CPU step's bytes per second over a plain copy's, the reference over a raw-MPFR loop, the CUDA
-// step over a device-to-device copy.
-#include "cli_support.hpp"
+// `cgad bench`: the summary of the benchmarks in bench/ (bench_summary.hpp), as text or JSON.
+#include "bench_summary.hpp"
 #include "commands.hpp"
 
-#include "cgad/bench/cuda_workload.hpp"
-#include "cgad/bench/workloads.hpp"
-
-#include <nlohmann/json.hpp>
-
-#include <iomanip>
 #include <iostream>
 #include <memory>
-#include <thread>
 
 namespace cgad::cli {
 namespace {
@@ -23,89 +14,12 @@ struct BenchOptions {
   unsigned threads = 0;
 };
 
-nlohmann::ordered_json run_cpu(std::size_t n, unsigned threads, double min_seconds, double& params_per_second) {
-  fastpath::StepConfig config;  // CGAD, bf16 params, q8 state: the production configuration
-  config.params = fastpath::ParamFormat::bf16;
-  config.state = fastpath::StateFormat::q8;
-  bench::FastpathCpuWorkload step(config, n, threads);
-  bench::CopyWorkload copy(static_cast<std::size_t>(step.bytes()), step.threads());
-  const double copy_seconds = bench::measure(copy, min_seconds);
-  const double step_seconds = bench::measure(step, min_seconds);
-  params_per_second = step.parameters() / step_seconds;
-  return {{"config", "cgad, bf16 params, q8 state, nearest"},
-          {"effective_bandwidth_ratio", (step.bytes() / step_seconds) / (copy.bytes() / copy_seconds)},
-          {"params_per_second", params_per_second},
-          {"step_bytes_per_second", step.bytes() / step_seconds},
-          {"copy_bytes_per_second", copy.bytes() / copy_seconds},
-          {"threads", step.threads()},
-          {"size", n}};
-}
-
-nlohmann::ordered_json run_reference(std::size_t n, double min_seconds, double fastpath_params_per_second) {
-  const unsigned bits = reference::set_working_precision_bits(256);
-  bench::ReferenceWorkload ours(n);
-  bench::RawMpfrWorkload raw(n);
-  const double ours_seconds = bench::measure(ours, min_seconds);
-  const double raw_seconds = bench::measure(raw, min_seconds);
-  const double updates = static_cast<double>(n) / ours_seconds;
-  return {{"updates_per_second", updates},
-          {"bits", 256},
-          {"effective_bits", bits},
-          {"ratio_to_raw_mpfr", ours_seconds / raw_seconds},
-          {"slowdown_vs_fastpath", fastpath_params_per_second / updates},
-          {"size", n}};
-}
-
-nlohmann::ordered_json run_cuda(std::size_t n, int repetitions) {
-  const std::string why = bench::cuda_unavailable_reason();
-  if (!why.empty()) return {{"unavailable", why}};
-  fastpath::StepConfig config;
-  config.params = fastpath::ParamFormat::bf16;
-  config.state = fastpath::StateFormat::q8;
-  bench::CudaWorkload work(config, n);
-  work.time_step();  // first launch: module load, allocation of nothing else
-  double step = 0, copy = 0;
-  for (int i = 0; i < repetitions; ++i) {
-    step += work.time_step();
-    copy += work.time_copy();
-  }
-  return {{"effective_bandwidth_ratio", copy / step},
-          {"params_per_second", work.parameters() * repetitions / step},
-          {"step_bytes_per_second", work.bytes() * repetitions / step},
-          {"size", n}};
-}
-
 void run_bench(const BenchOptions& options) {
-  // 2^24 parameters: the smallest size the bandwidth goal is stated for, and past every cache here (the copy
-  // of 2^22 parameters' traffic still runs partly from L3 and reads 3x faster). --quick only shortens samples.
-  const std::size_t cpu_size = 1u << 24;
-  const double min_seconds = options.quick ? 0.05 : 0.5;
-  const unsigned threads = options.threads ? options.threads : std::thread::hardware_concurrency();
-  double fastpath_rate = 0;
-  nlohmann::ordered_json out;
-  std::cerr << "cgad bench: CPU step vs copy (" << cpu_size << " parameters, " << threads << " threads) ...\n";
-  out["cpu"] = run_cpu(cpu_size, threads, min_seconds, fastpath_rate);
-  std::cerr << "cgad bench: reference vs raw MPFR (256 bits) ...\n";
-  out["reference"] = run_reference(options.quick ? 1024 : 8192, min_seconds, fastpath_rate);
-  std::cerr << "cgad bench: CUDA ...\n";
-  out["cuda"] = run_cuda(options.quick ? (1u << 24) : (1u << 28), options.quick ? 5 : 20);
+  const nlohmann::ordered_json summary = run_bench_summary({options.quick, options.threads});
   if (options.json) {
-    std::cout << out.dump(2) << "\n";
-    return;
-  }
-  const auto& cpu = out["cpu"];
-  const auto& ref = out["reference"];
-  std::cout << std::setprecision(3) << "CPU   " << cpu["config"].get<std::string>() << ", " << cpu["size"] << " params, "
-            << cpu["threads"] << " threads: " << cpu["effective_bandwidth_ratio"].get<double>()
-            << " of copy bandwidth (" << cpu["params_per_second"].get<double>() / 1e6 << " M params/s)\n"
-            << "REF   256-bit MPFR: " << ref["updates_per_second"].get<double>() / 1e6 << " M updates/s, "
-            << ref["ratio_to_raw_mpfr"].get<double>() << "x the raw-MPFR loop's time, "
-            << ref["slowdown_vs_fastpath"].get<double>() << "x slower than the fast path\n";
-  if (out["cuda"].contains("unavailable")) {
-    std::cout << "CUDA  unavailable: " << out["cuda"]["unavailable"].get<std::string>() << "\n";
+    std::cout << summary.dump(2) << "\n";
   } else {
-    std::cout << "CUDA  " << out["cuda"]["size"] << " params: " << out["cuda"]["effective_bandwidth_ratio"].get<double>()
-              << " of device-to-device copy bandwidth\n";
+    std::cout << bench_summary_text(summary);
   }
 }
 

@@ -4,7 +4,7 @@
 #include "cli_support.hpp"
 #include "commands.hpp"
 #include "noise_lockstep.hpp"
-#include "plot.hpp"
+#include "noise_output.hpp"
 #include "progress.hpp"
 
 #include <nlohmann/json.hpp>
@@ -34,38 +34,17 @@ nlohmann::json summary_json(const ErrorSummary& e) {
   return {{"mean_abs", e.mean_abs}, {"rms", e.rms}, {"max_abs", e.max_abs}, {"bias", e.bias}};
 }
 
-const NoiseSample& at_fraction(const NoiseRun& run, double fraction) {
-  const auto target = static_cast<std::int64_t>(fraction * static_cast<double>(run.scenario.steps));
-  for (const auto& s : run.samples) {
-    if (s.step >= target) return s;
-  }
-  return run.samples.back();
-}
-
 void print_table(const std::vector<NoiseRun>& runs, unsigned bits) {
   std::printf("cgad noise: fast path (bf16 params) vs %u-bit MPFR reference in lockstep, never re-synced\n", bits);
   std::printf("v: relative error (fast - ref)/ref; m: (fast - ref)/sqrt(v_ref); theta: (fast - ref)/lr\n");
   std::printf("%-46s %10s %10s %10s %10s %10s %10s %10s %8s\n", "scenario", "v bias@10%", "v bias@end", "v rms@10%",
               "v rms@end", "v max@end", "m rms@end", "th rms@end", "gated0");
   for (const auto& run : runs) {
-    const NoiseSample& early = at_fraction(run, 0.1);
+    const NoiseSample& early = sample_at_fraction(run, 0.1);
     const NoiseSample& end = run.samples.back();
     std::printf("%-46s %10.3e %10.3e %10.3e %10.3e %10.3e %10.3e %10.3e %8lld\n", scenario_name(run.scenario).c_str(),
                 early.v.bias, end.v.bias, early.v.rms, end.v.rms, end.v.max_abs, end.m.rms, end.theta.rms,
                 static_cast<long long>(end.gated_to_zero));
-  }
-}
-
-void print_csv(const std::vector<NoiseRun>& runs) {
-  std::cout << "scenario,step,v_mean_abs,v_rms,v_max_abs,v_bias,m_mean_abs,m_rms,m_max_abs,m_bias,theta_mean_abs,"
-               "theta_rms,theta_max_abs,theta_bias,gated_to_zero\n";
-  std::cout.precision(17);
-  for (const auto& run : runs) {
-    for (const auto& s : run.samples) {
-      std::cout << scenario_name(run.scenario) << ',' << s.step;
-      for (const ErrorSummary* e : {&s.v, &s.m, &s.theta}) std::cout << ',' << e->mean_abs << ',' << e->rms << ',' << e->max_abs << ',' << e->bias;
-      std::cout << ',' << s.gated_to_zero << '\n';
-    }
   }
 }
 
@@ -80,24 +59,6 @@ void print_json(const std::vector<NoiseRun>& runs, unsigned bits) {
     out["runs"].push_back({{"scenario", scenario_name(run.scenario)}, {"samples", samples}});
   }
   std::cout << out.dump(2) << "\n";
-}
-
-void plot(const std::vector<NoiseRun>& runs, const std::filesystem::path& dir) {
-  PlotSpec rms{"Relative RMS error of v (fast path vs MPFR), never re-synced", "outer step", "RMS (v_fast - v_ref)/v_ref", false, true, {}};
-  PlotSpec bias{"Signed mean relative error of v (bias)", "outer step", "mean (v_fast - v_ref)/v_ref", false, false, {}};
-  for (const auto& run : runs) {
-    PlotSeries r{scenario_name(run.scenario), {}, {}, false}, b = r;
-    for (const auto& s : run.samples) {
-      r.x.push_back(static_cast<double>(s.step));
-      r.y.push_back(s.v.rms);
-      b.x.push_back(static_cast<double>(s.step));
-      b.y.push_back(s.v.bias);
-    }
-    rms.series.push_back(std::move(r));
-    bias.series.push_back(std::move(b));
-  }
-  plot_png(dir / "noise_v_rms.png", rms);
-  plot_png(dir / "noise_v_bias.png", bias);
 }
 
 void run_noise(const NoiseOptions& o) {
@@ -140,11 +101,15 @@ void run_noise(const NoiseOptions& o) {
   if (o.json) {
     print_json(runs, bits);
   } else if (o.csv) {
-    print_csv(runs);
+    std::cout << noise_samples_csv(runs);
   } else {
     print_table(runs, bits);
   }
-  if (!o.plot_dir.empty()) plot(runs, o.plot_dir);
+  if (!o.plot_dir.empty()) {
+    const NoisePlots plots = noise_plots(runs);
+    plot_png(std::filesystem::path(o.plot_dir) / "noise_v_rms.png", plots.v_rms);
+    plot_png(std::filesystem::path(o.plot_dir) / "noise_v_bias.png", plots.v_bias);
+  }
 }
 
 }  // namespace

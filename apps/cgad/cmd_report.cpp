@@ -29,7 +29,9 @@ void run_report(const ReportOptions& options) {
   for (const Section& section : {Section{"staleness gate", report_gate_section},
                                  Section{"reference replay of the built-in stream", report_replay_section},
                                  Section{"certified bound constants", report_bound_section},
-                                 Section{"staleness-bias sweep", report_bias_sweep_section}}) {
+                                 Section{"staleness-bias sweep", report_bias_sweep_section},
+                                 Section{"rounding noise, fast path vs reference", report_noise_section},
+                                 Section{"quick benchmark", report_bench_section}}) {
     std::cerr << "cgad report: " << section.title << " ...\n";
     section.run(report);
   }

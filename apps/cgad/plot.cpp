@@ -85,7 +85,8 @@ void plot_png(const std::filesystem::path& target, const PlotSpec& spec) {
     out << "set terminal pngcairo size 1000,650 noenhanced\n"
         << "set output " << quoted(image.path().string()) << "\n"
         << "set title " << quoted(spec.title) << "\nset xlabel " << quoted(spec.xlabel) << "\nset ylabel "
-        << quoted(spec.ylabel) << "\nset key outside right\nset grid\n";
+        << quoted(spec.ylabel) << "\n"
+        << "set key outside below\nset grid\n";  // below: long series names would squeeze the plot from the right
     if (spec.log_x) out << "set logscale x 2\n";
     if (spec.log_y) out << "set logscale y\n";
     out << "plot ";
