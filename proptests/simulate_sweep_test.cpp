@@ -1,0 +1,354 @@
+// The sweep layer of `cgad simulate` (simulate/sweep.hpp, sweep_json.hpp): per-cell statistics against values
+// worked out by hand, the run numbering and its shards, refusals of bad grids, exact JSON round trips, and
+// merging of parts.
+#include <gtest/gtest.h>
+
+#include "cgad/reference/errors.hpp"
+#include "cgad/simulate/sweep_json.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <limits>
+#include <set>
+#include <tuple>
+
+namespace {
+
+using namespace cgad::simulate;
+using cgad::reference::InputError;
+using cgad::fastpath::StateFormat;
+
+RunRecord finished(const SweepGrid& grid, std::size_t index, double loss) {
+  RunRecord r;
+  r.index = index;
+  r.key = run_key(grid, index);
+  r.status = RunStatus::finished;
+  r.result.final_loss = loss;
+  return r;
+}
+
+RunRecord diverged(const SweepGrid& grid, std::size_t index) {
+  RunRecord r = finished(grid, index, std::numeric_limits<double>::infinity());
+  r.status = RunStatus::diverged;
+  r.result.diverged = true;
+  return r;
+}
+
+// One method, six τ cells of three seeds each; the records are written by hand per test.
+SweepGrid six_cells() {
+  SweepGrid grid;
+  grid.methods = {"cgad"};
+  grid.taus = {0, 1, 2, 3, 4, 5};
+  grid.sizes = {8};
+  grid.states = {StateFormat::fp32};
+  grid.seeds = {1, 2, 3};
+  return grid;
+}
+
+TEST(SimulateSweepSummary, MeanSigmaAndRiskOverTheFinishedSeeds) {
+  const SweepGrid grid = six_cells();
+  std::vector<RunRecord> records{
+      // τ 0: 1, 3, 5 — every operation exact: mean 3, deviations −2, 0, 2, Σ = 8, σ = sqrt(8/2) = 2, risk 5.
+      finished(grid, 0, 1.0), finished(grid, 1, 3.0), finished(grid, 2, 5.0),
+      // τ 1: 1, 2, 4 — mean 7/3, Σ(x − mean)² = (16 + 1 + 25)/9 = 14/3, σ = sqrt(7/3).
+      finished(grid, 3, 1.0), finished(grid, 4, 2.0), finished(grid, 5, 4.0),
+      // τ 2: one diverged (loss +∞) is excluded: mean of 2.5 and 0.5 = 1.5, σ = sqrt(2), not ∞.
+      finished(grid, 6, 2.5), diverged(grid, 7), finished(grid, 8, 0.5),
+      // τ 3: one seed left: a mean, no σ and no risk.
+      diverged(grid, 9), finished(grid, 10, 0.25), diverged(grid, 11),
+      // τ 4: all diverged.
+      diverged(grid, 12), diverged(grid, 13), diverged(grid, 14),
+      // τ 5: two records only (a partial merge).
+      finished(grid, 15, 1.0), finished(grid, 17, 2.0)};
+  const std::vector<CellSummary> cells = summarize(grid, records);
+  ASSERT_EQ(cells.size(), 6u);
+
+  EXPECT_EQ(*cells[0].mean, 3.0);
+  EXPECT_EQ(*cells[0].stddev, 2.0);
+  EXPECT_EQ(*cells[0].risk, 5.0);
+  EXPECT_EQ(cells[0].finished, 3u);
+  EXPECT_EQ(cell_note(cells[0]), "");
+
+  // 7/3 and sqrt(7/3) go through ~10 double roundings (sum, division, three squared deviations, sum, division,
+  // square root), each ≤ 2^-53 relative: 16 ulps is a safe bound for the composition.
+  const double mean = 7.0 / 3.0, sigma = std::sqrt(7.0 / 3.0);
+  EXPECT_NEAR(*cells[1].mean, mean, 16 * std::numeric_limits<double>::epsilon() * mean);
+  EXPECT_NEAR(*cells[1].stddev, sigma, 16 * std::numeric_limits<double>::epsilon() * sigma);
+  EXPECT_NEAR(*cells[1].risk, mean + sigma, 32 * std::numeric_limits<double>::epsilon() * (mean + sigma));
+
+  EXPECT_EQ(cells[2].diverged, 1u);
+  EXPECT_EQ(cells[2].finished, 2u);
+  EXPECT_EQ(*cells[2].mean, 1.5);
+  EXPECT_EQ(*cells[2].stddev, std::sqrt(2.0));  // deviations ±1 exactly, Σ = 2, /1, one rounded sqrt
+  EXPECT_EQ(*cells[2].risk, 1.5 + std::sqrt(2.0));
+
+  EXPECT_EQ(*cells[3].mean, 0.25);
+  EXPECT_FALSE(cells[3].stddev);
+  EXPECT_FALSE(cells[3].risk);
+  EXPECT_NE(cell_note(cells[3]).find("one seed finished: no sigma"), std::string::npos) << cell_note(cells[3]);
+
+  EXPECT_FALSE(cells[4].mean);
+  EXPECT_FALSE(cells[4].stddev);
+  EXPECT_EQ(cells[4].diverged, 3u);
+  EXPECT_NE(cell_note(cells[4]).find("all 3 diverged"), std::string::npos) << cell_note(cells[4]);
+
+  EXPECT_EQ(cells[5].present, 2u);
+  EXPECT_EQ(cells[5].runs, 3u);
+  EXPECT_EQ(*cells[5].mean, 1.5);
+  EXPECT_NE(cell_note(cells[5]).find("incomplete: 1 of 3 runs missing"), std::string::npos) << cell_note(cells[5]);
+}
+
+TEST(SimulateSweepSummary, UnsupportedCellsSayWhy) {
+  SweepGrid grid = six_cells();
+  RunRecord r;
+  r.index = 0;
+  r.key = run_key(grid, 0);
+  r.status = RunStatus::unsupported;
+  r.unsupported_reason = "delayed-nesterov needs fp32 state";
+  const std::vector<RunRecord> records{r};
+  const CellSummary cell = summarize(grid, records).front();
+  EXPECT_EQ(cell.unsupported, 1u);
+  EXPECT_FALSE(cell.mean);
+  EXPECT_NE(cell_note(cell).find("unsupported: delayed-nesterov needs fp32 state"), std::string::npos);
+}
+
+SweepGrid wide_grid() {
+  SweepGrid grid;
+  grid.methods = {"cgad", "nesterov"};
+  grid.taus = {0, 4, 16};
+  grid.sizes = {8, 16};
+  grid.states = {StateFormat::fp32, StateFormat::q8};
+  grid.seeds = {7, 8, 9};
+  grid.base.rounds = 10;
+  return grid;
+}
+
+TEST(SimulateSweepGrid, EveryCombinationOnceSeedFastest) {
+  const SweepGrid grid = wide_grid();
+  ASSERT_EQ(run_count(grid), 2u * 3 * 2 * 2 * 3);
+  std::set<std::tuple<std::string, long, std::size_t, StateFormat, std::uint64_t>> seen;
+  for (std::size_t i = 0; i < run_count(grid); ++i) {
+    const RunKey k = run_key(grid, i);
+    seen.insert({k.method, k.tau, k.size, k.state, k.seed});
+  }
+  EXPECT_EQ(seen.size(), run_count(grid));
+  EXPECT_EQ(run_key(grid, 0).seed, 7u);
+  EXPECT_EQ(run_key(grid, 1).seed, 8u);
+  EXPECT_EQ(run_key(grid, 3).state, StateFormat::q8);
+  EXPECT_EQ(run_key(grid, 6).size, 16u);
+  EXPECT_EQ(run_key(grid, 12).tau, 4);
+  EXPECT_EQ(run_key(grid, 36).method, "nesterov");
+  EXPECT_THROW(run_key(grid, run_count(grid)), std::out_of_range);
+  // The axes reach the spec; a method that is not PA-CGAD runs with one fragment whatever base says.
+  SweepGrid pa = grid;
+  pa.methods = {"pa-cgad", "cgad", "delayed-nesterov"};
+  pa.base.outer.fragments = 4;
+  const SimulationSpec s = run_spec(pa, run_key(pa, 5));
+  EXPECT_EQ(s.outer.optimizer, cgad::reference::OptimizerKind::pa_cgad);
+  EXPECT_EQ(s.outer.fragments, 4u);
+  EXPECT_EQ(s.seed, 9u);
+  EXPECT_EQ(s.outer.state, StateFormat::q8);
+  EXPECT_EQ(run_spec(pa, run_key(pa, 36)).outer.fragments, 1u);
+  EXPECT_TRUE(run_spec(pa, run_key(pa, 72)).delayed_nesterov);
+}
+
+TEST(SimulateSweepGrid, ShardsAreDisjointAndCoverTheSweep) {
+  const SweepGrid grid = wide_grid();
+  for (std::size_t count : {1u, 2u, 3u, 5u, 7u, 72u, 100u}) {
+    std::vector<int> held(run_count(grid), 0);
+    for (std::size_t index = 0; index < count; ++index) {
+      const auto runs = shard_runs(grid, {index, count});
+      EXPECT_TRUE(std::is_sorted(runs.begin(), runs.end()));
+      for (std::size_t run : runs) {
+        EXPECT_EQ(run % count, index);
+        ++held.at(run);
+      }
+    }
+    for (std::size_t run = 0; run < held.size(); ++run) EXPECT_EQ(held[run], 1) << "run " << run << " of " << count;
+  }
+}
+
+TEST(SimulateSweepGrid, ParsesAndRefusesShards) {
+  EXPECT_EQ(parse_shard("1/2").index, 1u);
+  EXPECT_EQ(parse_shard("1/2").count, 2u);
+  EXPECT_EQ(parse_shard("0/1").count, 1u);
+  for (const char* bad : {"2/2", "0/0", "a/2", "1", "-1/2", "1/2x", "", "/2", "1/", " 1/2"}) {
+    EXPECT_THROW(parse_shard(bad), InputError) << bad;
+  }
+}
+
+TEST(SimulateSweepGrid, RefusesBadGridsAndRecordsUnsupportedCombinations) {
+  const auto refused = [](SweepGrid grid, const std::string& fragment) {
+    try {
+      validate(grid);
+      ADD_FAILURE() << "accepted; wanted a refusal with '" << fragment << "'";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+    }
+  };
+  SweepGrid g = wide_grid();
+  g.methods.clear();
+  refused(g, "method list is empty");
+  g = wide_grid();
+  g.taus = {4, 4};
+  refused(g, "repeats");
+  g = wide_grid();
+  g.methods = {"cgad", "lion"};
+  refused(g, "unknown optimizer 'lion'");
+  g = wide_grid();
+  g.taus = {-1};
+  refused(g, "tau must be >= 0");
+  g = wide_grid();
+  g.base.workers = 0;
+  refused(g, "no run of this sweep can run");  // bad for every method: an error up front
+  g = wide_grid();
+  g.methods = {"delayed-nesterov"};
+  g.states = {StateFormat::q8};
+  refused(g, "no run of this sweep can run: delayed-nesterov");
+
+  // With something runnable beside it, the refused combination is a record, not an error.
+  g = wide_grid();
+  g.methods = {"cgad", "delayed-nesterov"};
+  g.base.outer.params = cgad::fastpath::ParamFormat::fp32;
+  EXPECT_NO_THROW(validate(g));
+  const std::size_t dn_q8 = 36 + 3;  // delayed-nesterov, τ 0, size 8, q8, first seed
+  ASSERT_EQ(run_key(g, dn_q8).method, "delayed-nesterov");
+  ASSERT_EQ(run_key(g, dn_q8).state, StateFormat::q8);
+  const RunRecord r = execute_run(g, dn_q8);
+  EXPECT_EQ(r.status, RunStatus::unsupported);
+  EXPECT_NE(r.unsupported_reason.find("fp32"), std::string::npos) << r.unsupported_reason;
+}
+
+// Values whose decimal printing would lose bits, and the specials a diverged run produces.
+const double kTricky[] = {0.1, 1.0 / 3.0, -0.0, 4.9406564584124654e-324, std::numeric_limits<double>::max(),
+                          std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity(),
+                          std::nextafter(1.0, 2.0)};
+
+TEST(SimulateSweepJson, RecordsRoundTripBitForBit) {
+  const SweepGrid grid = wide_grid();
+  for (double x : kTricky) {
+    RunRecord r = finished(grid, 5, x);
+    r.result.initial_loss = 1.0 / 7.0;
+    r.result.mean_tau = x;
+    r.result.curve = {{0, 1.0 / 7.0}, {10, x}};
+    r.result.applied = 9;
+    r.result.skipped_zero_gate = 1;
+    const RunRecord back = record_from_json(nlohmann::json::parse(record_to_json(r).dump()));
+    EXPECT_EQ(std::bit_cast<std::uint64_t>(back.result.final_loss), std::bit_cast<std::uint64_t>(x)) << hexfloat(x);
+    EXPECT_EQ(std::bit_cast<std::uint64_t>(back.result.mean_tau), std::bit_cast<std::uint64_t>(x));
+    EXPECT_EQ(std::bit_cast<std::uint64_t>(back.result.curve[1].loss), std::bit_cast<std::uint64_t>(x));
+    EXPECT_EQ(back.result.curve[1].round, 10);
+    EXPECT_EQ(back.result.applied, 9);
+    EXPECT_EQ(back.result.skipped_zero_gate, 1);
+    EXPECT_EQ(back.index, 5u);
+    EXPECT_EQ(back.key.seed, r.key.seed);
+    EXPECT_EQ(record_to_json(back).dump(), record_to_json(r).dump());
+  }
+  // NaN reads back as NaN ("%a" keeps no payload, and a diverged run's NaN carries no meaning in one).
+  RunRecord nan = diverged(grid, 2);
+  nan.result.final_loss = std::numeric_limits<double>::quiet_NaN();
+  nan.result.divergence = "non-finite loss";
+  const RunRecord back = record_from_json(nlohmann::json::parse(record_to_json(nan).dump()));
+  EXPECT_TRUE(std::isnan(back.result.final_loss));
+  EXPECT_EQ(back.status, RunStatus::diverged);
+  EXPECT_EQ(back.result.divergence, "non-finite loss");
+}
+
+TEST(SimulateSweepJson, GridRoundTripsAndTheFingerprintSeesEveryField) {
+  SweepGrid grid = wide_grid();
+  grid.base.inner.lr = 0.1f;
+  grid.base.outer.adam.lr = 3e-4f;
+  grid.base.outer.alpha = 0.15f;
+  grid.base.divergence_factor = 123.456;
+  grid.base.nqm_noise = 0.3;
+  const SweepGrid back = grid_from_json(nlohmann::json::parse(grid_to_json(grid).dump()));
+  EXPECT_EQ(std::bit_cast<std::uint32_t>(back.base.inner.lr), std::bit_cast<std::uint32_t>(0.1f));
+  EXPECT_EQ(std::bit_cast<std::uint32_t>(back.base.outer.adam.lr), std::bit_cast<std::uint32_t>(3e-4f));
+  EXPECT_EQ(std::bit_cast<std::uint32_t>(back.base.outer.alpha), std::bit_cast<std::uint32_t>(0.15f));
+  EXPECT_EQ(back.base.divergence_factor, 123.456);
+  EXPECT_EQ(back.base.nqm_noise, 0.3);
+  EXPECT_EQ(back.seeds, grid.seeds);
+  EXPECT_EQ(back.states, grid.states);
+  EXPECT_EQ(grid_fingerprint(back), grid_fingerprint(grid));
+  // One float one ulp away, one more seed, one more round: each a different sweep.
+  SweepGrid other = grid;
+  other.base.outer.adam.lr = std::nextafter(3e-4f, 1.0f);
+  EXPECT_NE(grid_fingerprint(other), grid_fingerprint(grid));
+  other = grid;
+  other.seeds.push_back(10);
+  EXPECT_NE(grid_fingerprint(other), grid_fingerprint(grid));
+  other = grid;
+  other.base.rounds += 1;
+  EXPECT_NE(grid_fingerprint(other), grid_fingerprint(grid));
+}
+
+SweepPart part_of(const SweepGrid& grid, Shard shard) {
+  SweepPart part{grid, shard, {}};
+  for (std::size_t index : shard_runs(grid, shard)) part.records.push_back(finished(grid, index, 1.0 + index));
+  return part;
+}
+
+TEST(SimulateSweepJson, PartsRefuseEditsAndRecordsOutsideTheirShard) {
+  const SweepGrid grid = wide_grid();
+  const SweepPart part = part_of(grid, {1, 3});
+  const SweepPart back = part_from_json(nlohmann::json::parse(part_to_json(part).dump()), "p.json");
+  EXPECT_EQ(part_to_json(back).dump(), part_to_json(part).dump());
+
+  auto edited = part_to_json(part);
+  edited["grid"]["rounds"] = 11;
+  EXPECT_THROW(part_from_json(nlohmann::json::parse(edited.dump()), "p.json"), InputError);
+  auto moved = part_to_json(part);
+  moved["shard"]["index"] = 0;
+  try {
+    part_from_json(nlohmann::json::parse(moved.dump()), "p.json");
+    ADD_FAILURE() << "accepted a record outside its shard";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("p.json: run 1 is not in shard 0/3"), std::string::npos) << e.what();
+  }
+  auto relabelled = part_to_json(part);
+  relabelled["runs"][0]["seed"] = 99;
+  EXPECT_THROW(part_from_json(nlohmann::json::parse(relabelled.dump()), "p.json"), InputError);
+  EXPECT_THROW(part_from_json(nlohmann::json::parse("{\"format\": \"other\"}"), "p.json"), InputError);
+  EXPECT_THROW(part_from_json(nlohmann::json::parse("[1, 2]"), "p.json"), InputError);
+}
+
+TEST(SimulateSweepJson, MergeRefusesOtherSweepsAndDuplicatesAndListsMissingRuns) {
+  const SweepGrid grid = wide_grid();
+  const std::vector<SweepPart> all{part_of(grid, {0, 3}), part_of(grid, {2, 3}), part_of(grid, {1, 3})};
+  const MergedSweep merged = merge_parts(all, {"a", "b", "c"});
+  EXPECT_TRUE(merged.missing.empty());
+  ASSERT_EQ(merged.records.size(), run_count(grid));
+  for (std::size_t i = 0; i < merged.records.size(); ++i) EXPECT_EQ(merged.records[i].index, i);
+
+  const MergedSweep partial = merge_parts({all[0], all[1]}, {"a", "b"});
+  ASSERT_EQ(partial.missing.size(), 24u);
+  EXPECT_EQ(partial.missing.front(), 1u);
+
+  EXPECT_THROW(merge_parts({all[0], all[0]}, {"a", "a2"}), InputError);
+  SweepGrid other = grid;
+  other.base.rounds = 11;
+  EXPECT_THROW(merge_parts({all[0], part_of(other, {1, 3})}, {"a", "b"}), InputError);
+  EXPECT_THROW(merge_parts({}, {}), InputError);
+}
+
+TEST(SimulateSweepRun, RecordsDoNotDependOnTheNumberOfJobs) {
+  SweepGrid grid;
+  grid.methods = {"cgad", "nesterov"};
+  grid.taus = {0, 3};
+  grid.sizes = {8};
+  grid.states = {StateFormat::fp32, StateFormat::q8};
+  grid.seeds = {1, 2};
+  grid.base.rounds = 20;
+  const auto runs = shard_runs(grid, {});
+  const MergedSweep one{grid, run_sweep(grid, runs, 1), {}}, three{grid, run_sweep(grid, runs, 3), {}};
+  EXPECT_EQ(sweep_to_json(one).dump(), sweep_to_json(three).dump());
+  // The records are those of the runs one by one, and the runs did run.
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    EXPECT_EQ(record_to_json(one.records[i]).dump(), record_to_json(execute_run(grid, runs[i])).dump());
+    EXPECT_EQ(one.records[i].status, RunStatus::finished);
+    EXPECT_FALSE(one.records[i].result.curve.empty());
+  }
+}
+
+}  // namespace

@@ -1,0 +1,105 @@
+#pragma once
+// A sweep of asynchronous DiLoCo runs (issue 6): the paper's comparison — outer optimizers × delay τ × model
+// size × outer-state format × seeds — judged per cell (method, τ, size, state) by the final loss's mean and
+// seed-to-seed σ over the seeds that did not diverge, and the single-shot risk mean + σ.
+//
+// Runs are numbered once, deterministically, so that a sweep can be cut into shards (`index % N == I`), run on
+// different machines, and merged back (sweep_json.hpp): the index of a run depends only on the grid.
+#include "cgad/simulate/simulation.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace cgad::simulate {
+
+// Every run of a sweep is `base` with one value taken from each axis. `base.size`, `base.tau`, `base.seed`,
+// `base.outer.optimizer`, `base.outer.state` and `base.delayed_nesterov` are set by the axes and ignored here;
+// `base.outer.fragments` is PA-CGAD's P (every other method runs with one fragment).
+struct SweepGrid {
+  SimulationSpec base;
+  std::vector<std::string> methods;  // the names of reference::kOptimizerNames
+  std::vector<long> taus;            // the fixed τ (constant delays) or τ_max (any other schedule)
+  std::vector<std::size_t> sizes;
+  std::vector<fastpath::StateFormat> states;
+  std::vector<std::uint64_t> seeds;  // each run's SimulationSpec::seed; the problem seed stays base's
+};
+
+// Refuses (InputError, one line) an empty axis, a repeated value on an axis (it would make two runs one),
+// an unknown method, τ < 0 or size 0, and a grid none of whose runs the engine accepts — a base spec that is
+// bad for every method, reported with the engine's own reason. Combinations the engine refuses while others
+// run (Delayed Nesterov with q8 state, say) are not an error: they are recorded as unsupported.
+void validate(const SweepGrid& grid);
+
+// One run's coordinates on the axes.
+struct RunKey {
+  std::string method;
+  long tau = 0;
+  std::size_t size = 0;
+  fastpath::StateFormat state = fastpath::StateFormat::fp32;
+  std::uint64_t seed = 0;
+};
+
+std::size_t run_count(const SweepGrid& grid);
+// Runs are numbered with the seed varying fastest, then state, size, τ, method (the axes' list orders), so the
+// seeds of one cell are neighbours. Throws std::out_of_range past run_count.
+RunKey run_key(const SweepGrid& grid, std::size_t index);
+SimulationSpec run_spec(const SweepGrid& grid, const RunKey& key);
+
+// A slice of a sweep: the runs whose index % count == index.
+struct Shard {
+  std::size_t index = 0, count = 1;
+};
+Shard parse_shard(std::string_view text);  // "I/N", 0 ≤ I < N; InputError otherwise
+std::vector<std::size_t> shard_runs(const SweepGrid& grid, Shard shard);  // ascending
+
+enum class RunStatus { finished, diverged, unsupported };
+std::string_view to_string(RunStatus status);
+
+struct RunRecord {
+  std::size_t index = 0;
+  RunKey key;
+  RunStatus status = RunStatus::finished;
+  std::string unsupported_reason;  // the engine's refusal, when unsupported
+  SimulationResult result;         // when finished or diverged
+};
+
+// Runs one run of the grid (single-threaded). An engine refusal (InputError from validate) becomes an
+// unsupported record; a diverged run is a record like any other. `progress` is passed to run_simulation.
+RunRecord execute_run(const SweepGrid& grid, std::size_t index,
+                      const std::function<void(std::int64_t, std::int64_t)>& progress = {});
+
+// Runs `indices` on `jobs` threads (0: one per core), each run on one thread, and returns their records in the
+// order of `indices`: the records do not depend on `jobs`. `progress(done, total)` counts outer rounds over all
+// runs and is called from one thread at a time.
+std::vector<RunRecord> run_sweep(const SweepGrid& grid, std::span<const std::size_t> indices, unsigned jobs,
+                                 const std::function<void(long, long)>& progress = {});
+
+// One cell of the table: the seeds of one (method, τ, size, state).
+struct CellSummary {
+  RunKey key;                    // key.seed is unused
+  std::size_t runs = 0;          // seeds the grid has for the cell
+  std::size_t present = 0;       // of which a record exists (fewer only in a partial merge)
+  std::size_t unsupported = 0;
+  std::string unsupported_reason;
+  std::size_t diverged = 0;
+  std::size_t finished = 0;      // the seeds the statistics are over
+  std::optional<double> mean;    // final loss over the finished seeds (none finished: none)
+  std::optional<double> stddev;  // sample standard deviation, n − 1 in the denominator (needs 2 finished seeds)
+  std::optional<double> risk;    // single-shot risk mean + σ, the paper's measure (needs σ)
+};
+
+// Cells in run order (method, τ, size, state). `records` may be any subset of the grid's runs, each at most
+// once; a cell with missing records says so through `present`.
+std::vector<CellSummary> summarize(const SweepGrid& grid, std::span<const RunRecord> records);
+
+// What a reader must know about a cell beyond its numbers, or "" when nothing: unsupported (with the reason),
+// all diverged, one seed left so no σ, records missing.
+std::string cell_note(const CellSummary& cell);
+
+}  // namespace cgad::simulate

@@ -1,0 +1,53 @@
+#pragma once
+// A sweep's results as JSON (nlohmann), exact enough to merge and re-aggregate on another machine: every real
+// is hexfloat text ("0x1.99999ap-4", "inf", "nan"), which reads back to the same bits — NaN and ∞, which a
+// diverged run's loss can be, included. A part file holds the grid, its fingerprint, the shard and the records
+// of that shard; `merge_parts` refuses parts of different sweeps and duplicate runs, and lists missing ones.
+#include "cgad/simulate/sweep.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+namespace cgad::simulate {
+
+nlohmann::ordered_json grid_to_json(const SweepGrid& grid);
+SweepGrid grid_from_json(const nlohmann::json& json);  // InputError on anything malformed
+
+// 16 hex digits: FNV-1a (64-bit) of grid_to_json's compact text. Two parts belong to one sweep exactly when
+// their grids serialize identically; a grid edited after the run no longer matches the fingerprint stored
+// beside it.
+std::string grid_fingerprint(const SweepGrid& grid);
+
+nlohmann::ordered_json record_to_json(const RunRecord& record);
+RunRecord record_from_json(const nlohmann::json& json);
+
+struct SweepPart {
+  SweepGrid grid;
+  Shard shard;
+  std::vector<RunRecord> records;  // ascending index
+};
+
+nlohmann::ordered_json part_to_json(const SweepPart& part);
+// `source` names the part in error messages. Refuses a fingerprint that does not match the grid, a record that
+// is not in the shard or whose coordinates differ from the grid's run of that index.
+SweepPart part_from_json(const nlohmann::json& json, const std::string& source);
+
+struct MergedSweep {
+  SweepGrid grid;
+  std::vector<RunRecord> records;    // ascending index
+  std::vector<std::size_t> missing;  // run indices no part holds, ascending
+};
+
+// Refuses (InputError) no parts, parts of different sweeps (fingerprints differ), and a run held twice.
+MergedSweep merge_parts(const std::vector<SweepPart>& parts, const std::vector<std::string>& sources);
+
+// The whole result of a sweep, as `cgad simulate --json` and `cgad merge --json` print it: grid, fingerprint,
+// records, per-cell summaries and the missing runs.
+nlohmann::ordered_json sweep_to_json(const MergedSweep& sweep);
+
+std::string hexfloat(double x);                                   // "%a"
+double parse_hexfloat(const nlohmann::json& text, const std::string& what);  // InputError if not all consumed
+
+}  // namespace cgad::simulate

@@ -1,0 +1,122 @@
+// The sweep's grid: validation, the run numbering and shards.
+#include "cgad/simulate/sweep.hpp"
+
+#include "cgad/reference/errors.hpp"
+#include "cgad/reference/optimizers.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <set>
+#include <stdexcept>
+
+namespace cgad::simulate {
+namespace {
+
+using reference::InputError;
+
+template <class T>
+void require_axis(const std::vector<T>& axis, const std::string& name) {
+  if (axis.empty()) throw InputError("sweep: the " + name + " list is empty");
+  const std::set<T> distinct(axis.begin(), axis.end());
+  if (distinct.size() != axis.size()) throw InputError("sweep: the " + name + " list repeats a value");
+}
+
+std::size_t parse_count(std::string_view text, std::string_view whole) {
+  std::size_t value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || error != std::errc() || end != text.data() + text.size()) {
+    throw InputError("shard must be I/N with integers 0 <= I < N, got '" + std::string(whole) + "'");
+  }
+  return value;
+}
+
+}  // namespace
+
+void validate(const SweepGrid& grid) {
+  require_axis(grid.methods, "method");
+  require_axis(grid.taus, "tau");
+  require_axis(grid.sizes, "size");
+  require_axis(grid.states, "state");
+  require_axis(grid.seeds, "seed");
+  for (const auto& method : grid.methods) reference::parse_optimizer(method);
+  for (const long tau : grid.taus) {
+    if (tau < 0) throw InputError("sweep: tau must be >= 0, got " + std::to_string(tau));
+  }
+  for (const std::size_t size : grid.sizes) {
+    if (size == 0) throw InputError("sweep: size must be >= 1");
+  }
+  // The engine's validation does not depend on the seed, so one seed per combination decides it.
+  std::string first_reason;
+  for (std::size_t index = 0; index < run_count(grid); index += grid.seeds.size()) {
+    try {
+      validate(run_spec(grid, run_key(grid, index)));
+      return;
+    } catch (const InputError& e) {
+      if (first_reason.empty()) first_reason = e.what();
+    }
+  }
+  throw InputError("sweep: no run of this sweep can run: " + first_reason);
+}
+
+std::size_t run_count(const SweepGrid& grid) {
+  return grid.methods.size() * grid.taus.size() * grid.sizes.size() * grid.states.size() * grid.seeds.size();
+}
+
+RunKey run_key(const SweepGrid& grid, std::size_t index) {
+  if (index >= run_count(grid)) throw std::out_of_range("run index " + std::to_string(index) + " is past the sweep");
+  RunKey key;
+  key.seed = grid.seeds[index % grid.seeds.size()];
+  index /= grid.seeds.size();
+  key.state = grid.states[index % grid.states.size()];
+  index /= grid.states.size();
+  key.size = grid.sizes[index % grid.sizes.size()];
+  index /= grid.sizes.size();
+  key.tau = grid.taus[index % grid.taus.size()];
+  index /= grid.taus.size();
+  key.method = grid.methods[index];
+  return key;
+}
+
+SimulationSpec run_spec(const SweepGrid& grid, const RunKey& key) {
+  SimulationSpec spec = grid.base;
+  spec.size = key.size;
+  spec.tau = key.tau;
+  spec.seed = key.seed;
+  spec.outer.state = key.state;
+  const reference::OptimizerKind kind = reference::parse_optimizer(key.method);
+  spec.delayed_nesterov = kind == reference::OptimizerKind::delayed_nesterov;
+  // Delayed Nesterov takes its η and μ from the Nesterov hyperparameters; outer.optimizer names the fast-path
+  // optimizer, which it has none of, so the closest one stands there.
+  spec.outer.optimizer = spec.delayed_nesterov ? reference::OptimizerKind::nesterov : kind;
+  spec.outer.fragments = kind == reference::OptimizerKind::pa_cgad ? grid.base.outer.fragments : 1;
+  return spec;
+}
+
+Shard parse_shard(std::string_view text) {
+  const auto slash = text.find('/');
+  if (slash == std::string_view::npos) {
+    throw InputError("shard must be I/N with integers 0 <= I < N, got '" + std::string(text) + "'");
+  }
+  const Shard shard{parse_count(text.substr(0, slash), text), parse_count(text.substr(slash + 1), text)};
+  if (shard.count == 0 || shard.index >= shard.count) {
+    throw InputError("shard must be I/N with integers 0 <= I < N, got '" + std::string(text) + "'");
+  }
+  return shard;
+}
+
+std::vector<std::size_t> shard_runs(const SweepGrid& grid, Shard shard) {
+  std::vector<std::size_t> indices;
+  for (std::size_t index = shard.index; index < run_count(grid); index += shard.count) indices.push_back(index);
+  return indices;
+}
+
+std::string_view to_string(RunStatus status) {
+  switch (status) {
+    case RunStatus::finished: return "finished";
+    case RunStatus::diverged: return "diverged";
+    case RunStatus::unsupported: return "unsupported";
+  }
+  return "unknown";
+}
+
+}  // namespace cgad::simulate

@@ -1,0 +1,318 @@
+// A sweep as JSON: grid, fingerprint, part files and their merge.
+#include "cgad/simulate/sweep_json.hpp"
+
+#include "cgad/reference/errors.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+
+namespace cgad::simulate {
+namespace {
+
+using reference::InputError;
+using ordered = nlohmann::ordered_json;
+
+constexpr const char* kPartFormat = "cgad-simulate-part";
+constexpr int kPartVersion = 1;
+
+std::string_view policy_name(reference::ZeroGatePolicy policy) {
+  return policy == reference::ZeroGatePolicy::skip ? "skip" : "apply";
+}
+reference::ZeroGatePolicy parse_policy(const std::string& text) {
+  if (text == "apply") return reference::ZeroGatePolicy::apply;
+  if (text == "skip") return reference::ZeroGatePolicy::skip;
+  throw InputError("on_zero_gate must be apply or skip, got '" + text + "'");
+}
+
+float parse_float(const nlohmann::json& text, const std::string& what) {
+  // Every float was written as the hexfloat of its exact double, so this conversion is exact.
+  return static_cast<float>(parse_hexfloat(text, what));
+}
+
+}  // namespace
+
+std::string hexfloat(double x) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "%a", x);
+  return buffer;
+}
+
+double parse_hexfloat(const nlohmann::json& text, const std::string& what) {
+  if (!text.is_string()) throw InputError(what + ": expected hexfloat text such as \"0x1.8p+1\"");
+  const std::string s = text.get<std::string>();
+  char* end = nullptr;
+  const double value = std::strtod(s.c_str(), &end);
+  if (s.empty() || end != s.c_str() + s.size()) throw InputError(what + ": not a number: '" + s + "'");
+  return value;
+}
+
+ordered grid_to_json(const SweepGrid& grid) {
+  const SimulationSpec& b = grid.base;
+  const fastpath::StepConfig& o = b.outer;
+  ordered j;
+  j["objective"] = to_string(b.objective);
+  j["problem_seed"] = b.problem_seed;
+  j["nqm_noise"] = hexfloat(b.nqm_noise);
+  j["label_noise"] = hexfloat(b.label_noise);
+  j["workers"] = b.workers;
+  j["rounds"] = b.rounds;
+  j["inner"] = {{"kind", to_string(b.inner.kind)},    {"steps", b.inner.steps},
+                {"lr", hexfloat(b.inner.lr)},         {"beta1", hexfloat(b.inner.beta1)},
+                {"beta2", hexfloat(b.inner.beta2)},   {"eps", hexfloat(b.inner.eps)},
+                {"weight_decay", hexfloat(b.inner.weight_decay)}};
+  j["delays"] = theory::to_string(b.delays);
+  j["outer"] = {{"params", fastpath::to_string(o.params)},
+                {"rounding", fastpath::to_string(o.rounding)},
+                {"seed", o.seed},
+                {"adam",
+                 {{"lr", hexfloat(o.adam.lr)},
+                  {"beta1", hexfloat(o.adam.beta1)},
+                  {"beta2", hexfloat(o.adam.beta2)},
+                  {"eps", hexfloat(o.adam.eps)},
+                  {"weight_decay", hexfloat(o.adam.weight_decay)}}},
+                {"nesterov", {{"lr", hexfloat(o.nesterov.lr)}, {"momentum", hexfloat(o.nesterov.momentum)}}},
+                {"alpha", hexfloat(o.alpha)},
+                {"tau_cut", hexfloat(o.tau_cut)},
+                {"on_zero_gate", policy_name(o.on_zero_gate)},
+                {"fragments", o.fragments}};
+  j["delayed_nesterov_buffer"] = b.delayed_nesterov_buffer;
+  j["divergence_factor"] = hexfloat(b.divergence_factor);
+  j["log_every"] = b.log_every;
+  j["methods"] = grid.methods;
+  j["taus"] = grid.taus;
+  j["sizes"] = grid.sizes;
+  ordered states = ordered::array();
+  for (const auto state : grid.states) states.push_back(fastpath::to_string(state));
+  j["states"] = states;
+  j["seeds"] = grid.seeds;
+  return j;
+}
+
+SweepGrid grid_from_json(const nlohmann::json& j) {
+  SweepGrid grid;
+  SimulationSpec& b = grid.base;
+  fastpath::StepConfig& o = b.outer;
+  b.objective = parse_objective_kind(j.at("objective").get<std::string>());
+  b.problem_seed = j.at("problem_seed").get<std::uint64_t>();
+  b.nqm_noise = parse_hexfloat(j.at("nqm_noise"), "nqm_noise");
+  b.label_noise = parse_hexfloat(j.at("label_noise"), "label_noise");
+  b.workers = j.at("workers").get<std::size_t>();
+  b.rounds = j.at("rounds").get<std::int64_t>();
+  const auto& inner = j.at("inner");
+  b.inner.kind = parse_inner_optimizer(inner.at("kind").get<std::string>());
+  b.inner.steps = inner.at("steps").get<std::int64_t>();
+  b.inner.lr = parse_float(inner.at("lr"), "inner.lr");
+  b.inner.beta1 = parse_float(inner.at("beta1"), "inner.beta1");
+  b.inner.beta2 = parse_float(inner.at("beta2"), "inner.beta2");
+  b.inner.eps = parse_float(inner.at("eps"), "inner.eps");
+  b.inner.weight_decay = parse_float(inner.at("weight_decay"), "inner.weight_decay");
+  b.delays = theory::parse_delay_kind(j.at("delays").get<std::string>());
+  const auto& outer = j.at("outer");
+  o.params = fastpath::parse_param_format(outer.at("params").get<std::string>());
+  o.rounding = fastpath::parse_rounding(outer.at("rounding").get<std::string>());
+  o.seed = outer.at("seed").get<std::uint64_t>();
+  const auto& adam = outer.at("adam");
+  o.adam.lr = parse_float(adam.at("lr"), "adam.lr");
+  o.adam.beta1 = parse_float(adam.at("beta1"), "adam.beta1");
+  o.adam.beta2 = parse_float(adam.at("beta2"), "adam.beta2");
+  o.adam.eps = parse_float(adam.at("eps"), "adam.eps");
+  o.adam.weight_decay = parse_float(adam.at("weight_decay"), "adam.weight_decay");
+  const auto& nesterov = outer.at("nesterov");
+  o.nesterov.lr = parse_float(nesterov.at("lr"), "nesterov.lr");
+  o.nesterov.momentum = parse_float(nesterov.at("momentum"), "nesterov.momentum");
+  o.alpha = parse_float(outer.at("alpha"), "alpha");
+  o.tau_cut = parse_float(outer.at("tau_cut"), "tau_cut");
+  o.on_zero_gate = parse_policy(outer.at("on_zero_gate").get<std::string>());
+  o.fragments = outer.at("fragments").get<std::size_t>();
+  b.delayed_nesterov_buffer = j.at("delayed_nesterov_buffer").get<std::int64_t>();
+  b.divergence_factor = parse_hexfloat(j.at("divergence_factor"), "divergence_factor");
+  b.log_every = j.at("log_every").get<std::int64_t>();
+  grid.methods = j.at("methods").get<std::vector<std::string>>();
+  grid.taus = j.at("taus").get<std::vector<long>>();
+  grid.sizes = j.at("sizes").get<std::vector<std::size_t>>();
+  for (const auto& state : j.at("states")) grid.states.push_back(fastpath::parse_state_format(state.get<std::string>()));
+  grid.seeds = j.at("seeds").get<std::vector<std::uint64_t>>();
+  return grid;
+}
+
+std::string grid_fingerprint(const SweepGrid& grid) {
+  std::uint64_t hash = 0xcbf29ce484222325ull;  // FNV-1a offset basis and prime (64-bit)
+  for (const unsigned char c : grid_to_json(grid).dump()) {
+    hash ^= c;
+    hash *= 0x100000001b3ull;
+  }
+  char buffer[17];
+  std::snprintf(buffer, sizeof buffer, "%016llx", static_cast<unsigned long long>(hash));
+  return buffer;
+}
+
+ordered record_to_json(const RunRecord& r) {
+  ordered j{{"index", r.index},
+            {"method", r.key.method},
+            {"tau", r.key.tau},
+            {"size", r.key.size},
+            {"state", fastpath::to_string(r.key.state)},
+            {"seed", r.key.seed},
+            {"status", to_string(r.status)}};
+  if (r.status == RunStatus::unsupported) {
+    j["reason"] = r.unsupported_reason;
+    return j;
+  }
+  const SimulationResult& s = r.result;
+  j["initial_loss"] = hexfloat(s.initial_loss);
+  j["final_loss"] = hexfloat(s.final_loss);
+  j["diverged_at"] = s.diverged_at;
+  j["divergence"] = s.divergence;
+  j["applied"] = s.applied;
+  j["skipped_nonfinite"] = s.skipped_nonfinite;
+  j["skipped_zero_gate"] = s.skipped_zero_gate;
+  j["mean_tau"] = hexfloat(s.mean_tau);
+  ordered curve = ordered::array();
+  for (const LossPoint& p : s.curve) curve.push_back(ordered::array({p.round, hexfloat(p.loss)}));
+  j["curve"] = curve;
+  return j;
+}
+
+RunRecord record_from_json(const nlohmann::json& j) {
+  RunRecord r;
+  r.index = j.at("index").get<std::size_t>();
+  r.key.method = j.at("method").get<std::string>();
+  r.key.tau = j.at("tau").get<long>();
+  r.key.size = j.at("size").get<std::size_t>();
+  r.key.state = fastpath::parse_state_format(j.at("state").get<std::string>());
+  r.key.seed = j.at("seed").get<std::uint64_t>();
+  const std::string status = j.at("status").get<std::string>();
+  if (status == "unsupported") {
+    r.status = RunStatus::unsupported;
+    r.unsupported_reason = j.at("reason").get<std::string>();
+    return r;
+  }
+  if (status != "finished" && status != "diverged") throw InputError("unknown run status '" + status + "'");
+  r.status = status == "diverged" ? RunStatus::diverged : RunStatus::finished;
+  SimulationResult& s = r.result;
+  s.initial_loss = parse_hexfloat(j.at("initial_loss"), "initial_loss");
+  s.final_loss = parse_hexfloat(j.at("final_loss"), "final_loss");
+  s.diverged = r.status == RunStatus::diverged;
+  s.diverged_at = j.at("diverged_at").get<std::int64_t>();
+  s.divergence = j.at("divergence").get<std::string>();
+  s.applied = j.at("applied").get<std::int64_t>();
+  s.skipped_nonfinite = j.at("skipped_nonfinite").get<std::int64_t>();
+  s.skipped_zero_gate = j.at("skipped_zero_gate").get<std::int64_t>();
+  s.mean_tau = parse_hexfloat(j.at("mean_tau"), "mean_tau");
+  for (const auto& point : j.at("curve")) {
+    s.curve.push_back({point.at(0).get<std::int64_t>(), parse_hexfloat(point.at(1), "curve loss")});
+  }
+  return r;
+}
+
+ordered part_to_json(const SweepPart& part) {
+  ordered runs = ordered::array();
+  for (const RunRecord& r : part.records) runs.push_back(record_to_json(r));
+  return {{"format", kPartFormat},
+          {"version", kPartVersion},
+          {"fingerprint", grid_fingerprint(part.grid)},
+          {"grid", grid_to_json(part.grid)},
+          {"shard", {{"index", part.shard.index}, {"count", part.shard.count}}},
+          {"runs", runs}};
+}
+
+SweepPart part_from_json(const nlohmann::json& j, const std::string& source) {
+  try {
+    if (!j.is_object() || j.value("format", "") != kPartFormat) {
+      throw InputError("not a cgad simulate part (no \"format\": \"" + std::string(kPartFormat) + "\")");
+    }
+    if (j.at("version").get<int>() != kPartVersion) {
+      throw InputError("part format version " + j.at("version").dump() + ", this cgad reads " +
+                       std::to_string(kPartVersion));
+    }
+    SweepPart part;
+    part.grid = grid_from_json(j.at("grid"));
+    if (grid_fingerprint(part.grid) != j.at("fingerprint").get<std::string>()) {
+      throw InputError("its fingerprint does not match its grid (edited or corrupt)");
+    }
+    part.shard = {j.at("shard").at("index").get<std::size_t>(), j.at("shard").at("count").get<std::size_t>()};
+    if (part.shard.count == 0 || part.shard.index >= part.shard.count) throw InputError("bad shard");
+    for (const auto& run : j.at("runs")) {
+      RunRecord r = record_from_json(run);
+      const std::string where = "run " + std::to_string(r.index);
+      if (r.index >= run_count(part.grid) || r.index % part.shard.count != part.shard.index) {
+        throw InputError(where + " is not in shard " + std::to_string(part.shard.index) + "/" +
+                         std::to_string(part.shard.count) + " of this sweep");
+      }
+      const RunKey expected = run_key(part.grid, r.index);
+      if (r.key.method != expected.method || r.key.tau != expected.tau || r.key.size != expected.size ||
+          r.key.state != expected.state || r.key.seed != expected.seed) {
+        throw InputError(where + ": its coordinates differ from the grid's run of that index");
+      }
+      if (!part.records.empty() && r.index <= part.records.back().index) {
+        throw InputError(where + ": runs out of order or repeated");
+      }
+      part.records.push_back(std::move(r));
+    }
+    return part;
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(source + ": malformed part: " + e.what());
+  } catch (const InputError& e) {
+    throw InputError(source + ": " + e.what());
+  }
+}
+
+MergedSweep merge_parts(const std::vector<SweepPart>& parts, const std::vector<std::string>& sources) {
+  if (parts.empty()) throw InputError("merge: no parts given");
+  MergedSweep merged;
+  merged.grid = parts.front().grid;
+  const std::string fingerprint = grid_fingerprint(merged.grid);
+  std::map<std::size_t, std::size_t> holder;  // run index → the part holding it
+  for (std::size_t p = 0; p < parts.size(); ++p) {
+    const std::string source = p < sources.size() ? sources[p] : "part " + std::to_string(p + 1);
+    if (grid_fingerprint(parts[p].grid) != fingerprint) {
+      throw InputError("merge: " + source + " is from a different sweep than the first part (grid fingerprint " +
+                       grid_fingerprint(parts[p].grid) + " vs " + fingerprint + ")");
+    }
+    for (const RunRecord& r : parts[p].records) {
+      const auto [at, inserted] = holder.emplace(r.index, p);
+      if (!inserted) {
+        const std::string other = at->second < sources.size() ? sources[at->second] : "an earlier part";
+        throw InputError("merge: run " + std::to_string(r.index) + " is in both " + other + " and " + source);
+      }
+      merged.records.push_back(r);
+    }
+  }
+  std::sort(merged.records.begin(), merged.records.end(),
+            [](const RunRecord& a, const RunRecord& b) { return a.index < b.index; });
+  for (std::size_t index = 0; index < run_count(merged.grid); ++index) {
+    if (!holder.contains(index)) merged.missing.push_back(index);
+  }
+  return merged;
+}
+
+ordered sweep_to_json(const MergedSweep& sweep) {
+  ordered runs = ordered::array();
+  for (const RunRecord& r : sweep.records) runs.push_back(record_to_json(r));
+  ordered cells = ordered::array();
+  const auto optional_number = [](const std::optional<double>& x) { return x ? ordered(*x) : ordered(nullptr); };
+  for (const CellSummary& c : summarize(sweep.grid, sweep.records)) {
+    cells.push_back({{"method", c.key.method},
+                     {"tau", c.key.tau},
+                     {"size", c.key.size},
+                     {"state", fastpath::to_string(c.key.state)},
+                     {"runs", c.runs},
+                     {"present", c.present},
+                     {"unsupported", c.unsupported},
+                     {"diverged", c.diverged},
+                     {"finished", c.finished},
+                     {"final_loss_mean", optional_number(c.mean)},
+                     {"final_loss_stddev", optional_number(c.stddev)},
+                     {"single_shot_risk", optional_number(c.risk)},
+                     {"note", cell_note(c)}});
+  }
+  return {{"fingerprint", grid_fingerprint(sweep.grid)},
+          {"grid", grid_to_json(sweep.grid)},
+          {"runs", runs},
+          {"cells", cells},
+          {"missing", sweep.missing}};
+}
+
+}  // namespace cgad::simulate
