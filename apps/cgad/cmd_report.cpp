@@ -31,6 +31,7 @@ void run_report(const ReportOptions& options) {
                                  Section{"certified bound constants", report_bound_section},
                                  Section{"staleness-bias sweep", report_bias_sweep_section},
                                  Section{"rounding noise, fast path vs reference", report_noise_section},
+                                 Section{"simulation sweep, outer optimizers under staleness", report_simulate_section},
                                  Section{"quick benchmark", report_bench_section}}) {
     std::cerr << "cgad report: " << section.title << " ...\n";
     section.run(report);

@@ -13,5 +13,7 @@ void add_report_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_codebook_command(CLI::App& app);
 void add_noise_command(CLI::App& app);
+void add_simulate_command(CLI::App& app);
+void add_merge_command(CLI::App& app);
 
 }  // namespace cgad::cli

@@ -20,6 +20,8 @@ int main(int argc, char** argv) {
   cgad::cli::add_bench_command(app);
   cgad::cli::add_codebook_command(app);
   cgad::cli::add_noise_command(app);
+  cgad::cli::add_simulate_command(app);
+  cgad::cli::add_merge_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -2,6 +2,7 @@
 // The optimizer options every command that runs an outer optimizer shares (replay, later noise and
 // simulate): registered once on a CLI11 command, turned into an OptimizerConfig for any scalar type.
 // Values stay text until the working precision is set, then are parsed exactly in the target format.
+#include "cgad/fastpath/config.hpp"
 #include "cgad/reference/optimizers.hpp"
 
 #include <CLI/CLI.hpp>
@@ -53,5 +54,9 @@ reference::OptimizerConfig<Real> optimizer_config(const OptimizerOptions& option
   }
   return config;
 }
+
+// The optimizer and its hyperparameters as the fast path takes them: each parsed straight to float (one correct
+// rounding), as the step uses them. Formats, rounding and seed are left at their defaults for the caller.
+fastpath::StepConfig fastpath_step_config(const OptimizerOptions& options);
 
 }  // namespace cgad::cli

@@ -11,16 +11,7 @@ namespace cgad::cli {
 namespace {
 
 fastpath::StepConfig step_config(const OptimizerOptions& optimizer, const FastpathOptions& options) {
-  // The hyperparameters are parsed straight to float (one correct rounding each), as the step uses them.
-  const auto parsed = optimizer_config<float>(optimizer);
-  fastpath::StepConfig config;
-  config.optimizer = parsed.kind;
-  config.adam = parsed.adam;
-  config.nesterov = parsed.nesterov;
-  config.alpha = parsed.alpha;
-  config.tau_cut = parsed.tau_cut;
-  config.on_zero_gate = parsed.on_zero_gate;
-  config.fragments = parsed.fragments;
+  fastpath::StepConfig config = fastpath_step_config(optimizer);
   config.params = fastpath::parse_param_format(options.params);
   config.state = fastpath::parse_state_format(options.state);
   config.rounding = fastpath::parse_rounding(options.rounding);

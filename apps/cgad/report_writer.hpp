@@ -30,6 +30,7 @@ void report_replay_section(ReportWriter& report);
 void report_bound_section(ReportWriter& report);
 void report_bias_sweep_section(ReportWriter& report);
 void report_noise_section(ReportWriter& report);
+void report_simulate_section(ReportWriter& report);
 void report_bench_section(ReportWriter& report);
 
 }  // namespace cgad::cli

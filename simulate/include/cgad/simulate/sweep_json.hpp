@@ -1,7 +1,7 @@
 #pragma once
 // A sweep's results as JSON (nlohmann), exact enough to merge and re-aggregate on another machine: every real
-// is hexfloat text ("0x1.99999ap-4", "inf", "nan"), which reads back to the same bits — NaN and ∞, which a
-// diverged run's loss can be, included. A part file holds the grid, its fingerprint, the shard and the records
+// is hexfloat text ("0x1.99999ap-4", "inf", "nan"), which reads back to the same bits; ∞ too, and NaN (a
+// diverged run's loss can be either) reads back as a NaN, its payload not kept. A part file holds the grid, its fingerprint, the shard and the records
 // of that shard; `merge_parts` refuses parts of different sweeps and duplicate runs, and lists missing ones.
 #include "cgad/simulate/sweep.hpp"
 

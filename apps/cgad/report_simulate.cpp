@@ -1,0 +1,43 @@
+// Report section: a small built-in simulation sweep — the paper's three contenders (CGAD, Adam-Decay, the DiLoCo
+// Nesterov recipe) under growing staleness, with fp32 and 8-bit outer state — through the same sweep engine and
+// the same table/figure code as `cgad simulate`.
+#include "report_writer.hpp"
+#include "simulate_output.hpp"
+
+#include "cgad/simulate/sweep_json.hpp"
+
+#include <sstream>
+
+namespace cgad::cli {
+
+void report_simulate_section(ReportWriter& report) {
+  simulate::SweepGrid grid;
+  grid.methods = {"cgad", "adam-decay", "nesterov"};
+  grid.taus = {0, 4, 16};
+  // One q8 block (256 parameters) and sixteen (4096): the paper's claim about seed variance growing with scale
+  // under low-precision state needs two sizes at least. 180 runs, ~9 s on 2 cores (measured).
+  grid.sizes = {256, 4096};
+  grid.states = {fastpath::StateFormat::fp32, fastpath::StateFormat::q8};
+  grid.seeds = {1, 2, 3, 4, 5};
+  simulate::validate(grid);
+  simulate::MergedSweep sweep{grid, simulate::run_sweep(grid, simulate::shard_runs(grid, {}), 0), {}};
+
+  std::ostringstream csv;
+  print_sweep_csv(csv, sweep);
+  report.write_file("simulate.csv", csv.str());
+  report.write_file("simulate.json", simulate::sweep_to_json(sweep).dump(2) + "\n");
+  const std::vector<std::string> figures = plot_sweep(sweep, report.dir(), "simulate_");
+
+  std::size_t diverged = 0;
+  for (const auto& r : sweep.records) diverged += r.status == simulate::RunStatus::diverged;
+  auto& md = report.markdown();
+  md << "## 6. Asynchronous DiLoCo at small scale: outer optimizers under staleness\n\n"
+     << "What was run: " << simulate::run_count(grid) << " runs, CGAD, Adam-Decay and Nesterov × τ × outer-state "
+     << "format × size × seed (`" << sweep_axes_command(grid) << "`), each on the " << describe_sweep(grid) << ". "
+     << "Per cell, the final loss over the seeds that did not diverge: mean, sample σ (n − 1) and the single-shot "
+     << "risk mean + σ. Diverged runs: " << diverged << " of " << sweep.records.size() << ".\n\n"
+     << sweep_markdown_table(sweep) << "\nData: `simulate.csv` (cells), `simulate.json` (every run, exact).\n\n";
+  for (const auto& figure : figures) md << "![" << figure << "](" << figure << ")\n\n";
+}
+
+}  // namespace cgad::cli

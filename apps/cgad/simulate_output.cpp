@@ -1,0 +1,209 @@
+#include "simulate_output.hpp"
+
+#include "plot.hpp"
+
+#include "cgad/reference/errors.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <sstream>
+
+namespace cgad::cli {
+namespace {
+
+using simulate::CellSummary;
+using simulate::MergedSweep;
+
+std::string number(const std::optional<double>& x, const char* format) {
+  if (!x) return "-";
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, format, *x);
+  return buffer;
+}
+
+std::string tau_label(const simulate::SweepGrid& grid) {
+  return grid.base.delays == theory::DelayKind::constant ? "tau" : "tau_max";
+}
+
+std::string missing_line(const MergedSweep& sweep) {
+  if (sweep.missing.empty()) return "";
+  return std::to_string(sweep.missing.size()) + " of " + std::to_string(simulate::run_count(sweep.grid)) +
+         " runs are missing (partial merge): their cells say so\n";
+}
+
+bool all_positive(const PlotSpec& spec) {
+  for (const auto& s : spec.series) {
+    for (double y : s.y) {
+      if (!(y > 0)) return false;
+    }
+  }
+  return true;
+}
+
+bool has_points(const PlotSpec& spec) {
+  return std::any_of(spec.series.begin(), spec.series.end(), [](const PlotSeries& s) { return !s.x.empty(); });
+}
+
+}  // namespace
+
+std::string describe_sweep(const simulate::SweepGrid& grid) {
+  const simulate::SimulationSpec& b = grid.base;
+  std::ostringstream out;
+  out << to_string(b.objective) << " objective (problem seed " << b.problem_seed << "), " << b.workers
+      << " workers, " << b.rounds << " outer rounds of H = " << b.inner.steps << ' ' << to_string(b.inner.kind)
+      << " inner steps (lr " << b.inner.lr << "), " << theory::to_string(b.delays) << " delays, "
+      << fastpath::to_string(b.outer.params) << " parameters, " << fastpath::to_string(b.outer.rounding)
+      << " rounding; diverged = loss not finite or above " << b.divergence_factor << " x the initial loss";
+  return out.str();
+}
+
+std::string sweep_axes_command(const simulate::SweepGrid& grid) {
+  std::ostringstream out;
+  const auto list = [&out](const char* flag, const auto& values, const auto& show) {
+    out << ' ' << flag << ' ';
+    for (std::size_t i = 0; i < values.size(); ++i) out << (i ? "," : "") << show(values[i]);
+  };
+  const auto same = [](const auto& x) { return x; };
+  out << "cgad simulate";
+  list("--optimizer", grid.methods, same);
+  list("--tau", grid.taus, same);
+  list("--size", grid.sizes, same);
+  list("--state", grid.states, [](fastpath::StateFormat f) { return fastpath::to_string(f); });
+  list("--seed", grid.seeds, same);
+  return out.str();
+}
+
+void print_sweep_table(std::ostream& out, const MergedSweep& sweep) {
+  out << "cgad simulate: " << describe_sweep(sweep.grid) << "\n"
+      << "final loss over the seeds that did not diverge: mean, sample sigma (n-1), single-shot risk = mean + sigma\n"
+      << missing_line(sweep);
+  char line[256];
+  std::snprintf(line, sizeof line, "%-16s %7s %6s %5s %9s %8s %12s %12s %12s  %s\n", "method",
+                tau_label(sweep.grid).c_str(), "size", "state", "finished", "diverged", "mean", "sigma", "risk",
+                "note");
+  out << line;
+  for (const CellSummary& c : simulate::summarize(sweep.grid, sweep.records)) {
+    const std::string finished = std::to_string(c.finished) + "/" + std::to_string(c.runs);
+    std::snprintf(line, sizeof line, "%-16s %7ld %6zu %5s %9s %8zu %12s %12s %12s", c.key.method.c_str(),
+                  c.key.tau, c.key.size, std::string(fastpath::to_string(c.key.state)).c_str(), finished.c_str(),
+                  c.diverged, number(c.mean, "%.4e").c_str(), number(c.stddev, "%.4e").c_str(),
+                  number(c.risk, "%.4e").c_str());
+    const std::string note = simulate::cell_note(c);
+    out << line << (note.empty() ? "" : "  " + note) << "\n";
+  }
+}
+
+void print_sweep_csv(std::ostream& out, const MergedSweep& sweep) {
+  out << "method," << tau_label(sweep.grid)
+      << ",size,state,runs,present,unsupported,diverged,finished,final_loss_mean,final_loss_stddev,"
+         "single_shot_risk,note\n";
+  for (const CellSummary& c : simulate::summarize(sweep.grid, sweep.records)) {
+    std::string note = simulate::cell_note(c);
+    std::replace(note.begin(), note.end(), '"', '\'');
+    out << c.key.method << ',' << c.key.tau << ',' << c.key.size << ',' << fastpath::to_string(c.key.state) << ','
+        << c.runs << ',' << c.present << ',' << c.unsupported << ',' << c.diverged << ',' << c.finished << ','
+        << (c.mean ? number(c.mean, "%.17g") : "") << ',' << (c.stddev ? number(c.stddev, "%.17g") : "") << ','
+        << (c.risk ? number(c.risk, "%.17g") : "") << ",\"" << note << "\"\n";
+  }
+}
+
+std::string sweep_markdown_table(const MergedSweep& sweep) {
+  std::ostringstream md;
+  md << "| method | " << (sweep.grid.base.delays == theory::DelayKind::constant ? "τ" : "τ_max")
+     << " | size | state | finished | diverged | final loss mean | σ | risk (mean + σ) | note |\n"
+     << "|---|---:|---:|---|---:|---:|---:|---:|---:|---|\n";
+  for (const CellSummary& c : simulate::summarize(sweep.grid, sweep.records)) {
+    md << "| " << c.key.method << " | " << c.key.tau << " | " << c.key.size << " | "
+       << fastpath::to_string(c.key.state) << " | " << c.finished << "/" << c.runs << " | " << c.diverged << " | "
+       << number(c.mean, "%.4e") << " | " << number(c.stddev, "%.3e") << " | " << number(c.risk, "%.4e") << " | "
+       << simulate::cell_note(c) << " |\n";
+  }
+  return md.str();
+}
+
+std::vector<std::string> plot_sweep(const MergedSweep& sweep, const std::filesystem::path& dir,
+                                    const std::string& prefix) {
+  const simulate::SweepGrid& grid = sweep.grid;
+  const std::vector<CellSummary> cells = simulate::summarize(grid, sweep.records);
+  std::vector<std::string> written;
+  const auto draw = [&](const std::string& name, PlotSpec spec) {
+    if (!has_points(spec)) return;
+    spec.log_y = all_positive(spec);
+    plot_png(dir / name, spec);
+    written.push_back(name);
+  };
+  for (const auto state : grid.states) {
+    const std::string state_name(fastpath::to_string(state));
+    for (const std::size_t size : grid.sizes) {
+      PlotSpec spec{"Final loss over seeds: mean (points) and mean + sigma (single-shot risk), state " + state_name +
+                        ", size " + std::to_string(size),
+                    tau_label(grid), "final loss", false, false, {}};
+      for (const auto& method : grid.methods) {
+        PlotSeries mean{method + " mean", {}, {}, true}, risk{method + " mean+sigma", {}, {}, false};
+        for (const CellSummary& c : cells) {
+          if (c.key.method != method || c.key.state != state || c.key.size != size) continue;
+          if (c.mean) {
+            mean.x.push_back(static_cast<double>(c.key.tau));
+            mean.y.push_back(*c.mean);
+          }
+          if (c.risk) {
+            risk.x.push_back(static_cast<double>(c.key.tau));
+            risk.y.push_back(*c.risk);
+          }
+        }
+        if (!mean.x.empty()) spec.series.push_back(std::move(mean));
+        if (!risk.x.empty()) spec.series.push_back(std::move(risk));
+      }
+      draw(prefix + "final_loss_" + state_name + "_size" + std::to_string(size) + ".png", std::move(spec));
+    }
+    if (grid.sizes.size() < 2) continue;
+    for (const long tau : grid.taus) {
+      const auto [smallest, largest] = std::minmax_element(grid.sizes.begin(), grid.sizes.end());
+      PlotSpec spec{"Seed-to-seed sigma of the final loss against size, state " + state_name + ", " +
+                        tau_label(grid) + " " + std::to_string(tau),
+                    "size", "sigma of the final loss (n-1)", *largest >= 8 * *smallest, false, {}};
+      for (const auto& method : grid.methods) {
+        PlotSeries sigma{method, {}, {}, true};
+        for (const CellSummary& c : cells) {
+          if (c.key.method != method || c.key.state != state || c.key.tau != tau || !c.stddev) continue;
+          sigma.x.push_back(static_cast<double>(c.key.size));
+          sigma.y.push_back(*c.stddev);
+        }
+        if (!sigma.x.empty()) spec.series.push_back(std::move(sigma));
+      }
+      draw(prefix + "sigma_vs_size_" + state_name + "_tau" + std::to_string(tau) + ".png", std::move(spec));
+    }
+  }
+  return written;
+}
+
+void add_sweep_output_options(CLI::App& command, SweepOutputOptions& options) {
+  options.flags = {
+      command.add_flag("--json", options.json, "grid, every run and every cell as JSON on stdout, instead of the table"),
+      command.add_flag("--csv", options.csv, "one CSV row per cell on stdout, instead of the table"),
+      command.add_option("--plot", options.plot_dir, "write PNG figures into this directory"),
+  };
+}
+
+void check_sweep_output(const SweepOutputOptions& options) {
+  if (options.json && options.csv) throw reference::InputError("choose one of --json and --csv");
+  if (!options.plot_dir.empty()) check_plot_target(std::filesystem::path(options.plot_dir) / "final_loss.png");
+}
+
+void write_sweep_output(const MergedSweep& sweep, const SweepOutputOptions& options) {
+  if (options.json) {
+    std::cout << simulate::sweep_to_json(sweep).dump(2) << "\n";
+  } else if (options.csv) {
+    print_sweep_csv(std::cout, sweep);
+  } else {
+    print_sweep_table(std::cout, sweep);
+  }
+  if (!options.plot_dir.empty()) {
+    const auto files = plot_sweep(sweep, options.plot_dir);
+    std::cerr << "cgad: wrote " << files.size() << " figure(s) into " << options.plot_dir << "\n";
+  }
+}
+
+}  // namespace cgad::cli
