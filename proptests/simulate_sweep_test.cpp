@@ -311,6 +311,19 @@ TEST(SimulateSweepJson, PartsRefuseEditsAndRecordsOutsideTheirShard) {
   EXPECT_THROW(part_from_json(nlohmann::json::parse(relabelled.dump()), "p.json"), InputError);
   EXPECT_THROW(part_from_json(nlohmann::json::parse("{\"format\": \"other\"}"), "p.json"), InputError);
   EXPECT_THROW(part_from_json(nlohmann::json::parse("[1, 2]"), "p.json"), InputError);
+  // A grid no sweep could have, with a fingerprint that matches it, is refused too (it would divide by zero).
+  SweepGrid empty = grid;
+  empty.seeds.clear();
+  auto crafted = part_to_json(part);
+  crafted["grid"] = grid_to_json(empty);
+  crafted["fingerprint"] = grid_fingerprint(empty);
+  crafted["runs"] = nlohmann::ordered_json::array();
+  try {
+    part_from_json(nlohmann::json::parse(crafted.dump()), "p.json");
+    ADD_FAILURE() << "accepted a grid without seeds";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("seed list is empty"), std::string::npos) << e.what();
+  }
 }
 
 TEST(SimulateSweepJson, MergeRefusesOtherSweepsAndDuplicatesAndListsMissingRuns) {

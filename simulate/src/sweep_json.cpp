@@ -232,6 +232,7 @@ SweepPart part_from_json(const nlohmann::json& j, const std::string& source) {
     if (grid_fingerprint(part.grid) != j.at("fingerprint").get<std::string>()) {
       throw InputError("its fingerprint does not match its grid (edited or corrupt)");
     }
+    validate(part.grid);  // a fingerprint is no proof: anyone can compute one for a grid no cgad would write
     part.shard = {j.at("shard").at("index").get<std::size_t>(), j.at("shard").at("count").get<std::size_t>()};
     if (part.shard.count == 0 || part.shard.index >= part.shard.count) throw InputError("bad shard");
     for (const auto& run : j.at("runs")) {
