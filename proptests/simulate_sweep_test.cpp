@@ -148,6 +148,7 @@ TEST(SimulateSweepGrid, EveryCombinationOnceSeedFastest) {
   EXPECT_EQ(s.outer.optimizer, cgad::reference::OptimizerKind::pa_cgad);
   EXPECT_EQ(s.outer.fragments, 4u);
   EXPECT_EQ(s.seed, 9u);
+  EXPECT_EQ(s.outer.seed, 9u);  // stochastic rounding keyed by the run seed too
   EXPECT_EQ(s.outer.state, StateFormat::q8);
   EXPECT_EQ(run_spec(pa, run_key(pa, 36)).outer.fragments, 1u);
   EXPECT_TRUE(run_spec(pa, run_key(pa, 72)).delayed_nesterov);

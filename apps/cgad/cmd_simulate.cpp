@@ -78,7 +78,7 @@ simulate::SweepGrid make_grid(const SimulateOptions& o) {
     throw InputError("--buffer applies to delayed-nesterov, which is not in --optimizer");
   }
   OptimizerOptions hyper = o.optimizer;
-  hyper.optimizer = "pa-cgad";  // the one kind that accepts every field, fragments included; the axis sets it
+  hyper.optimizer = "cgad";  // a placeholder: the method axis sets each run's optimizer (sweep.hpp)
   b.outer = fastpath_step_config(hyper);
   if (!o.optimizer.lr) {
     // Without --lr the simulation's own outer defaults hold (simulation.hpp: Adam family 0.08, Nesterov 0.7),

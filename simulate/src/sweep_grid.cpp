@@ -82,6 +82,7 @@ SimulationSpec run_spec(const SweepGrid& grid, const RunKey& key) {
   spec.size = key.size;
   spec.tau = key.tau;
   spec.seed = key.seed;
+  spec.outer.seed = key.seed;
   spec.outer.state = key.state;
   const reference::OptimizerKind kind = reference::parse_optimizer(key.method);
   spec.delayed_nesterov = kind == reference::OptimizerKind::delayed_nesterov;

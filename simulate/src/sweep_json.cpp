@@ -65,7 +65,6 @@ ordered grid_to_json(const SweepGrid& grid) {
   j["delays"] = theory::to_string(b.delays);
   j["outer"] = {{"params", fastpath::to_string(o.params)},
                 {"rounding", fastpath::to_string(o.rounding)},
-                {"seed", o.seed},
                 {"adam",
                  {{"lr", hexfloat(o.adam.lr)},
                   {"beta1", hexfloat(o.adam.beta1)},
@@ -112,7 +111,6 @@ SweepGrid grid_from_json(const nlohmann::json& j) {
   const auto& outer = j.at("outer");
   o.params = fastpath::parse_param_format(outer.at("params").get<std::string>());
   o.rounding = fastpath::parse_rounding(outer.at("rounding").get<std::string>());
-  o.seed = outer.at("seed").get<std::uint64_t>();
   const auto& adam = outer.at("adam");
   o.adam.lr = parse_float(adam.at("lr"), "adam.lr");
   o.adam.beta1 = parse_float(adam.at("beta1"), "adam.beta1");

@@ -19,8 +19,9 @@
 namespace cgad::simulate {
 
 // Every run of a sweep is `base` with one value taken from each axis. `base.size`, `base.tau`, `base.seed`,
-// `base.outer.optimizer`, `base.outer.state` and `base.delayed_nesterov` are set by the axes and ignored here;
-// `base.outer.fragments` is PA-CGAD's P (every other method runs with one fragment).
+// `base.outer.seed`, `base.outer.optimizer`, `base.outer.state` and `base.delayed_nesterov` are set by the axes
+// and ignored here: the run's seed also keys the fast path's stochastic rounding, so that seeds differ in their
+// rounding noise as well. `base.outer.fragments` is PA-CGAD's P (every other method runs with one fragment).
 struct SweepGrid {
   SimulationSpec base;
   std::vector<std::string> methods;  // the names of reference::kOptimizerNames
