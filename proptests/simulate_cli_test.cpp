@@ -143,6 +143,7 @@ TEST_F(SimulateCli, BadInputIsOneLineAndExitTwo) {
   expect_refused("simulate --workers 0", "no run of this sweep can run");
   expect_refused("simulate --optimizer delayed-nesterov --state q8", "no run of this sweep can run");
   expect_refused("simulate --plot no/such/dir", "no such directory");
+  expect_refused("simulate --out no/such/part.json", "--out: no such directory");
   expect_refused("merge", "parts");
   EXPECT_FALSE(fs::exists(dir_ / "p.json"));
 }

@@ -11,6 +11,7 @@
 #include "cgad/simulate/sweep_json.hpp"
 
 #include <algorithm>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <numeric>
@@ -113,6 +114,11 @@ void run_simulate(const SimulateOptions& o) {
     }
   }
   check_sweep_output(o.output);
+  if (!o.out.empty()) {
+    // Refused before the runs rather than after them.
+    const std::filesystem::path dir = std::filesystem::path(o.out).parent_path();
+    if (!dir.empty() && !std::filesystem::is_directory(dir)) throw InputError("--out: no such directory: " + dir.string());
+  }
   const simulate::SweepGrid grid = make_grid(o);
   const simulate::Shard shard = sharded ? simulate::parse_shard(o.shard) : simulate::Shard{};
   const std::vector<std::size_t> indices = simulate::shard_runs(grid, shard);
