@@ -16,6 +16,7 @@
 #include <memory>
 #include <numeric>
 #include <optional>
+#include <sstream>
 
 namespace cgad::cli {
 namespace {
@@ -82,8 +83,8 @@ simulate::SweepGrid make_grid(const SimulateOptions& o) {
   hyper.optimizer = "cgad";  // a placeholder: the method axis sets each run's optimizer (sweep.hpp)
   b.outer = fastpath_step_config(hyper);
   if (!o.optimizer.lr) {
-    // Without --lr the simulation's own outer defaults hold (simulation.hpp: Adam family 0.08, Nesterov 0.7),
-    // not the replay defaults OptimizerOptions falls back to.
+    // Without --lr the simulation's own outer defaults hold (simulation.hpp derives them per family), not the
+    // replay defaults OptimizerOptions falls back to.
     b.outer.adam.lr = simulate::default_outer_config().adam.lr;
     b.outer.nesterov.lr = simulate::default_outer_config().nesterov.lr;
   }
@@ -159,8 +160,10 @@ void add_simulate_command(CLI::App& app) {
                       "outer optimizers (comma list of cgad, pa-cgad, adam-decay, adam, nesterov, delayed-nesterov, sdm)")
       ->delimiter(',')
       ->capture_default_str();
-  command->get_option("--lr")->description(
-      "outer learning rate of every swept method (default 0.08 Adam family, 0.7 Nesterov family)");
+  std::ostringstream lr_help;
+  lr_help << "outer learning rate of every swept method (default " << simulate::default_outer_config().adam.lr
+          << " Adam family, " << simulate::default_outer_config().nesterov.lr << " Nesterov family)";
+  command->get_option("--lr")->description(lr_help.str());
   o->fragments_flag = command->get_option("--fragments");
   o->buffer_flag = command->get_option("--buffer");
   command->add_option("--tau", o->taus, "staleness tau (with --delays other than constant: tau_max), comma list")
