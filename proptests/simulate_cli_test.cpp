@@ -142,6 +142,7 @@ TEST_F(SimulateCli, BadInputIsOneLineAndExitTwo) {
   expect_refused("simulate --fragments 4", "--fragments applies to pa-cgad");
   expect_refused("simulate --workers 0", "no run of this sweep can run");
   expect_refused("simulate --optimizer delayed-nesterov --state q8", "no run of this sweep can run");
+  expect_refused("simulate --optimizer cgad,delayed-nesterov", "no run with method delayed-nesterov can run");
   expect_refused("simulate --plot no/such/dir", "no such directory");
   expect_refused("simulate --out no/such/part.json", "--out: no such directory");
   expect_refused("merge", "parts");

@@ -207,6 +207,13 @@ TEST(SimulateSweepGrid, RefusesBadGridsAndRecordsUnsupportedCombinations) {
   g.methods = {"delayed-nesterov"};
   g.states = {StateFormat::q8};
   refused(g, "no run of this sweep can run: delayed-nesterov");
+  // A value on one axis that no run can use is bad input too, with the engine's reason.
+  g = wide_grid();
+  g.methods = {"cgad", "delayed-nesterov"};  // Delayed Nesterov needs fp32 parameters; the base has bf16
+  refused(g, "no run with method delayed-nesterov can run: delayed-nesterov runs the reference optimizer in float");
+  g = wide_grid();
+  g.taus = {0, 1000001};  // the engine allows up to 10^6
+  refused(g, "no run with tau 1000001 can run: tau must lie in");
 
   // With something runnable beside it, the refused combination is a record, not an error.
   g = wide_grid();

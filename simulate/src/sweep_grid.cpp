@@ -5,7 +5,10 @@
 #include "cgad/reference/optimizers.hpp"
 
 #include <algorithm>
+#include <array>
 #include <charconv>
+#include <map>
+#include <optional>
 #include <set>
 #include <stdexcept>
 
@@ -45,17 +48,39 @@ void validate(const SweepGrid& grid) {
   for (const std::size_t size : grid.sizes) {
     if (size == 0) throw InputError("sweep: size must be >= 1");
   }
-  // The engine's validation does not depend on the seed, so one seed per combination decides it.
+  // Which combinations the engine accepts (its validation does not depend on the seed, so the first seed of
+  // each cell decides). A value on an axis none of whose runs can run is bad input, not a result — a τ past
+  // the engine's limit, or Delayed Nesterov with bf16 parameters — and is refused with the engine's reason.
+  constexpr std::array<const char*, 4> kAxes{"method", "tau", "size", "state"};
+  // Per axis: value → the engine's reason while no run with that value has been accepted, nullopt after.
+  std::array<std::map<std::string, std::optional<std::string>>, 4> refusals;
   std::string first_reason;
   for (std::size_t index = 0; index < run_count(grid); index += grid.seeds.size()) {
+    const RunKey key = run_key(grid, index);
+    std::optional<std::string> reason;
     try {
-      validate(run_spec(grid, run_key(grid, index)));
-      return;
+      validate(run_spec(grid, key));
     } catch (const InputError& e) {
+      reason = e.what();
       if (first_reason.empty()) first_reason = e.what();
     }
+    const std::array<std::string, 4> values{key.method, std::to_string(key.tau), std::to_string(key.size),
+                                            std::string(fastpath::to_string(key.state))};
+    for (std::size_t a = 0; a < kAxes.size(); ++a) {
+      const auto [at, inserted] = refusals[a].emplace(values[a], reason);
+      if (!inserted && !reason) at->second.reset();
+    }
   }
-  throw InputError("sweep: no run of this sweep can run: " + first_reason);
+  const auto refused = [](const auto& entry) { return entry.second.has_value(); };
+  if (std::all_of(refusals[0].begin(), refusals[0].end(), refused)) {
+    throw InputError("sweep: no run of this sweep can run: " + first_reason);
+  }
+  for (std::size_t a = 0; a < kAxes.size(); ++a) {
+    const auto bad = std::find_if(refusals[a].begin(), refusals[a].end(), refused);
+    if (bad != refusals[a].end()) {
+      throw InputError(std::string("sweep: no run with ") + kAxes[a] + " " + bad->first + " can run: " + *bad->second);
+    }
+  }
 }
 
 std::size_t run_count(const SweepGrid& grid) {

@@ -32,9 +32,10 @@ struct SweepGrid {
 };
 
 // Refuses (InputError, one line) an empty axis, a repeated value on an axis (it would make two runs one),
-// an unknown method, τ < 0 or size 0, and a grid none of whose runs the engine accepts — a base spec that is
-// bad for every method, reported with the engine's own reason. Combinations the engine refuses while others
-// run (Delayed Nesterov with q8 state, say) are not an error: they are recorded as unsupported.
+// an unknown method, τ < 0 or size 0, a grid none of whose runs the engine accepts (a base spec bad for every
+// method), and a value on an axis none of whose runs the engine accepts (τ past its limit, Delayed Nesterov with
+// bf16 parameters), each with the engine's own reason. Combinations the engine refuses while their values run
+// elsewhere (Delayed Nesterov with q8 state beside fp32) are not an error: they are recorded as unsupported.
 void validate(const SweepGrid& grid);
 
 // One run's coordinates on the axes.
