@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
-#include <map>
 #include <sstream>
 
 namespace cgad::cli {
