@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <cmath>
@@ -162,7 +163,8 @@ TEST_F(CliTest, ReportWritesEverySectionAndTheFilesItLinks) {
   EXPECT_NE(o.out.find((out / "report.md").string()), std::string::npos) << o.out;
   const std::string md = slurp(out / "report.md");
   for (const char* heading : {"## 1. The staleness gate", "## 2. Reference replay", "## 3. The convergence bound",
-                              "## 4. The staleness-bias term", "## 5. Rounding noise", "## 7. Performance"}) {
+                              "## 4. The staleness-bias term", "## 5. Rounding noise", "## 6. Asynchronous DiLoCo",
+                              "## 7. Performance"}) {
     EXPECT_NE(md.find(heading), std::string::npos) << heading;
   }
   EXPECT_EQ(md.find("refuted"), std::string::npos);
@@ -171,6 +173,13 @@ TEST_F(CliTest, ReportWritesEverySectionAndTheFilesItLinks) {
                            "bias_sweep.csv", "bias_sweep.png", "noise.csv", "noise_v_bias.png", "noise_v_rms.png",
                            "bench.json"}) {
     EXPECT_GT(fs::file_size(out / file), 100u) << file;
+  }
+  // Files are written through a temporary and renamed into place; they get the mode a directly created file
+  // would (0666 less the umask the command inherits from this process), not mkstemp's 0600.
+  const ::mode_t umask = ::umask(0);
+  ::umask(umask);
+  for (const char* file : {"report.md", "gate.png", "simulate.json"}) {
+    EXPECT_EQ(static_cast<unsigned>(fs::status(out / file).permissions()), 0666u & ~static_cast<unsigned>(umask)) << file;
   }
   // Every figure and data file the markdown links or names in backticks is there.
   const std::regex linked(R"(\]\(([A-Za-z0-9_.]+)\)|`([A-Za-z0-9_]+\.(?:csv|json|jsonl|png))`)");

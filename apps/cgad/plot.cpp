@@ -1,11 +1,12 @@
 #include "plot.hpp"
 
+#include "cli_support.hpp"
+
 #include "cgad/reference/errors.hpp"
 
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <unistd.h>
 
 namespace cgad::cli {
 
@@ -14,13 +15,7 @@ namespace {
 // A temporary file next to `beside` (same filesystem, so rename is atomic), removed on scope exit.
 class TempFile {
  public:
-  TempFile(const std::filesystem::path& dir, const std::string& stem) {
-    std::string pattern = (dir / ("." + stem + ".XXXXXX")).string();
-    const int fd = ::mkstemp(pattern.data());
-    if (fd < 0) throw reference::InputError("cannot create a temporary file in " + dir.string());
-    ::close(fd);
-    path_ = pattern;
-  }
+  TempFile(const std::filesystem::path& dir, const std::string& stem) : path_(create_temporary_file(dir, stem)) {}
   ~TempFile() {
     std::error_code ignored;
     std::filesystem::remove(path_, ignored);
