@@ -37,7 +37,17 @@ void report_simulate_section(ReportWriter& report) {
      << "Per cell, the final loss over the seeds that did not diverge: mean, sample σ (n − 1) and the single-shot "
      << "risk mean + σ. Diverged runs: " << diverged << " of " << sweep.records.size() << ".\n\n"
      << sweep_markdown_table(sweep) << "\nData: `simulate.csv` (cells), `simulate.json` (every run, exact).\n\n";
-  for (const auto& figure : figures) md << "![" << figure << "](" << figure << ")\n\n";
+  // The loss-against-τ figures carry the comparison; the σ-against-size ones are listed, not embedded, to keep
+  // report.md readable.
+  std::string listed;
+  for (const auto& figure : figures) {
+    if (figure.find("final_loss") != std::string::npos) {
+      md << "![" << figure << "](" << figure << ")\n\n";
+    } else {
+      listed += (listed.empty() ? "`" : ", `") + figure + "`";
+    }
+  }
+  if (!listed.empty()) md << "Seed-to-seed σ against size: " << listed << ".\n\n";
 }
 
 }  // namespace cgad::cli
