@@ -87,7 +87,10 @@ void plot_png(const std::filesystem::path& target, const PlotSpec& spec) {
     out << "plot ";
     for (std::size_t i = 0; i < spec.series.size(); ++i) {
       out << (i ? ", " : "") << quoted(data.path().string()) << " index " << i << " using 1:2 with "
-          << (spec.series[i].points ? "linespoints" : "lines") << " title " << quoted(spec.series[i].title);
+          << (spec.series[i].points ? "linespoints" : "lines");
+      if (spec.series[i].color >= 0) out << " linecolor " << spec.series[i].color + 1;
+      if (spec.series[i].dashed) out << " dashtype 2";
+      out << " title " << quoted(spec.series[i].title);
     }
     out << "\n";
     if (!out) throw reference::InputError("cannot write the gnuplot script beside " + target.string());

@@ -139,8 +139,10 @@ std::vector<std::string> plot_sweep(const MergedSweep& sweep, const std::filesys
       PlotSpec spec{"Final loss over seeds: mean (points) and mean + sigma (single-shot risk), state " + state_name +
                         ", size " + std::to_string(size),
                     tau_label(grid), "final loss", false, false, {}};
-      for (const auto& method : grid.methods) {
-        PlotSeries mean{method + " mean", {}, {}, true}, risk{method + " mean+sigma", {}, {}, false};
+      for (std::size_t m = 0; m < grid.methods.size(); ++m) {
+        const std::string& method = grid.methods[m];
+        const int color = static_cast<int>(m);
+        PlotSeries mean{method + " mean", {}, {}, true, color}, risk{method + " mean+sigma", {}, {}, false, color, true};
         for (const CellSummary& c : cells) {
           if (c.key.method != method || c.key.state != state || c.key.size != size) continue;
           if (c.mean) {
@@ -163,8 +165,9 @@ std::vector<std::string> plot_sweep(const MergedSweep& sweep, const std::filesys
       PlotSpec spec{"Seed-to-seed sigma of the final loss against size, state " + state_name + ", " +
                         tau_label(grid) + " " + std::to_string(tau),
                     "size", "sigma of the final loss (n-1)", *largest >= 8 * *smallest, false, {}};
-      for (const auto& method : grid.methods) {
-        PlotSeries sigma{method, {}, {}, true};
+      for (std::size_t m = 0; m < grid.methods.size(); ++m) {
+        const std::string& method = grid.methods[m];
+        PlotSeries sigma{method, {}, {}, true, static_cast<int>(m)};
         for (const CellSummary& c : cells) {
           if (c.key.method != method || c.key.state != state || c.key.tau != tau || !c.stddev) continue;
           sigma.x.push_back(static_cast<double>(c.key.size));
