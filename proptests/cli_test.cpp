@@ -1,6 +1,6 @@
 // The `cgad` command as a user meets it: exit status, one-line errors, and files that are either complete
 // results or untouched.
-#include <gtest/gtest.h>
+#include "cli_harness.hpp"
 
 #include "cgad/fastpath/cuda_optimizer.hpp"
 #include "cgad/fastpath/fastpath.hpp"
@@ -8,7 +8,6 @@
 #include <nlohmann/json.hpp>
 
 #include <sys/stat.h>
-#include <sys/wait.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -22,48 +21,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Outcome {
-  int status = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string slurp(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
-
-class CliTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("cgad_cli_test_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  Outcome cgad(const std::string& args) const {
-    const std::string command = std::string(CGAD_BINARY) + " " + args + " >" + (dir_ / "stdout").string() + " 2>" +
-                                (dir_ / "stderr").string() + " </dev/null";
-    const int raw = std::system(command.c_str());
-    return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, slurp(dir_ / "stdout"), slurp(dir_ / "stderr")};
-  }
-  fs::path write(const std::string& name, const std::string& text) const {
-    std::ofstream(dir_ / name) << text;
-    return dir_ / name;
-  }
-  // A refusal is exit status 2 and exactly one line on stderr that starts with "cgad: ".
-  void expect_refused(const Outcome& o, const std::string& fragment) const {
-    EXPECT_EQ(o.status, 2) << o.err;
-    EXPECT_EQ(o.err.rfind("cgad: ", 0), 0u) << o.err;
-    EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
-    EXPECT_NE(o.err.find(fragment), std::string::npos) << "wanted '" << fragment << "' in: " << o.err;
-  }
-  fs::path dir_;
-};
+using cgad::testing::Outcome;
+using cgad::testing::slurp;
+using CliTest = cgad::testing::CgadCommandTest;
 
 TEST_F(CliTest, GateJsonHasEveryRowAndExactEnds) {
   const Outcome o = cgad("gate --alpha 0.2 --tau-cut 8 --json");

@@ -1,12 +1,9 @@
 // `cgad simulate` and `cgad merge` as a user meets them, on tiny sweeps: shards merged back equal the unsharded
 // run, merge refuses what does not belong together, --jobs changes nothing, a diverging configuration is a
 // result (exit 0), bad input is one line and exit 2, and --plot writes PNG files.
-#include <gtest/gtest.h>
+#include "cli_harness.hpp"
 
 #include <nlohmann/json.hpp>
-
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -21,47 +18,16 @@ namespace fs = std::filesystem;
 // A sweep of 2 methods × 2 τ × 2 seeds on an 8-dimensional NQM, 30 rounds: 8 runs, well under a second.
 const std::string kTiny = "--optimizer cgad,nesterov --tau 0,3 --size 8 --state fp32 --rounds 30 --seeds 2";
 
-struct Outcome {
-  int status = -1;
-  std::string out, err;
-};
+using cgad::testing::Outcome;
+using cgad::testing::slurp;
 
-std::string slurp(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
-
-class SimulateCli : public ::testing::Test {
+class SimulateCli : public cgad::testing::CgadCommandTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("cgad_simulate_cli_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  Outcome cgad(const std::string& args) const {
-    const std::string command = "cd " + dir_.string() + " && " + CGAD_BINARY + " " + args + " >stdout 2>stderr </dev/null";
-    const int raw = std::system(command.c_str());
-    return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, slurp(dir_ / "stdout"), slurp(dir_ / "stderr")};
-  }
   Outcome ok(const std::string& args) const {
     Outcome o = cgad(args);
     EXPECT_EQ(o.status, 0) << args << ": " << o.err;
     return o;
   }
-  void expect_refused(const std::string& args, const std::string& fragment) const {
-    const Outcome o = cgad(args);
-    EXPECT_EQ(o.status, 2) << args << ": " << o.err;
-    EXPECT_EQ(o.err.rfind("cgad: ", 0), 0u) << args << ": " << o.err;
-    EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << args << ": " << o.err;
-    EXPECT_NE(o.err.find(fragment), std::string::npos) << args << ": wanted '" << fragment << "' in " << o.err;
-    EXPECT_TRUE(o.out.empty()) << args << ": " << o.out;
-  }
-  fs::path dir_;
 };
 
 TEST_F(SimulateCli, ShardsMergedEqualTheUnshardedRun) {
@@ -84,19 +50,19 @@ TEST_F(SimulateCli, MergeRefusesOtherSweepsDuplicatesAndMissingRuns) {
   ok("simulate " + kTiny + " --shard 0/2 --out part0.json");
   ok("simulate " + kTiny + " --shard 1/2 --out part1.json");
   ok("simulate --optimizer cgad,nesterov --tau 0,3 --size 8 --state fp32 --rounds 31 --seeds 2 --shard 1/2 --out other.json");
-  expect_refused("merge part0.json other.json", "different sweep");
-  expect_refused("merge part0.json part1.json part0.json", "run 0 is in both part0.json and part0.json");
-  expect_refused("merge part0.json", "4 of 8 runs are missing (first: run 1 = cgad tau 0 size 8 fp32 seed 2)");
+  expect_refused(cgad("merge part0.json other.json"), "different sweep");
+  expect_refused(cgad("merge part0.json part1.json part0.json"), "run 0 is in both part0.json and part0.json");
+  expect_refused(cgad("merge part0.json"), "4 of 8 runs are missing (first: run 1 = cgad tau 0 size 8 fp32 seed 2)");
   const Outcome partial = ok("merge part0.json --allow-partial");
   EXPECT_NE(partial.out.find("4 of 8 runs are missing"), std::string::npos) << partial.out;
   EXPECT_NE(partial.out.find("incomplete: 1 of 2 runs missing"), std::string::npos) << partial.out;
   std::ofstream(dir_ / "junk.json") << "{not json";
-  expect_refused("merge junk.json", "junk.json: not JSON");
-  expect_refused("merge absent.json", "cannot read 'absent.json'");
+  expect_refused(cgad("merge junk.json"), "junk.json: not JSON");
+  expect_refused(cgad("merge absent.json"), "cannot read 'absent.json'");
   std::string edited = slurp(dir_ / "part1.json");
   edited.replace(edited.find("\"rounds\":30"), 11, "\"rounds\":29");
   std::ofstream(dir_ / "edited.json") << edited;
-  expect_refused("merge part0.json edited.json", "edited.json: its fingerprint does not match its grid");
+  expect_refused(cgad("merge part0.json edited.json"), "edited.json: its fingerprint does not match its grid");
 }
 
 TEST_F(SimulateCli, JobsDoNotChangeTheResult) {
@@ -129,23 +95,23 @@ TEST_F(SimulateCli, UnsupportedCombinationsAreRecordedWithTheReason) {
 }
 
 TEST_F(SimulateCli, BadInputIsOneLineAndExitTwo) {
-  expect_refused("simulate --optimizer cgad,lion", "unknown optimizer 'lion'");
-  expect_refused("simulate --tau -1", "tau must be >= 0");
-  expect_refused("simulate --tau 4,4", "repeats a value");
-  expect_refused("simulate --state q9", "q9");
-  expect_refused("simulate --seeds 0", "--seeds must be >= 1");
-  expect_refused("simulate --seeds 2 --seed 1,2", "excludes");
-  expect_refused("simulate --shard 2/2 --out p.json", "shard must be I/N");
-  expect_refused("simulate --shard 0/2", "--shard needs --out");
-  expect_refused("simulate --shard 0/2 --out p.json --json", "does not apply to one shard");
-  expect_refused("simulate --json --csv", "choose one of --json and --csv");
-  expect_refused("simulate --fragments 4", "--fragments applies to pa-cgad");
-  expect_refused("simulate --workers 0", "no run of this sweep can run");
-  expect_refused("simulate --optimizer delayed-nesterov --state q8", "no run of this sweep can run");
-  expect_refused("simulate --optimizer cgad,delayed-nesterov", "no run with method delayed-nesterov can run");
-  expect_refused("simulate --plot no/such/dir", "no such directory");
-  expect_refused("simulate --out no/such/part.json", "--out: no such directory");
-  expect_refused("merge", "parts");
+  expect_refused(cgad("simulate --optimizer cgad,lion"), "unknown optimizer 'lion'");
+  expect_refused(cgad("simulate --tau -1"), "tau must be >= 0");
+  expect_refused(cgad("simulate --tau 4,4"), "repeats a value");
+  expect_refused(cgad("simulate --state q9"), "q9");
+  expect_refused(cgad("simulate --seeds 0"), "--seeds must be >= 1");
+  expect_refused(cgad("simulate --seeds 2 --seed 1,2"), "excludes");
+  expect_refused(cgad("simulate --shard 2/2 --out p.json"), "shard must be I/N");
+  expect_refused(cgad("simulate --shard 0/2"), "--shard needs --out");
+  expect_refused(cgad("simulate --shard 0/2 --out p.json --json"), "does not apply to one shard");
+  expect_refused(cgad("simulate --json --csv"), "choose one of --json and --csv");
+  expect_refused(cgad("simulate --fragments 4"), "--fragments applies to pa-cgad");
+  expect_refused(cgad("simulate --workers 0"), "no run of this sweep can run");
+  expect_refused(cgad("simulate --optimizer delayed-nesterov --state q8"), "no run of this sweep can run");
+  expect_refused(cgad("simulate --optimizer cgad,delayed-nesterov"), "no run with method delayed-nesterov can run");
+  expect_refused(cgad("simulate --plot no/such/dir"), "no such directory");
+  expect_refused(cgad("simulate --out no/such/part.json"), "--out: no such directory");
+  expect_refused(cgad("merge"), "parts");
   EXPECT_FALSE(fs::exists(dir_ / "p.json"));
 }
 
