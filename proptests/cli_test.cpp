@@ -121,6 +121,11 @@ TEST_F(CliTest, ReportWritesEverySectionAndTheFilesItLinks) {
   const Outcome o = cgad("report --out " + out.string());
   ASSERT_EQ(o.status, 0) << o.err;
   EXPECT_NE(o.out.find((out / "report.md").string()), std::string::npos) << o.out;
+  // The printed summary: one line per section.
+  for (const char* line : {"\n  gate: ", "\n  replay: ", "\n  bound: ", "\n  bias sweep", "\n  rounding noise",
+                           "\n  simulate: ", "\n  bench (quick): "}) {
+    EXPECT_NE(o.out.find(line), std::string::npos) << line << " in " << o.out;
+  }
   const std::string md = slurp(out / "report.md");
   for (const char* heading : {"## 1. The staleness gate", "## 2. Reference replay", "## 3. The convergence bound",
                               "## 4. The staleness-bias term", "## 5. Rounding noise", "## 6. Asynchronous DiLoCo",

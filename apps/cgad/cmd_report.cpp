@@ -6,7 +6,10 @@
 
 #include <chrono>
 #include <iostream>
+#include <iomanip>
 #include <memory>
+#include <string>
+#include <vector>
 
 namespace cgad::cli {
 namespace {
@@ -24,8 +27,9 @@ void run_report(const ReportOptions& options) {
                     << "Reference arithmetic: " << bits << "-bit MPFR. Regenerate with `cgad report`.\n\n";
   struct Section {
     const char* title;
-    void (*run)(ReportWriter&);
+    std::string (*run)(ReportWriter&);
   };
+  std::vector<std::string> summary;
   for (const Section& section : {Section{"staleness gate", report_gate_section},
                                  Section{"reference replay of the built-in stream", report_replay_section},
                                  Section{"certified bound constants", report_bound_section},
@@ -34,11 +38,12 @@ void run_report(const ReportOptions& options) {
                                  Section{"simulation sweep, outer optimizers under staleness", report_simulate_section},
                                  Section{"quick benchmark", report_bench_section}}) {
     std::cerr << "cgad report: " << section.title << " ...\n";
-    section.run(report);
+    summary.push_back(section.run(report));
   }
   const auto md = report.finish();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::cout << "cgad report: wrote " << md.string() << " with the CSV and PNG files behind it, in " << std::fixed << std::setprecision(1) << seconds << " s\n";
+  for (const std::string& line : summary) std::cout << "  " << line << "\n";
 }
 
 }  // namespace

@@ -9,7 +9,7 @@
 
 namespace cgad::cli {
 
-void report_gate_section(ReportWriter& report) {
+std::string report_gate_section(ReportWriter& report) {
   using reference::mpfr_real;
   const mpfr_real alpha = reference::parse_real<mpfr_real>("0.2", "alpha");
   const reference::GateParams<mpfr_real> cgad{reference::GateKind::cosine, alpha, mpfr_real(32)};
@@ -53,6 +53,10 @@ void report_gate_section(ReportWriter& report) {
   plot_png(report.dir() / "gate.png", plot);
   md << "\nFull table: `gate.csv`. Figure (log scale; CGAD's curve ends where σ becomes exactly 0 at τ_cut):\n\n"
      << "![gate](gate.png)\n\n";
+  return "gate: sigma(1) = " + reference::to_decimal(reference::sigma(mpfr_real(1), cgad), 6) +
+         ", sigma(16) = " + reference::to_decimal(reference::sigma(mpfr_real(16), cgad), 6) +
+         ", exactly 0 from tau_cut = 32 on (Adam-Decay's exp(-alpha tau) at 32: " +
+         reference::to_decimal(reference::sigma(mpfr_real(32), decay), 6) + ")";
 }
 
 }  // namespace cgad::cli

@@ -39,7 +39,7 @@ std::string sci(double x) {
 
 }  // namespace
 
-void report_noise_section(ReportWriter& report) {
+std::string report_noise_section(ReportWriter& report) {
   // 128 bits: the reference's own error after 10^4 steps is ~2^-110 relative (cmd_noise.cpp), 2^100 below the
   // errors measured. 256 parameters × 10^4 steps: one q8 block's worth of elements per scale octave, long enough
   // for the linear growth of the bf16 bias to dominate its first-steps value; about 2 s per scenario here.
@@ -92,6 +92,12 @@ void report_noise_section(ReportWriter& report) {
   const NoisePlots plots = noise_plots(runs);
   plot_png(report.dir() / "noise_v_bias.png", plots.v_bias);
   plot_png(report.dir() / "noise_v_rms.png", plots.v_rms);
+  std::string line = "rounding noise, v bias after 10^4 steps:";
+  for (const auto& [key, range] : bias_range) {
+    line += " " + key + " " + sci(range.first) + (range.first == range.second ? "" : ".." + sci(range.second)) + ";";
+  }
+  line.pop_back();
+  return line;
 }
 
 }  // namespace cgad::cli

@@ -48,7 +48,7 @@ std::string as_jsonl(const PseudoGradientStream& stream) {
 
 }  // namespace
 
-void report_replay_section(ReportWriter& report) {
+std::string report_replay_section(ReportWriter& report) {
   using reference::mpfr_real;
   auto& md = report.markdown();
   md << "## 2. Reference replay of a built-in stream\n\n"
@@ -61,6 +61,7 @@ void report_replay_section(ReportWriter& report) {
   csv << "optimizer,event,tau,tau_effective,sigma,skipped,distance_from_start\n";
   PlotSpec plot{"Reference replay of the built-in stream", "event", "||theta_k - theta_0||_2", false, true, {}};
   std::ostringstream notes;
+  std::size_t runs = 0, zero_gate_skips = 0;
   for (const auto& [name, kind] : reference::kOptimizerNames) {
     OptimizerOptions options;
     options.optimizer = std::string(name);
@@ -93,6 +94,8 @@ void report_replay_section(ReportWriter& report) {
         series.y.push_back(distance.convert_to<double>());
       }
       plot.series.push_back(series);
+      ++runs;
+      zero_gate_skips += result.zero_gate;
       md << "| " << label << " | " << applied << " | " << result.zero_gate << " | "
          << reference::to_decimal(distance, 12) << " | "
          << reference::to_decimal(reference::parse_real<mpfr_real>(result.records.back()["params"][0].get<std::string>(), "p"), 12)
@@ -104,6 +107,9 @@ void report_replay_section(ReportWriter& report) {
   md << "\nThe Nesterov family (η = 0.7) and the Adam family (η = 1e-3) move θ on the different scales their "
      << "default learning rates set. With `skip`, CGAD drops every event at τ ≥ 32; with `apply` those "
      << "events still advance t and decay m and v. Per-event data: `replay.csv`.\n\n![replay](replay.png)\n\n";
+  return "replay: " + std::to_string(kEvents) + " events in " + std::to_string(reference::working_precision_bits()) +
+         "-bit MPFR through " + std::to_string(runs) + " optimizer configurations, " +
+         std::to_string(zero_gate_skips) + " events dropped at sigma = 0 by the skip policy";
 }
 
 }  // namespace cgad::cli

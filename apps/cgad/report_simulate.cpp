@@ -6,11 +6,13 @@
 
 #include "cgad/simulate/sweep_json.hpp"
 
+#include <iomanip>
 #include <sstream>
+#include <string>
 
 namespace cgad::cli {
 
-void report_simulate_section(ReportWriter& report) {
+std::string report_simulate_section(ReportWriter& report) {
   simulate::SweepGrid grid;
   grid.methods = {"cgad", "adam-decay", "nesterov"};
   grid.taus = {0, 4, 16};
@@ -48,6 +50,20 @@ void report_simulate_section(ReportWriter& report) {
     }
   }
   if (!listed.empty()) md << "Seed-to-seed σ against size: " << listed << ".\n\n";
+  // The summary line: each method's mean final loss at the largest τ, smallest size, fp32 state.
+  std::ostringstream line;
+  line << std::setprecision(3) << "simulate: " << sweep.records.size() << " runs, " << diverged
+       << " diverged; mean final loss at tau " << grid.taus.back() << ", size " << grid.sizes.front() << ", fp32 state:";
+  for (const simulate::CellSummary& c : simulate::summarize(grid, sweep.records)) {
+    if (c.key.tau != grid.taus.back() || c.key.size != grid.sizes.front() || c.key.state != fastpath::StateFormat::fp32) continue;
+    line << ' ' << c.key.method << ' ';
+    if (c.mean) {
+      line << *c.mean;
+    } else {
+      line << "(all diverged)";
+    }
+  }
+  return line.str();
 }
 
 }  // namespace cgad::cli

@@ -24,13 +24,14 @@ class ReportWriter {
   std::ostringstream markdown_;
 };
 
-// The sections, in the order they appear. Each writes its own data files and figures.
-void report_gate_section(ReportWriter& report);
-void report_replay_section(ReportWriter& report);
-void report_bound_section(ReportWriter& report);
-void report_bias_sweep_section(ReportWriter& report);
-void report_noise_section(ReportWriter& report);
-void report_simulate_section(ReportWriter& report);
-void report_bench_section(ReportWriter& report);
+// The sections, in the order they appear. Each writes its own data files and figures and returns one line of
+// its headline numbers, which `cgad report` prints as its summary.
+std::string report_gate_section(ReportWriter& report);
+std::string report_replay_section(ReportWriter& report);
+std::string report_bound_section(ReportWriter& report);
+std::string report_bias_sweep_section(ReportWriter& report);
+std::string report_noise_section(ReportWriter& report);
+std::string report_simulate_section(ReportWriter& report);
+std::string report_bench_section(ReportWriter& report);
 
 }  // namespace cgad::cli
