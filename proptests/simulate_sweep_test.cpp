@@ -9,7 +9,9 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <functional>
 #include <limits>
+#include <numeric>
 #include <set>
 #include <tuple>
 
@@ -82,11 +84,14 @@ TEST(SimulateSweepSummary, MeanSigmaAndRiskOverTheFinishedSeeds) {
   EXPECT_EQ(*cells[2].mean, 1.5);
   EXPECT_EQ(*cells[2].stddev, std::sqrt(2.0));  // deviations ±1 exactly, Σ = 2, /1, one rounded sqrt
   EXPECT_EQ(*cells[2].risk, 1.5 + std::sqrt(2.0));
+  // The survivors' statistics must not pass for the method's: the note says how many seeds they leave out.
+  EXPECT_EQ(cell_note(cells[2]), "1 of 3 diverged; statistics over the 2 finished");
 
   EXPECT_EQ(*cells[3].mean, 0.25);
   EXPECT_FALSE(cells[3].stddev);
   EXPECT_FALSE(cells[3].risk);
   EXPECT_NE(cell_note(cells[3]).find("one seed finished: no sigma"), std::string::npos) << cell_note(cells[3]);
+  EXPECT_NE(cell_note(cells[3]).find("2 of 3 diverged"), std::string::npos) << cell_note(cells[3]);
 
   EXPECT_FALSE(cells[4].mean);
   EXPECT_FALSE(cells[4].stddev);
@@ -212,6 +217,10 @@ TEST(SimulateSweepGrid, RefusesBadGridsAndRecordsUnsupportedCombinations) {
   g.methods = {"cgad", "delayed-nesterov"};  // Delayed Nesterov needs fp32 parameters; the base has bf16
   refused(g, "no run with method delayed-nesterov can run: delayed-nesterov runs the reference optimizer in float");
   g = wide_grid();
+  g.seeds.resize(kMaxRuns / 24 + 1);  // 24 cells × 41667 seeds = 1000008 runs
+  std::iota(g.seeds.begin(), g.seeds.end(), std::uint64_t{1});
+  refused(g, "more than 1000000 runs");
+  g = wide_grid();
   g.taus = {0, 1000001};  // the engine allows up to 10^6
   refused(g, "no run with tau 1000001 can run: tau must lie in");
 
@@ -291,10 +300,85 @@ TEST(SimulateSweepJson, GridRoundTripsAndTheFingerprintSeesEveryField) {
   EXPECT_NE(grid_fingerprint(other), grid_fingerprint(grid));
 }
 
+// A record as the engine writes one for a run that finished: every round applied, the curve ending at the
+// final loss, which is below the initial one.
+RunRecord plausible(const SweepGrid& grid, std::size_t index, double loss) {
+  RunRecord r = finished(grid, index, loss);
+  r.result.initial_loss = 2 * loss;
+  r.result.curve = {{0, 2 * loss}, {grid.base.rounds, loss}};
+  r.result.applied = grid.base.rounds;
+  return r;
+}
+
 SweepPart part_of(const SweepGrid& grid, Shard shard) {
   SweepPart part{grid, shard, {}};
-  for (std::size_t index : shard_runs(grid, shard)) part.records.push_back(finished(grid, index, 1.0 + index));
+  for (std::size_t index : shard_runs(grid, shard)) part.records.push_back(plausible(grid, index, 1.0 + index));
   return part;
+}
+
+TEST(SimulateSweepJson, HexfloatTextIsOnlyWhatCgadWrites) {
+  for (const char* text : {"0x1.8p+1", "-0x1p-1074", "0x0p+0", "-0x0p+0", "inf", "-inf", "nan", "-nan"}) {
+    EXPECT_NO_THROW(parse_hexfloat(text, "x")) << text;
+  }
+  EXPECT_EQ(parse_hexfloat("-0x1.8p+1", "x"), -3.0);
+  // Decimals, blanks, spellings strtod takes but "%a" never writes, and hex without its exponent.
+  for (const char* text : {"1.5", " 0x1p+0", "0x1p+0 ", "infinity", "NAN", "0X1P+0", "0x1", "+0x1p+0", "", "0x.8p+1",
+                           "0x1p1"}) {
+    EXPECT_THROW(parse_hexfloat(text, "x"), InputError) << text;
+  }
+}
+
+// Every way a hand-edited record could claim what the engine never produces is refused, naming the part; the
+// part as cgad wrote it (real runs, one of them diverged) is accepted.
+TEST(SimulateSweepJson, PartsRefuseResultsNoRunCouldHave) {
+  SweepGrid grid;
+  grid.methods = {"nesterov"};
+  grid.taus = {0};
+  grid.sizes = {8};
+  grid.states = {StateFormat::fp32};
+  grid.seeds = {1, 2};
+  grid.base.rounds = 30;
+  grid.base.outer.nesterov.lr = 1000;  // diverges within 30 rounds (simulate_cli_test's DivergingRuns)
+  SweepGrid calm = grid;
+  calm.base.outer.nesterov.lr = SweepGrid{}.base.outer.nesterov.lr;
+  const auto real_part = [](const SweepGrid& g) {
+    const auto runs = shard_runs(g, {});
+    return nlohmann::json::parse(part_to_json({g, {}, run_sweep(g, runs, 1)}).dump());
+  };
+  const nlohmann::json wild = real_part(grid), tame = real_part(calm);
+  ASSERT_EQ(wild["runs"][0]["status"], "diverged");
+  ASSERT_EQ(tame["runs"][0]["status"], "finished");
+  EXPECT_NO_THROW(part_from_json(wild, "p.json"));
+  EXPECT_NO_THROW(part_from_json(tame, "p.json"));
+
+  const auto refused = [](const nlohmann::json& base, const std::function<void(nlohmann::json&)>& edit,
+                          const std::string& fragment) {
+    nlohmann::json part = base;
+    edit(part["runs"][0]);
+    try {
+      part_from_json(part, "p.json");
+      ADD_FAILURE() << "accepted " << part["runs"][0].dump() << "; wanted '" << fragment << "'";
+    } catch (const InputError& e) {
+      EXPECT_EQ(std::string(e.what()).rfind("p.json: ", 0), 0u) << e.what();
+      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+    }
+  };
+  for (const char* loss : {"nan", "inf", "0x1p+1000"}) {
+    refused(tame, [&](nlohmann::json& r) { r["final_loss"] = loss; }, "run 0: finished with final_loss");
+  }
+  refused(tame, [](nlohmann::json& r) { r["applied"] = -1; }, "run 0: negative counts");
+  refused(tame, [](nlohmann::json& r) { r["skipped_zero_gate"] = -3; }, "run 0: negative counts");
+  refused(tame, [](nlohmann::json& r) { r["curve"] = nlohmann::json::array(); }, "run 0: empty loss curve");
+  refused(tame, [](nlohmann::json& r) { r["final_loss"] = hexfloat(parse_hexfloat(r["final_loss"], "") / 2); },
+          "run 0: final_loss is not the curve's last loss");
+  refused(tame, [](nlohmann::json& r) { r["applied"] = r["applied"].get<long>() - 1; }, "run 0: applied + skipped_nonfinite + skipped_zero_gate is not the 30 rounds");
+  refused(tame, [](nlohmann::json& r) { r["skipped_nonfinite"] = 1; }, "run 0: applied + skipped_nonfinite + skipped_zero_gate is not the 30 rounds");
+  refused(tame, [](nlohmann::json& r) { r["divergence"] = "loss too high"; }, "run 0: finished but with a divergence");
+  refused(wild, [](nlohmann::json& r) { r["divergence"] = ""; }, "run 0: diverged without a reason");
+  refused(wild, [](nlohmann::json& r) { r["diverged_at"] = 0; }, "run 0: diverged_at 0 is not in [1, 30]");
+  refused(wild, [](nlohmann::json& r) { r["diverged_at"] = 31; }, "run 0: diverged_at 31 is not in [1, 30]");
+  refused(wild, [](nlohmann::json& r) { r["applied"] = r["applied"].get<long>() + 1; }, "rounds it ran");
+  refused(wild, [](nlohmann::json& r) { r["initial_loss"] = "1.0"; }, "not hexfloat text");
 }
 
 TEST(SimulateSweepJson, PartsRefuseEditsAndRecordsOutsideTheirShard) {
@@ -364,6 +448,8 @@ TEST(SimulateSweepRun, RecordsDoNotDependOnTheNumberOfJobs) {
   const auto runs = shard_runs(grid, {});
   const MergedSweep one{grid, run_sweep(grid, runs, 1), {}}, three{grid, run_sweep(grid, runs, 3), {}};
   EXPECT_EQ(sweep_to_json(one).dump(), sweep_to_json(three).dump());
+  // Far more jobs than runs or CPUs is clamped to what there is (sweep.hpp), and changes nothing either.
+  EXPECT_EQ(sweep_to_json({grid, run_sweep(grid, runs, 100000), {}}).dump(), sweep_to_json(one).dump());
   // The records are those of the runs one by one, and the runs did run.
   for (std::size_t i = 0; i < runs.size(); ++i) {
     EXPECT_EQ(record_to_json(one.records[i]).dump(), record_to_json(execute_run(grid, runs[i])).dump());

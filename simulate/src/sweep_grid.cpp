@@ -36,6 +36,15 @@ std::size_t parse_count(std::string_view text, std::string_view whole) {
 }  // namespace
 
 void validate(const SweepGrid& grid) {
+  std::size_t runs = 1;
+  for (const std::size_t length : {grid.methods.size(), grid.taus.size(), grid.sizes.size(), grid.states.size(),
+                                   grid.seeds.size()}) {
+    // Checked before each product, so that it cannot wrap around.
+    if (length != 0 && runs > kMaxRuns / length) {
+      throw InputError("sweep: more than " + std::to_string(kMaxRuns) + " runs (the most a sweep holds)");
+    }
+    runs *= length;
+  }
   require_axis(grid.methods, "method");
   require_axis(grid.taus, "tau");
   require_axis(grid.sizes, "size");

@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cmath>
 #include <map>
+#include <regex>
 
 namespace cgad::simulate {
 namespace {
@@ -42,9 +44,13 @@ std::string hexfloat(double x) {
 double parse_hexfloat(const nlohmann::json& text, const std::string& what) {
   if (!text.is_string()) throw InputError(what + ": expected hexfloat text such as \"0x1.8p+1\"");
   const std::string s = text.get<std::string>();
+  // Only what hexfloat() writes ("%a": a sign, 0x, hex digits, a binary exponent; inf and nan either sign):
+  // strtod alone would also take decimals, leading blanks and "infinity", which no cgad wrote.
+  static const std::regex written("-?(0x[0-9a-f]+(\\.[0-9a-f]*)?p[+-][0-9]+|inf|nan)");
+  if (!std::regex_match(s, written)) throw InputError(what + ": not hexfloat text as cgad writes it: '" + s + "'");
   char* end = nullptr;
   const double value = std::strtod(s.c_str(), &end);
-  if (s.empty() || end != s.c_str() + s.size()) throw InputError(what + ": not a number: '" + s + "'");
+  if (end != s.c_str() + s.size()) throw InputError(what + ": not a number: '" + s + "'");
   return value;
 }
 
@@ -205,6 +211,40 @@ RunRecord record_from_json(const nlohmann::json& j) {
   return r;
 }
 
+// A record's result must be one the engine could have produced for its grid (simulation.cpp): every round run
+// is applied or skipped for one reason; a finished run ran every round and ended at a finite loss within the
+// divergence bound, its last curve point; a diverged run stopped at a round in [1, rounds] and says why.
+// Without this a hand-edited part could put any number into the table.
+namespace {
+void check_result(const RunRecord& r, const SimulationSpec& base) {
+  const SimulationResult& s = r.result;
+  if (s.applied < 0 || s.skipped_nonfinite < 0 || s.skipped_zero_gate < 0) throw InputError("negative counts");
+  if (s.curve.empty()) throw InputError("empty loss curve");
+  const std::int64_t rounds_run = r.status == RunStatus::finished ? base.rounds : s.diverged_at;
+  if (r.status == RunStatus::diverged) {
+    if (s.divergence.empty()) throw InputError("diverged without a reason");
+    if (s.diverged_at < 1 || s.diverged_at > base.rounds) {
+      throw InputError("diverged_at " + std::to_string(s.diverged_at) + " is not in [1, " +
+                       std::to_string(base.rounds) + "]");
+    }
+  } else {
+    if (!std::isfinite(s.initial_loss) || !std::isfinite(s.final_loss) ||
+        !(s.final_loss <= base.divergence_factor * s.initial_loss)) {
+      throw InputError("finished with final_loss " + hexfloat(s.final_loss) + ", not finite or above " +
+                       hexfloat(base.divergence_factor) + " x the initial loss " + hexfloat(s.initial_loss));
+    }
+    if (s.final_loss != s.curve.back().loss) throw InputError("final_loss is not the curve's last loss");
+    if (!s.divergence.empty() || s.diverged_at != -1) throw InputError("finished but with a divergence");
+  }
+  // Each count is checked against rounds_run before they are added, so the sum cannot overflow.
+  if (s.applied > rounds_run || s.skipped_nonfinite > rounds_run || s.skipped_zero_gate > rounds_run ||
+      s.applied + s.skipped_nonfinite != rounds_run - s.skipped_zero_gate) {
+    throw InputError("applied + skipped_nonfinite + skipped_zero_gate is not the " + std::to_string(rounds_run) +
+                     " rounds it ran");
+  }
+}
+}  // namespace
+
 ordered part_to_json(const SweepPart& part) {
   ordered runs = ordered::array();
   for (const RunRecord& r : part.records) runs.push_back(record_to_json(r));
@@ -244,6 +284,13 @@ SweepPart part_from_json(const nlohmann::json& j, const std::string& source) {
       if (r.key.method != expected.method || r.key.tau != expected.tau || r.key.size != expected.size ||
           r.key.state != expected.state || r.key.seed != expected.seed) {
         throw InputError(where + ": its coordinates differ from the grid's run of that index");
+      }
+      if (r.status != RunStatus::unsupported) {
+        try {
+          check_result(r, part.grid.base);
+        } catch (const InputError& e) {
+          throw InputError(where + ": " + e.what() + ": no cgad writes that");
+        }
       }
       if (!part.records.empty() && r.index <= part.records.back().index) {
         throw InputError(where + ": runs out of order or repeated");

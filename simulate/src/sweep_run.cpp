@@ -7,24 +7,38 @@
 #include <atomic>
 #include <exception>
 #include <mutex>
+#include <system_error>
 #include <thread>
 
+#include <sched.h>
+
 namespace cgad::simulate {
+namespace {
+
+// The CPUs this process may run on. hardware_concurrency counts the machine's, which under Slurm or taskset
+// can be many more than the job was given.
+unsigned usable_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return static_cast<unsigned>(CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+}  // namespace
 
 RunRecord execute_run(const SweepGrid& grid, std::size_t index,
                       const std::function<void(std::int64_t, std::int64_t)>& progress) {
   RunRecord record;
   record.index = index;
   record.key = run_key(grid, index);
-  const SimulationSpec spec = run_spec(grid, record.key);
   try {
-    validate(spec);
+    // run_simulation validates the spec before it runs anything, so its refusal is the engine's.
+    record.result = run_simulation(run_spec(grid, record.key), progress);
   } catch (const reference::InputError& e) {
     record.status = RunStatus::unsupported;
     record.unsupported_reason = e.what();
     return record;
   }
-  record.result = run_simulation(spec, progress);
   record.status = record.result.diverged ? RunStatus::diverged : RunStatus::finished;
   return record;
 }
@@ -33,7 +47,8 @@ std::vector<RunRecord> run_sweep(const SweepGrid& grid, std::span<const std::siz
                                  const std::function<void(long, long)>& progress) {
   std::vector<RunRecord> records(indices.size());
   if (indices.empty()) return records;
-  if (jobs == 0) jobs = std::max(1u, std::thread::hardware_concurrency());
+  const unsigned cpus = usable_cpus();
+  if (jobs == 0 || jobs > cpus) jobs = cpus;
   jobs = static_cast<unsigned>(std::min<std::size_t>(jobs, indices.size()));
 
   // Progress in outer rounds: every run counts its full length, and the rounds a run does not reach (it
@@ -70,10 +85,19 @@ std::vector<RunRecord> run_sweep(const SweepGrid& grid, std::span<const std::siz
       report(rounds - reported);
     }
   };
-  std::vector<std::thread> threads;
-  for (unsigned t = 1; t < jobs; ++t) threads.emplace_back(work);
-  work();
-  for (auto& thread : threads) thread.join();
+  {
+    // jthreads join when destroyed, so no exit from this block leaves a joinable thread behind (std::terminate).
+    std::vector<std::jthread> threads;
+    threads.reserve(jobs);
+    for (unsigned t = 1; t < jobs; ++t) {
+      try {
+        threads.emplace_back(work);
+      } catch (const std::system_error&) {
+        break;  // no more threads to be had (memory, process limits): the ones running and this one share the work
+      }
+    }
+    work();
+  }
   for (const auto& failure : failures) {
     if (failure) std::rethrow_exception(failure);
   }

@@ -58,6 +58,12 @@ std::string cell_note(const CellSummary& cell) {
   }
   if (cell.unsupported > 0) add("unsupported: " + cell.unsupported_reason);
   if (cell.diverged > 0 && cell.finished == 0) add("all " + std::to_string(cell.diverged) + " diverged");
+  if (cell.diverged > 0 && cell.finished > 0) {
+    // The statistics leave the diverged seeds out, so they describe the survivors: a lower risk than a single
+    // shot of the method really carries. The reader must see that next to them.
+    add(std::to_string(cell.diverged) + " of " + std::to_string(cell.diverged + cell.finished) +
+        " diverged; statistics over the " + std::to_string(cell.finished) + " finished");
+  }
   if (cell.finished == 1) add("one seed finished: no sigma");
   return note;
 }

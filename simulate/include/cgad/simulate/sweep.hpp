@@ -31,7 +31,11 @@ struct SweepGrid {
   std::vector<std::uint64_t> seeds;  // each run's SimulationSpec::seed; the problem seed stays base's
 };
 
-// Refuses (InputError, one line) an empty axis, a repeated value on an axis (it would make two runs one),
+// The most runs one sweep may hold: a million runs is days of CPU time at the smallest sizes, and past it a
+// mistyped --seeds would only fail later, allocating the records.
+inline constexpr std::size_t kMaxRuns = 1'000'000;
+
+// Refuses (InputError, one line) more than kMaxRuns runs, an empty axis, a repeated value on an axis (it would make two runs one),
 // an unknown method, τ < 0 or size 0, a grid none of whose runs the engine accepts (a base spec bad for every
 // method), and a value on an axis none of whose runs the engine accepts (τ past its limit, Delayed Nesterov with
 // bf16 parameters), each with the engine's own reason. Combinations the engine refuses while their values run
@@ -76,8 +80,10 @@ struct RunRecord {
 RunRecord execute_run(const SweepGrid& grid, std::size_t index,
                       const std::function<void(std::int64_t, std::int64_t)>& progress = {});
 
-// Runs `indices` on `jobs` threads (0: one per core), each run on one thread, and returns their records in the
-// order of `indices`: the records do not depend on `jobs`. `progress(done, total)` counts outer rounds over all
+// Runs `indices` on `jobs` threads, each run on one thread, and returns their records in the order of
+// `indices`: the records do not depend on `jobs`. `jobs` is clamped to the run count and to the CPUs this
+// process may use (sched_getaffinity: under Slurm or taskset fewer than the machine has), 0 meaning all of those;
+// more threads than CPUs would only compete. A thread that cannot be started leaves its share to the others. `progress(done, total)` counts outer rounds over all
 // runs and is called from one thread at a time.
 std::vector<RunRecord> run_sweep(const SweepGrid& grid, std::span<const std::size_t> indices, unsigned jobs,
                                  const std::function<void(long, long)>& progress = {});
@@ -101,7 +107,8 @@ struct CellSummary {
 std::vector<CellSummary> summarize(const SweepGrid& grid, std::span<const RunRecord> records);
 
 // What a reader must know about a cell beyond its numbers, or "" when nothing: unsupported (with the reason),
-// all diverged, one seed left so no σ, records missing.
+// all diverged, some diverged ("2 of 5 diverged; statistics over the 3 finished": the survivors' mean and risk
+// flatter the method), one seed left so no σ, records missing.
 std::string cell_note(const CellSummary& cell);
 
 }  // namespace cgad::simulate
