@@ -115,6 +115,61 @@ TEST_F(SimulateCli, BadInputIsOneLineAndExitTwo) {
   EXPECT_FALSE(fs::exists(dir_ / "p.json"));
 }
 
+TEST_F(SimulateCli, EmptyNumbersDirectoriesAndHugeSweepsAreRefused) {
+  // CLI11 would read an empty number as 0.
+  for (const char* flag : {"--seed", "--tau", "--size", "--problem-seed", "--rounds", "--jobs"}) {
+    expect_refused(cgad("simulate " + std::string(flag) + " ''"), "empty value");
+  }
+  fs::create_directories(dir_ / "adir");
+  expect_refused(cgad("simulate " + kTiny + " --out adir"), "--out: 'adir' is a directory");
+  expect_refused(cgad("merge adir"), "'adir' is not a regular file");
+  expect_refused(cgad("simulate --seeds 10000000000"), "--seeds must be <= 1000000");
+  expect_refused(cgad("simulate --tau 0,1,2,3,4,5,6,7,8,9 --seeds 100000"), "more than 1000000 runs");
+}
+
+TEST_F(SimulateCli, HyperparametersOfMethodsNotSweptAreRefused) {
+  // Each flag is read by some methods only; with none of them swept it would change nothing.
+  expect_refused(cgad("simulate --optimizer cgad --momentum 0.5"), "--momentum applies to nesterov,delayed-nesterov,sdm");
+  for (const char* flag : {"--beta1 0.8", "--beta2 0.99", "--eps 1e-6", "--weight-decay 0.1"}) {
+    expect_refused(cgad("simulate --optimizer nesterov,sdm " + std::string(flag)), "applies to cgad,pa-cgad,adam-decay,adam");
+  }
+  expect_refused(cgad("simulate --optimizer adam,nesterov --alpha 0.3"), "--alpha applies to cgad,pa-cgad,adam-decay");
+  expect_refused(cgad("simulate --optimizer adam-decay --tau-cut 8"), "--tau-cut applies to cgad,pa-cgad");
+  expect_refused(cgad("simulate --optimizer adam-decay --on-zero-gate skip"), "--on-zero-gate applies to cgad,pa-cgad");
+  expect_refused(cgad("simulate --optimizer cgad --buffer 2"), "--buffer applies to delayed-nesterov");
+  // With one method that reads it in the sweep, the flag is taken.
+  ok("simulate --optimizer cgad,nesterov --momentum 0.5 --tau-cut 8 --tau 0 --size 8 --state fp32 --rounds 5 --seeds 1");
+}
+
+TEST_F(SimulateCli, HandEditedPartsAreRefused) {
+  ok("simulate " + kTiny + " --shard 0/2 --out part0.json");
+  ok("simulate " + kTiny + " --shard 1/2 --out part1.json");
+  auto part = nlohmann::json::parse(slurp(dir_ / "part1.json"));
+  part["runs"][0]["final_loss"] = "0x1p+1000";  // a "finished" run far past the divergence bound
+  write("edited.json", part.dump());
+  expect_refused(cgad("merge part0.json edited.json"), "edited.json: run 1: finished with final_loss 0x1p+1000");
+  part["runs"][0]["final_loss"] = "0.5";
+  write("edited.json", part.dump());
+  expect_refused(cgad("merge part0.json edited.json"), "not hexfloat text as cgad writes it: '0.5'");
+}
+
+TEST_F(SimulateCli, PartlyDivergedCellsSaySo) {
+  // Nesterov at outer lr 30 ends within a few × its initial loss on this NQM, so a divergence bound of 3 × the
+  // initial loss splits the seeds; the split is checked, then the note must state it in every format.
+  const std::string sweep = "simulate --optimizer nesterov --lr 30 --diverge-factor 3 --tau 0 --size 8 --state fp32 "
+                            "--rounds 30 --seeds 6";
+  const auto cell = nlohmann::json::parse(ok(sweep + " --json").out)["cells"][0];
+  const int diverged = cell["diverged"], finished = cell["finished"];
+  ASSERT_TRUE(diverged > 0 && finished > 0) << "no mixed cell: " << cell.dump();
+  const std::string note = std::to_string(diverged) + " of 6 diverged; statistics over the " +
+                           std::to_string(finished) + " finished";
+  EXPECT_EQ(cell["note"], note);
+  EXPECT_FALSE(cell["single_shot_risk"].is_null());
+  const Outcome table = ok(sweep), csv = ok(sweep + " --csv");
+  EXPECT_NE(table.out.find(note), std::string::npos) << table.out;
+  EXPECT_NE(csv.out.find("\"" + note + "\""), std::string::npos) << csv.out;
+}
+
 TEST_F(SimulateCli, PlotWritesPngFigures) {
   fs::create_directories(dir_ / "figs");
   ok("simulate --optimizer cgad,adam-decay --tau 0,2 --size 8,16 --state fp32 --rounds 20 --seeds 2 --plot figs");

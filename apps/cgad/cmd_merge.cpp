@@ -7,6 +7,7 @@
 #include "cgad/reference/errors.hpp"
 #include "cgad/simulate/sweep_json.hpp"
 
+#include <filesystem>
 #include <fstream>
 #include <memory>
 
@@ -22,6 +23,10 @@ struct MergeOptions {
 };
 
 simulate::SweepPart read_part(const std::string& path) {
+  // A directory opens as a stream on Linux and fails only on reading; a FIFO could block. Parts are files.
+  if (std::filesystem::exists(path) && !std::filesystem::is_regular_file(path)) {
+    throw InputError("merge: '" + path + "' is not a regular file");
+  }
   std::ifstream in(path);
   if (!in) throw InputError("merge: cannot read '" + path + "'");
   nlohmann::json json;

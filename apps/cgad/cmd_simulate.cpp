@@ -48,13 +48,46 @@ struct SimulateOptions {
   std::string shard;
   std::string out;
   OptimizerOptions optimizer;  // the outer hyperparameters; its single --optimizer is replaced by the list above
-  CLI::Option* fragments_flag = nullptr;
-  CLI::Option* buffer_flag = nullptr;
+  CLI::App* command = nullptr;  // to ask which method-specific flags were given (refuse_unread_flags)
   SweepOutputOptions output;
 };
 
-bool has_method(const SimulateOptions& o, const std::string& name) {
-  return std::find(o.methods.begin(), o.methods.end(), name) != o.methods.end();
+// Each outer hyperparameter flag that not every method reads, with the methods that read it (--lr is read by
+// all). Given while none of them is swept it would change nothing, so it is refused rather than ignored.
+struct MethodSpecificFlag {
+  const char* flag;
+  std::vector<std::string> methods;
+};
+const std::vector<MethodSpecificFlag>& method_specific_flags() {
+  static const std::vector<std::string> adam{"cgad", "pa-cgad", "adam-decay", "adam"};
+  static const std::vector<std::string> nesterov{"nesterov", "delayed-nesterov", "sdm"};
+  static const std::vector<MethodSpecificFlag> flags{
+      {"--fragments", {"pa-cgad"}},           {"--buffer", {"delayed-nesterov"}},
+      {"--momentum", nesterov},               {"--beta1", adam},
+      {"--beta2", adam},                      {"--eps", adam},
+      {"--weight-decay", adam},               {"--alpha", {"cgad", "pa-cgad", "adam-decay"}},  // gated by α
+      {"--tau-cut", {"cgad", "pa-cgad"}},     {"--on-zero-gate", {"cgad", "pa-cgad"}},  // cosine gate: σ can be 0
+  };
+  return flags;
+}
+
+std::string comma_list(const std::vector<std::string>& names) {
+  std::string text;
+  for (const auto& name : names) text += (text.empty() ? "" : ",") + name;
+  return text;
+}
+
+void refuse_unread_flags(const SimulateOptions& o) {
+  for (const MethodSpecificFlag& f : method_specific_flags()) {
+    if (o.command->get_option(f.flag)->count() == 0) continue;
+    const bool read = std::any_of(f.methods.begin(), f.methods.end(), [&](const std::string& m) {
+      return std::find(o.methods.begin(), o.methods.end(), m) != o.methods.end();
+    });
+    if (!read) {
+      throw InputError(std::string(f.flag) + " applies to " + comma_list(f.methods) +
+                       ", none of which is in --optimizer");
+    }
+  }
 }
 
 simulate::SweepGrid make_grid(const SimulateOptions& o) {
@@ -72,13 +105,7 @@ simulate::SweepGrid make_grid(const SimulateOptions& o) {
   b.delays = theory::parse_delay_kind(o.delays);
   if (o.diverge_factor) b.divergence_factor = reference::parse_real<double>(*o.diverge_factor, "diverge-factor");
   b.log_every = o.log_every;
-  // Flags that only one method reads are refused when that method is not swept, rather than ignored.
-  if (o.fragments_flag->count() > 0 && !has_method(o, "pa-cgad")) {
-    throw InputError("--fragments applies to pa-cgad, which is not in --optimizer");
-  }
-  if (o.buffer_flag->count() > 0 && !has_method(o, "delayed-nesterov")) {
-    throw InputError("--buffer applies to delayed-nesterov, which is not in --optimizer");
-  }
+  refuse_unread_flags(o);
   OptimizerOptions hyper = o.optimizer;
   hyper.optimizer = "cgad";  // a placeholder: the method axis sets each run's optimizer (sweep.hpp)
   b.outer = fastpath_step_config(hyper);
@@ -97,6 +124,9 @@ simulate::SweepGrid make_grid(const SimulateOptions& o) {
   for (const auto& state : o.states) grid.states.push_back(fastpath::parse_state_format(state));
   if (o.seeds.empty()) {
     if (o.seed_count == 0) throw InputError("--seeds must be >= 1");
+    if (o.seed_count > simulate::kMaxRuns) {
+      throw InputError("--seeds must be <= " + std::to_string(simulate::kMaxRuns) + " (the most runs a sweep holds)");
+    }
     grid.seeds.resize(o.seed_count);
     std::iota(grid.seeds.begin(), grid.seeds.end(), std::uint64_t{1});
   } else {
@@ -119,6 +149,7 @@ void run_simulate(const SimulateOptions& o) {
     // Refused before the runs rather than after them.
     const std::filesystem::path dir = std::filesystem::path(o.out).parent_path();
     if (!dir.empty() && !std::filesystem::is_directory(dir)) throw InputError("--out: no such directory: " + dir.string());
+    if (std::filesystem::is_directory(o.out)) throw InputError("--out: '" + o.out + "' is a directory, not a file");
   }
   const simulate::SweepGrid grid = make_grid(o);
   const simulate::Shard shard = sharded ? simulate::parse_shard(o.shard) : simulate::Shard{};
@@ -164,8 +195,7 @@ void add_simulate_command(CLI::App& app) {
   lr_help << "outer learning rate of every swept method (default " << simulate::default_outer_config().adam.lr
           << " Adam family, " << simulate::default_outer_config().nesterov.lr << " Nesterov family)";
   command->get_option("--lr")->description(lr_help.str());
-  o->fragments_flag = command->get_option("--fragments");
-  o->buffer_flag = command->get_option("--buffer");
+  o->command = command;
   command->add_option("--tau", o->taus, "staleness tau (with --delays other than constant: tau_max), comma list")
       ->delimiter(',')
       ->capture_default_str();
@@ -190,11 +220,21 @@ void add_simulate_command(CLI::App& app) {
   command->add_option("--rounding", o->rounding, "nearest or stochastic")->capture_default_str();
   command->add_option("--diverge-factor", o->diverge_factor, "diverged: loss above this x the initial loss (default 1000)");
   command->add_option("--log-every", o->log_every, "rounds between recorded losses")->capture_default_str();
-  command->add_option("--jobs", o->jobs, "runs at once (0: one per core); results do not depend on it")
+  command->add_option("--jobs", o->jobs,
+                      "runs at once, at most the usable cores (CPU affinity) and the run count (0: that many); "
+                      "results do not depend on it")
       ->capture_default_str();
   command->add_option("--shard", o->shard, "run only slice I of N (runs whose index % N == I); needs --out");
   command->add_option("--out", o->out, "write this run's records as a part file for cgad merge");
   add_sweep_output_options(*command, o->output);
+  // CLI11 reads "" as 0 for a number: an empty value is refused instead of running with 0.
+  const CLI::Validator not_empty(
+      [](std::string& value) { return value.empty() ? std::string("empty value, expected a number") : std::string(); },
+      "NOT_EMPTY");
+  for (const char* name : {"--tau", "--size", "--seeds", "--seed", "--problem-seed", "--workers", "--rounds",
+                           "--inner-steps", "--log-every", "--jobs", "--tau-cut", "--buffer", "--fragments"}) {
+    command->get_option(name)->check(not_empty);
+  }
   command->callback([o] { run_simulate(*o); });
 }
 

@@ -136,15 +136,20 @@ std::vector<std::string> plot_sweep(const MergedSweep& sweep, const std::filesys
   for (const auto state : grid.states) {
     const std::string state_name(fastpath::to_string(state));
     for (const std::size_t size : grid.sizes) {
-      PlotSpec spec{"Final loss over seeds: mean (points) and mean + sigma (single-shot risk), state " + state_name +
+      PlotSpec spec{"Final loss over the finished seeds: mean (points) and mean + sigma (single-shot risk), state " + state_name +
                         ", size " + std::to_string(size),
                     tau_label(grid), "final loss", false, false, {}};
       for (std::size_t m = 0; m < grid.methods.size(); ++m) {
         const std::string& method = grid.methods[m];
         const int color = static_cast<int>(m);
         PlotSeries mean{method + " mean", {}, {}, true, color}, risk{method + " mean+sigma", {}, {}, false, color, true};
+        std::string survivors;  // the cells whose statistics leave diverged seeds out: the legend says so
         for (const CellSummary& c : cells) {
           if (c.key.method != method || c.key.state != state || c.key.size != size) continue;
+          if (c.diverged > 0 && c.finished > 0) {
+            survivors += (survivors.empty() ? "" : ", ") + tau_label(grid) + " " + std::to_string(c.key.tau) + ": " +
+                         std::to_string(c.diverged) + " of " + std::to_string(c.diverged + c.finished) + " diverged";
+          }
           if (c.mean) {
             mean.x.push_back(static_cast<double>(c.key.tau));
             mean.y.push_back(*c.mean);
@@ -154,6 +159,7 @@ std::vector<std::string> plot_sweep(const MergedSweep& sweep, const std::filesys
             risk.y.push_back(*c.risk);
           }
         }
+        if (!survivors.empty()) mean.title += " of finished seeds (" + survivors + ")";
         if (!mean.x.empty()) spec.series.push_back(std::move(mean));
         if (!risk.x.empty()) spec.series.push_back(std::move(risk));
       }
@@ -164,7 +170,7 @@ std::vector<std::string> plot_sweep(const MergedSweep& sweep, const std::filesys
       const auto [smallest, largest] = std::minmax_element(grid.sizes.begin(), grid.sizes.end());
       PlotSpec spec{"Seed-to-seed sigma of the final loss against size, state " + state_name + ", " +
                         tau_label(grid) + " " + std::to_string(tau),
-                    "size", "sigma of the final loss (n-1)", *largest >= 8 * *smallest, false, {}};
+                    "size", "sigma of the final loss over the finished seeds (n-1)", *largest >= 8 * *smallest, false, {}};
       for (std::size_t m = 0; m < grid.methods.size(); ++m) {
         const std::string& method = grid.methods[m];
         PlotSeries sigma{method, {}, {}, true, static_cast<int>(m)};
