@@ -14,6 +14,15 @@
 #include <numeric>
 #include <set>
 #include <tuple>
+#include <fstream>
+#include <future>
+#include <system_error>
+#include <thread>
+
+#include <sched.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 namespace {
 
@@ -456,6 +465,59 @@ TEST(SimulateSweepRun, RecordsDoNotDependOnTheNumberOfJobs) {
     EXPECT_EQ(one.records[i].status, RunStatus::finished);
     EXPECT_FALSE(one.records[i].result.curve.empty());
   }
+}
+
+// A thread that cannot be started (address space exhausted: each needs its stack mapped) must neither abort the
+// process (std::terminate from a joinable thread destroyed) nor lose runs: the running threads do its share.
+// Run in a child process whose address space is capped just above what it already maps.
+TEST(SimulateSweepRun, AThreadThatCannotStartLeavesItsShareToTheOthers) {
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  if (sched_getaffinity(0, sizeof cpus, &cpus) != 0 || CPU_COUNT(&cpus) < 2) {
+    GTEST_SKIP() << "one usable CPU: run_sweep starts no thread to fail";
+  }
+  SweepGrid grid;
+  grid.methods = {"cgad"};
+  grid.taus = {0, 2};
+  grid.sizes = {8};
+  grid.states = {StateFormat::fp32};
+  grid.seeds = {1, 2, 3};
+  grid.base.rounds = 20;
+  const auto runs = shard_runs(grid, {});
+  const std::string expected = sweep_to_json({grid, run_sweep(grid, runs, 1), {}}).dump();
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // glibc keeps the stacks of finished threads for reuse, so the cap alone stops nothing while some are
+    // cached: parked threads take them (and whatever room is left) first, and hold them during the sweep.
+    std::promise<void> release;
+    const std::shared_future<void> go = release.get_future().share();
+    std::vector<std::thread> parked;
+    parked.reserve(256);
+    long pages = 0;
+    std::ifstream("/proc/self/statm") >> pages;
+    const rlim_t mapped = static_cast<rlim_t>(pages) * static_cast<rlim_t>(sysconf(_SC_PAGESIZE));
+    const rlimit cap{mapped + (4u << 20), mapped + (4u << 20)};  // 4 MiB: the runs' heap, not a thread stack
+    if (setrlimit(RLIMIT_AS, &cap) != 0) _exit(4);
+    try {
+      while (parked.size() < parked.capacity()) parked.emplace_back([go] { go.wait(); });
+    } catch (const std::system_error&) {
+    }
+    if (parked.size() == parked.capacity()) _exit(3);  // the cap did not stop threads: nothing to test
+    int code = 2;
+    try {
+      code = sweep_to_json({grid, run_sweep(grid, runs, 2), {}}).dump() == expected ? 0 : 1;
+    } catch (...) {
+    }
+    release.set_value();
+    for (auto& thread : parked) thread.join();
+    _exit(code);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status);
+  if (WEXITSTATUS(status) == 3 || WEXITSTATUS(status) == 4) GTEST_SKIP() << "could not cap threads by address space";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: records differ, 2: run_sweep threw";
 }
 
 }  // namespace
