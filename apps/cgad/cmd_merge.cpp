@@ -24,7 +24,9 @@ struct MergeOptions {
 
 simulate::SweepPart read_part(const std::string& path) {
   // A directory opens as a stream on Linux and fails only on reading; a FIFO could block. Parts are files.
-  if (std::filesystem::exists(path) && !std::filesystem::is_regular_file(path)) {
+  std::error_code ignored;  // a path that cannot be examined is left to the open below to report
+  const std::filesystem::file_status status = std::filesystem::status(path, ignored);
+  if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status)) {
     throw InputError("merge: '" + path + "' is not a regular file");
   }
   std::ifstream in(path);
