@@ -3,6 +3,7 @@
 #include "cgad/fastpath/bf16.hpp"
 #include "cgad/reference/errors.hpp"
 #include "cgad/reference/fragments.hpp"
+#include "cgad/reference/optimizers.hpp"
 #include "cgad/simulate/mlp.hpp"
 #include "cgad/simulate/objectives.hpp"
 #include "cgad/simulate/simulation.hpp"
@@ -94,7 +95,7 @@ TEST(SimulateEngine, MlpBackpropMatchesCentralDifferencesInDouble) {
   for (double& t : targets) t = stream.next();
   std::vector<double> grad(params.size()), hidden;
   simulate::mlp_loss<double>(shape, params, inputs, targets, grad, hidden);
-  // Central difference with h = 2^-17: truncation error h²/6·|∂³L| ≈ 1.2e-11·|∂³L|, rounding error about
+  // Central difference with h = 2^-17: truncation error h²/6·|∂³L| ≈ 9.7e-12·|∂³L|, rounding error about
   // ε·|L|/h ≈ 2.9e-11·|L| (|L| = O(1) here). 1e-8·(1 + |g|) leaves a factor of ~100 for |∂³L| up to 10,
   // while a wrong term (a missing tanh', a misplaced index) is off by O(|g|) ~ 1e-1.
   const double h = 0x1p-17;
@@ -167,9 +168,10 @@ TEST(SimulateEngine, OneWorkerWithoutStalenessAndAPlainServerFollowsTheWorker) {
   const auto objective = simulate::make_objective(spec);
   simulate::Worker worker(spec.inner, spec.size, spec.seed, 0);
   std::vector<float> theta = objective->initial_point(spec.seed);
+  std::vector<float> grad(spec.size);
   for (std::int64_t r = 1; r <= 5; ++r) {
     std::vector<float> local = theta;
-    worker.run(*objective, local);
+    EXPECT_EQ(worker.run(*objective, local, grad), 0);
     spec.rounds = r;
     const std::vector<float> next = simulate::run_simulation(spec).final_params;
     ASSERT_EQ(next.size(), local.size());
@@ -186,6 +188,75 @@ TEST(SimulateEngine, OneWorkerWithoutStalenessAndAPlainServerFollowsTheWorker) {
   }
 }
 
+// The inner AdamW is the reference's Adam in float: H worker steps equal H steps of
+// reference::make_optimizer<float>(adam) on the same gradients, bit for bit, with weight decay and bias
+// correction (the first steps, where 1 − β^t is far from 1) both in play.
+TEST(SimulateEngine, InnerAdamWIsTheReferenceAdamInFloat) {
+  SimulationSpec spec;
+  spec.objective = simulate::ObjectiveKind::teacher_student;
+  spec.size = 6;
+  spec.inner.steps = 5;
+  spec.inner.lr = 0.05f;
+  spec.inner.weight_decay = 0.3f;
+  const auto objective = simulate::make_objective(spec);
+  const auto direct_objective = simulate::make_objective(spec);
+  const std::size_t n = objective->parameters();
+  simulate::Worker worker(spec.inner, n, spec.seed, 2);
+  simulate::NormalStream stream(spec.seed, simulate::StreamPurpose::worker, 2);  // the worker's stream
+  reference::OptimizerConfig<float> config;
+  config.kind = reference::OptimizerKind::adam;
+  config.adam = {spec.inner.lr, spec.inner.beta1, spec.inner.beta2, spec.inner.eps, spec.inner.weight_decay};
+  const auto adam = reference::make_optimizer<float>(config, n);
+  std::vector<float> x = objective->initial_point(spec.seed), direct = x, grad(n), direct_grad(n);
+  for (int job = 0; job < 2; ++job) {  // two jobs: the state (m, v, t) carries over
+    EXPECT_EQ(worker.run(*objective, x, grad), 0);
+    for (std::int64_t step = 0; step < spec.inner.steps; ++step) {
+      direct_objective->gradient(direct, stream, direct_grad);
+      ASSERT_TRUE(adam->apply(direct, reference::Event<float>{direct_grad, 0, 0}).applied);
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      EXPECT_EQ(std::bit_cast<std::uint32_t>(x[i]), std::bit_cast<std::uint32_t>(direct[i]))
+          << "job " << job << " element " << i << std::hexfloat << ": " << x[i] << " vs " << direct[i];
+    }
+  }
+  // The weight decay acts: without it the same steps end elsewhere.
+  simulate::InnerConfig no_decay = spec.inner;
+  no_decay.weight_decay = 0;
+  simulate::Worker undecayed(no_decay, n, spec.seed, 2);
+  std::vector<float> y = objective->initial_point(spec.seed);
+  undecayed.run(*objective, y, grad);
+  undecayed.run(*objective, y, grad);
+  EXPECT_NE(y, x);
+}
+
+// An inner AdamW step on a non-finite gradient is skipped, counted, and leaves x alone: at x = +Inf the NQM
+// gradient λ·(x − c) is +Inf.
+TEST(SimulateEngine, SkippedInnerStepsAreCounted) {
+  SimulationSpec spec;
+  spec.size = 4;
+  spec.inner.steps = 3;
+  const auto objective = simulate::make_objective(spec);
+  simulate::Worker worker(spec.inner, spec.size, spec.seed, 0);
+  std::vector<float> x(spec.size, std::numeric_limits<float>::infinity()), grad(spec.size);
+  const std::vector<float> start = x;
+  EXPECT_EQ(worker.run(*objective, x, grad), 3);
+  EXPECT_EQ(x, start);
+
+  // In a run: with inner lr 3e38 and weight decay 1 the first step subtracts lr·(m̂/(sqrt(v̂) + ε) + x_i),
+  // |m̂/sqrt(v̂)| ≈ 1 at t = 1, which overflows wherever |that| > 1.13, leaving an Inf in x; every later step of
+  // the job sees an Inf gradient. The first step of every job does apply (x starts at the server's finite θ,
+  // which no Δ with an Inf ever moves), so at most H − 1 steps a job are skipped. The default run skips none.
+  spec = SimulationSpec{};
+  spec.rounds = 4;
+  EXPECT_EQ(simulate::run_simulation(spec).inner_steps_skipped, 0);
+  spec.inner.lr = 3e38f;
+  spec.inner.weight_decay = 1;
+  const SimulationResult result = simulate::run_simulation(spec);
+  EXPECT_GT(result.inner_steps_skipped, 0);
+  EXPECT_LE(result.inner_steps_skipped, spec.rounds * (spec.inner.steps - 1));
+  EXPECT_EQ(result.skipped_nonfinite, spec.rounds);
+}
+
 TEST(SimulateEngine, AStaleWorkerStartsFromTheTauOldSnapshot) {
   constexpr long kTau = 2;
   SimulationSpec spec = plain_server_spec();
@@ -196,8 +267,8 @@ TEST(SimulateEngine, AStaleWorkerStartsFromTheTauOldSnapshot) {
   const auto objective = simulate::make_objective(spec);
   const auto worker_from = [&](const std::vector<float>& start) {
     simulate::Worker worker(spec.inner, spec.size, spec.seed, 0);  // SGD keeps no state
-    std::vector<float> local = start;
-    worker.run(*objective, local);
+    std::vector<float> local = start, grad(start.size());
+    worker.run(*objective, local, grad);
     return local;
   };
   // θ_r for r = 0..6 from runs of r rounds.
@@ -373,6 +444,67 @@ TEST(SimulateEngine, DivergenceIsReportedNotThrown) {
   EXPECT_EQ(result.divergence, "non-finite loss");
 }
 
+// How often the curve is logged must not decide which runs diverge. The spec is the reviewer's (teacher-student,
+// Nesterov lr 0.4, τ = 0, width 16, fp32 state, factor 3), whose seeds diverge mid-run: with the checks tied
+// to the logged rounds, log-every 1, 10 and 200 finished 3, 4 and 5 of seeds 1–5.
+TEST(SimulateEngine, LogEveryDoesNotChangeTheOutcome) {
+  SimulationSpec spec;
+  spec.objective = simulate::ObjectiveKind::teacher_student;
+  spec.outer.optimizer = reference::OptimizerKind::nesterov;
+  spec.outer.nesterov.lr = 0.4f;
+  spec.outer.state = fastpath::StateFormat::fp32;
+  spec.size = 16;
+  spec.rounds = 200;
+  spec.divergence_factor = 3;
+  int diverged = 0;
+  for (std::uint64_t seed = 1; seed <= 5; ++seed) {
+    spec.seed = seed;
+    spec.log_every = 1;
+    const SimulationResult every_round = simulate::run_simulation(spec);
+    for (std::int64_t log_every : {7, 200}) {
+      spec.log_every = log_every;
+      const SimulationResult other = simulate::run_simulation(spec);
+      EXPECT_EQ(other.diverged, every_round.diverged) << "seed " << seed << " log-every " << log_every;
+      EXPECT_EQ(other.diverged_at, every_round.diverged_at) << "seed " << seed << " log-every " << log_every;
+      EXPECT_EQ(std::bit_cast<std::uint64_t>(other.final_loss), std::bit_cast<std::uint64_t>(every_round.final_loss))
+          << "seed " << seed << " log-every " << log_every << std::hexfloat << ": " << other.final_loss << " vs "
+          << every_round.final_loss;
+      EXPECT_EQ(other.curve.back().round, other.diverged ? other.diverged_at : spec.rounds);
+    }
+    if (every_round.diverged) {
+      ++diverged;
+      EXPECT_TRUE(every_round.diverged_at % simulate::kDivergenceCheckEvery == 0 || every_round.diverged_at == spec.rounds)
+          << every_round.diverged_at;
+      EXPECT_LT(every_round.diverged_at, spec.rounds);  // mid-run: the property is not that of the last round
+    }
+  }
+  EXPECT_GT(diverged, 0);  // else the comparison above says nothing
+  EXPECT_LT(diverged, 5);
+}
+
+// PA-CGAD with P = 4 and τ = 0: fragment f is first synced at round f, with age f, then every 4 rounds, with
+// age 4 (the age counts the rounds since its last sync). Over 200 rounds the gate saw ages
+// 0, 1, 2, 3 and then 196 × 4.
+TEST(SimulateEngine, PaCgadsRealizedStalenessIsTheFragmentAge) {
+  SimulationSpec spec;
+  spec.outer.optimizer = reference::OptimizerKind::pa_cgad;
+  spec.outer.fragments = 4;
+  spec.tau = 0;
+  spec.rounds = 200;
+  const SimulationResult result = simulate::run_simulation(spec);
+  ASSERT_EQ(result.applied, spec.rounds);  // a skipped event would not reset its fragment's age
+  EXPECT_EQ(result.mean_tau, 0.0);
+  EXPECT_EQ(result.mean_tau_effective, (0 + 1 + 2 + 3 + 196 * 4) / 200.0);
+  // Any other optimizer's gate sees τ itself.
+  spec.outer.optimizer = reference::OptimizerKind::cgad;
+  spec.outer.fragments = 1;
+  spec.delays = theory::DelayKind::uniform;
+  spec.tau = 5;
+  const SimulationResult cgad = simulate::run_simulation(spec);
+  EXPECT_GT(cgad.mean_tau, 0.0);
+  EXPECT_EQ(cgad.mean_tau_effective, cgad.mean_tau);
+}
+
 TEST(SimulateEngine, DelayedNesterovWithBufferOneIsNesterov) {
   // Liu et al.'s update with N = 1 is Nesterov's (reference/delayed_nesterov.hpp): the reference optimizer in
   // float and the fast path's step must then give the same bits, which checks the Delayed Nesterov wiring.
@@ -405,7 +537,10 @@ TEST(SimulateEngine, BadSpecsAreRefusedWithOneLine) {
       {"outer lr 0", [](SimulationSpec& s) { s.outer.adam.lr = 0; }},
       {"nesterov lr -1", [](SimulationSpec& s) { s.outer.optimizer = reference::OptimizerKind::nesterov; s.outer.nesterov.lr = -1; }},
       {"tau -1", [](SimulationSpec& s) { s.tau = -1; }},
-      {"ring over 1 GiB", [](SimulationSpec& s) { s.size = 1 << 20; s.tau = 1000; }},
+      {"ring over 1 GiB", [](SimulationSpec& s) { s.size = 1 << 20; s.tau = 1000; s.rounds = 1000; }},
+      // 2^24 NQM parameters: 2 + 2 (θ, ring of 1) + 8 (outer m, v) + 4·8 (inner m, v) + 7·4 (run vectors) +
+      // 48 (objective) = 120 bytes each, 1.9 GiB; the ring and inner states alone (the old estimate) are 544 MiB.
+      {"largest nqm, every buffer counted", [](SimulationSpec& s) { s.size = std::size_t{1} << 24; s.tau = 0; }},
       {"divergence factor 1", [](SimulationSpec& s) { s.divergence_factor = 1; }},
       {"divergence factor NaN", [](SimulationSpec& s) { s.divergence_factor = NAN; }},
       {"log every 0", [](SimulationSpec& s) { s.log_every = 0; }},
@@ -431,6 +566,12 @@ TEST(SimulateEngine, BadSpecsAreRefusedWithOneLine) {
     }
     EXPECT_THROW(simulate::run_simulation(spec), reference::InputError) << name;
   }
+  // The ring has min(τ, rounds) + 1 slots: a τ that cannot be reached within the run costs nothing.
+  SimulationSpec short_run;
+  short_run.size = 1 << 20;
+  short_run.tau = 1000;
+  short_run.rounds = 5;
+  EXPECT_NO_THROW(simulate::validate(short_run));
   EXPECT_THROW(simulate::parse_objective_kind("mlp"), reference::InputError);
   EXPECT_THROW(simulate::parse_inner_optimizer("adam"), reference::InputError);
   EXPECT_EQ(simulate::parse_objective_kind(simulate::to_string(simulate::ObjectiveKind::teacher_student)),

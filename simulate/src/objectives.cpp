@@ -104,6 +104,10 @@ std::size_t parameter_count(ObjectiveKind kind, std::size_t size) {
   return kind == ObjectiveKind::nqm ? size : MlpShape{kTeacherShape.inputs, size}.parameters();
 }
 
+double objective_bytes_per_parameter(ObjectiveKind kind) {
+  return kind == ObjectiveKind::nqm ? 6.0 * sizeof(double) : 1.0 * sizeof(double);
+}
+
 std::unique_ptr<Objective> make_objective(const SimulationSpec& spec) {
   if (spec.size == 0) throw reference::InputError("objective size must be >= 1");
   switch (spec.objective) {

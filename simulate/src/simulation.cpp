@@ -27,7 +27,7 @@ constexpr std::size_t kMaxWorkers = 4096;
 constexpr std::int64_t kMaxRounds = 100'000'000;
 constexpr std::int64_t kMaxInnerSteps = 1'000'000;
 constexpr long kMaxTau = 1'000'000;
-constexpr double kMaxStateBytes = 1024.0 * 1024.0 * 1024.0;  // snapshot ring + worker states
+constexpr double kMaxStateBytes = 1024.0 * 1024.0 * 1024.0;  // every per-parameter buffer of a run
 
 bool runs_delayed_nesterov(const SimulationSpec& spec) {
   return spec.delayed_nesterov || spec.outer.optimizer == reference::OptimizerKind::delayed_nesterov;
@@ -140,6 +140,36 @@ class OuterStep {
 
 // For the adversarial schedule: argmax τ·σ(τ) under the CGAD gate of the spec's α and τ_cut, whatever the
 // optimizer, so that every method of a comparison faces the same delays.
+// The snapshot ring's length: θ_r is read by round r + τ_r ≤ r + min(τ_max, rounds − 1), so
+// min(τ_max, rounds) + 1 slots suffice (theory/src/trajectory.cpp sizes its ring the same way).
+std::size_t ring_slots(const SimulationSpec& spec) {
+  return static_cast<std::size_t>(std::min<std::int64_t>(spec.tau, spec.rounds)) + 1;
+}
+
+// The bytes a run holds per parameter, every per-parameter buffer counted: θ and the ring in the parameters'
+// format; the outer optimizer's state in its format (Adam family: m and v; Nesterov and SDM: one momentum;
+// Delayed Nesterov: two float buffers); each worker's inner AdamW m and v; the run's float vectors (start,
+// local, Δ, widened, the shared gradient scratch, the initial point and the result's final parameters); and
+// the objective's own.
+double bytes_per_parameter(const SimulationSpec& spec) {
+  const double param_bytes = spec.outer.params == fastpath::ParamFormat::bf16 ? 2.0 : 4.0;
+  double outer_state = 0;
+  if (runs_delayed_nesterov(spec)) {
+    outer_state = 2 * 4.0;
+  } else {
+    const double moments = reference::is_adam_family(spec.outer.optimizer) ? 2.0 : 1.0;
+    const double moment_bytes = spec.outer.state == fastpath::StateFormat::fp32   ? 4.0
+                                : spec.outer.state == fastpath::StateFormat::bf16 ? 2.0
+                                                                                  : 1.0 + 4.0 / 256.0;  // q8 + absmax
+    outer_state = moments * moment_bytes;
+  }
+  const double inner_state = spec.inner.kind == InnerOptimizerKind::adamw ? 2 * 4.0 : 0.0;
+  constexpr double kRunFloats = 7;
+  return static_cast<double>(ring_slots(spec) + 1) * param_bytes + outer_state +
+         static_cast<double>(spec.workers) * inner_state + kRunFloats * 4.0 +
+         objective_bytes_per_parameter(spec.objective);
+}
+
 long adversarial_tau(const SimulationSpec& spec) {
   if (spec.delays != theory::DelayKind::adversarial) return 0;
   fastpath::StepConfig cgad = spec.outer;
@@ -155,8 +185,9 @@ SimulationResult run(const SimulationSpec& spec, const std::function<void(std::i
 
   std::vector<Param> theta;
   for (float x : objective->initial_point(spec.seed)) theta.push_back(narrow<Param>(x));
-  // ring[r mod (τ_max + 1)] holds θ_r, the parameters at the start of round r, until round r + τ_max reads it.
-  std::vector<std::vector<Param>> ring(static_cast<std::size_t>(spec.tau) + 1);
+  // ring[r mod slots] holds θ_r, the parameters at the start of round r, until the last round that can read it.
+  const std::int64_t slots = static_cast<std::int64_t>(ring_slots(spec));
+  std::vector<std::vector<Param>> ring(static_cast<std::size_t>(slots));
   std::vector<Worker> workers;
   for (std::size_t k = 0; k < spec.workers; ++k) {
     workers.emplace_back(spec.inner, n, spec.seed, static_cast<std::uint32_t>(k));
@@ -164,7 +195,7 @@ SimulationResult run(const SimulationSpec& spec, const std::function<void(std::i
   OuterStep outer(spec, n);
   theory::DelaySchedule delays(spec.delays, spec.tau, spec.seed, adversarial_tau(spec));
 
-  std::vector<float> start(n), local(n), delta(n), widened(n);
+  std::vector<float> start(n), local(n), delta(n), widened(n), grad(n);
   const auto loss_now = [&] {
     for (std::size_t i = 0; i < n; ++i) widened[i] = widen(theta[i]);
     return objective->loss(widened);
@@ -174,14 +205,15 @@ SimulationResult run(const SimulationSpec& spec, const std::function<void(std::i
   result.initial_loss = loss_now();
   result.final_loss = result.initial_loss;
   result.curve.push_back({0, result.initial_loss});
-  double tau_sum = 0;
+  double tau_sum = 0, tau_effective_sum = 0;
   std::int64_t rounds_run = 0;
   for (std::int64_t r = 0; r < spec.rounds; ++r) {
-    ring[static_cast<std::size_t>(r % (spec.tau + 1))] = theta;
+    ring[static_cast<std::size_t>(r % slots)] = theta;
     const std::int64_t tau = std::min<std::int64_t>(delays.next(), r);
-    const std::vector<Param>& snapshot = ring[static_cast<std::size_t>((r - tau) % (spec.tau + 1))];
+    const std::vector<Param>& snapshot = ring[static_cast<std::size_t>((r - tau) % slots)];
     for (std::size_t i = 0; i < n; ++i) start[i] = local[i] = widen(snapshot[i]);
-    workers[static_cast<std::size_t>(r % static_cast<std::int64_t>(spec.workers))].run(*objective, local);
+    result.inner_steps_skipped +=
+        workers[static_cast<std::size_t>(r % static_cast<std::int64_t>(spec.workers))].run(*objective, local, grad);
     for (std::size_t i = 0; i < n; ++i) delta[i] = start[i] - local[i];
 
     const std::size_t fragment = static_cast<std::size_t>(r % static_cast<std::int64_t>(layout.fragments()));
@@ -196,15 +228,22 @@ SimulationResult run(const SimulationSpec& spec, const std::function<void(std::i
       ++result.skipped_zero_gate;
     }
     tau_sum += static_cast<double>(tau);
+    tau_effective_sum += static_cast<double>(report.tau_effective);
     rounds_run = r + 1;
 
-    if (rounds_run % spec.log_every != 0 && rounds_run != spec.rounds) continue;
+    // The loss is evaluated on the union of the logged rounds and the divergence checks; only the checks,
+    // whose cadence does not depend on log_every, can end the run.
+    const bool last = rounds_run == spec.rounds;
+    const bool logged = last || rounds_run % spec.log_every == 0;
+    const bool checked = last || rounds_run % kDivergenceCheckEvery == 0;
+    if (!logged && !checked) continue;
     const double loss = loss_now();
     result.final_loss = loss;
-    result.curve.push_back({rounds_run, loss});
-    if (progress) progress(rounds_run, spec.rounds);
     const bool finite = std::isfinite(loss);
-    if (!finite || loss > spec.divergence_factor * result.initial_loss) {
+    const bool diverged = checked && (!finite || loss > spec.divergence_factor * result.initial_loss);
+    if (logged || diverged) result.curve.push_back({rounds_run, loss});
+    if (logged && progress) progress(rounds_run, spec.rounds);
+    if (diverged) {
       result.diverged = true;
       result.diverged_at = rounds_run;
       result.divergence = finite ? "loss " + shown(loss) + " > " + shown(spec.divergence_factor) + " x initial " +
@@ -214,6 +253,7 @@ SimulationResult run(const SimulationSpec& spec, const std::function<void(std::i
     }
   }
   result.mean_tau = rounds_run > 0 ? tau_sum / static_cast<double>(rounds_run) : 0.0;
+  result.mean_tau_effective = rounds_run > 0 ? tau_effective_sum / static_cast<double>(rounds_run) : 0.0;
   result.final_params.resize(n);
   for (std::size_t i = 0; i < n; ++i) result.final_params[i] = widen(theta[i]);
   return result;
@@ -258,12 +298,9 @@ void validate(const SimulationSpec& spec) {
     throw InputError("divergence factor must be finite and > 1, got " + shown(spec.divergence_factor));
   }
   const std::size_t parameters = parameter_count(spec.objective, spec.size);
-  const double param_bytes = spec.outer.params == fastpath::ParamFormat::bf16 ? 2.0 : 4.0;
-  const double worker_floats = spec.inner.kind == InnerOptimizerKind::adamw ? 2.0 : 0.0;
-  const double bytes = static_cast<double>(parameters) *
-                       (static_cast<double>(spec.tau + 1) * param_bytes + static_cast<double>(spec.workers) * worker_floats * 4.0);
+  const double bytes = static_cast<double>(parameters) * bytes_per_parameter(spec);
   if (bytes > kMaxStateBytes) {
-    throw InputError("the snapshot ring (tau + 1 copies) and the workers' inner states would take " +
+    throw InputError("the run's buffers (snapshot ring, workers' inner states, optimizer state, scratch) would take " +
                      shown(bytes / (1024.0 * 1024.0)) + " MiB, over the 1024 MiB limit: lower tau, workers or size");
   }
   validate_outer(spec, parameters);

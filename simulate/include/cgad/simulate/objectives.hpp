@@ -42,6 +42,12 @@ class Objective {
 // The number of parameters of the spec's objective, without building it.
 std::size_t parameter_count(ObjectiveKind kind, std::size_t size);
 
+// The bytes an objective of this kind holds or allocates per parameter (for SimulationSpec's memory estimate):
+// NQM: λ, c, the noise scale and two gradient scratch vectors in double, plus loss()'s double copy of x;
+// teacher-student: loss()'s double copy of x (its hidden activations are one sample's, `width` values, and the
+// teacher and the 1024-input evaluation set have fixed sizes: none of them grows with the parameters).
+double objective_bytes_per_parameter(ObjectiveKind kind);
+
 // Builds the spec's objective (objective, size, problem_seed, nqm_noise / label_noise); InputError on size 0.
 std::unique_ptr<Objective> make_objective(const SimulationSpec& spec);
 

@@ -10,11 +10,21 @@
 // (τ_r ≤ r: nothing starts before θ_0), worker k = r mod K runs its H inner steps from θ_{r−τ_r} (the server's
 // parameters at the start of round r − τ_r, kept in a ring of snapshots) with its own gradient stream and its
 // own inner-optimizer state (kept across rounds, as in DiLoCo), and the server applies that Δ with staleness
-// τ_r. Computing the worker's H steps when its result arrives rather than when it started changes nothing: a
-// worker's result depends only on the parameters it started from and its own random stream.
+// τ_r. The worker's H steps are computed when its result arrives (round r), not when it started (round
+// r − τ_r). Its parameters and random stream make that harmless, but its inner-optimizer state (AdamW's m, v
+// and step count) is carried from one of its jobs to the next in *arrival* order: the job arriving at round r
+// starts from the state left by the same worker's job that arrived at round r − K. In simulated time that job
+// started at r − K − τ_{r−K} and finished at r − K, while this one started at r − τ_r; when τ_r > K, this job
+// started before that one finished, so it uses inner state from a job that, at its start, had not finished —
+// state a real worker could not have had. With τ_r ≤ K the order is causal; SGD keeps no state and is exact
+// for any τ.
 //
 // PA-CGAD with P fragments (streaming DiLoCo): round r syncs fragment f = r mod P only — the event carries
-// Δ's slice for f — and the server advances every fragment's age once per round.
+// Δ's slice for f — and the server advances every fragment's age once per round. A fragment synced every P
+// rounds therefore arrives with age P, so PA-CGAD's events are gated by σ(max(τ, P)) from round P on (the first
+// P rounds see ages 0, 1, …, P − 1): with P = 1 that is σ(max(τ, 1)), not CGAD's σ(τ). The worker's local
+// progress on the other P − 1 fragments in that round is discarded, a simplification of streaming DiLoCo
+// (which keeps the worker's local copy of those fragments running).
 //
 // Every run is deterministic in its spec (the problem seed fixes the objective; the run seed fixes the initial
 // point and every worker's stream), whatever the thread count of the caller.
@@ -68,6 +78,10 @@ inline fastpath::StepConfig default_outer_config() {
   return config;
 }
 
+// Rounds between divergence checks (the last round is always checked too). Fixed, not log_every, so that how
+// often the curve is logged cannot change which runs count as diverged, nor where they stop.
+inline constexpr std::int64_t kDivergenceCheckEvery = 10;
+
 struct SimulationSpec {
   ObjectiveKind objective = ObjectiveKind::nqm;
   std::size_t size = 64;
@@ -90,11 +104,17 @@ struct SimulationSpec {
   // outer.optimizer; fp32 parameters and fp32 state only. outer.optimizer = delayed_nesterov means the same.
   bool delayed_nesterov = false;
   std::int64_t delayed_nesterov_buffer = 4;  // its N
-  double divergence_factor = 1e3;  // diverged: loss not finite, or above this × the initial loss
-  std::int64_t log_every = 10;     // rounds between recorded losses (the last round is always recorded)
+  // Diverged: the loss, checked every kDivergenceCheckEvery rounds and at the last round (whatever log_every),
+  // is not finite or above this × the initial loss. A logged loss between checks never ends a run.
+  double divergence_factor = 1e3;
+  // Rounds between losses recorded in the curve (the last round is always recorded). It decides only what the
+  // curve shows: the loss is evaluated on the union of these rounds and the divergence checks, and the run's
+  // outcome (final_loss, diverged, diverged_at) does not depend on it.
+  std::int64_t log_every = 10;
 };
 
-// Throws reference::InputError (one line) for anything that cannot run.
+// Throws reference::InputError (one line) for anything that cannot run, including a run whose per-parameter
+// buffers (every one counted: snapshot ring, outer and inner optimizer state, scratch) would exceed 1 GiB.
 void validate(const SimulationSpec& spec);
 
 struct LossPoint {
@@ -105,16 +125,18 @@ struct LossPoint {
 struct SimulationResult {
   double initial_loss = 0;
   double final_loss = 0;        // at the last round run (the divergence round for a diverged run)
-  std::vector<LossPoint> curve;  // round 0 (the initial loss), every log_every rounds, and the last round
+  std::vector<LossPoint> curve;  // round 0 (the initial loss), every log_every rounds, and the last round run
   bool diverged = false;
-  std::int64_t diverged_at = -1;  // the round it was detected
+  std::int64_t diverged_at = -1;  // the round it was detected (a multiple of kDivergenceCheckEvery or the last)
   std::string divergence;         // why: "non-finite loss" or "loss 1.2e+05 > 1e+03 x initial 1.1e+02"
   std::int64_t applied = 0, skipped_nonfinite = 0, skipped_zero_gate = 0;
+  std::int64_t inner_steps_skipped = 0;  // inner AdamW steps refused for a non-finite gradient (x left as is)
   double mean_tau = 0;            // realized mean staleness
+  double mean_tau_effective = 0;  // realized mean staleness the gate saw (max(τ, age) for PA-CGAD; else τ)
   std::vector<float> final_params;  // the server's parameters after the last round run (bf16 widened exactly)
 };
 
-// Runs one spec (validated first). `progress(done, total)` is called every log_every rounds when given.
+// Runs one spec (validated first). `progress(done, total)` is called at every logged round when given.
 // A diverged run stops at the round divergence is detected and is returned as such; it never throws for it.
 SimulationResult run_simulation(const SimulationSpec& spec,
                                 const std::function<void(std::int64_t, std::int64_t)>& progress = {});
