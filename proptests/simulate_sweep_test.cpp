@@ -260,6 +260,8 @@ TEST(SimulateSweepJson, RecordsRoundTripBitForBit) {
     r.result.curve = {{0, 1.0 / 7.0}, {10, x}};
     r.result.applied = 9;
     r.result.skipped_zero_gate = 1;
+    r.result.inner_steps_skipped = 3;
+    r.result.mean_tau_effective = x;
     const RunRecord back = record_from_json(nlohmann::json::parse(record_to_json(r).dump()));
     EXPECT_EQ(std::bit_cast<std::uint64_t>(back.result.final_loss), std::bit_cast<std::uint64_t>(x)) << hexfloat(x);
     EXPECT_EQ(std::bit_cast<std::uint64_t>(back.result.mean_tau), std::bit_cast<std::uint64_t>(x));
@@ -267,6 +269,8 @@ TEST(SimulateSweepJson, RecordsRoundTripBitForBit) {
     EXPECT_EQ(back.result.curve[1].round, 10);
     EXPECT_EQ(back.result.applied, 9);
     EXPECT_EQ(back.result.skipped_zero_gate, 1);
+    EXPECT_EQ(back.result.inner_steps_skipped, 3);
+    EXPECT_EQ(std::bit_cast<std::uint64_t>(back.result.mean_tau_effective), std::bit_cast<std::uint64_t>(x));
     EXPECT_EQ(back.index, 5u);
     EXPECT_EQ(back.key.seed, r.key.seed);
     EXPECT_EQ(record_to_json(back).dump(), record_to_json(r).dump());
@@ -377,6 +381,7 @@ TEST(SimulateSweepJson, PartsRefuseResultsNoRunCouldHave) {
   }
   refused(tame, [](nlohmann::json& r) { r["applied"] = -1; }, "run 0: negative counts");
   refused(tame, [](nlohmann::json& r) { r["skipped_zero_gate"] = -3; }, "run 0: negative counts");
+  refused(tame, [](nlohmann::json& r) { r["inner_steps_skipped"] = -1; }, "run 0: negative counts");
   refused(tame, [](nlohmann::json& r) { r["curve"] = nlohmann::json::array(); }, "run 0: empty loss curve");
   refused(tame, [](nlohmann::json& r) { r["final_loss"] = hexfloat(parse_hexfloat(r["final_loss"], "") / 2); },
           "run 0: final_loss is not the curve's last loss");

@@ -17,7 +17,7 @@ using reference::InputError;
 using ordered = nlohmann::ordered_json;
 
 constexpr const char* kPartFormat = "cgad-simulate-part";
-constexpr int kPartVersion = 1;
+constexpr int kPartVersion = 2;  // 2: inner_steps_skipped and mean_tau_effective in each run
 
 std::string_view policy_name(reference::ZeroGatePolicy policy) {
   return policy == reference::ZeroGatePolicy::skip ? "skip" : "apply";
@@ -172,7 +172,9 @@ ordered record_to_json(const RunRecord& r) {
   j["applied"] = s.applied;
   j["skipped_nonfinite"] = s.skipped_nonfinite;
   j["skipped_zero_gate"] = s.skipped_zero_gate;
+  j["inner_steps_skipped"] = s.inner_steps_skipped;
   j["mean_tau"] = hexfloat(s.mean_tau);
+  j["mean_tau_effective"] = hexfloat(s.mean_tau_effective);
   ordered curve = ordered::array();
   for (const LossPoint& p : s.curve) curve.push_back(ordered::array({p.round, hexfloat(p.loss)}));
   j["curve"] = curve;
@@ -204,7 +206,9 @@ RunRecord record_from_json(const nlohmann::json& j) {
   s.applied = j.at("applied").get<std::int64_t>();
   s.skipped_nonfinite = j.at("skipped_nonfinite").get<std::int64_t>();
   s.skipped_zero_gate = j.at("skipped_zero_gate").get<std::int64_t>();
+  s.inner_steps_skipped = j.at("inner_steps_skipped").get<std::int64_t>();
   s.mean_tau = parse_hexfloat(j.at("mean_tau"), "mean_tau");
+  s.mean_tau_effective = parse_hexfloat(j.at("mean_tau_effective"), "mean_tau_effective");
   for (const auto& point : j.at("curve")) {
     s.curve.push_back({point.at(0).get<std::int64_t>(), parse_hexfloat(point.at(1), "curve loss")});
   }
@@ -218,7 +222,9 @@ RunRecord record_from_json(const nlohmann::json& j) {
 namespace {
 void check_result(const RunRecord& r, const SimulationSpec& base) {
   const SimulationResult& s = r.result;
-  if (s.applied < 0 || s.skipped_nonfinite < 0 || s.skipped_zero_gate < 0) throw InputError("negative counts");
+  if (s.applied < 0 || s.skipped_nonfinite < 0 || s.skipped_zero_gate < 0 || s.inner_steps_skipped < 0) {
+    throw InputError("negative counts");
+  }
   if (s.curve.empty()) throw InputError("empty loss curve");
   const std::int64_t rounds_run = r.status == RunStatus::finished ? base.rounds : s.diverged_at;
   if (r.status == RunStatus::diverged) {
