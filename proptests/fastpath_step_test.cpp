@@ -28,8 +28,10 @@ constexpr OptimizerKind kKinds[] = {OptimizerKind::cgad, OptimizerKind::adam_dec
                                     OptimizerKind::nesterov, OptimizerKind::sdm};
 
 // Runs three events (τ = 0, 2, 5) through an optimizer with `threads` threads; returns params and state bytes.
-std::vector<unsigned char> run_three_steps(const StepConfig& config, std::size_t n, unsigned threads) {
-  CpuOptimizer opt(config, n, threads);
+std::vector<unsigned char> run_three_steps(const StepConfig& config, const std::vector<std::size_t>& tensors,
+                                           unsigned threads) {
+  CpuOptimizer opt(config, tensors, threads);
+  const std::size_t n = opt.parameters();
   Params params(config, random_vector(n, 11));
   for (const std::int64_t tau : {0, 2, 5}) {
     const StepReport report = params.step(opt, random_vector(n, 100 + static_cast<std::uint32_t>(tau)), tau);
@@ -41,13 +43,29 @@ std::vector<unsigned char> run_three_steps(const StepConfig& config, std::size_t
   return out;
 }
 
+std::vector<unsigned char> run_three_steps(const StepConfig& config, std::size_t n, unsigned threads) {
+  return run_three_steps(config, std::vector<std::size_t>{n}, threads);
+}
+
+// Every format configuration, each also with min_q8_size = 300 (so that some tensors of the layouts keep fp32
+// state), over every tensor layout.
+std::vector<StepConfig> configs_with_min_q8_size(OptimizerKind kind) {
+  std::vector<StepConfig> out;
+  for (StepConfig config : all_format_configs(kind)) {
+    out.push_back(config);
+    config.min_q8_size = 300;
+    out.push_back(config);
+  }
+  return out;
+}
+
 TEST(FastpathStep, BitIdenticalForAnyThreadCount) {
   for (const OptimizerKind kind : kKinds) {
-    for (const StepConfig& config : all_format_configs(kind)) {
-      for (const std::size_t n : {std::size_t{257}, std::size_t{3 * 256 + 17}}) {
-        const auto serial = run_three_steps(config, n, 1);
+    for (const StepConfig& config : configs_with_min_q8_size(kind)) {
+      for (const auto& tensors : testing::tensor_layouts()) {
+        const auto serial = run_three_steps(config, tensors, 1);
         for (const unsigned threads : {2u, 3u, 7u}) {
-          ASSERT_EQ(serial, run_three_steps(config, n, threads)) << describe(config) << " n=" << n << " threads=" << threads;
+          ASSERT_EQ(serial, run_three_steps(config, tensors, threads)) << describe(config) << " threads=" << threads;
         }
       }
     }
@@ -283,44 +301,48 @@ TEST(FastpathStep, IndexArithmeticIsSixtyFourBit) {
 // through FixedFormats (one instantiation per configuration). This host emulation of the kernel's block loop —
 // same functions, RuntimeFormats, the kernel's order of operations — must give the CPU backend's bits, so the
 // two policies cannot drift apart even where no GPU is available to compare the real kernel.
-std::vector<unsigned char> emulate_kernel_step(const StepConfig& config, std::size_t n) {
-  StepPlanner planner(config, n);
+std::vector<unsigned char> emulate_kernel_step(const StepConfig& config, const std::vector<std::size_t>& tensors) {
+  StepPlanner planner(config, tensors);
   HostState state = HostState::zeros(planner);
+  const std::size_t n = planner.parameters();
   Params params(config, random_vector(n, 11));
   for (const std::int64_t tau : {0, 2, 5}) {
     const auto grad = random_vector(n, 100 + static_cast<std::uint32_t>(tau));
     StepPlanner::Plan plan = planner.plan(n, n, tau, 0);
     state.bind(plan);
-    StepArgs& a = plan.args;
-    a.grad = grad.data();
-    a.params_fp32 = params.fp32.data();
-    a.params_bf16 = params.half.data();
-    const bool q8 = a.state == StateCode::q8;
-    for (std::uint64_t block = 0; block < block_count(a.size); ++block) {
-      const std::uint64_t begin = block * kQ8BlockSize;
-      const std::uint64_t valid = std::min<std::uint64_t>(kQ8BlockSize, a.size - begin);
+    StepArgs& step = plan.args;
+    step.grad = grad.data();
+    step.params_fp32 = config.params == ParamFormat::fp32 ? params.fp32.data() : nullptr;
+    step.params_bf16 = config.params == ParamFormat::bf16 ? params.half.data() : nullptr;
+    for (const StepChunk& chunk : planner.chunks()) {
+      const StepArgs a = chunk_args(step, chunk);
+      const bool q8 = a.state == StateCode::q8;
+      const std::uint64_t valid = a.size;
       float old_absmax[2] = {0.0f, 0.0f};
       if (q8) {
-        for (int k = 0; k < a.moments; ++k) old_absmax[k] = a.moment[k].absmax[block];
+        for (int k = 0; k < a.moments; ++k) old_absmax[k] = a.moment[k].absmax[0];
       }
       float fresh[2][kQ8BlockSize] = {};
       RandomWords random[kQ8BlockSize];
       for (std::uint64_t local = 0; local < valid; ++local) {
-        random[local] = random_for(a, begin + local);
+        random[local] = random_for(a, local);
         float out[2];
-        update_element(a, begin + local, a.grad[begin + local], old_absmax, out, random[local]);
+        update_element(a, local, a.grad[local], old_absmax, out, random[local]);
         for (int k = 0; k < a.moments; ++k) {
           fresh[k][local] = out[k];
-          if (!q8) store_moment_elementwise(a, a.moment[k], begin + local, out[k], random[local]);
+          if (!q8) store_moment_elementwise(a, a.moment[k], local, out[k], random[local]);
         }
       }
       if (!q8) continue;
       for (int k = 0; k < a.moments; ++k) {
         float absmax = 0.0f;  // the kernel reduces in another order; max is exact, so the order cannot matter
         for (std::uint64_t local = kQ8BlockSize; local-- > 0;) absmax = absmax_step(absmax, fresh[k][local]);
-        a.moment[k].absmax[block] = absmax;
+        if (a.bnb && k == 0 && valid < kQ8BlockSize) {
+          absmax = absmax_step(absmax, bnb_padding_first_moment(a.adam, old_absmax[0], *a.moment[0].map));
+        }
+        a.moment[k].absmax[0] = absmax;
         for (std::uint64_t local = 0; local < valid; ++local) {
-          a.moment[k].codes[begin + local] = quantize_moment(a, a.moment[k], fresh[k][local], absmax, random[local]);
+          a.moment[k].codes[local] = quantize_moment(a, a.moment[k], k, fresh[k][local], absmax, random[local]);
         }
       }
     }
@@ -342,11 +364,13 @@ std::vector<unsigned char> emulate_kernel_step(const StepConfig& config, std::si
 
 TEST(FastpathStep, KernelPolicyOnTheHostMatchesTheCpuBackend) {
   for (const OptimizerKind kind : kKinds) {
-    for (const StepConfig& config : all_format_configs(kind)) {
-      for (const std::size_t n : {std::size_t{0}, std::size_t{257}, std::size_t{3 * 256 + 17}}) {
-        auto cpu = run_three_steps(config, n, 2);
-        cpu.resize(cpu.size() - 8 * 2 - 8);  // drop the counters (t, age, steps) that state_bytes appends
-        ASSERT_EQ(emulate_kernel_step(config, n), cpu) << describe(config) << " n=" << n;
+    for (const StepConfig& config : configs_with_min_q8_size(kind)) {
+      auto layouts = testing::tensor_layouts();
+      layouts.push_back({0});
+      for (const auto& tensors : layouts) {
+        auto cpu = run_three_steps(config, tensors, 2);
+        cpu.resize(cpu.size() - 8 * 2 - 8 - 8);  // drop the counters (t, last sync, round, steps) state_bytes appends
+        ASSERT_EQ(emulate_kernel_step(config, tensors), cpu) << describe(config) << " tensors=" << tensors.size();
       }
     }
   }

@@ -27,12 +27,32 @@ inline std::vector<StepConfig> all_format_configs(reference::OptimizerKind kind)
       }
     }
   }
+  // bitsandbytes' semantics (Adam family, nearest rounding, fp32 or q8 state) after cgad's, so that the
+  // indices above stay what the tests name.
+  if (reference::is_adam_family(kind)) {
+    for (const ParamFormat params : {ParamFormat::fp32, ParamFormat::bf16}) {
+      for (const StateFormat state : {StateFormat::fp32, StateFormat::q8}) {
+        StepConfig c = configs.front();
+        c.params = params;
+        c.state = state;
+        c.q8_semantics = Q8Semantics::bnb;
+        configs.push_back(c);
+      }
+    }
+  }
   return configs;
+}
+
+// Tensor layouts that reach every chunking case: one tensor, tensors whose boundaries fall inside 256-blocks,
+// an empty tensor, and tensors on both sides of min_q8_size (set to 300 where the tests use these).
+inline std::vector<std::vector<std::size_t>> tensor_layouts() {
+  return {{3 * 256 + 17}, {257, 0, 300, 1, 512, 45}, {1000, 299}};
 }
 
 inline std::string describe(const StepConfig& c) {
   return std::string(reference::to_string(c.optimizer)) + "/" + std::string(to_string(c.params)) + "/" +
-         std::string(to_string(c.state)) + "/" + std::string(to_string(c.rounding));
+         std::string(to_string(c.state)) + "/" + std::string(to_string(c.rounding)) + "/" +
+         std::string(to_string(c.q8_semantics)) + (c.min_q8_size ? "/min" + std::to_string(*c.min_q8_size) : "");
 }
 
 // Pseudo-gradients of mixed scales and signs, with some exact zeros.
@@ -72,8 +92,9 @@ struct Params {
   }
 };
 
-// Every byte of the optimizer's state and its counters.
-inline std::vector<unsigned char> state_bytes(const CpuOptimizer& opt) {
+// Every byte of the optimizer's state and its counters; without the synchronization rounds (PA-CGAD's record
+// of which fragment the server last synchronized, which every event of it updates) when `with_sync` is false.
+inline std::vector<unsigned char> state_bytes(const CpuOptimizer& opt, bool with_sync = true) {
   std::vector<unsigned char> out;
   const auto append = [&out](const void* p, std::size_t n) {
     const auto* b = static_cast<const unsigned char*>(p);
@@ -88,7 +109,8 @@ inline std::vector<unsigned char> state_bytes(const CpuOptimizer& opt) {
   }
   const auto& c = opt.planner().raw_counters();
   append(c.t.data(), c.t.size() * 8);
-  append(c.ages.data(), c.ages.size() * 8);
+  if (with_sync) append(c.last_sync.data(), c.last_sync.size() * 8);
+  append(&c.round, 8);
   append(&c.steps, 8);
   return out;
 }

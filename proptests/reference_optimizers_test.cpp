@@ -129,8 +129,9 @@ RC_GTEST_FIXTURE_PROP(OptimizerTest, PaCgadEqualsCgadWhenAgesDoNotExceedStalenes
   RC_ASSERT(params == cgad.params);
 }
 
-// The converse, so the property above cannot pass vacuously: a fragment left alone for k rounds is gated
-// by its age, σ(max(τ, a_f)), and its age resets when it is applied.
+// The converse, so the property above cannot pass vacuously: a fragment synchronized every round has age 0
+// (P = 1 would be exactly CGAD), one left alone for k rounds is gated by its age σ(max(τ, a_f)) = σ(k), and
+// its age restarts from 0 when it is synchronized.
 TEST_F(OptimizerTest, PaCgadGatesAStaleFragmentByItsAge) {
   auto config = config_of<mpfr_real>(OptimizerKind::pa_cgad);
   config.fragments = 2;
@@ -138,14 +139,50 @@ TEST_F(OptimizerTest, PaCgadGatesAStaleFragmentByItsAge) {
   std::vector<mpfr_real> params(4, mpfr_real(1));
   const std::vector<mpfr_real> grad(2, mpfr_real(1));
   for (int round = 0; round < 5; ++round) {
-    EXPECT_EQ(pa->apply(params, {grad, 0, 0}).tau_effective, round == 0 ? 0 : 1);
+    EXPECT_EQ(pa->apply(params, {grad, 0, 0}).tau_effective, 0);
     pa->advance_round();
   }
+  EXPECT_EQ(pa->counters()[1].values, (std::vector<std::int64_t>{0, 5}));  // fragment 1 missed 5 rounds
   const auto report = pa->apply(params, {grad, 2, 1});
   EXPECT_EQ(report.tau_effective, 5);
   EXPECT_EQ(report.sigma, ref::sigma(mpfr_real(5), ref::gate_of(config)));
-  EXPECT_EQ(pa->counters()[1].values, (std::vector<std::int64_t>{1, 0}));  // ages after the reset
+  EXPECT_EQ(pa->counters()[1].values, (std::vector<std::int64_t>{0, 0}));  // ages after the synchronization
   EXPECT_EQ(pa->counters()[0].values, (std::vector<std::int64_t>{5, 1}));  // per-fragment step counts
+}
+
+// The freeze the old age rule had: with `skip`, a fragment left alone for τ_cut rounds gets a zero gate. Its
+// event is skipped, but the fragment was synchronized all the same, so its age restarts and its next event,
+// a round later, is applied — where keeping the age would have skipped every later event of it forever.
+TEST_F(OptimizerTest, PaCgadSkipDoesNotFreezeAFragment) {
+  auto config = config_of<mpfr_real>(OptimizerKind::pa_cgad);
+  config.fragments = 2;
+  config.tau_cut = mpfr_real(4);
+  config.on_zero_gate = ref::ZeroGatePolicy::skip;
+  auto pa = ref::make_optimizer(config, 4);
+  std::vector<mpfr_real> params(4, mpfr_real(1));
+  const std::vector<mpfr_real> grad(2, mpfr_real(1));
+  for (int round = 0; round < 4; ++round) pa->advance_round();
+  const auto skipped = pa->apply(params, {grad, 0, 1});
+  EXPECT_FALSE(skipped.applied);
+  EXPECT_EQ(skipped.reason, ref::SkipReason::zero_gate);
+  EXPECT_EQ(skipped.tau_effective, 4);
+  EXPECT_EQ(params, std::vector<mpfr_real>(4, mpfr_real(1)));
+  pa->advance_round();
+  const auto applied = pa->apply(params, {grad, 0, 1});
+  EXPECT_TRUE(applied.applied);
+  EXPECT_EQ(applied.tau_effective, 0);
+  EXPECT_NE(params[2], mpfr_real(1));
+}
+
+// P fragments synchronized round-robin reach age P − 1; the gate is exactly 0 from τ_cut on, so P = τ_cut is
+// the largest P whose schedule alone never zeroes a gate, and P = τ_cut + 1 is refused.
+TEST_F(OptimizerTest, PaCgadRefusesMoreFragmentsThanTauCut) {
+  auto config = config_of<mpfr_real>(OptimizerKind::pa_cgad);
+  config.tau_cut = mpfr_real(4);
+  config.fragments = 4;
+  EXPECT_NO_THROW(ref::make_optimizer(config, 8));
+  config.fragments = 5;
+  EXPECT_THROW(ref::make_optimizer(config, 8), ref::InputError);
 }
 
 template <class Real>

@@ -483,8 +483,8 @@ TEST(SimulateEngine, LogEveryDoesNotChangeTheOutcome) {
 }
 
 // PA-CGAD with P = 4 and τ = 0: fragment f is first synced at round f, with age f, then every 4 rounds, with
-// age 4 (the age counts the rounds since its last sync). Over 200 rounds the gate saw ages
-// 0, 1, 2, 3 and then 196 × 4.
+// age 3 (the age counts the rounds that passed without a sync, so P = 1 would be CGAD). Over 200 rounds the
+// gate saw ages 0, 1, 2, 3 and then 196 × 3.
 TEST(SimulateEngine, PaCgadsRealizedStalenessIsTheFragmentAge) {
   SimulationSpec spec;
   spec.outer.optimizer = reference::OptimizerKind::pa_cgad;
@@ -494,7 +494,7 @@ TEST(SimulateEngine, PaCgadsRealizedStalenessIsTheFragmentAge) {
   const SimulationResult result = simulate::run_simulation(spec);
   ASSERT_EQ(result.applied, spec.rounds);  // a skipped event would not reset its fragment's age
   EXPECT_EQ(result.mean_tau, 0.0);
-  EXPECT_EQ(result.mean_tau_effective, (0 + 1 + 2 + 3 + 196 * 4) / 200.0);
+  EXPECT_EQ(result.mean_tau_effective, (0 + 1 + 2 + 3 + 196 * 3) / 200.0);
   // Any other optimizer's gate sees τ itself.
   spec.outer.optimizer = reference::OptimizerKind::cgad;
   spec.outer.fragments = 1;

@@ -23,6 +23,31 @@ void validate(const StepConfig& config) {
   } else {
     reference::validate(config.nesterov);
   }
+  if (config.optimizer == OptimizerKind::pa_cgad &&
+      static_cast<double>(config.fragments) - 1.0 >= static_cast<double>(config.tau_cut)) {
+    throw reference::InputError("pa-cgad needs at most tau_cut fragments (a fragment synchronized every P rounds "
+                                "has age P - 1, and an age >= tau_cut gates every event to 0); got P = " +
+                                std::to_string(config.fragments) +
+                                ", tau_cut = " + reference::show(config.tau_cut));
+  }
+  if (config.q8_semantics == Q8Semantics::bnb) {
+    if (!reference::is_adam_family(config.optimizer)) {
+      throw reference::InputError("q8 semantics bnb is bitsandbytes' Adam; " +
+                                  std::string(reference::to_string(config.optimizer)) + " keeps cgad's");
+    }
+    if (config.state == StateFormat::bf16) {
+      throw reference::InputError("q8 semantics bnb has no bf16 state (bitsandbytes keeps 8-bit or 32-bit state)");
+    }
+    if (config.rounding == Rounding::stochastic) {
+      throw reference::InputError("q8 semantics bnb rounds to nearest only (bitsandbytes' Adam kernels have no "
+                                  "stochastic rounding)");
+    }
+  }
+}
+
+std::size_t effective_min_q8_size(const StepConfig& config) {
+  if (config.min_q8_size) return *config.min_q8_size;
+  return config.q8_semantics == Q8Semantics::bnb ? 4096 : 0;
 }
 
 std::string_view to_string(ParamFormat format) { return format == ParamFormat::fp32 ? "fp32" : "bf16"; }
@@ -35,6 +60,7 @@ std::string_view to_string(StateFormat format) {
   return "unknown";
 }
 std::string_view to_string(Rounding rounding) { return rounding == Rounding::nearest ? "nearest" : "stochastic"; }
+std::string_view to_string(Q8Semantics semantics) { return semantics == Q8Semantics::cgad ? "cgad" : "bnb"; }
 
 ParamFormat parse_param_format(std::string_view text) {
   if (text == "fp32") return ParamFormat::fp32;
@@ -51,6 +77,12 @@ Rounding parse_rounding(std::string_view text) {
   if (text == "nearest") return Rounding::nearest;
   if (text == "stochastic") return Rounding::stochastic;
   throw reference::InputError("unknown rounding '" + std::string(text) + "' (expected nearest or stochastic)");
+}
+
+Q8Semantics parse_q8_semantics(std::string_view text) {
+  if (text == "cgad") return Q8Semantics::cgad;
+  if (text == "bnb") return Q8Semantics::bnb;
+  throw reference::InputError("unknown q8 semantics '" + std::string(text) + "' (expected cgad or bnb)");
 }
 
 }  // namespace cgad::fastpath

@@ -42,51 +42,50 @@ CGAD_CPU_CLONES float block_absmax(const float* values, std::uint64_t count) {
   return bits_to_float(largest);
 }
 
-// A q8 moment's codes for one block (quantize_moment, block_step.hpp). They go to a local array first: a
+// A q8 moment's codes for one chunk (quantize_moment, block_step.hpp). They go to a local array first: a
 // byte store through `out` may alias anything, which would stop the vectorizer; one memcpy writes them out.
 template <class F>
-CGAD_CPU_CLONES void quantize_block(const StepArgs& a, const MomentView& view, const float* fresh, float absmax,
+CGAD_CPU_CLONES void quantize_block(const StepArgs& a, int moment, const float* fresh, float absmax,
                                     std::uint64_t count, const RandomWords* random, std::uint8_t* out) {
   constexpr bool stochastic = F::stochastic(StepArgs{});
+  const MomentView& view = a.moment[moment];
   std::uint8_t codes[kQ8BlockSize];
   for (std::uint64_t j = 0; j < count; ++j) {
-    codes[j] = quantize_moment<F>(a, view, fresh[j], absmax, random[stochastic ? j : 0]);
+    codes[j] = quantize_moment<F>(a, view, moment, fresh[j], absmax, random[stochastic ? j : 0]);
   }
   std::memcpy(out, codes, count);
 }
 
-// One block of the step (block_step.hpp), in three passes over the block so that each is a simple loop the
-// compiler vectorizes: update every element (the per-element update, the same calls the CUDA kernel makes),
-// then each q8 moment's new absmax, then its codes. F fixes the formats at compile time (one instantiation
-// per configuration). Every element reads and writes only its own index of each buffer, so the update loop
-// has no loop-carried dependence (ivdep says so to the vectorizer, which cannot prove that the caller's
-// buffers do not overlap).
+// One chunk of the step (block_step.hpp; `chunk` is chunk_args() of the step), in three passes so that each is
+// a simple loop the compiler vectorizes: update every element (the per-element update, the same calls the CUDA
+// kernel makes), then each q8 moment's new absmax, then its codes. F fixes the formats at compile time (one
+// instantiation per configuration). Every element reads and writes only its own index of each buffer, so the
+// update loop has no loop-carried dependence (ivdep says so to the vectorizer, which cannot prove that the
+// caller's buffers do not overlap).
 template <class F>
-CGAD_CPU_CLONES void step_block(const StepArgs& args, std::uint64_t block) {
+CGAD_CPU_CLONES void step_block(const StepArgs& chunk) {
   // A local copy: no store of the step can reach it, so its pointers and coefficients stay in registers and
   // its fields may be read unconditionally.
-  const StepArgs a = args;
-  const std::uint64_t begin = block * kQ8BlockSize;
-  const std::uint64_t count = std::min<std::uint64_t>(kQ8BlockSize, a.size - begin);
+  const StepArgs a = chunk;
+  const std::uint64_t count = a.size;
   constexpr bool q8 = F::state(StepArgs{}) == StateCode::q8;
   constexpr bool stochastic = F::stochastic(StepArgs{});
   constexpr int moments = F::family(StepArgs{}) == UpdateFamily::adam ? 2 : 1;
   float old_absmax[2] = {0.0f, 0.0f};
   if constexpr (q8) {
-    for (int k = 0; k < moments; ++k) old_absmax[k] = a.moment[k].absmax[block];
+    for (int k = 0; k < moments; ++k) old_absmax[k] = a.moment[k].absmax[0];
   }
   float fresh[2][kQ8BlockSize];
   RandomWords random[stochastic ? kQ8BlockSize : 1] = {};  // nearest rounding reads no random bits
 #pragma GCC ivdep
-  for (std::uint64_t local = 0; local < count; ++local) {
-    const std::uint64_t i = begin + local;
-    const RandomWords& bits = random[stochastic ? local : 0];
-    if constexpr (stochastic) random[local] = random_for<F>(a, i);
+  for (std::uint64_t i = 0; i < count; ++i) {
+    const RandomWords& bits = random[stochastic ? i : 0];
+    if constexpr (stochastic) random[i] = random_for<F>(a, i);
     float out[2];
     update_element<F>(a, i, a.grad[i], old_absmax, out, bits);
     for (int k = 0; k < moments; ++k) {
       if constexpr (q8) {
-        fresh[k][local] = out[k];
+        fresh[k][i] = out[k];
       } else {
         store_moment_elementwise<F>(a, a.moment[k], i, out[k], bits);
       }
@@ -94,37 +93,51 @@ CGAD_CPU_CLONES void step_block(const StepArgs& args, std::uint64_t block) {
   }
   if constexpr (q8) {
     for (int k = 0; k < moments; ++k) {
-      const float absmax = block_absmax(fresh[k], count);
-      args.moment[k].absmax[block] = absmax;
-      quantize_block<F>(a, a.moment[k], fresh[k], absmax, count, random, a.moment[k].codes + begin);
+      float absmax = block_absmax(fresh[k], count);
+      // bnb's partial block: its padding's m takes part in the new absmax (block_step.hpp).
+      if (F::bnb(a) && k == 0 && count < kQ8BlockSize) {
+        absmax = absmax_step(absmax, bnb_padding_first_moment(a.adam, old_absmax[0], *a.moment[0].map));
+      }
+      a.moment[k].absmax[0] = absmax;
+      quantize_block<F>(a, k, fresh[k], absmax, count, random, a.moment[k].codes);
     }
   }
 }
 
-// Whether any of values[0..count) is NaN or ±Inf (all exponent bits set), as a branch-free OR over the
-// chunk so that the scan vectorizes; the caller then looks for the first such index.
-CGAD_CPU_CLONES bool any_nonfinite(const float* values, std::uint64_t count) {
+// Whether any of values[0..count) would be refused: NaN or ±Inf (all exponent bits set), or — when `sigma`
+// is not 0 (the Adam family) — |σ·value| ≥ 2^64, whose square overflows float (the fast path's overflow
+// rule: on its float product, so exactly at 2^64). A branch-free OR over the chunk, so that the scan
+// vectorizes; the caller then looks for the first such index.
+constexpr std::uint32_t kOverflowBits = 0x5F800000u;  // 2^64
+inline bool overflows(float sigma, float value) {
+  return sigma != 0.0f && (float_to_bits(sigma * value) & 0x7FFFFFFFu) >= kOverflowBits;
+}
+CGAD_CPU_CLONES bool any_refused(const float* values, std::uint64_t count, float sigma) {
   std::uint32_t found = 0;
   for (std::uint64_t j = 0; j < count; ++j) {
-    found |= static_cast<std::uint32_t>((float_to_bits(values[j]) & 0x7F800000u) == 0x7F800000u);
+    const std::uint32_t nonfinite = (float_to_bits(values[j]) & 0x7F800000u) == 0x7F800000u;
+    found |= nonfinite | static_cast<std::uint32_t>(overflows(sigma, values[j]));
   }
   return found != 0;
 }
 
-using BlockFunction = void (*)(const StepArgs&, std::uint64_t);
+using BlockFunction = void (*)(const StepArgs&);
 
-// The instantiation of step_block for the step's runtime formats.
+// The instantiation of step_block for the step's runtime formats (bnb: Adam family, nearest rounding only).
 template <UpdateFamily Family, ParamCode Params, StateCode State>
-BlockFunction pick_rounding(bool stochastic) {
-  return stochastic ? &step_block<FixedFormats<Family, Params, State, true>>
-                    : &step_block<FixedFormats<Family, Params, State, false>>;
+BlockFunction pick_rounding(const StepArgs& a) {
+  if constexpr (Family == UpdateFamily::adam && State != StateCode::bf16) {
+    if (a.bnb) return &step_block<FixedFormats<Family, Params, State, false, true>>;
+  }
+  return a.stochastic ? &step_block<FixedFormats<Family, Params, State, true>>
+                      : &step_block<FixedFormats<Family, Params, State, false>>;
 }
 template <UpdateFamily Family, ParamCode Params>
 BlockFunction pick_state(const StepArgs& a) {
   switch (a.state) {
-    case StateCode::fp32: return pick_rounding<Family, Params, StateCode::fp32>(a.stochastic);
-    case StateCode::bf16: return pick_rounding<Family, Params, StateCode::bf16>(a.stochastic);
-    case StateCode::q8: return pick_rounding<Family, Params, StateCode::q8>(a.stochastic);
+    case StateCode::fp32: return pick_rounding<Family, Params, StateCode::fp32>(a);
+    case StateCode::bf16: return pick_rounding<Family, Params, StateCode::bf16>(a);
+    case StateCode::q8: return pick_rounding<Family, Params, StateCode::q8>(a);
   }
   return nullptr;
 }
@@ -139,7 +152,10 @@ BlockFunction block_function_for(const StepArgs& a) {
 }  // namespace
 
 CpuOptimizer::CpuOptimizer(const StepConfig& config, std::size_t parameters, unsigned threads)
-    : planner_(config, parameters), state_(HostState::zeros(planner_)), pool_(threads) {}
+    : CpuOptimizer(config, std::vector<std::size_t>{parameters}, threads) {}
+
+CpuOptimizer::CpuOptimizer(const StepConfig& config, std::vector<std::size_t> tensor_sizes, unsigned threads)
+    : planner_(config, std::move(tensor_sizes)), state_(HostState::zeros(planner_)), pool_(threads) {}
 
 StepReport CpuOptimizer::step(std::span<float> params, std::span<const float> grad, std::int64_t tau,
                               std::size_t fragment) {
@@ -160,40 +176,65 @@ StepReport CpuOptimizer::step(std::span<bf16> params, std::span<const float> gra
 StepReport CpuOptimizer::run(std::size_t params_size, float* params_fp32, bf16* params_bf16,
                              std::span<const float> grad, std::int64_t tau, std::size_t fragment) {
   StepPlanner::Plan plan = planner_.plan(params_size, grad.size(), tau, fragment);
-  // The NaN/Inf check comes first, as in the reference's apply(): such an event is reported as nonfinite
-  // even when the gate would have skipped it.
-  std::atomic<std::uint64_t> first_bad{std::numeric_limits<std::uint64_t>::max()};
+  // One scan finds the first NaN/Inf and the first overflowing element. The order of the reports is the
+  // reference's: a NaN/Inf event is reported as such even when the gate would have skipped it; then a zero-gate
+  // skip (which still synchronizes the fragment); then an overflow.
+  constexpr std::uint64_t kNone = std::numeric_limits<std::uint64_t>::max();
+  const float sigma = planner_.adam_family() && plan.report.applied ? plan.report.sigma : 0.0f;
+  std::atomic<std::uint64_t> first_nonfinite{kNone}, first_overflow{kNone};
+  const auto lower_to = [](std::atomic<std::uint64_t>& first, std::uint64_t i) {
+    std::uint64_t seen = first.load();
+    while (i < seen && !first.compare_exchange_weak(seen, i)) {
+    }
+  };
   pool_.parallel_for(grad.size(), [&](std::uint64_t begin, std::uint64_t end) {
     for (std::uint64_t chunk = begin; chunk < end; chunk += kQ8BlockSize) {
       const std::uint64_t stop = std::min<std::uint64_t>(chunk + kQ8BlockSize, end);
-      if (!any_nonfinite(grad.data() + chunk, stop - chunk)) continue;
-      std::uint64_t i = chunk;
-      while (std::isfinite(grad[i])) ++i;
-      std::uint64_t seen = first_bad.load();
-      while (i < seen && !first_bad.compare_exchange_weak(seen, i)) {
+      if (!any_refused(grad.data() + chunk, stop - chunk, sigma)) continue;
+      for (std::uint64_t i = chunk; i < stop; ++i) {
+        if (!std::isfinite(grad[i])) {
+          lower_to(first_nonfinite, i);
+          return;  // nothing after it in this range can matter
+        }
+        if (overflows(sigma, grad[i])) lower_to(first_overflow, i);
       }
-      return;
     }
   });
-  if (first_bad.load() != std::numeric_limits<std::uint64_t>::max()) {
+  if (first_nonfinite.load() != kNone) {
     StepReport report;
     report.applied = false;
     report.reason = reference::SkipReason::nonfinite_gradient;
-    report.nonfinite_index = first_bad.load();
-    report.tau_effective = tau;
+    report.nonfinite_index = first_nonfinite.load();
+    report.tau_effective = tau;  // as the reference: such an event never reaches the gate
     report.sigma = 0.0f;
     return report;
   }
-  if (!plan.report.applied) return plan.report;
+  if (!plan.report.applied) {
+    planner_.commit_zero_gate_skip(plan);
+    return plan.report;
+  }
+  if (first_overflow.load() != kNone) {
+    plan.report.applied = false;
+    plan.report.reason = reference::SkipReason::overflowing_gradient;
+    plan.report.nonfinite_index = first_overflow.load();
+    return plan.report;
+  }
 
   state_.bind(plan);
   plan.args.grad = grad.data();
-  plan.args.params_fp32 = params_fp32 == nullptr ? nullptr : params_fp32 + plan.offset;
-  plan.args.params_bf16 = params_bf16 == nullptr ? nullptr : params_bf16 + plan.offset;
+  plan.args.params_fp32 = params_fp32;
+  plan.args.params_bf16 = params_bf16;
   const StepArgs& args = plan.args;
-  const BlockFunction step_one = block_function_for(args);
-  pool_.parallel_for(block_count(args.size), [&args, step_one](std::uint64_t begin, std::uint64_t end) {
-    for (std::uint64_t block = begin; block < end; ++block) step_one(args, block);
+  StepArgs fallback_args = args;
+  fallback_args.state = StateCode::fp32;
+  const BlockFunction step_q8_or_only = block_function_for(args);
+  const BlockFunction step_fallback = block_function_for(fallback_args);
+  const StepChunk* chunks = planner_.chunks().data() + planner_.chunk_begin(fragment);
+  const std::size_t count = planner_.chunk_begin(fragment + 1) - planner_.chunk_begin(fragment);
+  pool_.parallel_for(count, [&](std::uint64_t begin, std::uint64_t end) {
+    for (std::uint64_t c = begin; c < end; ++c) {
+      (chunks[c].fp32_state != 0 ? step_fallback : step_q8_or_only)(chunk_args(args, chunks[c]));
+    }
   });
   planner_.commit(plan);
   return plan.report;

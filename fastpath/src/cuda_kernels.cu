@@ -1,6 +1,7 @@
-// The fused CUDA step (DESIGN.md §5): one CUDA block of 64 threads × 4 items per 256-element q8 block, the
-// layout CUB calls "blocked" (thread t owns elements 4t..4t+3). Each thread runs the per-element update that
-// the CPU backend runs (block_step.hpp), so the two compute the same bits.
+// The fused CUDA step (DESIGN.md §5): one CUDA block of 64 threads × 4 items per chunk of at most 256
+// elements (block_step.hpp: a chunk never crosses a tensor or fragment boundary), the layout CUB calls
+// "blocked" (thread t owns elements 4t..4t+3). Each thread runs the per-element update that the CPU backend
+// runs (block_step.hpp), so the two compute the same bits.
 #include "cuda_kernels.hpp"
 
 #include <cub/block/block_load.cuh>
@@ -11,21 +12,28 @@ namespace {
 
 constexpr int kThreads = 64;
 constexpr int kItems = static_cast<int>(kQ8BlockSize) / kThreads;
-// Enough blocks to fill an H100/H200 many times over; larger tensors loop (grid-stride over q8 blocks).
+// Enough blocks to fill an H100/H200 many times over; more chunks loop (grid-stride over chunks).
 constexpr std::uint64_t kMaxGrid = 1u << 16;
+constexpr std::uint32_t kOverflowBits = 0x5F800000u;  // 2^64: |σ·Δ| at or above it is refused (cpu_optimizer.cpp)
 
 struct AbsmaxOp {
   __device__ float operator()(float a, float b) const { return a < b ? b : a; }
 };
 
-__global__ void nonfinite_scan_kernel(const float* grad, std::uint64_t n, unsigned long long* first_bad) {
+__global__ void refusal_scan_kernel(const float* grad, std::uint64_t n, float sigma, unsigned long long* first) {
   const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
   for (std::uint64_t i = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    if (!isfinite(grad[i])) atomicMin(first_bad, static_cast<unsigned long long>(i));
+    if (!isfinite(grad[i])) {
+      atomicMin(&first[0], static_cast<unsigned long long>(i));
+    } else if (sigma != 0.0f && (float_to_bits(sigma * grad[i]) & 0x7FFFFFFFu) >= kOverflowBits) {
+      atomicMin(&first[1], static_cast<unsigned long long>(i));
+    }
   }
 }
 
-__global__ void __launch_bounds__(kThreads) fused_step_kernel(StepArgs a, const unsigned long long* first_bad) {
+__global__ void __launch_bounds__(kThreads)
+    fused_step_kernel(StepArgs step, const StepChunk* chunks, std::uint64_t chunk_count,
+                      const unsigned long long* first_refused) {
   using Load = cub::BlockLoad<float, kThreads, kItems, cub::BLOCK_LOAD_VECTORIZE>;
   using Reduce = cub::BlockReduce<float, kThreads>;
   __shared__ union {
@@ -33,23 +41,24 @@ __global__ void __launch_bounds__(kThreads) fused_step_kernel(StepArgs a, const 
     typename Reduce::TempStorage reduce;
   } temp;
   __shared__ float shared_absmax;
-  if (*first_bad != kNoNonfinite) return;  // the same for every block: a NaN/Inf step changes nothing
-  const bool q8 = a.state == StateCode::q8;
-  const std::uint64_t blocks = block_count(a.size);
-  for (std::uint64_t block = blockIdx.x; block < blocks; block += gridDim.x) {
-    const std::uint64_t begin = block * kQ8BlockSize;
-    const std::uint64_t remaining = a.size - begin;
-    const int valid = remaining < kQ8BlockSize ? static_cast<int>(remaining) : static_cast<int>(kQ8BlockSize);
+  // The same for every block: a refused step changes nothing.
+  if (first_refused[0] != kNoRefusal || first_refused[1] != kNoRefusal) return;
+  for (std::uint64_t c = blockIdx.x; c < chunk_count; c += gridDim.x) {
+    const StepArgs a = chunk_args(step, chunks[c]);
+    const bool q8 = a.state == StateCode::q8;
+    const int valid = static_cast<int>(a.size);
     float delta[kItems];
-    if (valid == static_cast<int>(kQ8BlockSize)) {
-      Load(temp.load).Load(a.grad + begin, delta);  // float4 loads when aligned (cudaMalloc'd, 1 KiB offsets)
+    // CUB's vectorized load needs a 16-byte aligned full tile; chunks start at tensor and fragment boundaries,
+    // which need not be aligned, so those take the guarded (scalar) load.
+    if (valid == static_cast<int>(kQ8BlockSize) && reinterpret_cast<std::uintptr_t>(a.grad) % 16 == 0) {
+      Load(temp.load).Load(a.grad, delta);
     } else {
-      Load(temp.load).Load(a.grad + begin, delta, valid, 0.0f);
+      Load(temp.load).Load(a.grad, delta, valid, 0.0f);
     }
     __syncthreads();  // temp.load is reused by the reduction below
     float old_absmax[2] = {0.0f, 0.0f};
     if (q8) {
-      for (int k = 0; k < a.moments; ++k) old_absmax[k] = a.moment[k].absmax[block];
+      for (int k = 0; k < a.moments; ++k) old_absmax[k] = a.moment[k].absmax[0];
     }
     float fresh[2][kItems];
     RandomWords random[kItems];
@@ -57,7 +66,7 @@ __global__ void __launch_bounds__(kThreads) fused_step_kernel(StepArgs a, const 
       const int local = static_cast<int>(threadIdx.x) * kItems + j;
       fresh[0][j] = fresh[1][j] = 0.0f;
       if (local >= valid) continue;
-      const std::uint64_t i = begin + static_cast<std::uint64_t>(local);
+      const std::uint64_t i = static_cast<std::uint64_t>(local);
       random[j] = random_for(a, i);
       float out[2];
       update_element(a, i, delta[j], old_absmax, out, random[j]);
@@ -70,20 +79,24 @@ __global__ void __launch_bounds__(kThreads) fused_step_kernel(StepArgs a, const 
     for (int k = 0; k < a.moments; ++k) {
       float partial = 0.0f;
       for (int j = 0; j < kItems; ++j) partial = absmax_step(partial, fresh[k][j]);  // padding is 0
-      const float absmax = Reduce(temp.reduce).Reduce(partial, AbsmaxOp{});
+      float absmax = Reduce(temp.reduce).Reduce(partial, AbsmaxOp{});
       if (threadIdx.x == 0) {
+        // bnb's partial block: its padding's m takes part in the new absmax (block_step.hpp).
+        if (a.bnb && k == 0 && valid < static_cast<int>(kQ8BlockSize)) {
+          absmax = absmax_step(absmax, bnb_padding_first_moment(a.adam, old_absmax[0], *a.moment[0].map));
+        }
         shared_absmax = absmax;
-        a.moment[k].absmax[block] = absmax;
+        a.moment[k].absmax[0] = absmax;
       }
       __syncthreads();
       const float block_absmax = shared_absmax;
       for (int j = 0; j < kItems; ++j) {
         const int local = static_cast<int>(threadIdx.x) * kItems + j;
         if (local < valid) {
-          a.moment[k].codes[begin + local] = quantize_moment(a, a.moment[k], fresh[k][j], block_absmax, random[j]);
+          a.moment[k].codes[local] = quantize_moment(a, a.moment[k], k, fresh[k][j], block_absmax, random[j]);
         }
       }
-      __syncthreads();  // shared_absmax and temp.reduce are reused for the next moment / block
+      __syncthreads();  // shared_absmax and temp.reduce are reused for the next moment / chunk
     }
   }
 }
@@ -94,16 +107,17 @@ unsigned grid_for(std::uint64_t blocks) {
 
 }  // namespace
 
-cudaError_t launch_nonfinite_scan(const float* grad, std::uint64_t n, unsigned long long* first_bad,
-                                  cudaStream_t stream) {
+cudaError_t launch_refusal_scan(const float* grad, std::uint64_t n, float sigma, unsigned long long* first_refused,
+                                cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  nonfinite_scan_kernel<<<grid_for((n + 255) / 256), 256, 0, stream>>>(grad, n, first_bad);
+  refusal_scan_kernel<<<grid_for((n + 255) / 256), 256, 0, stream>>>(grad, n, sigma, first_refused);
   return cudaGetLastError();
 }
 
-cudaError_t launch_fused_step(const StepArgs& args, const unsigned long long* first_bad, cudaStream_t stream) {
-  if (args.size == 0) return cudaSuccess;
-  fused_step_kernel<<<grid_for(block_count(args.size)), kThreads, 0, stream>>>(args, first_bad);
+cudaError_t launch_fused_step(const StepArgs& args, const StepChunk* chunks, std::uint64_t chunk_count,
+                              const unsigned long long* first_refused, cudaStream_t stream) {
+  if (chunk_count == 0) return cudaSuccess;
+  fused_step_kernel<<<grid_for(chunk_count), kThreads, 0, stream>>>(args, chunks, chunk_count, first_refused);
   return cudaGetLastError();
 }
 

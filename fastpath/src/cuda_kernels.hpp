@@ -8,12 +8,15 @@
 
 namespace cgad::fastpath::cuda {
 
-inline constexpr unsigned long long kNoNonfinite = ~0ull;
+inline constexpr unsigned long long kNoRefusal = ~0ull;
 
-// *first_bad = min(*first_bad, index of every NaN/Inf in grad[0, n)); the caller sets it to kNoNonfinite first.
-cudaError_t launch_nonfinite_scan(const float* grad, std::uint64_t n, unsigned long long* first_bad,
-                                  cudaStream_t stream);
-// The fused step over args.size elements, skipped entirely when *first_bad != kNoNonfinite.
-cudaError_t launch_fused_step(const StepArgs& args, const unsigned long long* first_bad, cudaStream_t stream);
+// first_refused[0] = min(itself, index of every NaN/Inf in grad[0, n)); first_refused[1] = the same for every
+// finite element with |σ·grad| ≥ 2^64 when σ ≠ 0 (the Adam family's overflow rule). The caller sets both to
+// kNoRefusal first.
+cudaError_t launch_refusal_scan(const float* grad, std::uint64_t n, float sigma, unsigned long long* first_refused,
+                                cudaStream_t stream);
+// The fused step over the fragment's chunks (device memory), skipped entirely when either refusal was found.
+cudaError_t launch_fused_step(const StepArgs& args, const StepChunk* chunks, std::uint64_t chunk_count,
+                              const unsigned long long* first_refused, cudaStream_t stream);
 
 }  // namespace cgad::fastpath::cuda

@@ -66,42 +66,35 @@ struct CudaOptimizer::Impl {
   DeviceBuffer<std::uint8_t> codes[2];
   DeviceBuffer<float> absmax[2];
   DeviceBuffer<Q8Map> maps{2};
-  DeviceBuffer<unsigned long long> first_bad{1};
-  unsigned long long* host_first_bad = nullptr;  // pinned, written by an async copy after each step
+  DeviceBuffer<StepChunk> chunks;
+  DeviceBuffer<unsigned long long> first_refused{2};  // first NaN/Inf, first overflowing element
+  unsigned long long* host_first_refused = nullptr;  // pinned (2), written by an async copy after each step
   cudaEvent_t done = nullptr;
   std::optional<StepPlanner::Plan> pending;
+  std::int64_t pending_tau = 0;
   StepReport last_report;
 
-  Impl(const StepConfig& config, std::size_t parameters)
-      : planner(config, parameters), format(config.state), moments(planner.moments()) {
-    // The zero state of HostState::zeros, made on the device: all-zero bits are 0.0f and bf16 0; q8 codes point
-    // at each map's exact zero.
-    const std::size_t n = planner.parameters();
+  Impl(const StepConfig& config, std::vector<std::size_t> tensor_sizes)
+      : planner(config, std::move(tensor_sizes)), format(config.state), moments(planner.moments()) {
+    // The initial state is HostState::zeros, uploaded.
+    const HostState zeros = HostState::zeros(planner);
     for (int k = 0; k < moments; ++k) {
-      switch (format) {
-        case StateFormat::fp32:
-          fp32[k] = DeviceBuffer<float>(n);
-          if (n != 0) check(cudaMemset(fp32[k].data, 0, n * sizeof(float)), "cudaMemset");
-          break;
-        case StateFormat::bf16:
-          half[k] = DeviceBuffer<bf16>(n);
-          if (n != 0) check(cudaMemset(half[k].data, 0, n * sizeof(bf16)), "cudaMemset");
-          break;
-        case StateFormat::q8: {
-          const Q8MapKind kind = planner.adam_family() && k == 1 ? Q8MapKind::unsigned_map : Q8MapKind::signed_map;
-          codes[k] = DeviceBuffer<std::uint8_t>(n);
-          if (n != 0) check(cudaMemset(codes[k].data, zero_code(kind), n), "cudaMemset");
-          absmax[k] = DeviceBuffer<float>(planner.total_blocks());
-          if (planner.total_blocks() != 0) {
-            check(cudaMemset(absmax[k].data, 0, planner.total_blocks() * sizeof(float)), "cudaMemset");
-          }
-          break;
-        }
-      }
+      fp32[k] = DeviceBuffer<float>(zeros.fp32[k].size());
+      half[k] = DeviceBuffer<bf16>(zeros.half[k].size());
+      codes[k] = DeviceBuffer<std::uint8_t>(zeros.codes[k].size());
+      absmax[k] = DeviceBuffer<float>(zeros.absmax[k].size());
+      fp32[k].upload(zeros.fp32[k]);
+      half[k].upload(zeros.half[k]);
+      codes[k].upload(zeros.codes[k]);
+      absmax[k].upload(zeros.absmax[k]);
     }
-    maps.upload({dynamic_map(Q8MapKind::signed_map), dynamic_map(Q8MapKind::unsigned_map)});
-    check(cudaMallocHost(reinterpret_cast<void**>(&host_first_bad), sizeof(unsigned long long)), "cudaMallocHost");
-    *host_first_bad = cuda::kNoNonfinite;
+    const Q8Semantics semantics = config.q8_semantics;
+    maps.upload({dynamic_map(Q8MapKind::signed_map, semantics), dynamic_map(Q8MapKind::unsigned_map, semantics)});
+    chunks = DeviceBuffer<StepChunk>(planner.chunks().size());
+    chunks.upload(planner.chunks());
+    check(cudaMallocHost(reinterpret_cast<void**>(&host_first_refused), 2 * sizeof(unsigned long long)),
+          "cudaMallocHost");
+    host_first_refused[0] = host_first_refused[1] = cuda::kNoRefusal;
     check(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "cudaEventCreate");
   }
   ~Impl() {
@@ -109,7 +102,7 @@ struct CudaOptimizer::Impl {
       cudaEventSynchronize(done);
       cudaEventDestroy(done);
     }
-    if (host_first_bad != nullptr) cudaFreeHost(host_first_bad);
+    if (host_first_refused != nullptr) cudaFreeHost(host_first_refused);
   }
 
   // Waits for the pending step, if any, and records whether it applied.
@@ -117,12 +110,20 @@ struct CudaOptimizer::Impl {
     if (!pending) return;
     check(cudaEventSynchronize(done), "cudaEventSynchronize");
     last_report = pending->report;
-    if (*host_first_bad != cuda::kNoNonfinite) {
+    // The CPU backend's order of reports (cpu_optimizer.cpp): NaN/Inf, then a zero-gate skip, then overflow.
+    if (host_first_refused[0] != cuda::kNoRefusal) {
       last_report.applied = false;
       last_report.reason = reference::SkipReason::nonfinite_gradient;
-      last_report.nonfinite_index = static_cast<std::size_t>(*host_first_bad);
+      last_report.nonfinite_index = static_cast<std::size_t>(host_first_refused[0]);
+      last_report.tau_effective = pending_tau;
       last_report.sigma = 0.0f;
-    } else if (pending->report.applied) {  // not a zero-gate skip
+    } else if (!pending->report.applied) {
+      planner.commit_zero_gate_skip(*pending);
+    } else if (host_first_refused[1] != cuda::kNoRefusal) {
+      last_report.applied = false;
+      last_report.reason = reference::SkipReason::overflowing_gradient;
+      last_report.nonfinite_index = static_cast<std::size_t>(host_first_refused[1]);
+    } else {
       planner.commit(*pending);
     }
     pending.reset();
@@ -134,24 +135,37 @@ struct CudaOptimizer::Impl {
     StepPlanner::Plan plan = planner.plan(params_size, grad_size, tau, fragment);
     StepArgs& a = plan.args;
     a.grad = grad;
-    a.params_fp32 = params_fp32 == nullptr ? nullptr : params_fp32 + plan.offset;
-    a.params_bf16 = params_bf16 == nullptr ? nullptr : params_bf16 + plan.offset;
+    a.params_fp32 = params_fp32;
+    a.params_bf16 = params_bf16;
     for (int k = 0; k < moments; ++k) {
       MomentView& view = a.moment[k];
-      if (fp32[k].data != nullptr) view.fp32 = fp32[k].data + plan.offset;
-      if (half[k].data != nullptr) view.half = half[k].data + plan.offset;
-      if (codes[k].data != nullptr) view.codes = codes[k].data + plan.offset;
-      if (absmax[k].data != nullptr) view.absmax = absmax[k].data + plan.first_block;
+      switch (format) {
+        case StateFormat::fp32: view.fp32 = fp32[k].data; break;
+        case StateFormat::bf16: view.half = half[k].data; break;
+        case StateFormat::q8:
+          view.codes = codes[k].data;
+          view.absmax = absmax[k].data;
+          view.fallback = fp32[k].data;
+          break;
+      }
       view.map = maps.data + (planner.adam_family() && k == 1 ? 1 : 0);
     }
-    // The NaN/Inf scan runs even when the gate skips the event: the reference reports nonfinite first.
-    check(cudaMemsetAsync(first_bad.data, 0xFF, sizeof(unsigned long long), stream), "cudaMemsetAsync");
-    check(cuda::launch_nonfinite_scan(grad, grad_size, first_bad.data, stream), "nonfinite scan launch");
-    if (plan.report.applied) check(cuda::launch_fused_step(a, first_bad.data, stream), "fused step launch");
-    check(cudaMemcpyAsync(host_first_bad, first_bad.data, sizeof(unsigned long long), cudaMemcpyDeviceToHost, stream),
+    // The scan runs even when the gate skips the event: the reference reports NaN/Inf first.
+    const float sigma = planner.adam_family() && plan.report.applied ? plan.report.sigma : 0.0f;
+    check(cudaMemsetAsync(first_refused.data, 0xFF, 2 * sizeof(unsigned long long), stream), "cudaMemsetAsync");
+    check(cuda::launch_refusal_scan(grad, grad_size, sigma, first_refused.data, stream), "refusal scan launch");
+    if (plan.report.applied) {
+      const std::size_t first = planner.chunk_begin(fragment);
+      check(cuda::launch_fused_step(a, chunks.data + first, planner.chunk_begin(fragment + 1) - first,
+                                    first_refused.data, stream),
+            "fused step launch");
+    }
+    check(cudaMemcpyAsync(host_first_refused, first_refused.data, 2 * sizeof(unsigned long long),
+                          cudaMemcpyDeviceToHost, stream),
           "cudaMemcpyAsync");
     check(cudaEventRecord(done, stream), "cudaEventRecord");
     pending = plan;
+    pending_tau = tau;
   }
 };
 
@@ -164,7 +178,9 @@ void require_device() {
 }  // namespace
 
 CudaOptimizer::CudaOptimizer(const StepConfig& config, std::size_t parameters)
-    : impl_((require_device(), std::make_unique<Impl>(config, parameters))) {}
+    : CudaOptimizer(config, std::vector<std::size_t>{parameters}) {}
+CudaOptimizer::CudaOptimizer(const StepConfig& config, std::vector<std::size_t> tensor_sizes)
+    : impl_((require_device(), std::make_unique<Impl>(config, std::move(tensor_sizes)))) {}
 CudaOptimizer::~CudaOptimizer() = default;
 
 void CudaOptimizer::step(float* params, std::size_t params_size, const float* grad, std::size_t grad_size,

@@ -16,6 +16,9 @@ struct CudaOptimizer::Impl {};
 CudaOptimizer::CudaOptimizer(const StepConfig&, std::size_t) {
   throw reference::InputError("the CUDA backend is unavailable: " + cuda_unavailable_reason());
 }
+CudaOptimizer::CudaOptimizer(const StepConfig&, std::vector<std::size_t>) {
+  throw reference::InputError("the CUDA backend is unavailable: " + cuda_unavailable_reason());
+}
 CudaOptimizer::~CudaOptimizer() = default;
 
 // Unreachable: no CudaOptimizer can exist in this build.

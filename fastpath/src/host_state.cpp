@@ -22,7 +22,8 @@ Q8MapKind map_kind_of(int moment, bool adam) {
 
 HostState HostState::zeros(const StepPlanner& planner) {
   HostState s;
-  s.format = planner.config().state;
+  const StepConfig& config = planner.config();
+  s.format = config.state;
   s.moments = planner.moments();
   const std::size_t n = planner.parameters();
   for (int k = 0; k < s.moments; ++k) {
@@ -30,8 +31,10 @@ HostState HostState::zeros(const StepPlanner& planner) {
       case StateFormat::fp32: s.fp32[k].assign(n, 0.0f); break;
       case StateFormat::bf16: s.half[k].assign(n, bf16{}); break;
       case StateFormat::q8:
-        s.codes[k].assign(n, zero_code(map_kind_of(k, planner.adam_family())));
-        s.absmax[k].assign(planner.total_blocks(), 0.0f);
+        s.codes[k].assign(n, config.q8_semantics == Q8Semantics::bnb ? std::uint8_t{0}
+                                                                      : zero_code(map_kind_of(k, planner.adam_family())));
+        s.absmax[k].assign(planner.q8_blocks(), 0.0f);
+        s.fp32[k].assign(planner.fallback_size(), 0.0f);
         break;
     }
   }
@@ -42,30 +45,30 @@ void HostState::bind(StepPlanner::Plan& plan) {
   for (int k = 0; k < moments; ++k) {
     MomentView& view = plan.args.moment[k];
     switch (format) {
-      case StateFormat::fp32: view.fp32 = fp32[k].data() + plan.offset; break;
-      case StateFormat::bf16: view.half = half[k].data() + plan.offset; break;
+      case StateFormat::fp32: view.fp32 = fp32[k].data(); break;
+      case StateFormat::bf16: view.half = half[k].data(); break;
       case StateFormat::q8:
-        view.codes = codes[k].data() + plan.offset;
-        view.absmax = absmax[k].data() + plan.first_block;
+        view.codes = codes[k].data();
+        view.absmax = absmax[k].data();
+        view.fallback = fp32[k].data();
         break;
     }
   }
 }
 
 void HostState::read(const StepPlanner& planner, int k, std::span<float> out) const {
-  const bool adam = planner.adam_family();
-  const Q8Map& map = dynamic_map(map_kind_of(k, adam));
-  for (std::size_t f = 0; f < planner.config().fragments; ++f) {
-    const std::size_t size = planner.fragment_size(f);
-    const std::size_t offset = size == 0 ? 0 : planner.layout().offset(f);
-    for (std::size_t i = 0; i < size; ++i) {
-      const std::size_t j = offset + i;
+  const Q8Map& map = dynamic_map(map_kind_of(k, planner.adam_family()), planner.config().q8_semantics);
+  for (const StepChunk& c : planner.chunks()) {
+    for (std::size_t i = 0; i < c.count; ++i) {
+      const std::size_t j = c.begin + i;
+      if (c.fp32_state != 0) {
+        out[j] = fp32[k][c.slot + i];
+        continue;
+      }
       switch (format) {
         case StateFormat::fp32: out[j] = fp32[k][j]; break;
         case StateFormat::bf16: out[j] = to_float(half[k][j]); break;
-        case StateFormat::q8:
-          out[j] = q8_dequantize(codes[k][j], absmax[k][planner.first_block(f) + i / kQ8BlockSize], map);
-          break;
+        case StateFormat::q8: out[j] = q8_dequantize(codes[k][j], absmax[k][c.slot], map); break;
       }
     }
   }

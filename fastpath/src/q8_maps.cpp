@@ -55,7 +55,7 @@ void fill_buckets(Q8Map& map) {
   }
 }
 
-Q8Map build_dynamic_map(bool is_signed) {
+Q8Map build_dynamic_map(bool is_signed, Q8Semantics semantics) {
   std::vector<float> values;
   for (int i = 0; i < 7; ++i) {
     const int points = is_signed ? (1 << i) + 1 : (1 << (i + 1)) + 1;
@@ -77,11 +77,18 @@ Q8Map build_dynamic_map(bool is_signed) {
   }
   Q8Map map{};
   for (int k = 0; k < kQ8Codes; ++k) map.code[k] = values[static_cast<std::size_t>(k)];
+  constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
   for (int k = 0; k + 1 < kQ8Codes; ++k) {
-    map.midpoint[k] = (static_cast<double>(map.code[k]) + static_cast<double>(map.code[k + 1])) / 2.0;
-    float below = static_cast<float>(map.midpoint[k]);
-    if (static_cast<double>(below) > map.midpoint[k]) below = std::nextafter(below, -std::numeric_limits<float>::infinity());
-    map.threshold[k] = below;
+    if (semantics == Q8Semantics::cgad) {
+      map.midpoint[k] = (static_cast<double>(map.code[k]) + static_cast<double>(map.code[k + 1])) / 2.0;
+      float below = static_cast<float>(map.midpoint[k]);
+      if (static_cast<double>(below) > map.midpoint[k]) below = std::nextafter(below, kMinusInf);
+      map.threshold[k] = below;
+    } else {
+      const float midpoint = (map.code[k] + map.code[k + 1]) * 0.5f;  // bnb's float midpoint (see q8_maps.hpp)
+      map.midpoint[k] = midpoint;
+      map.threshold[k] = k % 2 == 0 ? midpoint : std::nextafter(midpoint, kMinusInf);
+    }
   }
   map.midpoint[kQ8Codes - 1] = std::numeric_limits<double>::infinity();
   for (int k = kQ8Codes - 1; k < kQ8Codes + kQ8BucketSearch - 1; ++k) {
@@ -93,10 +100,10 @@ Q8Map build_dynamic_map(bool is_signed) {
 
 }  // namespace
 
-const Q8Map& dynamic_map(Q8MapKind kind) {
-  static const Q8Map signed_map = build_dynamic_map(true);
-  static const Q8Map unsigned_map = build_dynamic_map(false);
-  return kind == Q8MapKind::signed_map ? signed_map : unsigned_map;
+const Q8Map& dynamic_map(Q8MapKind kind, Q8Semantics semantics) {
+  static const Q8Map maps[2][2] = {{build_dynamic_map(true, Q8Semantics::cgad), build_dynamic_map(false, Q8Semantics::cgad)},
+                                   {build_dynamic_map(true, Q8Semantics::bnb), build_dynamic_map(false, Q8Semantics::bnb)}};
+  return maps[semantics == Q8Semantics::bnb][kind == Q8MapKind::unsigned_map];
 }
 
 }  // namespace cgad::fastpath

@@ -81,18 +81,19 @@ std::uint32_t bits(float x) { return std::bit_cast<std::uint32_t>(x); }
 
 // The configuration fields in file order; a file must match the loading optimizer in every one.
 struct ConfigWords {
-  std::uint32_t words[14];
+  std::uint32_t words[15];
 };
 ConfigWords config_words(const StepConfig& c) {
   return ConfigWords{{static_cast<std::uint32_t>(c.optimizer), static_cast<std::uint32_t>(c.params),
                       static_cast<std::uint32_t>(c.state), static_cast<std::uint32_t>(c.rounding),
                       static_cast<std::uint32_t>(c.on_zero_gate), bits(c.adam.lr), bits(c.adam.beta1),
                       bits(c.adam.beta2), bits(c.adam.eps), bits(c.adam.weight_decay), bits(c.nesterov.lr),
-                      bits(c.nesterov.momentum), bits(c.alpha), bits(c.tau_cut)}};
+                      bits(c.nesterov.momentum), bits(c.alpha), bits(c.tau_cut),
+                      static_cast<std::uint32_t>(c.q8_semantics)}};
 }
-constexpr const char* kConfigNames[14] = {"optimizer", "parameter format", "state format", "rounding",
+constexpr const char* kConfigNames[15] = {"optimizer", "parameter format", "state format", "rounding",
                                           "on_zero_gate", "lr", "beta1", "beta2", "eps", "weight_decay",
-                                          "nesterov lr", "momentum", "alpha", "tau_cut"};
+                                          "nesterov lr", "momentum", "alpha", "tau_cut", "q8 semantics"};
 
 }  // namespace
 
@@ -104,13 +105,17 @@ void write_state_file(const std::filesystem::path& path, const StepPlanner& plan
   const ConfigWords words = config_words(config);
   for (std::uint32_t word : words.words) w.put(word);
   w.put(config.seed);
+  w.put(static_cast<std::uint64_t>(effective_min_q8_size(config)));
   w.put(static_cast<std::uint64_t>(planner.parameters()));
   w.put(static_cast<std::uint64_t>(config.fragments));
+  w.put(static_cast<std::uint64_t>(planner.tensor_sizes().size()));
+  for (const std::size_t size : planner.tensor_sizes()) w.put(static_cast<std::uint64_t>(size));
   const auto& counters = planner.raw_counters();
   w.put(counters.steps);
+  w.put(counters.round);
   for (std::size_t f = 0; f < config.fragments; ++f) {
     w.put(counters.t[f]);
-    w.put(counters.ages[f]);
+    w.put(counters.last_sync[f]);
   }
   for (int k = 0; k < state.moments; ++k) {
     switch (state.format) {
@@ -119,6 +124,7 @@ void write_state_file(const std::filesystem::path& path, const StepPlanner& plan
       case StateFormat::q8:
         w.put_all(state.codes[k]);
         w.put_all(state.absmax[k]);
+        w.put_all(state.fp32[k]);
         break;
     }
   }
@@ -168,12 +174,15 @@ LoadedState read_state_file(const std::filesystem::path& path, const StepPlanner
 
   const StepConfig& config = planner.config();
   const ConfigWords expected = config_words(config);
-  for (int i = 0; i < 14; ++i) {
+  for (int i = 0; i < 15; ++i) {
     if (r.get<std::uint32_t>() != expected.words[i]) {
       r.fail(std::string("was saved with another ") + kConfigNames[i] + " than this optimizer's");
     }
   }
   if (r.get<std::uint64_t>() != config.seed) r.fail("was saved with another seed than this optimizer's");
+  if (r.get<std::uint64_t>() != effective_min_q8_size(config)) {
+    r.fail("was saved with another min_q8_size than this optimizer's");
+  }
   const auto parameters = r.get<std::uint64_t>();
   const auto fragments = r.get<std::uint64_t>();
   if (parameters != planner.parameters() || fragments != config.fragments) {
@@ -181,12 +190,24 @@ LoadedState read_state_file(const std::filesystem::path& path, const StepPlanner
            " fragments, this optimizer " + std::to_string(planner.parameters()) + " in " +
            std::to_string(config.fragments));
   }
+  const auto tensors = r.get<std::uint64_t>();
+  bool same_tensors = tensors == planner.tensor_sizes().size();
+  for (std::uint64_t k = 0; same_tensors && k < tensors; ++k) {
+    same_tensors = r.get<std::uint64_t>() == planner.tensor_sizes()[k];
+  }
+  if (!same_tensors) r.fail("was saved with another tensor layout than this optimizer's");
   LoadedState loaded;
   loaded.counters.steps = r.get<std::uint64_t>();
+  loaded.counters.round = r.get<std::int64_t>();
   for (std::size_t f = 0; f < fragments; ++f) {
     loaded.counters.t.push_back(r.get<std::int64_t>());
-    loaded.counters.ages.push_back(r.get<std::int64_t>());
-    if (loaded.counters.t.back() < 0 || loaded.counters.ages.back() < 0) r.fail("has a negative step count or age");
+    loaded.counters.last_sync.push_back(r.get<std::int64_t>());
+  }
+  try {
+    StepPlanner check = planner;
+    check.set_raw_counters(loaded.counters);
+  } catch (const reference::InputError& e) {
+    r.fail(std::string("holds impossible counters: ") + e.what());
   }
   HostState& s = loaded.state;
   s.format = current.format;
@@ -198,6 +219,7 @@ LoadedState read_state_file(const std::filesystem::path& path, const StepPlanner
       case StateFormat::q8:
         s.codes[k] = r.get_all<std::uint8_t>(current.codes[k].size());
         s.absmax[k] = r.get_all<float>(current.absmax[k].size());
+        s.fp32[k] = r.get_all<float>(current.fp32[k].size());
         break;
     }
   }

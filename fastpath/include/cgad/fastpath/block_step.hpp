@@ -1,12 +1,13 @@
 #pragma once
-// One step over one block of at most 256 elements, in pieces both backends share: decode the stored
+// One step over one chunk of at most 256 elements, in pieces both backends share: decode the stored
 // parameter and moments to fp32, run the per-element update (element_update.hpp), round the parameter
 // back, and requantize the moments — from the fp32 values the update produced (DESIGN.md §5: θ is updated
-// from the pre-quantization moments). A q8 moment's new absmax is the block's max |value|, which is exact
+// from the pre-quantization moments). A q8 moment's new absmax is the chunk's max |value|, which is exact
 // and independent of the order of the reduction, so a CUB BlockReduce and a serial loop agree.
 //
-// Blocks are laid out per fragment (a fragment's first element starts a block), so updating one PA-CGAD
-// fragment never requantizes another fragment's state.
+// Chunks (StepChunk) never cross a tensor or a fragment boundary: q8 blocks restart at each tensor, as
+// bitsandbytes quantizes each tensor separately, and updating one PA-CGAD fragment never requantizes another
+// fragment's state. A tensor under min_q8_size keeps fp32 moments in a q8 configuration; its chunks say so.
 #include "cgad/fastpath/bf16.hpp"
 #include "cgad/fastpath/element_update.hpp"
 #include "cgad/fastpath/portable.hpp"
@@ -23,14 +24,23 @@ enum class UpdateFamily : std::uint8_t { adam, nesterov };
 enum class ParamCode : std::uint8_t { fp32, bf16 };
 enum class StateCode : std::uint8_t { fp32, bf16, q8 };
 
-// One moment buffer, already offset to the fragment being stepped.
+// One moment buffer. For a whole step the pointers are the buffers' starts; chunk_args() moves them to a chunk.
 struct MomentView {
-  float* fp32 = nullptr;
-  bf16* half = nullptr;
-  std::uint8_t* codes = nullptr;
-  float* absmax = nullptr;  // one per block of the fragment
+  float* fp32 = nullptr;          // fp32 state: one per parameter
+  bf16* half = nullptr;           // bf16 state: one per parameter
+  std::uint8_t* codes = nullptr;  // q8 state: one per parameter (unused for tensors that keep fp32 state)
+  float* absmax = nullptr;        // q8 state: one per q8 chunk
+  float* fallback = nullptr;      // q8 configuration: the fp32 moments of tensors under min_q8_size
   const Q8Map* map = nullptr;
   int random_word = 0;
+};
+
+// A run of at most kQ8BlockSize elements inside one tensor and one fragment, the unit of a step.
+struct StepChunk {
+  std::uint64_t begin = 0;       // first element, an index into the whole parameter vector
+  std::uint64_t slot = 0;        // q8: the index of its absmax; fp32 fallback: its first moment in `fallback`
+  std::uint32_t count = 0;       // 1..kQ8BlockSize
+  std::uint32_t fp32_state = 0;  // 1 in a q8 configuration when its tensor is under min_q8_size
 };
 
 // Everything one step needs, by value: pointers are to the fragment's slice.
@@ -39,18 +49,45 @@ struct StepArgs {
   ParamCode params = ParamCode::fp32;
   StateCode state = StateCode::fp32;
   bool stochastic = false;
-  int moments = 2;  // 2 for the Adam family (m, v), 1 for Nesterov (b)
+  bool bnb = false;  // q8_semantics = bnb (element_update.hpp)
+  int moments = 2;   // 2 for the Adam family (m, v), 1 for Nesterov (b)
   AdamCoefficients adam{};
   NesterovCoefficients nesterov{};
   std::uint64_t seed = 0;
   std::uint64_t step = 0;          // the optimizer's applied-step count after this step (keys the RNG)
-  std::uint64_t first_index = 0;   // global index of the fragment's first element (keys the RNG)
-  std::uint64_t size = 0;          // elements in the fragment
-  float* params_fp32 = nullptr;
+  std::uint64_t first_index = 0;   // global index of the first element: the fragment's, then the chunk's
+  std::uint64_t size = 0;          // elements in the fragment, then in the chunk
+  float* params_fp32 = nullptr;    // the whole vector, then the chunk's first element
   bf16* params_bf16 = nullptr;
-  const float* grad = nullptr;
+  const float* grad = nullptr;     // the fragment's slice, then the chunk's
   MomentView moment[2];
 };
+
+// `a` (a whole step: buffer starts, the fragment's grad slice and first index) moved to chunk `c`, whose
+// elements are then 0..c.count−1 and whose q8 absmax is moment[k].absmax[0].
+CGAD_HD inline StepArgs chunk_args(const StepArgs& a, const StepChunk& c) {
+  StepArgs r = a;
+  r.grad = a.grad + (c.begin - a.first_index);
+  r.first_index = c.begin;
+  r.size = c.count;
+  if (a.params_fp32 != nullptr) r.params_fp32 = a.params_fp32 + c.begin;
+  if (a.params_bf16 != nullptr) r.params_bf16 = a.params_bf16 + c.begin;
+  for (int k = 0; k < a.moments; ++k) {
+    MomentView& m = r.moment[k];
+    if (c.fp32_state != 0) {
+      m.fp32 = a.moment[k].fallback + c.slot;
+    } else if (a.state == StateCode::fp32) {
+      m.fp32 = a.moment[k].fp32 + c.begin;
+    } else if (a.state == StateCode::bf16) {
+      m.half = a.moment[k].half + c.begin;
+    } else {
+      m.codes = a.moment[k].codes + c.begin;
+      m.absmax = a.moment[k].absmax + c.slot;
+    }
+  }
+  if (c.fp32_state != 0) r.state = StateCode::fp32;
+  return r;
+}
 
 // The largest |value| of a block, accumulated as max(acc, |x|) = (acc < |x|) ? |x| : acc on both backends.
 CGAD_HD inline float absmax_step(float accumulated, float value) {
@@ -69,14 +106,16 @@ struct RuntimeFormats {
   CGAD_HD static ParamCode params(const StepArgs& a) { return a.params; }
   CGAD_HD static StateCode state(const StepArgs& a) { return a.state; }
   CGAD_HD static bool stochastic(const StepArgs& a) { return a.stochastic; }
+  CGAD_HD static bool bnb(const StepArgs& a) { return a.bnb; }
 };
 
-template <UpdateFamily Family, ParamCode Params, StateCode State, bool Stochastic>
+template <UpdateFamily Family, ParamCode Params, StateCode State, bool Stochastic, bool Bnb = false>
 struct FixedFormats {
   CGAD_HD static constexpr UpdateFamily family(const StepArgs&) { return Family; }
   CGAD_HD static constexpr ParamCode params(const StepArgs&) { return Params; }
   CGAD_HD static constexpr StateCode state(const StepArgs&) { return State; }
   CGAD_HD static constexpr bool stochastic(const StepArgs&) { return Stochastic; }
+  CGAD_HD static constexpr bool bnb(const StepArgs&) { return Bnb; }
 };
 
 template <class F = RuntimeFormats>
@@ -92,6 +131,12 @@ CGAD_HD inline void store_param(const StepArgs& a, std::uint64_t i, float value,
     a.params_bf16[i] = F::stochastic(a) ? round_stochastic_bf16(value, random.word[kWordParam])
                                         : round_nearest_even_bf16(value);
   }
+}
+
+// A value rounded to the parameter format and widened back (bnb rounds θ before its weight decay).
+template <class F = RuntimeFormats>
+CGAD_HD inline float round_param(const StepArgs& a, float value) {
+  return F::params(a) == ParamCode::fp32 ? value : to_float(round_nearest_even_bf16(value));
 }
 
 // `block_absmax` is the block's stored absmax (used by q8 only).
@@ -117,9 +162,25 @@ CGAD_HD inline void store_moment_elementwise(const StepArgs& a, const MomentView
   }
 }
 
+// bnb's m code "sign fix" (kOptimizerStatic8bit2StateBlockwise): a code whose sign bit differs from the value's
+// moves one step toward the value's side — so a tiny negative m (and −0) is stored as the smallest negative
+// code, never as 0 — in uint8 arithmetic (a +0 m of an all-zero block, quantized from 0/0 = NaN to code 0 =
+// −0.99…, wraps to code 255, which decodes to 0 there).
+CGAD_HD inline std::uint8_t bnb_sign_fix(std::uint8_t code, float value, const Q8Map& map) {
+  const bool differs = (float_to_bits(map.code[code]) >> 31) != (float_to_bits(value) >> 31);
+  const std::uint8_t moved = static_cast<std::uint8_t>(value > 0.0f ? code + 1 : code - 1);
+  return differs ? moved : code;
+}
+
+// `moment` is 0 for m (the signed map) and 1 for v.
 template <class F = RuntimeFormats>
-CGAD_HD inline std::uint8_t quantize_moment(const StepArgs& a, const MomentView& s, float value, float absmax,
-                                            const RandomWords& random) {
+CGAD_HD inline std::uint8_t quantize_moment(const StepArgs& a, const MomentView& s, int moment, float value,
+                                            float absmax, const RandomWords& random) {
+  if (F::bnb(a)) {
+    // bnb divides with no guard (__fdividef, IEEE here): an all-zero block gives 0/0 = NaN, code 0.
+    const std::uint8_t code = q8_nearest(value / absmax, *s.map);
+    return moment == 0 ? bnb_sign_fix(code, value, *s.map) : code;
+  }
   const float x = q8_normalize(value, absmax);
   return F::stochastic(a) ? q8_stochastic(x, *s.map, random.word[s.random_word]) : q8_nearest(x, *s.map);
 }
@@ -130,7 +191,29 @@ CGAD_HD inline RandomWords random_for(const StepArgs& a, std::uint64_t i) {
   return philox_words(a.seed, a.step, a.first_index + i);
 }
 
-// Updates element i (fragment-relative) with pseudo-gradient `delta` (the caller loaded grad[i], the CUDA
+// bnb's update of one element (element_update.hpp): its moment order for the q8 or the fp32 kernel, θ rounded
+// to the parameter format, then its decoupled decay rounded again.
+template <class F = RuntimeFormats>
+CGAD_HD inline void bnb_adam_element(const StepArgs& a, float delta, float& theta, float& m, float& v) {
+  const float g = a.adam.sigma * delta;
+  if (F::state(a) == StateCode::q8) {
+    bnb8_moments(g, a.adam, m, v);
+  } else {
+    bnb32_moments(g, a.adam, m, v);
+  }
+  theta = round_param<F>(a, bnb_moved_param(theta, m, v, a.adam));
+  if (a.adam.weight_decay > 0.0f) theta = round_param<F>(a, theta * a.adam.decay);
+}
+
+// The first moment bnb's 8-bit kernel computes for a padding element of a partial block (its loads pad with
+// g = 0 and m code 128): it takes part in the block's new absmax. The padding's v (code 0 = 0) is 0.
+CGAD_HD inline float bnb_padding_first_moment(const AdamCoefficients& c, float old_absmax, const Q8Map& map) {
+  float m = q8_dequantize(128, old_absmax, map), v = 0.0f;
+  bnb8_moments(0.0f, c, m, v);
+  return m;
+}
+
+// Updates element i (chunk-relative) with pseudo-gradient `delta` (the caller loaded grad[i], the CUDA
 // kernel through a vectorized BlockLoad): reads θ and the decoded moments, writes θ, returns the new fp32
 // moments in `moment_out`.
 template <class F = RuntimeFormats>
@@ -140,7 +223,11 @@ CGAD_HD inline void update_element(const StepArgs& a, std::uint64_t i, float del
   float first = load_moment<F>(a, a.moment[0], i, block_absmax[0]);
   if (F::family(a) == UpdateFamily::adam) {
     float second = load_moment<F>(a, a.moment[1], i, block_absmax[1]);
-    adam_element(delta, a.adam, theta, first, second);
+    if (F::bnb(a)) {
+      bnb_adam_element<F>(a, delta, theta, first, second);
+    } else {
+      adam_element(delta, a.adam, theta, first, second);
+    }
     moment_out[1] = second;
   } else {
     nesterov_element(delta, a.nesterov, theta, first);

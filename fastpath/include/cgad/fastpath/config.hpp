@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -16,6 +17,14 @@ enum class ParamFormat { fp32, bf16 };
 enum class StateFormat { fp32, bf16, q8 };
 // Applies to every narrowing store of a step: bf16 parameters, bf16 state, q8 state.
 enum class Rounding { nearest, stochastic };
+// Whose 8-bit Adam the q8 state (and, for bnb, the fp32 state) follows (DESIGN.md §5):
+//   cgad — cgad's own: exact nearest code (ties to the lower), the Adam term taken as 0 where v decodes to 0,
+//          the reference's operation order; what the differential bounds are proved for.
+//   bnb  — bitsandbytes' Adam kernels formula by formula (element_update.hpp lists the release, the kernels
+//          and every deviation): kOptimizerStatic8bit2StateBlockwise for q8 tensors, kOptimizer32bit2State for
+//          fp32 state (tensors under min_q8_size, or state = fp32 throughout). Adam family only, nearest
+//          rounding only (bnb's kernels have no stochastic rounding), no bf16 state (bnb has none).
+enum class Q8Semantics { cgad, bnb };
 
 struct StepConfig {
   reference::OptimizerKind optimizer = reference::OptimizerKind::cgad;  // cgad, pa-cgad, adam-decay, adam,
@@ -30,7 +39,14 @@ struct StepConfig {
   float tau_cut = 32.0f;  // gate cutoff τ_cut (CGAD, PA-CGAD)
   reference::ZeroGatePolicy on_zero_gate = reference::ZeroGatePolicy::apply;
   std::size_t fragments = 1;  // PA-CGAD's P; 1 for every other optimizer
+  Q8Semantics q8_semantics = Q8Semantics::cgad;
+  // With q8 state, a tensor of fewer elements keeps fp32 state (bitsandbytes' min_8bit_size). Unset: 4096 (bnb's
+  // default) with bnb semantics, 0 with cgad's.
+  std::optional<std::size_t> min_q8_size;
 };
+
+// The min_q8_size in force (see StepConfig).
+std::size_t effective_min_q8_size(const StepConfig& config);
 
 // The reference's gate for this optimizer (cosine, exponential or none), in Real.
 template <reference::RealScalar Real>
@@ -60,15 +76,18 @@ reference::OptimizerConfig<Real> reference_config(const StepConfig& config) {
 }
 
 // Throws reference::InputError for an unsupported optimizer (delayed-nesterov), invalid hyperparameters or
-// gate, or fragments on an optimizer other than PA-CGAD.
+// gate, fragments on an optimizer other than PA-CGAD, P ≥ τ_cut for PA-CGAD, or bnb semantics where bnb has no
+// such kernel (see Q8Semantics).
 void validate(const StepConfig& config);
 
 std::string_view to_string(ParamFormat format);
 std::string_view to_string(StateFormat format);
 std::string_view to_string(Rounding rounding);
+std::string_view to_string(Q8Semantics semantics);
 // Parse the command-line spellings ("fp32", "bf16", "q8", "nearest", "stochastic"); InputError otherwise.
 ParamFormat parse_param_format(std::string_view text);
 StateFormat parse_state_format(std::string_view text);
 Rounding parse_rounding(std::string_view text);
+Q8Semantics parse_q8_semantics(std::string_view text);
 
 }  // namespace cgad::fastpath

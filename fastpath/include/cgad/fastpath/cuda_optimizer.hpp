@@ -40,6 +40,7 @@ std::string cuda_unavailable_reason();
 class CudaOptimizer {
  public:
   CudaOptimizer(const StepConfig& config, std::size_t parameters);
+  CudaOptimizer(const StepConfig& config, std::vector<std::size_t> tensor_sizes);  // as CpuOptimizer's
   ~CudaOptimizer();
   CudaOptimizer(const CudaOptimizer&) = delete;
   CudaOptimizer& operator=(const CudaOptimizer&) = delete;

@@ -14,6 +14,20 @@
 // the same gated gradients), so the guard only acts where rounding made v vanish under a nonzero m — a
 // second moment that quantized or underflowed to 0 — where m/ε would be a step 1/ε times too large.
 //
+// bitsandbytes' Adam (q8_semantics = bnb), transcribed from bitsandbytes 0.50.1 csrc/kernels.cu (unchanged in
+// substance since 0.44.0), with g = σ·Δ where bnb has gnorm_scale·g:
+//   kOptimizerStatic8bit2StateBlockwise<ADAM> (q8 tensors):
+//     v = v·β2 + ((1−β2)·g)·g;  m = m·β1 + (1−β1)·g            (from the dequantized codes)
+//     θ = T(θ + step_size·(m / (sqrt(v) + c2·ε)));  if λ > 0: θ = T(θ·(1 − η·λ))
+//   kOptimizer32bit2State<ADAM> (fp32 state):
+//     m = m·β1 + (1−β1)·g;  v = v·β2 + (1−β2)·(g·g);  θ as above with ε·c2 (the same product)
+//   c1 = 1 − β1^t, c2 = sqrt(1 − β2^t), step_size = (−η·c2)/c1, T = rounding to the parameter format.
+// No guard: where v is 0 under a nonzero m the step is η·m̂/ε-sized, as bnb takes it. Deviations, all forced
+// or declared: β^t is evaluated in double and rounded to float where the GPU uses __powf/powf (not correctly
+// rounded), divisions are IEEE where the 8-bit kernel uses __fdividef; g stays fp32 whatever the parameter
+// format (bnb holds the gradient in the parameter's dtype); an event with a NaN/Inf or overflowing
+// pseudo-gradient is skipped whole (bnb zeroes that element's m and v — state lost).
+//
 // Nesterov (DiLoCo outer recipe) and SDM (σ = 1/(1+τ)):
 //   d = σ·Δ;  b = μ·b + d;  θ = θ − η·(d + μ·b)
 #include "cgad/fastpath/portable.hpp"
@@ -26,6 +40,8 @@ struct AdamCoefficients {
   float beta2, one_minus_beta2;
   float bias1, bias2;  // 1 − β1^t, 1 − β2^t for the step count t after this step
   float lr, eps, weight_decay;
+  // bnb semantics only: step_size = (−η·c2)/c1, eps_term = c2·ε, decay = 1 − η·λ (applied when λ > 0).
+  float step_size, eps_term, decay;
 };
 
 struct NesterovCoefficients {
@@ -34,23 +50,41 @@ struct NesterovCoefficients {
   float lr;
 };
 
+CGAD_HD inline float ieee_sqrt(float x) {
+#if defined(__CUDA_ARCH__)
+  return __fsqrt_rn(x);
+#else
+  return __builtin_sqrtf(x);
+#endif
+}
+
 CGAD_HD inline void adam_element(float delta, const AdamCoefficients& c, float& theta, float& m, float& v) {
   const float g = c.sigma * delta;
   m = c.beta1 * m + c.one_minus_beta1 * g;
   v = c.beta2 * v + c.one_minus_beta2 * (g * g);
   const float m_hat = m / c.bias1;
   const float v_hat = v / c.bias2;
-#if defined(__CUDA_ARCH__)
-  const float root = __fsqrt_rn(v_hat);
-#else
-  const float root = __builtin_sqrtf(v_hat);
-#endif
+  const float root = ieee_sqrt(v_hat);
   // The quotient is computed whatever v is and then selected, rather than under a branch: a vectorizer
   // may not speculate a division it cannot prove harmless, and the selected bits are the same.
   const float quotient = m_hat / (root + c.eps);
   const float adam_term = v == 0.0f ? 0.0f : quotient;
   const float direction = adam_term + c.weight_decay * theta;
   theta = theta - c.lr * direction;
+}
+
+// bnb's moment updates: the 8-bit kernel's order, then the 32-bit kernel's.
+CGAD_HD inline void bnb8_moments(float g, const AdamCoefficients& c, float& m, float& v) {
+  v = v * c.beta2 + ((c.one_minus_beta2 * g) * g);
+  m = m * c.beta1 + c.one_minus_beta1 * g;
+}
+CGAD_HD inline void bnb32_moments(float g, const AdamCoefficients& c, float& m, float& v) {
+  m = m * c.beta1 + c.one_minus_beta1 * g;
+  v = v * c.beta2 + c.one_minus_beta2 * (g * g);
+}
+// bnb's parameter update before its rounding to the parameter format (the decay follows that rounding).
+CGAD_HD inline float bnb_moved_param(float theta, float m, float v, const AdamCoefficients& c) {
+  return theta + c.step_size * (m / (ieee_sqrt(v) + c.eps_term));
 }
 
 CGAD_HD inline void nesterov_element(float delta, const NesterovCoefficients& c, float& theta, float& b) {

@@ -9,6 +9,8 @@
 //   config.optimizer = reference::OptimizerKind::cgad;  // cgad, pa-cgad, adam-decay, adam, nesterov, sdm
 //   config.params = ParamFormat::bf16; config.state = StateFormat::q8; config.rounding = Rounding::nearest;
 //   cgad::fastpath::CpuOptimizer opt(config, n);        // state for n parameters; threads = 0 → all cores
+//   CpuOptimizer opt(config, {n0, n1, ...});            // ... or for a sequence of tensors (q8 blocks restart at
+//                                                       //   each; config.min_q8_size keeps small ones in fp32)
 //   StepReport r = opt.step(std::span<bf16>(params), std::span<const float>(grad), tau, fragment);
 //     // r.applied / r.reason (none, nonfinite-gradient, zero-gate) / r.nonfinite_index / r.tau_effective /
 //     // r.sigma — the reference's StepReport<float>; params are updated in place (std::span<float> for fp32)
@@ -19,7 +21,8 @@
 //
 // Semantics match the reference optimizers (reference::make_optimizer) event for event: the same argument
 // checks (InputError), a NaN/Inf pseudo-gradient changes nothing (parameters, state, step counts, ages) and is
-// reported with its first index, on_zero_gate = skip drops a σ = 0 event. `grad` is the fragment's slice of
+// reported with its first index, and so is one with |σ·Δ| ≥ 2^64 (its square would overflow float); on_zero_gate
+// = skip drops a σ = 0 event. `grad` is the fragment's slice of
 // the pseudo-gradient; `params` is always the whole vector. Empty tensors are fine; indices are 64-bit.
 // The step allocates nothing: it reads and writes the caller's spans and the state made at construction.
 #include "cgad/fastpath/bf16.hpp"
@@ -39,6 +42,7 @@ namespace cgad::fastpath {
 class CpuOptimizer {
  public:
   CpuOptimizer(const StepConfig& config, std::size_t parameters, unsigned threads = 0);
+  CpuOptimizer(const StepConfig& config, std::vector<std::size_t> tensor_sizes, unsigned threads = 0);
 
   StepReport step(std::span<float> params, std::span<const float> grad, std::int64_t tau, std::size_t fragment = 0);
   StepReport step(std::span<bf16> params, std::span<const float> grad, std::int64_t tau, std::size_t fragment = 0);

@@ -46,8 +46,10 @@ inline constexpr int kQ8BucketSearch = 1;  // thresholds inside one bucket, at m
 
 struct Q8Map {
   float code[kQ8Codes];        // strictly increasing
-  double midpoint[kQ8Codes];   // midpoint[k] = (code[k] + code[k+1]) / 2 exactly; midpoint[255] = +Inf
-  // midpoint[k] rounded down to a float; threshold[255] and the kQ8BucketSearch − 1 after it are +Inf.
+  // cgad semantics: midpoint[k] = (code[k] + code[k+1]) / 2 exactly, threshold[k] = midpoint[k] rounded down to
+  // a float. bnb semantics: midpoint[k] = bnb's float midpoint, threshold[k] it or its predecessor by the tie rule
+  // (q8_maps.hpp). midpoint[255] = +Inf; threshold[255] and the kQ8BucketSearch − 1 after it are +Inf.
+  double midpoint[kQ8Codes];
   float threshold[kQ8Codes + kQ8BucketSearch - 1];
   // below[sign·kQ8BucketsPerSign + bucket]: how many thresholds lie below every float of the bucket. int32
   // rather than uint8 so that the CPU's vector gathers (dword only) can read it.

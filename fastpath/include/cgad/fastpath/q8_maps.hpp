@@ -14,6 +14,19 @@
 // between those three. cgad uses the element-by-element rule, which is the definition the vector paths
 // approximate and does not depend on the machine; fastpath/tools/bnb_dynamic_map.py prints the maps PyTorch
 // builds, and the q8 map test records how far each of them is from ours.
+//
+// The same codes serve both q8 semantics; what differs is the nearest-code rule, held in the map's thresholds
+// (q8.hpp counts the thresholds below x either way):
+//   cgad — the exact argmin: thresholds are the exact midpoints rounded down to floats, ties to the lower code.
+//   bnb  — bitsandbytes' quantize_2D (csrc/kernels.cu, 0.44.0–0.50.1): a binary search from pivot 127 in steps
+//          64, 32, …, 1 comparing x > code[pivot], which ends on an even pivot P with x in (code[P−1], code[P+1]],
+//          then a comparison with the float midpoint (code[P±1] + code[P])·0.5f, a tie going to P. So between
+//          codes k and k+1 the boundary is t_k = fl(fl(code[k] + code[k+1])·0.5), and a tie goes to whichever of
+//          k, k+1 is even: x → k+1 iff t_k < x for even k, iff t_k ≤ x (⟺ pred(t_k) < x) for odd k. The
+//          search's end cases agree: its initial bounds −1 (signed) / 0 and 1 send x ≤ code[0] to 0 and
+//          x ≥ 1 to 255, and NaN fails every compare and ends at 0. The exhaustive test
+//          (fastpath_q8_bnb_test) checks this table against the search itself on every float of [−1, 1].
+#include "cgad/fastpath/config.hpp"
 #include "cgad/fastpath/q8.hpp"
 
 namespace cgad::fastpath {
@@ -21,7 +34,7 @@ namespace cgad::fastpath {
 enum class Q8MapKind { signed_map, unsigned_map };
 
 // Built on first use (thread-safe static), immutable afterwards.
-const Q8Map& dynamic_map(Q8MapKind kind);
+const Q8Map& dynamic_map(Q8MapKind kind, Q8Semantics semantics = Q8Semantics::cgad);
 
 // torch.linspace(start, end, points) in float32, element-by-element rule (see above). Exposed for tests.
 void torch_linspace_f32(float start, float end, int points, float* out);

@@ -4,9 +4,14 @@
 // double (reference::sigma<double>, std::pow) and rounded once to float: their relative error is then at
 // most 2^-24 (the final rounding) plus a few units of 2^-53, far below one float ulp.
 //
-// Ages (PA-CGAD) follow the reference's GatedAdam exactly: advance_round() adds 1 to every age, an event
-// for fragment f is gated by σ(max(τ, a_f)), and an applied event resets a_f to 0. A skipped event (zero
-// gate with `skip`, or a NaN/Inf pseudo-gradient) changes nothing.
+// Ages (PA-CGAD) follow the reference's GatedAdam exactly (gated_adam.hpp): a_f = max(0, round − last_sync_f − 1),
+// an event for fragment f is gated by σ(max(τ, a_f)) and synchronizes f whether it is applied or skipped for a
+// zero gate; an event refused for a NaN/Inf or overflowing pseudo-gradient changes nothing.
+//
+// Layout: the parameter vector is a sequence of tensors (sizes summing to the parameter count; one tensor by
+// default) and, for PA-CGAD, of P contiguous fragments. The planner cuts it into chunks (block_step.hpp) that
+// restart at every tensor and every fragment boundary, so q8 blocks never straddle either; in a q8
+// configuration the chunks of a tensor under min_q8_size keep fp32 moments in a separate fallback buffer.
 #include "cgad/fastpath/block_step.hpp"
 #include "cgad/fastpath/config.hpp"
 #include "cgad/reference/fragments.hpp"
@@ -22,47 +27,62 @@ using StepReport = reference::StepReport<float>;
 
 class StepPlanner {
  public:
+  // One tensor of `parameters` elements.
   StepPlanner(const StepConfig& config, std::size_t parameters);
+  // InputError unless the sizes are positive (an empty vector is one empty tensor) and sum without overflow.
+  StepPlanner(const StepConfig& config, std::vector<std::size_t> tensor_sizes);
 
   struct Plan {
     StepReport report;         // applied = false when the zero gate skips the event
     StepArgs args;             // coefficients, formats and counters; the caller fills the pointers
     std::size_t fragment = 0;
     std::size_t offset = 0;    // first element of the fragment
-    std::size_t first_block = 0;
   };
 
   // Checks the event's shape (InputError) and computes the step's constants; changes nothing.
   Plan plan(std::size_t params_size, std::size_t grad_size, std::int64_t tau, std::size_t fragment) const;
-  // Records an applied step: t_f and the step count advance, the fragment's age resets.
+  // Records an applied step: t_f and the step count advance, the fragment is synchronized.
   void commit(const Plan& plan);
-  void advance_round();
+  // Records an event skipped for a zero gate: the fragment is synchronized all the same.
+  void commit_zero_gate_skip(const Plan& plan);
+  void advance_round() { ++counters_.round; }
 
   const StepConfig& config() const { return config_; }
   const reference::FragmentLayout& layout() const { return layout_; }
   bool adam_family() const { return reference::is_adam_family(config_.optimizer); }
   int moments() const { return adam_family() ? 2 : 1; }
-  std::size_t first_block(std::size_t fragment) const { return first_block_[fragment]; }
-  std::size_t total_blocks() const { return first_block_.back(); }
   std::size_t parameters() const { return empty_ ? 0 : layout_.parameters(); }
   std::size_t fragment_size(std::size_t f) const { return empty_ ? 0 : layout_.size(f); }
+  const std::vector<std::size_t>& tensor_sizes() const { return tensors_; }
+  // Every chunk, fragment by fragment; fragment f's are chunks()[chunk_begin(f) .. chunk_begin(f + 1)).
+  const std::vector<StepChunk>& chunks() const { return chunks_; }
+  std::size_t chunk_begin(std::size_t fragment) const { return chunk_begin_[fragment]; }
+  std::size_t q8_blocks() const { return q8_blocks_; }          // absmax slots per q8 moment
+  std::size_t fallback_size() const { return fallback_size_; }  // fp32 moments of tensors under min_q8_size
+  std::int64_t age(std::size_t fragment) const;
 
   // The counters, as the reference names them ("t", "age" for PA-CGAD), plus the applied-step count.
   std::vector<reference::StateCounter> counters() const;
   struct Counters {
     std::vector<std::int64_t> t;
-    std::vector<std::int64_t> ages;
+    std::vector<std::int64_t> last_sync;  // per fragment, −1 before the first synchronization
+    std::int64_t round = 0;
     std::uint64_t steps = 0;
   };
   const Counters& raw_counters() const { return counters_; }
-  void set_raw_counters(Counters counters);  // InputError on a length mismatch or a negative count
+  // InputError on a length mismatch, a negative count or round, or a synchronization after the current round.
+  void set_raw_counters(Counters counters);
 
  private:
   StepConfig config_;
   reference::GateParams<double> gate_;  // built once: the step itself parses and allocates nothing
   reference::FragmentLayout layout_;
   bool empty_ = false;                    // zero parameters (the layout is then built over one)
-  std::vector<std::size_t> first_block_;  // P + 1 entries: prefix sums of each fragment's block count
+  std::vector<std::size_t> tensors_;
+  std::vector<StepChunk> chunks_;
+  std::vector<std::size_t> chunk_begin_;  // P + 1 entries
+  std::size_t q8_blocks_ = 0;
+  std::size_t fallback_size_ = 0;
   Counters counters_;
 };
 

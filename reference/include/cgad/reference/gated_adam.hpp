@@ -6,11 +6,22 @@
 //   θ = θ − η·( (m/(1−β1^t)) / (sqrt(v/(1−β2^t)) + ε) + λ·θ )
 //
 // Fragments and ages (PA-CGAD). Each fragment f keeps its own step count t_f and an age a_f: the number of
-// outer rounds since f was last synchronized. The caller (the parameter server's loop, or `cgad replay`,
-// which treats every event as one outer round) advances the round with advance_round(), which adds 1 to
-// every age. An event for fragment f is gated by σ(max(τ, a_f)); when it is applied, f has just been
-// synchronized and a_f resets to 0. A skipped event (zero gate with `skip`, or a NaN/Inf gradient) changes
-// nothing, ages included. CGAD, Adam-Decay and Adam have one fragment and ignore ages.
+// outer rounds that passed since f was last synchronized without synchronizing it. The caller (the parameter
+// server's loop, or `cgad replay`, which treats every event as one outer round) ends each round with
+// advance_round(). An event for fragment f is gated by σ(max(τ, a_f)), and it synchronizes f — the worker's
+// copy is refreshed whatever the server does with the pseudo-gradient — so a_f restarts from 0 whether the
+// event is applied or skipped for a zero gate (a skip that kept the age would freeze the fragment forever once
+// a_f ≥ τ_cut). The ages are kept as the round of each fragment's last synchronization:
+// a_f = max(0, round − last_sync_f − 1). So a fragment synchronized every round has age 0 (P = 1 is exactly
+// CGAD), one synchronized every P rounds has age P − 1 when it is synchronized, and a second event for f in
+// the round of its synchronization sees age 0. P > τ_cut is refused: a round-robin schedule alone would then
+// give every event an age P − 1 ≥ τ_cut, where the cosine gate is exactly 0. Only an event refused for a NaN/Inf or overflowing
+// pseudo-gradient changes nothing, ages included (it never reached the server's state). CGAD, Adam-Decay and
+// Adam have one fragment and ignore ages.
+//
+// Overflow (DESIGN.md §3): an event with |σ·Δ_i| ≥ 2^64 for some i is refused whole, like a NaN/Inf one: its
+// square overflows float, so the production fast path could not store v. The exact product decides here; the
+// fast path decides on its float σ·Δ, which can differ only within one rounding of 2^64.
 #include "cgad/reference/gate.hpp"
 #include "cgad/reference/hyperparams.hpp"
 #include "cgad/reference/outer_optimizer.hpp"
@@ -38,23 +49,32 @@ class GatedAdam final : public OuterOptimizer<Real> {
         m_(layout.parameters(), Real(0)),
         v_(layout.parameters(), Real(0)),
         t_(layout.fragments(), 0),
-        ages_(layout.fragments(), 0) {
+        last_sync_(layout.fragments(), -1) {
     validate(hyper_);
     validate(gate_);
+    if (ages_rule_ == Ages::gate_by_max && gate_.kind == GateKind::cosine &&
+        Real(static_cast<double>(layout.fragments()) - 1.0) >= gate_.tau_cut) {
+      throw InputError("pa-cgad needs at most tau_cut fragments (a fragment synchronized every P rounds has age "
+                       "P - 1, and an age >= tau_cut gates every event to 0); got P = " +
+                       std::to_string(layout.fragments()) + ", tau_cut = " + show(gate_.tau_cut));
+    }
   }
 
   std::string_view name() const override { return name_; }
 
-  void advance_round() override {
-    if (ages_rule_ == Ages::gate_by_max) {
-      for (auto& age : ages_) ++age;
-    }
-  }
+  void advance_round() override { ++round_; }
+
+  // a_f as defined above.
+  std::int64_t age(std::size_t f) const { return std::max<std::int64_t>(0, round_ - last_sync_[f] - 1); }
 
   std::vector<StateBuffer<Real>> buffers() const override { return {{"m", m_}, {"v", v_}}; }
   std::vector<StateCounter> counters() const override {
     std::vector<StateCounter> out{{"t", t_}};
-    if (ages_rule_ == Ages::gate_by_max) out.push_back({"age", ages_});
+    if (ages_rule_ == Ages::gate_by_max) {
+      std::vector<std::int64_t> ages(t_.size());
+      for (std::size_t f = 0; f < ages.size(); ++f) ages[f] = age(f);
+      out.push_back({"age", std::move(ages)});
+    }
     return out;
   }
 
@@ -62,12 +82,28 @@ class GatedAdam final : public OuterOptimizer<Real> {
   StepReport<Real> step(std::span<Real> theta, const Event<Real>& event) override {
     const std::size_t f = event.fragment;
     StepReport<Real> report;
-    report.tau_effective = ages_rule_ == Ages::gate_by_max ? std::max(event.tau, ages_[f]) : event.tau;
+    report.tau_effective = ages_rule_ == Ages::gate_by_max ? std::max(event.tau, age(f)) : event.tau;
     report.sigma = sigma(Real(report.tau_effective), gate_);
+    const bool zero_gate_skip = on_zero_gate_ == ZeroGatePolicy::skip && gamma(Real(report.tau_effective), gate_) == 0;
+    if (!zero_gate_skip) {
+      using std::ldexp;
+      const Real limit = ldexp(Real(1), 64), negative_limit = -limit;
+      Real g;
+      for (std::size_t i = 0; i < event.grad.size(); ++i) {
+        assign_product(g, report.sigma, event.grad[i]);
+        if (g >= limit || g <= negative_limit) {
+          report.applied = false;
+          report.reason = SkipReason::overflowing_gradient;
+          report.nonfinite_index = i;
+          return report;
+        }
+      }
+    }
+    if (ages_rule_ == Ages::gate_by_max) last_sync_[f] = round_;
     // A zero *gate* (γ = 0: the cosine gate at τ ≥ τ_cut) is what `skip` drops — not a σ that merely
     // underflows, which Adam-Decay's e^{−ατ} does in any finite format for large enough ατ. Deciding on σ
     // would make the decision depend on the format's exponent range.
-    if (on_zero_gate_ == ZeroGatePolicy::skip && gamma(Real(report.tau_effective), gate_) == 0) {
+    if (zero_gate_skip) {
       report.applied = false;
       report.reason = SkipReason::zero_gate;
       return report;
@@ -106,7 +142,6 @@ class GatedAdam final : public OuterOptimizer<Real> {
       g *= hyper_.lr;
       theta[i] -= g;                                          // θ = θ − η·(…)
     }
-    if (ages_rule_ == Ages::gate_by_max) ages_[f] = 0;
     return report;
   }
 
@@ -119,7 +154,8 @@ class GatedAdam final : public OuterOptimizer<Real> {
   std::vector<Real> m_;
   std::vector<Real> v_;
   std::vector<std::int64_t> t_;
-  std::vector<std::int64_t> ages_;
+  std::int64_t round_ = 0;                // rounds ended by advance_round()
+  std::vector<std::int64_t> last_sync_;   // per fragment: the round of its last synchronization, −1 before any
 };
 
 }  // namespace cgad::reference

@@ -24,13 +24,16 @@ struct Event {
   std::size_t fragment = 0;
 };
 
-enum class SkipReason { none, nonfinite_gradient, zero_gate };
+// overflowing_gradient: finite, but |σ·Δ| ≥ 2^64 for some element, so that (σΔ)² overflows float (DESIGN.md §3):
+// in the fast path v would become +Inf and, in q8 state, every element of its block NaN.
+enum class SkipReason { none, nonfinite_gradient, zero_gate, overflowing_gradient };
 
 inline std::string_view to_string(SkipReason reason) {
   switch (reason) {
     case SkipReason::none: return "none";
     case SkipReason::nonfinite_gradient: return "nonfinite-gradient";
     case SkipReason::zero_gate: return "zero-gate";
+    case SkipReason::overflowing_gradient: return "overflowing-gradient";
   }
   return "unknown";
 }
@@ -39,7 +42,7 @@ template <RealScalar Real>
 struct StepReport {
   bool applied = true;
   SkipReason reason = SkipReason::none;
-  std::size_t nonfinite_index = 0;  // first NaN/Inf element of the gradient when reason == nonfinite_gradient
+  std::size_t nonfinite_index = 0;  // the first offending element when reason is nonfinite_ or overflowing_gradient
   std::int64_t tau_effective = 0;   // the staleness the gate saw (max(τ, a_f) for PA-CGAD)
   Real sigma = Real(1);             // the factor the pseudo-gradient was scaled by
 };
