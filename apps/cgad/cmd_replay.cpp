@@ -49,11 +49,13 @@ void run_replay(const ReplayOptions& options) {
   }
   const std::string how = reference_backend ? "reference, " + std::to_string(bits) + "-bit MPFR"
                                             : "fastpath on " + options.fastpath.device + ", " + options.fastpath.params +
-                                                  " params, " + options.fastpath.state + " state, " +
+                                                  " params, " + options.fastpath.state + " state (" +
+                                                  options.fastpath.q8_semantics + " semantics), " +
                                                   options.fastpath.rounding + " rounding";
   std::cerr << "cgad replay: " << options.optimizer.optimizer << " (" << how << "): "
             << result.records.size() << " events, " << result.nonfinite << " skipped for non-finite gradients, "
-            << result.zero_gate << " skipped at a zero gate -> " << options.output << "\n";
+            << result.zero_gate << " skipped at a zero gate, " << result.overflowing
+            << " skipped for overflowing gradients -> " << options.output << "\n";
 }
 
 }  // namespace
@@ -64,7 +66,8 @@ void add_replay_command(CLI::App& app) {
   command->add_option("--backend", options->backend, "reference (MPFR) or fastpath (production precision)")
       ->check(CLI::IsMember({"reference", "fastpath"}))
       ->capture_default_str();
-  command->add_option("--input", options->input, "JSON-lines stream: {\"params\":[...]} then {\"grad\":[...],\"tau\":k}")
+  command->add_option("--input", options->input,
+                      "JSON-lines stream: {\"params\":[...],\"tensors\":[n0,...]} then {\"grad\":[...],\"tau\":k}")
       ->required();
   command->add_option("--output", options->output, "JSON-lines result, one line per event ('-' for stdout)")->required();
   add_optimizer_options(*command, options->optimizer);

@@ -9,7 +9,7 @@ namespace {
 class CpuEngine final : public FastpathEngine {
  public:
   CpuEngine(const fastpath::StepConfig& config, FastpathParams params)
-      : params_(std::move(params)), optimizer_(config, params_.size()) {}
+      : params_(std::move(params)), optimizer_(config, params_.tensor_sizes()) {}
 
   fastpath::StepReport step(std::span<const float> grad, std::int64_t tau, std::size_t fragment) override {
     if (!params_.bf16.empty()) return optimizer_.step(std::span<fastpath::bf16>(params_.bf16), grad, tau, fragment);

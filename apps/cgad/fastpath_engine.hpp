@@ -16,7 +16,9 @@ namespace cgad::cli {
 struct FastpathParams {
   std::vector<float> fp32;
   std::vector<fastpath::bf16> bf16;
+  std::vector<std::size_t> tensors;  // the parameters' tensor sizes (q8 blocks restart at each); empty: one tensor
   std::size_t size() const { return fp32.empty() ? bf16.size() : fp32.size(); }
+  std::vector<std::size_t> tensor_sizes() const { return tensors.empty() ? std::vector<std::size_t>{size()} : tensors; }
 };
 
 class FastpathEngine {

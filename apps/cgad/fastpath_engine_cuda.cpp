@@ -36,8 +36,8 @@ class CudaEngine final : public FastpathEngine {
   CudaEngine(const fastpath::StepConfig& config, FastpathParams params)
       : params_(std::move(params)),
         n_(params_.size()),
-        optimizer_(config, n_),
-        planner_(config, n_),
+        optimizer_(config, params_.tensor_sizes()),
+        planner_(config, params_.tensor_sizes()),
         device_params_(n_ * (params_.bf16.empty() ? sizeof(float) : sizeof(fastpath::bf16))),
         device_grad_(n_ * sizeof(float)) {
     check(cudaStreamCreate(&stream_), "cudaStreamCreate");

@@ -12,11 +12,7 @@ namespace {
 
 fastpath::StepConfig step_config(const OptimizerOptions& optimizer, const FastpathOptions& options) {
   fastpath::StepConfig config = fastpath_step_config(optimizer);
-  config.params = fastpath::parse_param_format(options.params);
-  config.state = fastpath::parse_state_format(options.state);
-  config.rounding = fastpath::parse_rounding(options.rounding);
-  config.seed = options.seed;
-  fastpath::validate(config);
+  apply_fastpath_options(options, config);
   return config;
 }
 
@@ -28,6 +24,16 @@ nlohmann::ordered_json float_array(std::span<const float> values) {
 
 }  // namespace
 
+void apply_fastpath_options(const FastpathOptions& options, fastpath::StepConfig& config) {
+  config.params = fastpath::parse_param_format(options.params);
+  config.state = fastpath::parse_state_format(options.state);
+  config.rounding = fastpath::parse_rounding(options.rounding);
+  config.seed = options.seed;
+  config.q8_semantics = fastpath::parse_q8_semantics(options.q8_semantics);
+  config.min_q8_size = options.min_q8_size;
+  fastpath::validate(config);
+}
+
 std::vector<CLI::Option*> add_fastpath_options(CLI::App& command, FastpathOptions& options) {
   return {
       command.add_option("--params", options.params, "fast path: parameter format, fp32 or bf16")->capture_default_str(),
@@ -35,6 +41,11 @@ std::vector<CLI::Option*> add_fastpath_options(CLI::App& command, FastpathOption
       command.add_option("--rounding", options.rounding, "fast path: nearest or stochastic")->capture_default_str(),
       command.add_option("--seed", options.seed, "fast path: stochastic rounding seed")->capture_default_str(),
       command.add_option("--device", options.device, "fast path: cpu or cuda")->capture_default_str(),
+      command.add_option("--q8-semantics", options.q8_semantics,
+                         "fast path: cgad (exact nearest code, v = 0 guard) or bnb (bitsandbytes' 8-bit Adam)")
+          ->capture_default_str(),
+      command.add_option("--min-q8-size", options.min_q8_size,
+                         "fast path: tensors under this many elements keep fp32 state (default 4096 with bnb, 0 with cgad)"),
   };
 }
 
@@ -42,6 +53,7 @@ ReplayResult replay_fastpath(const PseudoGradientStream& stream, const std::stri
                              const OptimizerOptions& optimizer, const FastpathOptions& options, std::ostream& notes) {
   const fastpath::StepConfig config = step_config(optimizer, options);
   FastpathParams params;
+  params.tensors = stream.tensors;
   if (config.params == fastpath::ParamFormat::bf16) {
     for (std::size_t i = 0; i < stream.params.size(); ++i) {
       params.bf16.push_back(parse_bf16(stream.params[i], source + ":params[" + std::to_string(i) + "]"));

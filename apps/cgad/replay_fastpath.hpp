@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <iosfwd>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,9 +21,14 @@ struct FastpathOptions {
   std::string rounding = "nearest";
   std::uint64_t seed = 0;
   std::string device = "cpu";
+  std::string q8_semantics = "cgad";
+  std::optional<std::size_t> min_q8_size;
 };
 
-// Registers --params --state --rounding --seed --device; returns them, so a caller can refuse them where they
+// The options as a StepConfig's formats (and the semantics), over `config`'s optimizer; InputError if invalid.
+void apply_fastpath_options(const FastpathOptions& options, fastpath::StepConfig& config);
+
+// Registers --params --state --rounding --seed --device --q8-semantics --min-q8-size; returns them, so a caller can refuse them where they
 // would be silently ignored (the reference backend).
 std::vector<CLI::Option*> add_fastpath_options(CLI::App& command, FastpathOptions& options);
 

@@ -35,6 +35,11 @@ nlohmann::ordered_json event_record(std::size_t index, const StreamEvent& event,
           << report.nonfinite_index << "; nothing changed\n";
   }
   if (report.reason == reference::SkipReason::zero_gate) ++result.zero_gate;
+  if (report.reason == reference::SkipReason::overflowing_gradient) {
+    ++result.overflowing;
+    notes << "cgad: " << where << ": event " << index << " skipped: |sigma * grad| >= 2^64 at element "
+          << report.nonfinite_index << " (its square overflows float); nothing changed\n";
+  }
   return record;
 }
 template nlohmann::ordered_json event_record<float>(std::size_t, const StreamEvent&, const reference::StepReport<float>&,

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <istream>
 #include <string>
 
@@ -62,6 +63,29 @@ std::int64_t non_negative_integer(const json& object, const char* key, const std
   return x.get<std::int64_t>();
 }
 
+// "tensors": non-negative integers summing to the parameter count.
+std::vector<std::size_t> tensor_sizes(const json& object, std::size_t parameters, const std::string& where) {
+  const json& sizes = object.at("tensors");
+  if (!sizes.is_array() || sizes.empty()) throw reference::InputError(where + ": \"tensors\" must be a non-empty array");
+  std::vector<std::size_t> out;
+  std::size_t total = 0;
+  for (std::size_t k = 0; k < sizes.size(); ++k) {
+    const json& x = sizes[k];
+    if (!x.is_number_unsigned() || x.get<std::uint64_t>() > parameters - std::min(total, parameters)) {
+      throw reference::InputError(where + ": tensors[" + std::to_string(k) +
+                                  "] must be a non-negative integer, and the sizes must sum to the " +
+                                  std::to_string(parameters) + " parameters");
+    }
+    out.push_back(x.get<std::size_t>());
+    total += out.back();
+  }
+  if (total != parameters) {
+    throw reference::InputError(where + ": the tensor sizes sum to " + std::to_string(total) + ", not to the " +
+                                std::to_string(parameters) + " parameters");
+  }
+  return out;
+}
+
 void only_keys(const json& object, std::initializer_list<const char*> allowed, const std::string& where) {
   for (const auto& [key, value] : object.items()) {
     bool known = false;
@@ -84,9 +108,10 @@ PseudoGradientStream read_stream(std::istream& in, const std::string& source) {
     const json value = parse_line(text, where);
     if (!value.is_object()) throw reference::InputError(where + ": each line must be a JSON object");
     if (!have_params) {
-      only_keys(value, {"params"}, where);
+      only_keys(value, {"params", "tensors"}, where);
       stream.params = number_array(value, "params", where);
       if (stream.params.empty()) throw reference::InputError(where + ": \"params\" is empty");
+      if (value.contains("tensors")) stream.tensors = tensor_sizes(value, stream.params.size(), where);
       have_params = true;
       continue;
     }

@@ -1,6 +1,8 @@
 #pragma once
 // The pseudo-gradient stream `cgad replay` reads (DESIGN.md §7): JSON lines, the first
-// {"params": [...]}, then one event per line {"grad": [...], "tau": k, "fragment": f}.
+// {"params": [...], "tensors": [n0, n1, ...]} ("tensors" optional: the sizes of the tensors the parameters are
+// made of, summing to their count; q8 blocks restart at each, as bitsandbytes quantizes each tensor
+// separately), then one event per line {"grad": [...], "tau": k, "fragment": f}.
 // Numbers are kept as the text the user wrote (JSON numbers or decimal strings), so that each backend rounds
 // them once, correctly, to its own format: 0.1 reaches an MPFR run as 0.1, not as the double nearest to it.
 #include "cgad/reference/real.hpp"
@@ -22,6 +24,7 @@ struct StreamEvent {
 
 struct PseudoGradientStream {
   std::vector<std::string> params;
+  std::vector<std::size_t> tensors;  // empty: one tensor
   std::vector<StreamEvent> events;
 };
 
