@@ -10,8 +10,10 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 namespace cgad::cli {
 namespace {
@@ -19,11 +21,18 @@ namespace {
 struct NoiseOptions {
   std::vector<std::string> optimizers{"adam-decay", "cgad", "cgad-skip"};
   std::vector<std::string> states{"q8"};
+  std::vector<std::string> semantics{"cgad"};
+  std::optional<std::size_t> min_q8_size;
+  double scale_range = 1e5;
+  double zero_fraction = 0.0;
+  std::string stream;
   std::vector<std::string> roundings{"nearest"};
   std::vector<std::string> delays{"heavy"};
   std::vector<std::uint64_t> seeds{1};
-  std::size_t size = 512;  // 3 default scenarios × 10^4 steps × 512 = 1.5·10^7 lockstep element-steps, 11–25 s here
-  std::int64_t steps = 10000;
+  // 3 default scenarios × 2000 steps × 4096 = 2.5·10^7 lockstep element-steps. 4096 elements: one tensor of
+  // bitsandbytes' min_8bit_size, so that bnb semantics keeps it in 8-bit state.
+  std::size_t size = 4096;
+  std::int64_t steps = 2000;
   std::int64_t log_every = 100;
   bool json = false, csv = false;
   std::string plot_dir;
@@ -34,17 +43,29 @@ nlohmann::json summary_json(const ErrorSummary& e) {
   return {{"mean_abs", e.mean_abs}, {"rms", e.rms}, {"max_abs", e.max_abs}, {"bias", e.bias}};
 }
 
+nlohmann::json trap_json(const TrapSummary& t) {
+  return {{"v_zero_fraction", t.v_zero_fraction},
+          {"m_zero_fraction", t.m_zero_fraction},
+          {"step_over_5lr_fraction", t.step_over_5lr_fraction},
+          {"max_step_over_lr", t.max_step_over_lr},
+          {"reference_max_step_over_lr", t.reference_max_step_over_lr}};
+}
+
 void print_table(const std::vector<NoiseRun>& runs, unsigned bits) {
   std::printf("cgad noise: fast path (bf16 params) vs %u-bit MPFR reference in lockstep, never re-synced\n", bits);
   std::printf("v: relative error (fast - ref)/ref; m: (fast - ref)/sqrt(v_ref); theta: (fast - ref)/lr\n");
-  std::printf("%-46s %10s %10s %10s %10s %10s %10s %10s %8s\n", "scenario", "v bias@10%", "v bias@end", "v rms@10%",
-              "v rms@end", "v max@end", "m rms@end", "th rms@end", "gated0");
+  std::printf("v0/m0: share of stored v/m that decode to 0 at the end; >5lr: share of element-steps with "
+              "|dtheta| > 5 lr; max/lr: largest |dtheta|/lr (fast path | reference)\n");
+  std::printf("%-58s %10s %10s %10s %10s %10s %8s %8s %9s %17s %7s\n", "scenario", "v bias@10%", "v bias@end",
+              "v rms@end", "m rms@end", "th rms@end", "v0", "m0", ">5lr", "max/lr", "gated0");
   for (const auto& run : runs) {
     const NoiseSample& early = sample_at_fraction(run, 0.1);
     const NoiseSample& end = run.samples.back();
-    std::printf("%-46s %10.3e %10.3e %10.3e %10.3e %10.3e %10.3e %10.3e %8lld\n", scenario_name(run.scenario).c_str(),
-                early.v.bias, end.v.bias, early.v.rms, end.v.rms, end.v.max_abs, end.m.rms, end.theta.rms,
-                static_cast<long long>(end.gated_to_zero));
+    const TrapSummary& t = end.trap;
+    std::printf("%-58s %10.3e %10.3e %10.3e %10.3e %10.3e %8.4f %8.4f %9.2e %8.3g|%-8.3g %7lld\n",
+                scenario_name(run.scenario).c_str(), early.v.bias, end.v.bias, end.v.rms, end.m.rms, end.theta.rms,
+                t.v_zero_fraction, t.m_zero_fraction, t.step_over_5lr_fraction, t.max_step_over_lr,
+                t.reference_max_step_over_lr, static_cast<long long>(end.gated_to_zero));
   }
 }
 
@@ -54,7 +75,8 @@ void print_json(const std::vector<NoiseRun>& runs, unsigned bits) {
     nlohmann::json samples = nlohmann::json::array();
     for (const auto& s : run.samples) {
       samples.push_back({{"step", s.step}, {"v", summary_json(s.v)}, {"m", summary_json(s.m)},
-                         {"theta", summary_json(s.theta)}, {"gated_to_zero", s.gated_to_zero}});
+                         {"theta", summary_json(s.theta)}, {"trap", trap_json(s.trap)},
+                         {"gated_to_zero", s.gated_to_zero}});
     }
     out["runs"].push_back({{"scenario", scenario_name(run.scenario)}, {"samples", samples}});
   }
@@ -67,23 +89,37 @@ void run_noise(const NoiseOptions& o) {
   const unsigned bits = apply_precision(o.precision == 0 ? 128 : o.precision);
   if (o.json && o.csv) throw reference::InputError("noise: choose one of --json and --csv");
   if (!o.plot_dir.empty()) check_plot_target(std::filesystem::path(o.plot_dir) / "noise_v_rms.png");
+  std::shared_ptr<const PseudoGradientStream> stream;
+  if (!o.stream.empty()) {
+    std::ifstream in(o.stream);
+    if (!in) throw reference::InputError("noise: cannot open stream file '" + o.stream + "'");
+    stream = std::make_shared<const PseudoGradientStream>(read_stream(in, o.stream));
+  }
   std::vector<NoiseScenario> scenarios;
   for (const auto& optimizer : o.optimizers) {
     for (const auto& state : o.states) {
-      for (const auto& rounding : o.roundings) {
-        for (const auto& delays : o.delays) {
-          for (const auto seed : o.seeds) {
-            NoiseScenario s;
-            parse_study_optimizer(optimizer, s);
-            s.state = fastpath::parse_state_format(state);
-            s.rounding = fastpath::parse_rounding(rounding);
-            s.delays = delays;
-            s.seed = seed;
-            s.size = o.size;
-            s.steps = o.steps;
-            s.log_every = o.log_every;
-            validate(s);
-            scenarios.push_back(s);
+      for (const auto& semantics : o.semantics) {
+        for (const auto& rounding : o.roundings) {
+          for (const auto& delays : o.delays) {
+            for (const auto seed : o.seeds) {
+              NoiseScenario s;
+              parse_study_optimizer(optimizer, s);
+              s.state = fastpath::parse_state_format(state);
+              s.q8_semantics = fastpath::parse_q8_semantics(semantics);
+              s.min_q8_size = o.min_q8_size;
+              s.rounding = fastpath::parse_rounding(rounding);
+              s.delays = delays;
+              s.seed = seed;
+              s.size = o.size;
+              s.steps = o.steps;
+              s.log_every = o.log_every;
+              s.scale_range = o.scale_range;
+              s.zero_fraction = o.zero_fraction;
+              s.stream = stream;
+              s.stream_name = o.stream;
+              validate(s);
+              scenarios.push_back(s);
+            }
           }
         }
       }
@@ -92,9 +128,10 @@ void run_noise(const NoiseOptions& o) {
   std::vector<NoiseRun> runs;
   {
     ProgressBar bar("noise");
-    const long total = static_cast<long>(scenarios.size()) * static_cast<long>(o.steps);
+    const long steps = stream ? static_cast<long>(stream->events.size()) : static_cast<long>(o.steps);
+    const long total = static_cast<long>(scenarios.size()) * steps;
     for (std::size_t k = 0; k < scenarios.size(); ++k) {
-      const long before = static_cast<long>(k) * static_cast<long>(o.steps);
+      const long before = static_cast<long>(k) * steps;
       runs.push_back(run_lockstep(scenarios[k], [&](long done, long) { bar.update(before + done, total); }));
     }
   }
@@ -119,6 +156,15 @@ void add_noise_command(CLI::App& app) {
   CLI::App* command = app.add_subcommand("noise", "Second-moment rounding noise: fast path vs MPFR reference in lockstep");
   command->add_option("--optimizers", o->optimizers, "cgad, cgad-skip, adam-decay, adam (comma list)")->delimiter(',')->capture_default_str();
   command->add_option("--state", o->states, "q8, bf16, fp32 (comma list)")->delimiter(',')->capture_default_str();
+  command->add_option("--q8-semantics", o->semantics, "cgad, bnb (comma list; bnb: bitsandbytes' 8-bit Adam)")
+      ->delimiter(',')
+      ->capture_default_str();
+  command->add_option("--min-q8-size", o->min_q8_size,
+                      "tensors under this many elements keep fp32 state (default 4096 with bnb, 0 with cgad)");
+  command->add_option("--scale-range", o->scale_range, "R: per-element magnitudes log-uniform over [1/R, 1]")
+      ->capture_default_str();
+  command->add_option("--zero-fraction", o->zero_fraction, "share of exact zeros in each event")->capture_default_str();
+  command->add_option("--stream", o->stream, "a recorded stream (replay JSONL) instead of the synthetic one");
   command->add_option("--rounding", o->roundings, "nearest, stochastic (comma list)")->delimiter(',')->capture_default_str();
   command->add_option("--delays", o->delays, "paper (tau in {0,1,2,4,8,16}), heavy (30% Pareto tail past tau_cut)")->delimiter(',')->capture_default_str();
   command->add_option("--seeds", o->seeds, "stream seeds (comma list)")->delimiter(',')->capture_default_str();

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdio>
 #include <span>
 #include <stdexcept>
 
@@ -36,10 +37,16 @@ std::string study_optimizer_name(const NoiseScenario& s) {
 }
 
 std::string scenario_name(const NoiseScenario& s) {
-  return study_optimizer_name(s) + "/" + std::string(fastpath::to_string(s.params)) + "+" +
-         std::string(fastpath::to_string(s.state)) + "/" +
-         std::string(fastpath::to_string(s.rounding)) + "/" + s.delays + "/n" + std::to_string(s.size) + "/seed" +
-         std::to_string(s.seed);
+  std::string state(fastpath::to_string(s.state));
+  if (s.state == fastpath::StateFormat::q8 || s.q8_semantics == fastpath::Q8Semantics::bnb) {
+    state += ":" + std::string(fastpath::to_string(s.q8_semantics));
+  }
+  const std::string head = study_optimizer_name(s) + "/" + std::string(fastpath::to_string(s.params)) + "+" + state +
+                           "/" + std::string(fastpath::to_string(s.rounding)) + "/";
+  if (s.stream) return head + "stream:" + s.stream_name;
+  char range[64];
+  std::snprintf(range, sizeof range, "R%g/z%g", s.scale_range, s.zero_fraction);
+  return head + s.delays + "/" + range + "/n" + std::to_string(s.size) + "/seed" + std::to_string(s.seed);
 }
 
 void validate(const NoiseScenario& s) {
@@ -47,6 +54,12 @@ void validate(const NoiseScenario& s) {
   if (s.size < 1 || s.size > (1u << 20)) throw reference::InputError("noise: size must lie in [1, 2^20], got " + std::to_string(s.size));
   if (s.steps < 1 || s.steps > 10'000'000) throw reference::InputError("noise: steps must lie in [1, 10^7], got " + std::to_string(s.steps));
   if (s.log_every < 1) throw reference::InputError("noise: log-every must be >= 1, got " + std::to_string(s.log_every));
+  if (!(s.scale_range >= 1.0) || !std::isfinite(s.scale_range) || s.scale_range > 1e30) {
+    throw reference::InputError("noise: scale-range must lie in [1, 1e30], got " + reference::show(s.scale_range));
+  }
+  if (!(s.zero_fraction >= 0.0 && s.zero_fraction < 1.0)) {
+    throw reference::InputError("noise: zero-fraction must lie in [0, 1), got " + reference::show(s.zero_fraction));
+  }
 }
 
 DelayStream::DelayStream(const std::string& kind, std::uint64_t seed) : heavy_(kind == "heavy"), rng_(seed ^ 0xD1A7'5EEDull) {}
@@ -108,9 +121,64 @@ class FastParams {
 
 }  // namespace
 
+namespace {
+
+// The events the study runs: the synthetic stream (above) drawn one event at a time, or a recorded one.
+class EventSource {
+ public:
+  explicit EventSource(const NoiseScenario& s) : scenario_(s), rng_(s.seed), delays_(s.delays, s.seed) {
+    if (s.stream) {
+      initial_ = parse_numbers<float>(s.stream->params, s.stream_name + ":params");
+      tensors_ = s.stream->tensors;
+      return;
+    }
+    std::uniform_real_distribution<double> exponent(0.0, 1.0);
+    std::normal_distribution<double> normal(0.0, 1.0);
+    scale_.resize(s.size);
+    initial_.resize(s.size);
+    for (std::size_t i = 0; i < s.size; ++i) {
+      scale_[i] = static_cast<float>(std::pow(s.scale_range, -exponent(rng_)));
+      initial_[i] = static_cast<float>(normal(rng_));
+    }
+  }
+  std::int64_t events() const {
+    return scenario_.stream ? static_cast<std::int64_t>(scenario_.stream->events.size()) : scenario_.steps;
+  }
+  const std::vector<float>& initial() const { return initial_; }
+  std::vector<std::size_t> tensors() const { return tensors_.empty() ? std::vector<std::size_t>{initial_.size()} : tensors_; }
+  // Event k (0-based) into `grad`; returns its τ.
+  std::int64_t next(std::int64_t k, std::vector<float>& grad) {
+    if (scenario_.stream) {
+      const StreamEvent& e = scenario_.stream->events[static_cast<std::size_t>(k)];
+      grad = parse_numbers<float>(e.grad, scenario_.stream_name + ":" + std::to_string(e.line) + ": grad");
+      if (grad.size() != initial_.size() || e.fragment != 0) {
+        throw reference::InputError("noise: " + scenario_.stream_name + ":" + std::to_string(e.line) +
+                                    ": the study takes whole-vector events (fragment 0)");
+      }
+      return e.tau;
+    }
+    std::normal_distribution<double> normal(0.0, 1.0);
+    std::uniform_real_distribution<double> uniform(0.0, 1.0);
+    grad.resize(scale_.size());
+    for (std::size_t i = 0; i < scale_.size(); ++i) {
+      const float value = scale_[i] * static_cast<float>(normal(rng_));
+      grad[i] = scenario_.zero_fraction > 0.0 && uniform(rng_) < scenario_.zero_fraction ? 0.0f : value;
+    }
+    return delays_.next();
+  }
+
+ private:
+  const NoiseScenario& scenario_;
+  std::mt19937_64 rng_;
+  DelayStream delays_;
+  std::vector<float> scale_, initial_;
+  std::vector<std::size_t> tensors_;
+};
+
+}  // namespace
+
 NoiseRun run_lockstep(const NoiseScenario& scenario, const std::function<void(long, long)>& progress) {
   validate(scenario);
-  const std::size_t n = scenario.size;
   fastpath::StepConfig config;
   config.optimizer = scenario.optimizer;
   config.on_zero_gate = scenario.on_zero_gate;
@@ -118,50 +186,61 @@ NoiseRun run_lockstep(const NoiseScenario& scenario, const std::function<void(lo
   config.state = scenario.state;
   config.rounding = scenario.rounding;
   config.seed = scenario.seed;
+  config.q8_semantics = scenario.q8_semantics;
+  config.min_q8_size = scenario.min_q8_size;
   fastpath::validate(config);
   if (!reference::is_adam_family(config.optimizer)) throw reference::InputError("noise: the study needs an Adam-family optimizer");
 
-  std::mt19937_64 rng(scenario.seed);
-  std::vector<float> scale(n), grad(n), initial(n);
-  std::uniform_real_distribution<double> exponent(-6.0, 0.0);
-  std::normal_distribution<double> normal(0.0, 1.0);
-  for (std::size_t i = 0; i < n; ++i) {
-    scale[i] = static_cast<float>(std::exp2(exponent(rng)));
-    initial[i] = static_cast<float>(normal(rng));
-  }
-  FastParams theta(scenario.params, initial);
-  fastpath::CpuOptimizer fast(config, n, 1);
+  EventSource source(scenario);
+  const std::size_t n = source.initial().size();
+  std::vector<float> grad(n);
+  FastParams theta(scenario.params, source.initial());
+  fastpath::CpuOptimizer fast(config, source.tensors(), 1);
   auto ideal = reference::make_optimizer(fastpath::reference_config<mpfr_real>(config), n);
   std::vector<mpfr_real> ideal_theta(n), ideal_grad(n);
   for (std::size_t i = 0; i < n; ++i) ideal_theta[i] = mpfr_real(theta[i]);  // the very values the fast path holds
 
-  DelayStream delays(scenario.delays, scenario.seed);
   NoiseRun run{scenario, {}, {}};
-  std::vector<float> m(n), v(n);
+  std::vector<float> m(n), v(n), theta_before(n);
+  std::vector<double> ideal_before(n);
   std::int64_t gated_to_zero = 0;
+  std::uint64_t element_steps = 0, over_5lr = 0;
+  double max_step = 0, ideal_max_step = 0;
   const double lr = static_cast<double>(config.adam.lr);
-  for (std::int64_t step = 1; step <= scenario.steps; ++step) {
+  const std::int64_t steps = source.events();
+  for (std::int64_t step = 1; step <= steps; ++step) {
+    const std::int64_t tau = source.next(step - 1, grad);
     for (std::size_t i = 0; i < n; ++i) {
-      grad[i] = scale[i] * static_cast<float>(normal(rng));
       ideal_grad[i] = mpfr_real(grad[i]);
+      theta_before[i] = theta[i];
+      ideal_before[i] = ideal_theta[i].convert_to<double>();
     }
-    const std::int64_t tau = delays.next();
     const auto report = theta.step(fast, grad, tau);
     const auto ideal_report = ideal->apply(ideal_theta, {ideal_grad, tau, 0});
     if (report.applied != ideal_report.applied) {
       throw std::logic_error("noise: fast path and reference disagree on applying event " + std::to_string(step));
     }
     if (report.sigma == 0.0f) ++gated_to_zero;
-    if (step % scenario.log_every != 0 && step != scenario.steps) continue;
+    for (std::size_t i = 0; i < n; ++i) {
+      const double moved = std::fabs(static_cast<double>(theta[i]) - static_cast<double>(theta_before[i])) / lr;
+      over_5lr += moved > 5.0;
+      max_step = std::max(max_step, moved);
+      ideal_max_step = std::max(ideal_max_step, std::fabs(ideal_theta[i].convert_to<double>() - ideal_before[i]) / lr);
+    }
+    element_steps += n;
+    if (step % scenario.log_every != 0 && step != steps) continue;
     fast.read_buffer("m", m);
     fast.read_buffer("v", v);
     const auto buffers = ideal->buffers();
     Accumulator ev, em, et;
-    const bool last = step == scenario.steps;
+    std::size_t v_zero = 0, m_zero = 0;
+    const bool last = step == steps;
     for (std::size_t i = 0; i < n; ++i) {
       const double vr = buffers[1].values[i].convert_to<double>();
       const double mr = buffers[0].values[i].convert_to<double>();
       const double tr = ideal_theta[i].convert_to<double>();
+      v_zero += v[i] == 0.0f;
+      m_zero += m[i] == 0.0f;
       if (vr > 0) {
         ev.add((static_cast<double>(v[i]) - vr) / vr);
         em.add((static_cast<double>(m[i]) - mr) / std::sqrt(vr));
@@ -176,8 +255,12 @@ NoiseRun run_lockstep(const NoiseScenario& scenario, const std::function<void(lo
         run.last.v_ref.push_back(vr);
       }
     }
-    run.samples.push_back({step, ev.summary(), em.summary(), et.summary(), gated_to_zero});
-    progress(static_cast<long>(step), static_cast<long>(scenario.steps));
+    const TrapSummary trap{static_cast<double>(v_zero) / static_cast<double>(n),
+                           static_cast<double>(m_zero) / static_cast<double>(n),
+                           static_cast<double>(over_5lr) / static_cast<double>(element_steps), max_step,
+                           ideal_max_step};
+    run.samples.push_back({step, ev.summary(), em.summary(), et.summary(), trap, gated_to_zero});
+    progress(static_cast<long>(step), static_cast<long>(steps));
   }
   return run;
 }

@@ -5,7 +5,7 @@
 namespace cgad::cli {
 
 const NoiseSample& sample_at_fraction(const NoiseRun& run, double fraction) {
-  const auto target = static_cast<std::int64_t>(fraction * static_cast<double>(run.scenario.steps));
+  const auto target = static_cast<std::int64_t>(fraction * static_cast<double>(run.samples.back().step));
   for (const auto& s : run.samples) {
     if (s.step >= target) return s;
   }
@@ -15,7 +15,8 @@ const NoiseSample& sample_at_fraction(const NoiseRun& run, double fraction) {
 std::string noise_samples_csv(const std::vector<NoiseRun>& runs) {
   std::ostringstream csv;
   csv << "scenario,step,v_mean_abs,v_rms,v_max_abs,v_bias,m_mean_abs,m_rms,m_max_abs,m_bias,theta_mean_abs,"
-         "theta_rms,theta_max_abs,theta_bias,gated_to_zero\n";
+         "theta_rms,theta_max_abs,theta_bias,v_zero_fraction,m_zero_fraction,step_over_5lr_fraction,"
+         "max_step_over_lr,reference_max_step_over_lr,gated_to_zero\n";
   csv.precision(17);
   for (const auto& run : runs) {
     for (const auto& s : run.samples) {
@@ -23,7 +24,9 @@ std::string noise_samples_csv(const std::vector<NoiseRun>& runs) {
       for (const ErrorSummary* e : {&s.v, &s.m, &s.theta}) {
         csv << ',' << e->mean_abs << ',' << e->rms << ',' << e->max_abs << ',' << e->bias;
       }
-      csv << ',' << s.gated_to_zero << '\n';
+      const TrapSummary& t = s.trap;
+      csv << ',' << t.v_zero_fraction << ',' << t.m_zero_fraction << ',' << t.step_over_5lr_fraction << ','
+          << t.max_step_over_lr << ',' << t.reference_max_step_over_lr << ',' << s.gated_to_zero << '\n';
     }
   }
   return csv.str();
