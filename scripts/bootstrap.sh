@@ -13,6 +13,7 @@ packages=(
   librandom123-dev                     # Philox for stochastic rounding
   libcli11-dev nlohmann-json3-dev      # the command line and its JSON
   gnuplot-nox                          # figures (PNG) for reports
+  python3-numpy python3-pytest         # the independent bitsandbytes emulator (proptests/bnb), run by /usr/bin/python3
 )
 
 missing=()

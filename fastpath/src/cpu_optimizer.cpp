@@ -16,7 +16,9 @@ namespace {
 // load time by the CPU (GCC function multiversioning), never by -march=native: the binary runs anywhere. The
 // bits cannot depend on the clone: -ffp-contract=off holds for vector code too, and vector division and
 // square root are correctly rounded like the scalar ones.
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+// CGAD_NO_CPU_CLONES (CMake option CGAD_CPU_CLONES=OFF) builds one baseline version: ThreadSanitizer's runtime
+// cannot start a binary whose ifunc resolvers run before it (every TSan binary segfaulted in them).
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(CGAD_NO_CPU_CLONES)
 #define CGAD_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define CGAD_CPU_CLONES

@@ -240,15 +240,19 @@ def corrections(beta1, beta2, lr, t):
     return c1, c2, step_size
 
 
-def gate_sigma64(tau, alpha=0.2, tau_cut=32):
-    """CGAD's gate in float64: gamma(tau)*exp(-alpha*tau)."""
+# cgad's hyperparameters are float32 (fastpath/config.hpp): alpha is float32(0.2) = 0.20000000298..., not 0.2.
+ALPHA = float(np.float32(0.2))
+
+
+def gate_sigma64(tau, alpha=ALPHA, tau_cut=32):
+    """CGAD's gate in float64: gamma(tau)*exp(-alpha*tau), with the float32 alpha cgad runs on."""
     if tau > tau_cut:
         return 0.0
     gamma = math.sin(math.pi * (tau_cut - tau) / (2.0 * tau_cut)) ** 2
     return gamma * math.exp(-alpha * tau)
 
 
-def gate_sigma(tau, alpha=0.2, tau_cut=32):
+def gate_sigma(tau, alpha=ALPHA, tau_cut=32):
     return F32(gate_sigma64(tau, alpha, tau_cut))
 
 

@@ -23,10 +23,18 @@
 //     m = m·β1 + (1−β1)·g;  v = v·β2 + (1−β2)·(g·g);  θ as above with ε·c2 (the same product)
 //   c1 = 1 − β1^t, c2 = sqrt(1 − β2^t), step_size = (−η·c2)/c1, T = rounding to the parameter format.
 // No guard: where v is 0 under a nonzero m the step is η·m̂/ε-sized, as bnb takes it. Deviations, all forced
-// or declared: β^t is evaluated in double and rounded to float where the GPU uses __powf/powf (not correctly
-// rounded), divisions are IEEE where the 8-bit kernel uses __fdividef; g stays fp32 whatever the parameter
-// format (bnb holds the gradient in the parameter's dtype); an event with a NaN/Inf or overflowing
-// pseudo-gradient is skipped whole (bnb zeroes that element's m and v — state lost).
+// or declared (proptests/bnb emulates bnb from its source; a review also ran bnb's own kernels, compiled for the
+// CPU, against that emulation, bit for bit):
+//   - bnb builds with nvcc --use_fast_math (its CMakeLists.txt): a*b + c may fuse into an fma, `/` and sqrt are
+//     approximate, subnormals flush to zero, powf is __powf, and the 8-bit kernel divides with __fdividef.
+//     cgad rounds every operation once (no fma), divides and takes square roots correctly rounded, keeps
+//     subnormals, and evaluates β^t in double rounded once to float — the IEEE versions of those operations,
+//     the same on the CPU and the GPU;
+//   - g stays fp32 whatever the parameter format (bnb holds the gradient in the parameter's dtype);
+//   - an event with a NaN/Inf or overflowing pseudo-gradient is skipped whole, where bnb's 8-bit kernel sets
+//     that element's m and v to 0 (state lost) and leaves its θ, and its 32-bit kernel does not check at all;
+//   - the maps are built with torch.linspace's element-by-element rule (q8_maps.hpp); the maps a bnb install
+//     builds depend on its torch build's vector width and differ from these in 32–47 of 256 codes.
 //
 // Nesterov (DiLoCo outer recipe) and SDM (σ = 1/(1+τ)):
 //   d = σ·Δ;  b = μ·b + d;  θ = θ − η·(d + μ·b)

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The sanitizer legs of CI (issue 16), each in a build folder of its own, CUDA and benchmarks off (neither runs
+# under a sanitizer here): `asan` builds everything with AddressSanitizer + UndefinedBehaviorSanitizer and runs
+# `ctest -L ci`; `tsan` builds with ThreadSanitizer (the CPU step's ifunc clones off) and runs the tests whose
+# code runs on several threads. Every error stops the process that hit it (halt_on_error, propagated to the
+# `cgad` processes the CLI tests start through the environment) and fails its test.
+#   bash scripts/sanitize.sh asan|tsan
+set -euo pipefail
+cd "$(dirname "$0")/.."
+leg="${1:?usage: sanitize.sh asan|tsan}"
+jobs="$(nproc)"
+common=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCGAD_ENABLE_CUDA=OFF -DCGAD_BUILD_BENCH=OFF)
+case "$leg" in
+  asan)
+    flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
+    cmake -S . -B build-asan "${common[@]}" -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined"
+    cmake --build build-asan -j"$jobs"
+    export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:abort_on_error=0"
+    export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
+    ctest --test-dir build-asan -L ci --output-on-failure -j"$jobs" --timeout 1500
+    ;;
+  tsan)
+    flags="-fsanitize=thread -fno-omit-frame-pointer"
+    cmake -S . -B build-tsan "${common[@]}" -DCGAD_CPU_CLONES=OFF -DCMAKE_CXX_FLAGS="$flags" \
+      -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=thread"
+    threaded=(fastpath_step_test fastpath_state_file_test simulate_sweep_test simulate_cli_test cgad)
+    cmake --build build-tsan -j"$jobs" --target "${threaded[@]}"
+    export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1"
+    ctest --test-dir build-tsan -L ci --output-on-failure -j"$jobs" --timeout 1500 \
+      -R '^(FastpathStep|FastpathStateFile|SimulateSweep|SimulateCli)\.'
+    ;;
+  *) echo "sanitize.sh: unknown leg '$leg' (asan or tsan)" >&2; exit 2 ;;
+esac
