@@ -37,8 +37,8 @@ nlohmann::ordered_json event_record(std::size_t index, const StreamEvent& event,
   if (report.reason == reference::SkipReason::zero_gate) ++result.zero_gate;
   if (report.reason == reference::SkipReason::overflowing_gradient) {
     ++result.overflowing;
-    notes << "cgad: " << where << ": event " << index << " skipped: |sigma * grad| >= 2^64 at element "
-          << report.nonfinite_index << " (its square overflows float); nothing changed\n";
+    notes << "cgad: " << where << ": event " << index << " skipped: |sigma * grad| >= 2^63 at element "
+          << report.nonfinite_index << " (the overflow rule: its square would leave no headroom in float); nothing changed\n";
   }
   return record;
 }

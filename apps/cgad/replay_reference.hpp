@@ -20,7 +20,7 @@ struct ReplayResult {
   std::vector<nlohmann::ordered_json> records;
   std::size_t nonfinite = 0;  // events skipped for a NaN/Inf pseudo-gradient
   std::size_t zero_gate = 0;  // events skipped at σ = 0 under on_zero_gate = skip
-  std::size_t overflowing = 0;  // events skipped because |σ·Δ| ≥ 2^64 somewhere
+  std::size_t overflowing = 0;  // events skipped because |σ·Δ| ≥ 2^63 somewhere (the overflow rule)
 };
 
 // The fields every backend writes for an event, before "params" and "state"; counts the skip in `result` and

@@ -107,18 +107,13 @@ CGAD_CPU_CLONES void step_block(const StepArgs& chunk) {
 }
 
 // Whether any of values[0..count) would be refused: NaN or ±Inf (all exponent bits set), or — when `sigma`
-// is not 0 (the Adam family) — |σ·value| ≥ 2^64, whose square overflows float (the fast path's overflow
-// rule: on its float product, so exactly at 2^64). A branch-free OR over the chunk, so that the scan
-// vectorizes; the caller then looks for the first such index.
-constexpr std::uint32_t kOverflowBits = 0x5F800000u;  // 2^64
-inline bool overflows(float sigma, float value) {
-  return sigma != 0.0f && (float_to_bits(sigma * value) & 0x7FFFFFFFu) >= kOverflowBits;
-}
+// is not 0 (the Adam family) — the overflow rule (refuses_event, element_update.hpp). A branch-free OR over the
+// chunk, so that the scan vectorizes; the caller then looks for the first such index.
 CGAD_CPU_CLONES bool any_refused(const float* values, std::uint64_t count, float sigma) {
   std::uint32_t found = 0;
   for (std::uint64_t j = 0; j < count; ++j) {
     const std::uint32_t nonfinite = (float_to_bits(values[j]) & 0x7F800000u) == 0x7F800000u;
-    found |= nonfinite | static_cast<std::uint32_t>(overflows(sigma, values[j]));
+    found |= nonfinite | static_cast<std::uint32_t>(refuses_event(sigma, values[j]));
   }
   return found != 0;
 }
@@ -198,7 +193,7 @@ StepReport CpuOptimizer::run(std::size_t params_size, float* params_fp32, bf16* 
           lower_to(first_nonfinite, i);
           return;  // nothing after it in this range can matter
         }
-        if (overflows(sigma, grad[i])) lower_to(first_overflow, i);
+        if (refuses_event(sigma, grad[i])) lower_to(first_overflow, i);
       }
     }
   });

@@ -14,7 +14,6 @@ constexpr int kThreads = 64;
 constexpr int kItems = static_cast<int>(kQ8BlockSize) / kThreads;
 // Enough blocks to fill an H100/H200 many times over; more chunks loop (grid-stride over chunks).
 constexpr std::uint64_t kMaxGrid = 1u << 16;
-constexpr std::uint32_t kOverflowBits = 0x5F800000u;  // 2^64: |σ·Δ| at or above it is refused (cpu_optimizer.cpp)
 
 struct AbsmaxOp {
   __device__ float operator()(float a, float b) const { return a < b ? b : a; }
@@ -25,7 +24,7 @@ __global__ void refusal_scan_kernel(const float* grad, std::uint64_t n, float si
   for (std::uint64_t i = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     if (!isfinite(grad[i])) {
       atomicMin(&first[0], static_cast<unsigned long long>(i));
-    } else if (sigma != 0.0f && (float_to_bits(sigma * grad[i]) & 0x7FFFFFFFu) >= kOverflowBits) {
+    } else if (refuses_event(sigma, grad[i])) {
       atomicMin(&first[1], static_cast<unsigned long long>(i));
     }
   }

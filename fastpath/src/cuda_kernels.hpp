@@ -11,7 +11,7 @@ namespace cgad::fastpath::cuda {
 inline constexpr unsigned long long kNoRefusal = ~0ull;
 
 // first_refused[0] = min(itself, index of every NaN/Inf in grad[0, n)); first_refused[1] = the same for every
-// finite element with |σ·grad| ≥ 2^64 when σ ≠ 0 (the Adam family's overflow rule). The caller sets both to
+// finite element the overflow rule refuses (refuses_event, element_update.hpp). The caller sets both to
 // kNoRefusal first.
 cudaError_t launch_refusal_scan(const float* grad, std::uint64_t n, float sigma, unsigned long long* first_refused,
                                 cudaStream_t stream);

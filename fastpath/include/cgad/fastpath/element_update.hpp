@@ -39,6 +39,9 @@
 // Nesterov (DiLoCo outer recipe) and SDM (σ = 1/(1+τ)):
 //   d = σ·Δ;  b = μ·b + d;  θ = θ − η·(d + μ·b)
 #include "cgad/fastpath/portable.hpp"
+#include "cgad/reference/overflow_rule.hpp"
+
+#include <cstdint>
 
 namespace cgad::fastpath {
 
@@ -57,6 +60,14 @@ struct NesterovCoefficients {
   float momentum;
   float lr;
 };
+
+// The overflow rule (reference/overflow_rule.hpp): whether an Adam-family element refuses its event, decided
+// on the float product σ·Δ, the g the update would use (NaN and ±Inf Δ give NaN/Inf products and also count).
+// σ = 0 (not an Adam-family step, or a zero gate) never refuses.
+inline constexpr std::uint32_t kRefusedGradientBits = (127u + reference::kRefusedGradientExponent) << 23;
+CGAD_HD inline bool refuses_event(float sigma, float delta) {
+  return sigma != 0.0f && (float_to_bits(sigma * delta) & 0x7FFFFFFFu) >= kRefusedGradientBits;
+}
 
 CGAD_HD inline float ieee_sqrt(float x) {
 #if defined(__CUDA_ARCH__)

@@ -19,9 +19,9 @@
 // pseudo-gradient changes nothing, ages included (it never reached the server's state). CGAD, Adam-Decay and
 // Adam have one fragment and ignore ages.
 //
-// Overflow (DESIGN.md §3): an event with |σ·Δ_i| ≥ 2^64 for some i is refused whole, like a NaN/Inf one: its
-// square overflows float, so the production fast path could not store v. The exact product decides here; the
-// fast path decides on its float σ·Δ, which can differ only within one rounding of 2^64.
+// Overflow (DESIGN.md §3, outer_optimizer.hpp): an event with |σ·Δ_i| ≥ 2^63 for some i is refused whole, like a
+// NaN/Inf one, so that the production fast path can hold every quantity it derives from g². The exact product
+// decides here; the fast path decides on its float σ·Δ, which can differ only within one rounding of 2^63.
 #include "cgad/reference/gate.hpp"
 #include "cgad/reference/hyperparams.hpp"
 #include "cgad/reference/outer_optimizer.hpp"
@@ -87,7 +87,7 @@ class GatedAdam final : public OuterOptimizer<Real> {
     const bool zero_gate_skip = on_zero_gate_ == ZeroGatePolicy::skip && gamma(Real(report.tau_effective), gate_) == 0;
     if (!zero_gate_skip) {
       using std::ldexp;
-      const Real limit = ldexp(Real(1), 64), negative_limit = -limit;
+      const Real limit = ldexp(Real(1), kRefusedGradientExponent), negative_limit = -limit;
       Real g;
       for (std::size_t i = 0; i < event.grad.size(); ++i) {
         assign_product(g, report.sigma, event.grad[i]);

@@ -7,6 +7,7 @@
 // nothing, like a GradScaler's found-inf step. Only then does it call the optimizer's step().
 #include "cgad/reference/errors.hpp"
 #include "cgad/reference/fragments.hpp"
+#include "cgad/reference/overflow_rule.hpp"
 #include "cgad/reference/real.hpp"
 
 #include <cstdint>
@@ -24,9 +25,9 @@ struct Event {
   std::size_t fragment = 0;
 };
 
-// overflowing_gradient: finite, but |σ·Δ| ≥ 2^64 for some element, so that (σΔ)² overflows float (DESIGN.md §3):
-// in the fast path v would become +Inf and, in q8 state, every element of its block NaN.
+// overflowing_gradient: finite, but |σ·Δ| ≥ 2^kRefusedGradientExponent for some element (DESIGN.md §3).
 enum class SkipReason { none, nonfinite_gradient, zero_gate, overflowing_gradient };
+
 
 inline std::string_view to_string(SkipReason reason) {
   switch (reason) {
