@@ -20,8 +20,10 @@ using ref::mpfr_real;
 
 const std::vector<th::ObjectiveKind> kObjectives{th::ObjectiveKind::geman_mcclure, th::ObjectiveKind::sine_ripple,
                                              th::ObjectiveKind::logcosh_ripple, th::ObjectiveKind::noisy_quadratic};
-const std::vector<th::DelayKind> kDelays{th::DelayKind::constant, th::DelayKind::uniform, th::DelayKind::geometric,
-                                     th::DelayKind::pareto,   th::DelayKind::bursty,  th::DelayKind::adversarial};
+const std::vector<th::DelayKind> kDelays{th::DelayKind::constant,   th::DelayKind::uniform,
+                                         th::DelayKind::geometric,  th::DelayKind::pareto,
+                                         th::DelayKind::bursty,     th::DelayKind::adversarial,
+                                         th::DelayKind::heavy_tail, th::DelayKind::constant_from_start};
 const std::vector<ref::GateKind> kGates{ref::GateKind::cosine, ref::GateKind::exponential, ref::GateKind::none};
 
 class TheoryTrajectory : public ::testing::Test {
@@ -167,6 +169,31 @@ TEST_F(TheoryTrajectory, UngatedUniformBiasGrowsAsKOver2AndCgadStaysFlat) {
   }
 }
 
+// Constant delay from the start: the first K steps are idle (no update, σ_t = τ_t = 0), then every arrival is
+// exactly K old, so the ungated bias is exactly (T − K)·K/T — against (K(K−1)/2 + (T−K)K)/T with the start-up
+// τ_t = min(K, t) of `constant`.
+TEST_F(TheoryTrajectory, ConstantFromStartIdlesThenIsExactlyK) {
+  for (long K : {0L, 1L, 7L, 64L}) {
+    th::TrajectoryConfig c;
+    c.delays = th::DelayKind::constant_from_start;
+    c.gate = gate(ref::GateKind::none);
+    c.tau_max = K;
+    c.steps = 500;
+    c.dimension = 2;
+    std::vector<mpfr_real> f;
+    const th::TrajectoryReport r = th::run_trajectory(c, [&](const th::TrajectoryPoint& p) {
+      f.push_back(p.f);
+      if (p.T <= K) EXPECT_EQ(p.sigma, 0);
+      if (p.T > K) EXPECT_EQ(p.tau, K);
+    });
+    EXPECT_EQ(r.idle_steps, K);
+    EXPECT_EQ(r.bias, mpfr_real((c.steps - K) * K) / c.steps) << K;
+    for (long t = 0; t < K; ++t) EXPECT_EQ(f[static_cast<std::size_t>(t)], r.f0);  // nothing moved
+    EXPECT_FALSE(r.descent.first_violation);
+    EXPECT_FALSE(r.realized.first_violation);
+  }
+}
+
 TEST_F(TheoryTrajectory, RunsAreReproducibleFromTheSeed) {
   th::TrajectoryConfig c;
   c.objective = th::ObjectiveKind::noisy_quadratic;
@@ -190,13 +217,13 @@ TEST_F(TheoryTrajectory, DelaySchedulesHaveTheirStatedLaws) {
   constexpr int N = 20000;
   for (auto kind : kDelays) {
     th::DelaySchedule schedule(kind, K, 9, 17);
-    long at_least_1 = 0, at_least_7 = 0, at_max = 0;
+    long at_least_1 = 0, at_least_7 = 0, at_least_8 = 0, at_least_16 = 0, at_max = 0;
     double sum = 0;
     for (int i = 0; i < N; ++i) {
       const long tau = schedule.next();
       ASSERT_GE(tau, 0);
       ASSERT_LE(tau, K);
-      if (kind == th::DelayKind::constant) {
+      if (kind == th::DelayKind::constant || kind == th::DelayKind::constant_from_start) {
         ASSERT_EQ(tau, K);
       }
       if (kind == th::DelayKind::adversarial) {
@@ -204,6 +231,8 @@ TEST_F(TheoryTrajectory, DelaySchedulesHaveTheirStatedLaws) {
       }
       at_least_1 += tau >= 1;
       at_least_7 += tau >= 7;
+      at_least_8 += tau >= 8;
+      at_least_16 += tau >= 16;
       at_max += tau == K;
       sum += static_cast<double>(tau);
     }
@@ -213,6 +242,14 @@ TEST_F(TheoryTrajectory, DelaySchedulesHaveTheirStatedLaws) {
     if (kind == th::DelayKind::pareto) {
       EXPECT_TRUE(near(at_least_1, std::pow(2.0, -1.2))) << at_least_1;
       EXPECT_TRUE(near(at_least_7, std::pow(8.0, -1.2))) << at_least_7;
+    }
+    if (kind == th::DelayKind::heavy_tail) {
+      // 30 % stale with P(⌊8/U⌋ ≥ j) = 8/j for j ≥ 8: P(τ ≥ 1) = P(τ ≥ 8) = 0.3, P(τ ≥ 16) = 0.15,
+      // P(τ = K) = 0.3·8/K (the cap).
+      EXPECT_EQ(at_least_1, at_least_8);
+      EXPECT_TRUE(near(at_least_8, 0.3)) << at_least_8;
+      EXPECT_TRUE(near(at_least_16, 0.15)) << at_least_16;
+      EXPECT_TRUE(near(at_max, 0.3 * 8.0 / K)) << at_max;
     }
     if (kind == th::DelayKind::geometric) {
       // Geometric mean 250, standard deviation sqrt(1−p)/p ≈ 250; capping at K = 4·mean cuts e^{-4}·250 ≈ 5.
@@ -244,6 +281,8 @@ TEST_F(TheoryTrajectory, BadInputIsRefused) {
   EXPECT_THROW(run([](auto& c) { c.gate.alpha = -1; }), ref::InputError);
   EXPECT_THROW(run([](auto& c) { c.gate.tau_cut = 0; }), ref::InputError);
   EXPECT_THROW(th::parse_delay_kind("poisson"), ref::InputError);
+  EXPECT_EQ(th::parse_delay_kind("heavy-tail"), th::DelayKind::heavy_tail);
+  EXPECT_EQ(th::parse_delay_kind("constant-from-start"), th::DelayKind::constant_from_start);
 }
 
 }  // namespace

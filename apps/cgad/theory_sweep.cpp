@@ -2,6 +2,7 @@
 
 #include "progress.hpp"
 
+#include "cgad/reference/errors.hpp"
 #include "cgad/theory/constants.hpp"
 
 namespace cgad::cli {
@@ -22,61 +23,101 @@ theory::UpdateGate update_gate(const std::string& optimizer, const VerifyOptions
   return {kind, reference::parse_real<mpfr_real>(o.alpha, "alpha"), mpfr_real(o.tau_cut)};
 }
 
-theory::TrajectoryConfig trajectory_config(const VerifyOptions& o, const std::string& optimizer, long tau_max) {
+theory::TrajectoryConfig trajectory_config(const VerifyOptions& o) {
   if (o.tau_cut < 1) throw reference::InputError("tau-cut must be >= 1, got " + std::to_string(o.tau_cut));
+  const theory::UpdateChoice choice = theory::parse_update(o.update);
   theory::TrajectoryConfig c;
   c.objective = theory::parse_objective_kind(o.objective);
   c.dimension = o.dimension;
   c.delays = theory::parse_delay_kind(o.delays);
-  c.tau_max = tau_max;
+  c.tau_max = o.tau_max;
   c.steps = o.steps;
   c.seed = o.seed;
-  c.gate = update_gate(optimizer, o);
+  c.gate = update_gate(o.optimizer, o);
+  c.update = choice.kind;
+  if (choice.gate) {
+    if (o.optimizer_given && c.gate.kind != *choice.gate) {
+      throw reference::InputError("--optimizer " + o.optimizer + " contradicts --update " + o.update +
+                                  " (--optimizer picks the ideal update's gate; the Adam update's gate is in its name)");
+    }
+    c.gate.kind = *choice.gate;
+    c.adam.beta1 = reference::parse_real<mpfr_real>(o.beta1, "beta1");
+    c.adam.beta2 = reference::parse_real<mpfr_real>(o.beta2, "beta2");
+    c.adam.eps = reference::parse_real<mpfr_real>(o.eps, "eps");
+    if (o.on_zero_gate == "apply") {
+      c.adam.on_zero_gate = reference::ZeroGatePolicy::apply;
+    } else if (o.on_zero_gate == "skip") {
+      c.adam.on_zero_gate = reference::ZeroGatePolicy::skip;
+    } else {
+      throw reference::InputError("on-zero-gate must be apply or skip, got '" + o.on_zero_gate + "'");
+    }
+  }
   c.eta = reference::parse_real<mpfr_real>(o.eta, "eta");
   c.noise = o.noise;
+  theory::validate_trajectory(c);
   return c;
 }
 
-BiasSweep run_bias_sweep(const VerifyOptions& o) {
-  BiasSweep sweep;
-  for (long k = 1; k < o.tau_max; k *= 2) sweep.tau_maxes.push_back(k);
-  sweep.tau_maxes.push_back(o.tau_max);
-  // Refuse bad input before B1 (which assumes a valid α) and before the first run.
-  reference::validate(trajectory_config(o, "cgad", o.tau_max).gate);
-  // The bias of a CGAD run can never exceed B1: each σ_tτ_t ≤ sup τσ(τ). B1's certified upper end is computed
-  // at the default 256 bits whatever the working precision: its bisection costs ~p^2.5 (theory/README §6).
-  const unsigned bits = reference::working_precision_bits();
-  reference::set_working_precision_bits(reference::kDefaultPrecisionBits);
-  sweep.b1_upper = theory::certified_sup(1, theory::Interval::from_decimal(o.alpha, "alpha"), o.tau_cut).value.upper();
-  reference::set_working_precision_bits(bits);
-  ProgressBar bar("sweep");
-  const long total = static_cast<long>(sweep.tau_maxes.size() * std::size(kSweepOptimizers));
-  long done = 0;
-  sweep.reports.resize(std::size(kSweepOptimizers));
-  for (std::size_t i = 0; i < std::size(kSweepOptimizers); ++i) {
-    for (long k : sweep.tau_maxes) {
-      sweep.reports[i].push_back(theory::run_trajectory(trajectory_config(o, kSweepOptimizers[i], k)));
-      bar.update(++done, total);
-    }
-  }
-  return sweep;
+std::string run_name(const VerifyOptions& o) {
+  const theory::TrajectoryConfig c = trajectory_config(o);
+  return theory::update_name(c.update, c.gate.kind);
 }
 
-PlotSpec bias_sweep_plot(const VerifyOptions& o, const BiasSweep& sweep) {
+bool sweep_has_real_update(const VerifyOptions& o) { return theory::parse_update(o.update).kind != theory::UpdateKind::ideal; }
+
+theory::BiasSweep run_bias_sweep(const VerifyOptions& o) {
+  const theory::TrajectoryConfig base = trajectory_config(o);
+  ProgressBar bar("sweep");
+  return theory::run_bias_sweep(base, o.alpha, o.tau_max, sweep_has_real_update(o),
+                                [&](long done, long total) { bar.update(done, total); });
+}
+
+PlotSpec bias_sweep_plot(const VerifyOptions& o, const theory::BiasSweep& sweep) {
   const std::vector<double> ks(sweep.tau_maxes.begin(), sweep.tau_maxes.end());
-  PlotSpec spec{"Staleness-bias term vs tau_max (" + o.objective + ", " + o.delays + " delays)",
-                "tau_max", "sum(sigma_t*tau_t)/T (log scale)", true, true, {}};
-  for (std::size_t i = 0; i < std::size(kSweepOptimizers); ++i) {
-    std::vector<double> bias;
-    for (const auto& r : sweep.reports[i]) bias.push_back(r.bias.convert_to<double>());
-    spec.series.push_back({kSweepOptimizers[i], ks, bias, true});
+  const bool real = sweep.columns.size() > 3;
+  PlotSpec spec{real ? "Realized staleness-bias term vs tau_max, ideal and real updates (" + o.objective + ", " +
+                           o.delays + " delays)"
+                     : "Staleness-bias term vs tau_max (" + o.objective + ", " + o.delays + " delays)",
+                "tau_max",
+                real ? "R_T/(L*eta^2*G_run^2*T) (log scale)" : "sum(sigma_t*tau_t)/T (log scale)",
+                true,
+                true,
+                {}};
+  for (std::size_t i = 0; i < sweep.columns.size(); ++i) {
+    std::vector<double> y;
+    for (const auto& r : sweep.reports[i]) y.push_back((real ? r.realized_bias : r.bias).convert_to<double>());
+    PlotSeries series;
+    series.title = real ? sweep.columns[i].name : sweep.columns[i].name.substr(6);  // "ideal cgad" -> "cgad"
+    series.x = ks;
+    series.y = y;
+    series.points = true;
+    spec.series.push_back(series);
   }
-  spec.series.push_back({"B1 (CGAD bound)", ks, std::vector<double>(ks.size(), sweep.b1_upper.convert_to<double>()), false});
-  const theory::Interval alpha = theory::Interval::from_decimal(o.alpha, "alpha");
-  if (alpha.strictly_positive()) {  // 1/(eα) is +∞ at α = 0: nothing to draw
-    const double inv_e_alpha =
-        (theory::Interval(1) / (theory::exp(theory::Interval(1)) * alpha)).upper().convert_to<double>();
-    spec.series.push_back({"1/(e*alpha) (Adam-Decay bound)", ks, std::vector<double>(ks.size(), inv_e_alpha), false});
+  PlotSeries b1;
+  b1.title = "B1 (bounds ideal CGAD)";
+  b1.x = ks;
+  b1.y = std::vector<double>(ks.size(), sweep.b1_upper.convert_to<double>());
+  b1.points = false;
+  spec.series.push_back(b1);
+  if (real) {
+    // The realized mean delay bounds every column's realized term (step 2 with σ ≡ 1); the ungated ideal run's.
+    PlotSeries mean;
+    mean.title = "mean tau (bounds every update)";
+    mean.x = ks;
+    for (const auto& r : sweep.reports[2]) mean.y.push_back(r.mean_tau.convert_to<double>());
+    mean.points = false;
+    spec.series.push_back(mean);
+  } else {
+    const theory::Interval alpha = theory::Interval::from_decimal(o.alpha, "alpha");
+    if (alpha.strictly_positive()) {  // 1/(eα) is +∞ at α = 0: nothing to draw
+      PlotSeries line;
+      line.title = "1/(e*alpha) (Adam-Decay bound)";
+      line.x = ks;
+      line.y = std::vector<double>(
+          ks.size(), (theory::Interval(1) / (theory::exp(theory::Interval(1)) * alpha)).upper().convert_to<double>());
+      line.points = false;
+      spec.series.push_back(line);
+    }
   }
   return spec;
 }

@@ -9,8 +9,11 @@
 namespace cgad::theory {
 
 namespace {
-constexpr DelayKind kAll[] = {DelayKind::constant, DelayKind::uniform, DelayKind::geometric,
-                              DelayKind::pareto,   DelayKind::bursty,  DelayKind::adversarial};
+constexpr DelayKind kAll[] = {DelayKind::constant,    DelayKind::uniform,     DelayKind::geometric,
+                              DelayKind::pareto,      DelayKind::bursty,      DelayKind::adversarial,
+                              DelayKind::heavy_tail,  DelayKind::constant_from_start};
+constexpr double kHeavyTailShare = 0.3;
+constexpr double kHeavyTailScale = 8.0;
 constexpr double kParetoShape = 1.2;
 constexpr double kBurstProbability = 1.0 / 20.0;
 constexpr long kBurstLength = 8;
@@ -24,6 +27,8 @@ const char* to_string(DelayKind kind) {
     case DelayKind::pareto: return "pareto";
     case DelayKind::bursty: return "bursty";
     case DelayKind::adversarial: return "adversarial";
+    case DelayKind::heavy_tail: return "heavy-tail";
+    case DelayKind::constant_from_start: return "constant-from-start";
   }
   return "?";
 }
@@ -83,6 +88,14 @@ long DelaySchedule::next() {
     }
     case DelayKind::adversarial:
       return adversarial_tau_;
+    case DelayKind::heavy_tail: {
+      // One uniform decides stale or fresh, a second gives ⌊8/U⌋ with U = 1 − unit() ∈ (0, 1].
+      if (!(unit() < kHeavyTailShare)) return 0;
+      const double tau = std::floor(kHeavyTailScale / (1.0 - unit()));
+      return static_cast<long>(std::min(tau, static_cast<double>(tau_max_)));
+    }
+    case DelayKind::constant_from_start:
+      return tau_max_;
   }
   return 0;
 }

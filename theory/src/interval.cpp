@@ -161,6 +161,7 @@ Interval pow(const Interval& a, unsigned k) {
   for (unsigned i = 0; i < k; ++i) result = result * a;
   return result;
 }
+Interval sqrt(const Interval& a) { return unary(a, mpfi_sqrt); }
 Interval exp(const Interval& a) { return unary(a, mpfi_exp); }
 Interval expm1(const Interval& a) { return unary(a, mpfi_expm1); }
 Interval sin(const Interval& a) { return unary(a, mpfi_sin); }

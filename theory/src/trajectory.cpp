@@ -1,9 +1,13 @@
 #include "cgad/theory/trajectory.hpp"
 
 #include "cgad/reference/errors.hpp"
+#include "cgad/reference/optimizers.hpp"
 
 #include <cmath>
+#include <memory>
 #include <random>
+#include <span>
+#include <stdexcept>
 #include <vector>
 
 namespace cgad::theory {
@@ -25,7 +29,9 @@ mpfr_real dot(const std::vector<mpfr_real>& a, const std::vector<mpfr_real>& b) 
   return sum;
 }
 
-void validate(const TrajectoryConfig& c) {
+}  // namespace
+
+void validate_trajectory(const TrajectoryConfig& c) {
   reference::validate(c.gate);
   if (c.dimension < 1 || c.dimension > kMaxTrajectoryDimension) {
     throw reference::InputError("dimension must be in [1, " + std::to_string(kMaxTrajectoryDimension) + "]");
@@ -44,6 +50,32 @@ void validate(const TrajectoryConfig& c) {
   if (c.noise && !(*c.noise >= 0 && *c.noise < 1)) {
     throw reference::InputError("noise level must be in [0, 1), got " + std::to_string(*c.noise));
   }
+  if (c.update == UpdateKind::gated_adam) {
+    reference::require_unit_interval(c.adam.beta1, "beta1");
+    reference::require_unit_interval(c.adam.beta2, "beta2");
+    reference::require_positive(c.adam.eps, "eps");
+  }
+}
+
+namespace {
+
+reference::OptimizerKind adam_kind(reference::GateKind gate) {
+  switch (gate) {
+    case reference::GateKind::cosine: return reference::OptimizerKind::cgad;
+    case reference::GateKind::exponential: return reference::OptimizerKind::adam_decay;
+    case reference::GateKind::none: return reference::OptimizerKind::adam;
+  }
+  throw std::logic_error("unknown gate kind");
+}
+
+mpfr_real distance(const std::vector<mpfr_real>& a, const std::vector<mpfr_real>& b) {
+  mpfr_real sum(0), diff;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    diff = a[i] - b[i];
+    sum += diff * diff;
+  }
+  using boost::multiprecision::sqrt;
+  return mpfr_real(sqrt(sum));
 }
 
 // The rounding tolerance of one inequality check. Every sum is accumulated in correctly rounded MPFR
@@ -65,6 +97,42 @@ void check(InequalityState& state, long T, std::size_t d, const mpfr_real& extra
 
 }  // namespace
 
+UpdateChoice parse_update(std::string_view name) {
+  if (name == "ideal") return {UpdateKind::ideal, std::nullopt};
+  if (name == "cgad-adam") return {UpdateKind::gated_adam, reference::GateKind::cosine};
+  if (name == "adam-decay-adam") return {UpdateKind::gated_adam, reference::GateKind::exponential};
+  if (name == "adam") return {UpdateKind::gated_adam, reference::GateKind::none};
+  throw reference::InputError("unknown update '" + std::string(name) + "' (expected " + kUpdateNames + ")");
+}
+
+std::string update_name(UpdateKind kind, reference::GateKind gate) {
+  if (kind == UpdateKind::ideal) {
+    switch (gate) {
+      case reference::GateKind::cosine: return "ideal cgad";
+      case reference::GateKind::exponential: return "ideal adam-decay";
+      case reference::GateKind::none: return "ideal ungated";
+    }
+  } else {
+    switch (gate) {
+      case reference::GateKind::cosine: return "cgad-adam";
+      case reference::GateKind::exponential: return "adam-decay-adam";
+      case reference::GateKind::none: return "adam";
+    }
+  }
+  return "?";
+}
+
+std::unique_ptr<Objective<mpfr_real>> trajectory_objective(const TrajectoryConfig& config) {
+  return make_objective<mpfr_real>(config.objective, config.dimension, stream_seed(config.seed, 1));
+}
+
+std::vector<mpfr_real> trajectory_initial_point(const TrajectoryConfig& config) {
+  std::vector<mpfr_real> x(config.dimension);
+  std::mt19937_64 engine(stream_seed(config.seed, 2));
+  for (auto& xi : x) xi = mpfr_real(6 * unit(engine) - 3);  // x_0 uniform in [−3, 3]^d
+  return x;
+}
+
 long integer_argmax_tau_sigma(const UpdateGate& gate, long tau_max) {
   reference::validate(gate);
   long best = 0;
@@ -83,33 +151,51 @@ long integer_argmax_tau_sigma(const UpdateGate& gate, long tau_max) {
 TrajectoryReport run_trajectory(const TrajectoryConfig& config,
                                 const std::function<void(const TrajectoryPoint&)>& on_step,
                                 const std::function<void(long, long)>& on_progress) {
-  validate(config);
+  validate_trajectory(config);
+  using boost::multiprecision::abs;
   using boost::multiprecision::sqrt;
   const std::size_t d = config.dimension;
-  const auto objective = make_objective<mpfr_real>(config.objective, d, stream_seed(config.seed, 1));
+  const bool ideal = config.update == UpdateKind::ideal;
+  const auto objective = trajectory_objective(config);
 
   TrajectoryReport report;
+  report.update = config.update;
+  report.ideal_forms_claimed = ideal;
   report.steps = config.steps;
   report.eta = config.eta;
   report.L = objective->smoothness();
   report.f_star = objective->lower_bound();
   const double s = config.noise.value_or(objective->default_noise());
   report.noise = mpfr_real(s);
-  report.rho = mpfr_real(1 - report.noise);
+  report.rho = ideal ? mpfr_real(1 - report.noise) : mpfr_real(0);
 
-  std::vector<mpfr_real> x(d);
-  {
-    std::mt19937_64 engine(stream_seed(config.seed, 2));
-    for (auto& xi : x) xi = mpfr_real(6 * unit(engine) - 3);  // x_0 uniform in [−3, 3]^d
-  }
-  std::vector<mpfr_real> grad(d), u(d);
-  if (const auto bound = objective->gradient_bound()) {
+  std::vector<mpfr_real> x = trajectory_initial_point(config);
+  std::vector<mpfr_real> grad(d), u(d), step(d);
+  if (!ideal) {
+    report.G = mpfr_real(0);
+  } else if (const auto bound = objective->gradient_bound()) {
     report.G = mpfr_real((1 + report.noise) * *bound);
   } else {
     objective->gradient(x, grad);
     report.G = mpfr_real((1 + report.noise) * sqrt(dot(grad, grad)));
   }
   report.f0 = objective->value(x);
+
+  // The real update: the reference optimizer itself, at the run's η, with the gate of config.gate.
+  std::unique_ptr<reference::OuterOptimizer<mpfr_real>> adam;
+  if (!ideal) {
+    reference::OptimizerConfig<mpfr_real> oc;
+    oc.kind = adam_kind(config.gate.kind);
+    oc.adam.lr = config.eta;
+    oc.adam.beta1 = config.adam.beta1;
+    oc.adam.beta2 = config.adam.beta2;
+    oc.adam.eps = config.adam.eps;
+    oc.adam.weight_decay = mpfr_real(0);
+    oc.alpha = config.gate.alpha;
+    oc.tau_cut = config.gate.tau_cut;
+    oc.on_zero_gate = config.adam.on_zero_gate;
+    adam = reference::make_optimizer(oc, d);
+  }
 
   // σ(τ) for every τ the run can see, and the adversary's τ, both from reference::sigma.
   std::vector<mpfr_real> sigma_table(static_cast<std::size_t>(config.tau_max) + 1);
@@ -124,53 +210,119 @@ TrajectoryReport run_trajectory(const TrajectoryConfig& config,
 
   const mpfr_real lg2 = mpfr_real(report.L * report.eta * report.G * report.G);  // LηG²
   const mpfr_real head_design = mpfr_real((report.f0 - report.f_star) / report.eta);
-  mpfr_real sum_aligned(0), sum_inner(0);
+  mpfr_real sum_aligned(0), sum_inner(0), sum_realized_inner(0), sum_abs_realized_inner(0), sum_tau(0);
   const long progress_every = std::max(1L, config.steps / 200);
 
+  const mpfr_real zero(0);
   for (long t = 0; t < config.steps; ++t) {
-    const long tau = std::min(schedule.next(), t);
+    const long drawn = schedule.next();
+    // constant-from-start: an update that would read an iterate before x_0 does not exist yet; the step is
+    // idle (x_{t+1} = x_t, no optimizer call) and enters every sum with σ_t = 0, τ_t = 0.
+    if (config.delays == DelayKind::constant_from_start && drawn > t) {
+      ++report.idle_steps;
+      history[static_cast<std::size_t>(t + 1) % ring] = x;
+      const long T = t + 1;
+      const mpfr_real f = objective->value(x);
+      if (ideal) {
+        const mpfr_real staleness = mpfr_real(lg2 * (report.sum_sigma_tau + report.sum_sigma_squared / 2));
+        report.descent.rhs = mpfr_real((report.f0 - f) / report.eta + staleness);
+        report.design.rhs = mpfr_real(head_design + staleness);
+      }
+      report.realized.rhs =
+          mpfr_real(report.f0 - f + report.realized_bias_sum + report.L * report.sum_step_squared / 2);
+      report.bias = mpfr_real(report.sum_sigma_tau / T);
+      report.f_final = f;
+      if (on_step) {
+        on_step(TrajectoryPoint{T, 0, zero, f, &report.descent, &report.design, report.bias,
+                                report.realized_bias_sum, &report.realized, &x});
+      }
+      if (on_progress && (T % progress_every == 0 || T == config.steps)) on_progress(T, config.steps);
+      continue;
+    }
+    const long tau = std::min(drawn, t);
     report.realized_tau_max = std::max(report.realized_tau_max, tau);
     const mpfr_real& sigma = sigma_table[static_cast<std::size_t>(tau)];
-    objective->gradient(history[static_cast<std::size_t>(t - tau) % ring], grad);
+    const std::vector<mpfr_real>& stale = history[static_cast<std::size_t>(t - tau) % ring];
+    const std::vector<mpfr_real>& current = history[static_cast<std::size_t>(t) % ring];  // x_t
+    objective->gradient(stale, grad);
 
     for (std::size_t i = 0; i < d; ++i) {
       u[i] = s == 0 ? grad[i] : mpfr_real(grad[i] * (1 + report.noise * mpfr_real(2 * unit(noise_engine) - 1)));
     }
-    const mpfr_real norm = sqrt(dot(u, u));
-    if (norm > report.G) {
-      ++report.clipped_steps;
-      const mpfr_real scale = report.G / norm;
-      for (auto& ui : u) ui *= scale;
-    }
-    const mpfr_real inner = dot(grad, u);
     const mpfr_real grad_sq = dot(grad, grad);
-    if (!report.alignment_failure && inner < report.rho * grad_sq) report.alignment_failure = t;
-
-    for (std::size_t i = 0; i < d; ++i) x[i] -= report.eta * sigma * u[i];
+    mpfr_real inner;  // ⟨∇f(x_{t−τ_t}), u_t⟩
+    if (ideal) {
+      const mpfr_real norm = sqrt(dot(u, u));
+      if (norm > report.G) {
+        ++report.clipped_steps;
+        const mpfr_real scale = report.G / norm;
+        for (auto& ui : u) ui *= scale;
+      }
+      inner = dot(grad, u);
+      if (!report.alignment_failure && inner < report.rho * grad_sq) report.alignment_failure = t;
+      for (std::size_t i = 0; i < d; ++i) x[i] -= report.eta * sigma * u[i];
+    } else {
+      // u holds the pseudo-gradient Δ_t = D_t ∘ ∇f(x_{t−τ_t}); the optimizer moves x by η·m̂/(√v̂ + ε).
+      const auto applied = adam->apply(x, reference::Event<mpfr_real>{std::span<const mpfr_real>(u), tau, 0});
+      if (!applied.applied) ++report.refused_steps;
+      adam->advance_round();
+    }
+    // The realized step δ_t = x_t − x_{t+1}, and for the Adam update its normalized step u_t = δ_t/η.
+    for (std::size_t i = 0; i < d; ++i) step[i] = current[i] - x[i];
+    const mpfr_real step_norm = sqrt(dot(step, step));
+    if (!ideal) {
+      for (std::size_t i = 0; i < d; ++i) u[i] = step[i] / report.eta;
+      inner = dot(grad, u);
+    }
+    const mpfr_real u_norm = ideal ? mpfr_real(sqrt(dot(u, u))) : mpfr_real(step_norm / report.eta);
+    if (u_norm > report.step_bound) report.step_bound = u_norm;
+    if (grad_sq > 0) {
+      const mpfr_real alignment = inner / grad_sq;
+      if (!report.min_alignment || alignment < *report.min_alignment) report.min_alignment = alignment;
+      if (inner < 0) ++report.unaligned_steps;
+    }
+    report.realized_bias_sum += report.L * distance(current, stale) * step_norm;
+    report.sum_step_squared += step_norm * step_norm;
+    const mpfr_real realized_inner = dot(grad, step);
+    sum_realized_inner += realized_inner;
+    sum_abs_realized_inner += abs(realized_inner);
     history[static_cast<std::size_t>(t + 1) % ring] = x;
 
     const long T = t + 1;
-    sum_aligned += sigma * grad_sq;
-    sum_inner += sigma * inner;
+    sum_tau += tau;
     report.sum_sigma_tau += sigma * tau;
     report.sum_sigma_squared += sigma * sigma;
     const mpfr_real f = objective->value(x);
-    const mpfr_real staleness = mpfr_real(lg2 * (report.sum_sigma_tau + report.sum_sigma_squared / 2));
-
-    using boost::multiprecision::abs;
-    report.descent.lhs = sum_inner;
-    report.descent.rhs = mpfr_real((report.f0 - f) / report.eta + staleness);
-    check(report.descent, T, d, mpfr_real((abs(report.f0) + abs(f)) / report.eta));
-    report.design.lhs = mpfr_real(report.rho * sum_aligned);
-    report.design.rhs = mpfr_real(head_design + staleness);
-    if (!report.alignment_failure) check(report.design, T, d, abs(head_design));
+    if (ideal) {
+      sum_aligned += sigma * grad_sq;
+      sum_inner += sigma * inner;
+      const mpfr_real staleness = mpfr_real(lg2 * (report.sum_sigma_tau + report.sum_sigma_squared / 2));
+      report.descent.lhs = sum_inner;
+      report.descent.rhs = mpfr_real((report.f0 - f) / report.eta + staleness);
+      check(report.descent, T, d, mpfr_real((abs(report.f0) + abs(f)) / report.eta));
+      report.design.lhs = mpfr_real(report.rho * sum_aligned);
+      report.design.rhs = mpfr_real(head_design + staleness);
+      if (!report.alignment_failure) check(report.design, T, d, abs(head_design));
+    }
+    // The realized form holds for any points (the iterates as stored, rounded or not), so only the evaluation
+    // of f, ∇f, the norms and the sums rounds: the same budget as above with a larger operation count.
+    report.realized.lhs = sum_realized_inner;
+    report.realized.rhs =
+        mpfr_real(report.f0 - f + report.realized_bias_sum + report.L * report.sum_step_squared / 2);
+    check(report.realized, T, 4 * d, abs(report.f0) + abs(f) + sum_abs_realized_inner);
 
     report.bias = mpfr_real(report.sum_sigma_tau / T);
     report.f_final = f;
     if (on_step) {
-      on_step(TrajectoryPoint{T, tau, sigma, f, &report.descent, &report.design, report.bias});
+      on_step(TrajectoryPoint{T, tau, sigma, f, &report.descent, &report.design, report.bias,
+                              report.realized_bias_sum, &report.realized, &x});
     }
     if (on_progress && (T % progress_every == 0 || T == config.steps)) on_progress(T, config.steps);
+  }
+  report.mean_tau = mpfr_real(sum_tau / config.steps);
+  if (report.step_bound > 0) {
+    report.realized_bias = mpfr_real(report.realized_bias_sum / (report.L * report.eta * report.eta *
+                                                                 report.step_bound * report.step_bound * config.steps));
   }
   return report;
 }

@@ -63,6 +63,7 @@ Interval operator/(const Interval& a, const Interval& b);
 Interval operator-(const Interval& a);
 Interval square(const Interval& a);
 Interval pow(const Interval& a, unsigned k);
+Interval sqrt(const Interval& a);  // a ⊆ [0, ∞)
 Interval exp(const Interval& a);
 Interval expm1(const Interval& a);
 Interval sin(const Interval& a);
