@@ -6,10 +6,14 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -153,6 +157,18 @@ TEST_F(SimulateCli, HandEditedPartsAreRefused) {
   expect_refused(cgad("merge part0.json edited.json"), "not hexfloat text as cgad writes it: '0.5'");
 }
 
+// A part records the cgad version that wrote it; merge refuses one from another version unless told otherwise.
+TEST_F(SimulateCli, PartsOfAnotherCgadVersionAreRefusedUnlessAllowed) {
+  ok("simulate " + kTiny + " --shard 0/2 --out part0.json");
+  ok("simulate " + kTiny + " --shard 1/2 --out part1.json");
+  auto part = nlohmann::json::parse(slurp(dir_ / "part1.json"));
+  ASSERT_TRUE(part.contains("cgad_version")) << part.dump();
+  part["cgad_version"] = "0.0.1";
+  write("old.json", part.dump());
+  expect_refused(cgad("merge part0.json old.json"), "old.json was written by cgad 0.0.1, this is cgad ");
+  EXPECT_EQ(ok("merge part0.json old.json --allow-other-versions --json").out, ok("merge part0.json part1.json --json").out);
+}
+
 TEST_F(SimulateCli, PartlyDivergedCellsSaySo) {
   // Nesterov at outer lr 30 ends within a few × its initial loss on this NQM, so a divergence bound of 3 × the
   // initial loss splits the seeds; the split is checked, then the note must state it in every format.
@@ -168,6 +184,239 @@ TEST_F(SimulateCli, PartlyDivergedCellsSaySo) {
   const Outcome table = ok(sweep), csv = ok(sweep + " --csv");
   EXPECT_NE(table.out.find(note), std::string::npos) << table.out;
   EXPECT_NE(csv.out.find("\"" + note + "\""), std::string::npos) << csv.out;
+}
+
+// The JSON lines of a file, blank lines skipped.
+std::vector<nlohmann::json> json_lines(const fs::path& path) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty()) out.push_back(nlohmann::json::parse(line));
+  }
+  return out;
+}
+
+// The replay --record-deltas names on stderr: "cgad replay --backend fastpath --input FILE <flags> --output FILE ...",
+// without "cgad " and from " --output" on.
+std::string replay_arguments(const std::string& err) {
+  const std::size_t begin = err.find("cgad replay --backend fastpath");
+  const std::size_t end = err.find(" --output FILE", begin);
+  if (begin == std::string::npos || end == std::string::npos) return "";
+  return err.substr(begin + 5, end - begin - 5);
+}
+
+// --record-deltas writes the server's arrivals as a replay stream that `cgad replay --backend fastpath` takes
+// with the flags the command prints: θ_0 and the model's tensors (the MLP's W1, b1, w2, b2; the NQM's one),
+// then one event per round with τ ≤ r and PA-CGAD's fragment r mod P. The replay's events then agree with the
+// run's record: the same skips and applications, the same realized staleness (PA-CGAD's ages included). This
+// test cannot see the run's final parameters (the CLI prints none); simulate_engine_test's
+// RecordedArrivalsReplayThroughTheFastPathToTheFinalParametersBitForBit checks those, bit for bit, through the
+// optimizer replay's CPU engine builds.
+TEST_F(SimulateCli, RecordedDeltasAreAReplayStreamTheFastPathReplays) {
+  struct Case {
+    std::string args;
+    std::int64_t rounds;
+    std::size_t fragments;
+    std::vector<std::size_t> tensors;
+    bool skips;  // some events skipped at a zero gate, so the counts below compare something
+  };
+  const std::vector<Case> cases = {
+      {"--objective teacher-student --size 8 --optimizer pa-cgad --fragments 3 --state q8 --delays uniform --tau 9 "
+       "--tau-cut 6 --on-zero-gate skip --rounds 40 --seed 3",
+       40, 3, {128, 8, 8, 1}, true},
+      {"--objective teacher-student --size 256 --optimizer adam --state q8 --q8-semantics bnb --tau 2 --rounds 12 "
+       "--seeds 1",
+       12, 1, {4096, 256, 256, 1}, false},
+      {"--size 40 --optimizer nesterov --params fp32 --state fp32 --tau 1 --rounds 15 --seed 9 --rounding stochastic",
+       15, 1, {40}, false},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.args);
+    fs::remove(dir_ / "d.jsonl");
+    const Outcome o = ok("simulate " + c.args + " --record-deltas d.jsonl --json");
+    const auto run = nlohmann::json::parse(o.out)["runs"].at(0);
+    ASSERT_EQ(run["status"], "finished") << run.dump();
+    const std::vector<nlohmann::json> stream = json_lines(dir_ / "d.jsonl");
+    ASSERT_EQ(stream.size(), static_cast<std::size_t>(c.rounds) + 1);
+    const nlohmann::json& head = stream.front();
+    EXPECT_EQ(head.size(), 2u) << "keys besides params and tensors";
+    EXPECT_EQ(head["tensors"].get<std::vector<std::size_t>>(), c.tensors);
+    std::size_t parameters = 0;
+    for (std::size_t size : c.tensors) parameters += size;
+    ASSERT_EQ(head["params"].size(), parameters);
+    for (const auto& x : head["params"]) ASSERT_TRUE(x.is_string()) << x;
+    std::vector<std::int64_t> taus;
+    for (std::size_t r = 1; r < stream.size(); ++r) {
+      const nlohmann::json& e = stream[r];
+      taus.push_back(e["tau"].get<std::int64_t>());
+      EXPECT_LE(taus.back(), static_cast<std::int64_t>(r - 1));
+      EXPECT_EQ(e["fragment"].get<std::size_t>(), (r - 1) % c.fragments);
+      const std::size_t f = (r - 1) % c.fragments;  // fragment f is [⌊f·n/P⌋, ⌊(f+1)·n/P⌋)
+      EXPECT_EQ(e["grad"].size(), (f + 1) * parameters / c.fragments - f * parameters / c.fragments)
+          << "event " << r - 1;
+    }
+
+    const std::string replay = replay_arguments(o.err);
+    ASSERT_FALSE(replay.empty()) << o.err;
+    // The printed flags are the run's configuration as its part records it (the grid's hexfloats, the run seed
+    // as the rounding seed), each value reading back to the same float.
+    std::map<std::string, std::string> flag;
+    {
+      std::istringstream words(replay);
+      for (std::string word, value; words >> word;) {
+        if (word.rfind("--", 0) == 0 && words >> value) flag[word] = value;
+      }
+    }
+    const nlohmann::json grid = nlohmann::json::parse(o.out)["grid"], outer = grid["outer"];
+    const auto hex = [](const nlohmann::json& x) { return std::strtof(x.get<std::string>().c_str(), nullptr); };
+    const auto dec = [&](const char* name) { return std::strtof(flag[name].c_str(), nullptr); };
+    const bool adam_family = flag["--optimizer"] != "nesterov" && flag["--optimizer"] != "sdm";
+    EXPECT_EQ(flag["--optimizer"], run["method"]);
+    EXPECT_EQ(dec("--lr"), hex(adam_family ? outer["adam"]["lr"] : outer["nesterov"]["lr"]));
+    if (adam_family) {
+      for (const char* name : {"beta1", "beta2", "eps", "weight_decay"}) {
+        std::string option = std::string("--") + name;
+        std::replace(option.begin(), option.end(), '_', '-');
+        EXPECT_EQ(dec(option.c_str()), hex(outer["adam"][name])) << name;
+      }
+      EXPECT_EQ(dec("--alpha"), hex(outer["alpha"]));
+      EXPECT_EQ(dec("--tau-cut"), hex(outer["tau_cut"]));
+      EXPECT_EQ(flag["--on-zero-gate"], outer["on_zero_gate"]);
+    } else {
+      EXPECT_EQ(dec("--momentum"), hex(outer["nesterov"]["momentum"]));
+    }
+    if (c.fragments > 1) {
+      EXPECT_EQ(flag["--fragments"], std::to_string(c.fragments));
+    }
+    EXPECT_EQ(flag["--params"], outer["params"]);
+    EXPECT_EQ(flag["--state"], run["state"]);
+    EXPECT_EQ(flag["--rounding"], outer["rounding"]);
+    EXPECT_EQ(flag["--seed"], std::to_string(run["seed"].get<std::uint64_t>()));
+    EXPECT_EQ(flag["--q8-semantics"], outer["q8_semantics"]);
+    EXPECT_EQ(flag["--min-q8-size"], std::to_string(outer["min_q8_size"].get<std::size_t>()));
+    const Outcome replayed = ok(replay + " --output r.jsonl");
+    const std::vector<nlohmann::json> records = json_lines(dir_ / "r.jsonl");
+    ASSERT_EQ(records.size(), static_cast<std::size_t>(c.rounds));
+    std::int64_t applied = 0, skipped = 0;
+    double tau_effective = 0;
+    for (std::size_t r = 0; r < records.size(); ++r) {
+      EXPECT_EQ(records[r]["tau"].get<std::int64_t>(), taus[r]);
+      (records[r]["skipped"].get<bool>() ? skipped : applied) += 1;
+      tau_effective += records[r]["tau_effective"].get<double>();
+      EXPECT_EQ(records[r]["params"].size(), parameters);
+    }
+    EXPECT_EQ(skipped > 0, c.skips) << skipped;
+    EXPECT_EQ(applied, run["applied"].get<std::int64_t>());
+    EXPECT_EQ(skipped, run["skipped_zero_gate"].get<std::int64_t>() + run["skipped_nonfinite"].get<std::int64_t>() +
+                           run["skipped_overflowing"].get<std::int64_t>());
+    EXPECT_EQ(tau_effective / static_cast<double>(c.rounds),
+              std::strtod(run["mean_tau_effective"].get<std::string>().c_str(), nullptr));
+    // Nothing of the run was left to chance: every recorded number reads back (the replay parsed them all).
+    EXPECT_NE(replayed.err.find(std::to_string(c.rounds) + " events"), std::string::npos) << replayed.err;
+  }
+}
+
+TEST_F(SimulateCli, RecordDeltasIsForOneRunAndWritesNothingWhenRefused) {
+  const std::string one = "--optimizer cgad --tau 0 --size 8 --state fp32 --rounds 5 --seeds 1";
+  expect_refused(cgad("simulate --record-deltas d.jsonl"), "--record-deltas records one run; this sweep has 90");
+  expect_refused(cgad("simulate --optimizer cgad --tau 0,1 --size 8 --state fp32 --rounds 5 --seeds 1 "
+                      "--record-deltas d.jsonl"),
+                 "this sweep has 2");
+  expect_refused(cgad("simulate " + one + " --shard 0/1 --out p.json --record-deltas d.jsonl"), "not a shard");
+  expect_refused(cgad("simulate " + one + " --record-deltas no/such/d.jsonl"), "--record-deltas: no such directory");
+  fs::create_directories(dir_ / "adir");
+  expect_refused(cgad("simulate " + one + " --record-deltas adir"), "--record-deltas: 'adir' is a directory");
+  expect_refused(cgad("simulate " + one + " --out d.jsonl --record-deltas ./d.jsonl"), "name the same file");
+  EXPECT_FALSE(fs::exists(dir_ / "d.jsonl"));
+  EXPECT_FALSE(fs::exists(dir_ / "p.json"));
+  // A refused run leaves an earlier recording as it was.
+  write("d.jsonl", "earlier\n");
+  expect_refused(cgad("simulate " + one + " --workers 0 --record-deltas d.jsonl"), "no run of this sweep can run");
+  EXPECT_EQ(slurp(dir_ / "d.jsonl"), "earlier\n");
+  // And no temporary file is left beside it.
+  std::size_t files = 0;
+  for (const auto& entry : fs::directory_iterator(dir_)) files += entry.path().filename().string().rfind(".d.jsonl", 0) == 0;
+  EXPECT_EQ(files, 0u);
+  // Delayed Nesterov's arrivals are recorded, and the command says the fast path cannot replay them.
+  const Outcome dn = ok("simulate --optimizer delayed-nesterov --params fp32 --tau 1 --size 8 --state fp32 --rounds 5 "
+                        "--seeds 1 --record-deltas d.jsonl");
+  EXPECT_EQ(json_lines(dir_ / "d.jsonl").size(), 6u);
+  EXPECT_NE(dn.err.find("the fast path cannot replay delayed-nesterov"), std::string::npos) << dn.err;
+}
+
+// --q8-semantics and --min-q8-size reach every run: bnb at the default minimum keeps every tensor of a width-8
+// teacher-student (W1 has 128 elements) in fp32 state, so its q8 runs are its fp32 runs bit for bit
+// (simulate_engine_test checks why); with --min-q8-size 0 they are 8-bit and differ. The table says which
+// semantics ran.
+TEST_F(SimulateCli, BnbQ8UnderTheMinimumSizeIsBnbFp32State) {
+  const std::string sweep = "simulate --objective teacher-student --size 8 --optimizer cgad,adam --params fp32 "
+                            "--state fp32,q8 --q8-semantics bnb --delays uniform --tau 3 --rounds 30 --seeds 2";
+  const auto same_runs = [](const nlohmann::json& j) {
+    bool all = true;
+    for (const auto& run : j["runs"]) {
+      if (run["state"] != "q8") continue;
+      for (const auto& other : j["runs"]) {
+        if (other["state"] != "fp32" || other["method"] != run["method"] || other["seed"] != run["seed"]) continue;
+        all = all && other["curve"] == run["curve"] && other["final_loss"] == run["final_loss"];
+      }
+    }
+    return all;
+  };
+  const auto bnb = nlohmann::json::parse(ok(sweep + " --json").out);
+  ASSERT_EQ(bnb["runs"].size(), 8u);
+  EXPECT_EQ(bnb["grid"]["outer"]["q8_semantics"], "bnb");
+  EXPECT_EQ(bnb["grid"]["outer"]["min_q8_size"], 4096);
+  EXPECT_TRUE(same_runs(bnb)) << bnb["runs"].dump();
+  EXPECT_EQ(nlohmann::json::parse(ok(sweep + " --min-q8-size 4096 --json").out), bnb);
+  const auto eight_bit = nlohmann::json::parse(ok(sweep + " --min-q8-size 0 --json").out);
+  EXPECT_EQ(eight_bit["grid"]["outer"]["min_q8_size"], 0);
+  EXPECT_FALSE(same_runs(eight_bit));
+  // cgad's semantics is another result again (its fp32 state runs cgad's order, not bnb's 32-bit kernel's;
+  // fp32 parameters, as bf16 ones can round both to the same values).
+  const auto cgad = nlohmann::json::parse(
+      ok("simulate --objective teacher-student --size 8 --optimizer cgad,adam --params fp32 --state fp32,q8 "
+         "--delays uniform --tau 3 --rounds 30 --seeds 2 --json").out);
+  EXPECT_EQ(cgad["grid"]["outer"]["q8_semantics"], "cgad");
+  EXPECT_NE(cgad["runs"][0]["curve"], bnb["runs"][0]["curve"]);
+  const Outcome table = ok(sweep);
+  EXPECT_NE(table.out.find("bitsandbytes' (bnb) Adam semantics, q8 tensors under 4096 elements in fp32 state"),
+            std::string::npos) << table.out;
+}
+
+TEST_F(SimulateCli, MergeRefusesPartsOfAnotherQ8Semantics) {
+  const std::string adam = "--optimizer cgad,adam --tau 0,3 --size 8 --state fp32,q8 --rounds 20 --seeds 2";
+  ok("simulate " + adam + " --shard 0/2 --out cgad0.json");
+  ok("simulate " + adam + " --shard 1/2 --out cgad1.json");
+  ok("simulate " + adam + " --q8-semantics bnb --shard 1/2 --out bnb1.json");
+  ok("simulate " + adam + " --q8-semantics bnb --min-q8-size 8 --shard 1/2 --out bnb8.json");
+  expect_refused(cgad("merge cgad0.json bnb1.json"), "first difference: outer.q8_semantics (bnb vs cgad)");
+  expect_refused(cgad("merge bnb1.json bnb8.json"), "first difference: outer.min_q8_size (8 vs 4096)");
+  ok("merge cgad0.json cgad1.json");
+  const auto part = nlohmann::json::parse(slurp(dir_ / "bnb8.json"));
+  EXPECT_EQ(part["version"], 3);
+  EXPECT_EQ(part["grid"]["outer"]["q8_semantics"], "bnb");
+  EXPECT_EQ(part["grid"]["outer"]["min_q8_size"], 8);
+}
+
+// Refused as fastpath::validate refuses them, one line and exit 2: bnb outside the Adam family (the default
+// sweep has Nesterov), with bf16 state, with stochastic rounding, and for Delayed Nesterov; a --min-q8-size that
+// no q8 state reads; a semantics that does not exist.
+TEST_F(SimulateCli, Q8SemanticsIsRefusedWhereItMakesNoSense) {
+  expect_refused(cgad("simulate --q8-semantics bnb"),
+                 "no run with method nesterov can run: q8 semantics bnb is bitsandbytes' Adam; nesterov keeps cgad's");
+  expect_refused(cgad("simulate --optimizer cgad --state fp32,bf16 --q8-semantics bnb"),
+                 "no run with state bf16 can run: q8 semantics bnb has no bf16 state");
+  expect_refused(cgad("simulate --optimizer cgad --rounding stochastic --q8-semantics bnb"),
+                 "q8 semantics bnb rounds to nearest only");
+  expect_refused(cgad("simulate --optimizer adam,delayed-nesterov --params fp32 --state fp32 --q8-semantics bnb"),
+                 "no run with method delayed-nesterov can run: q8 semantics bnb is bitsandbytes' Adam");
+  expect_refused(cgad("simulate --q8-semantics bitsandbytes"), "unknown q8 semantics 'bitsandbytes'");
+  expect_refused(cgad("simulate --state fp32 --min-q8-size 16"), "--min-q8-size applies to q8 state");
+  expect_refused(cgad("simulate --min-q8-size ''"), "empty value");
+  expect_refused(cgad("simulate --min-q8-size -1"), "--min-q8-size: must be a non-negative integer");
+  // Where they make sense they run.
+  ok("simulate --optimizer adam-decay --state fp32,q8 --q8-semantics bnb --min-q8-size 0 --tau 1 --size 8 --rounds 5 --seeds 1");
+  ok("simulate --optimizer nesterov --state q8 --min-q8-size 4 --tau 1 --size 8 --rounds 5 --seeds 1");
 }
 
 TEST_F(SimulateCli, PlotWritesPngFigures) {

@@ -1,6 +1,7 @@
 // Properties of the asynchronous DiLoCo engine (simulate/): determinism, the objectives' gradients and noise,
 // the event model (who starts from which snapshot, which fragment moves), formats, divergence and refusals.
 #include "cgad/fastpath/bf16.hpp"
+#include "cgad/fastpath/fastpath.hpp"
 #include "cgad/reference/errors.hpp"
 #include "cgad/reference/fragments.hpp"
 #include "cgad/reference/optimizers.hpp"
@@ -19,6 +20,9 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <optional>
+#include <numeric>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -58,6 +62,27 @@ SimulationSpec plain_server_spec() {
   spec.outer.nesterov.momentum = 0.0f;
   return spec;
 }
+
+// Everything a run's server received (simulation.hpp's ArrivalRecorder), kept in memory.
+struct RecordedRun : simulate::ArrivalRecorder {
+  struct Event {
+    std::vector<float> grad;
+    std::int64_t tau;
+    std::size_t fragment;
+  };
+  std::vector<float> start_params;
+  std::vector<std::size_t> tensors;
+  std::vector<Event> events;
+  int starts = 0;
+  void start(std::span<const float> params, std::span<const std::size_t> sizes) override {
+    ++starts;
+    start_params.assign(params.begin(), params.end());
+    tensors.assign(sizes.begin(), sizes.end());
+  }
+  void arrival(std::span<const float> grad, std::int64_t tau, std::size_t fragment) override {
+    events.push_back({std::vector<float>(grad.begin(), grad.end()), tau, fragment});
+  }
+};
 
 TEST(SimulateEngine, RunsAreBitForBitReproducibleWhateverTheCallersThreads) {
   SimulationSpec spec;
@@ -415,6 +440,28 @@ TEST(SimulateEngine, SkippedEventsAreCountedAndChangeNothing) {
   EXPECT_EQ(result.applied, 2);
   EXPECT_EQ(result.skipped_zero_gate, 10);
   EXPECT_EQ(result.skipped_nonfinite, 0);
+  EXPECT_EQ(result.skipped_overflowing, 0);
+
+  // One inner SGD step of lr 1e20 makes a finite Δ = 1e20·g with elements past 2^64 ≈ 1.8e19 (|g| is O(1) on
+  // the stiff coordinates): CGAD refuses every such event whole (|σ·Δ| ≥ 2^64), and counts it as overflowing,
+  // not as a zero gate.
+  spec = SimulationSpec{};
+  spec.inner.kind = simulate::InnerOptimizerKind::sgd;
+  spec.inner.steps = 1;
+  spec.inner.lr = 1e20f;
+  spec.outer.params = fastpath::ParamFormat::fp32;
+  spec.rounds = 12;
+  RecordedRun run;
+  result = simulate::run_simulation(spec, {}, &run);
+  for (const auto& e : run.events) {
+    EXPECT_TRUE(std::all_of(e.grad.begin(), e.grad.end(), [](float x) { return std::isfinite(x); }));
+    EXPECT_TRUE(std::any_of(e.grad.begin(), e.grad.end(), [](float x) { return std::abs(x) >= 0x1p64f; }));
+  }
+  EXPECT_EQ(result.skipped_overflowing, 12);
+  EXPECT_EQ(result.skipped_zero_gate, 0);
+  EXPECT_EQ(result.skipped_nonfinite, 0);
+  EXPECT_EQ(result.applied, 0);
+  EXPECT_EQ(result.final_params, simulate::make_objective(spec)->initial_point(spec.seed));
 }
 
 TEST(SimulateEngine, DivergenceIsReportedNotThrown) {
@@ -521,6 +568,247 @@ TEST(SimulateEngine, DelayedNesterovWithBufferOneIsNesterov) {
   EXPECT_NE(simulate::run_simulation(spec).final_params, nesterov.final_params);
 }
 
+// The teacher-student's four tensors are the MLP's W1, b1, w2, b2 where mlp_output reads them: the sizes start
+// at the shape's offsets and sum to the parameter count, and each tensor plays its role in the output (zero W1:
+// the output ignores x; zero w2: it is b2; zero W1, b1 is what tanh sees). The NQM is one tensor.
+TEST(SimulateEngine, TeacherStudentTensorsAreTheMlpsWeightMatricesAndBiases) {
+  for (std::size_t width : {1u, 5u, 32u, 300u}) {
+    SimulationSpec spec;
+    spec.objective = simulate::ObjectiveKind::teacher_student;
+    spec.size = width;
+    const auto objective = simulate::make_objective(spec);
+    const std::vector<std::size_t> sizes = objective->tensor_sizes();
+    EXPECT_EQ(sizes, (std::vector<std::size_t>{16 * width, width, width, 1})) << "width " << width;
+    EXPECT_EQ(sizes, simulate::tensor_sizes(spec.objective, width));
+    EXPECT_EQ(std::accumulate(sizes.begin(), sizes.end(), std::size_t{0}), objective->parameters());
+    EXPECT_EQ(objective->parameters(), simulate::parameter_count(spec.objective, width));
+    const simulate::MlpShape shape{16, width};
+    ASSERT_EQ(sizes.size(), 4u);
+    EXPECT_EQ(shape.w1(), 0u);
+    EXPECT_EQ(shape.b1(), sizes[0]);
+    EXPECT_EQ(shape.w2(), sizes[0] + sizes[1]);
+    EXPECT_EQ(shape.b2(), sizes[0] + sizes[1] + sizes[2]);
+
+    simulate::NormalStream stream(width, simulate::StreamPurpose::evaluation);
+    std::vector<double> params(shape.parameters()), x(16), y(16), hidden;
+    for (double& p : params) p = stream.next();
+    for (double& v : x) v = stream.next();
+    for (double& v : y) v = stream.next();
+    const auto zero_tensor = [&](std::vector<double> p, std::size_t k) {
+      const std::size_t begin = std::accumulate(sizes.begin(), sizes.begin() + static_cast<long>(k), std::size_t{0});
+      std::fill(p.begin() + static_cast<long>(begin), p.begin() + static_cast<long>(begin + sizes[k]), 0.0);
+      return p;
+    };
+    const auto output = [&](const std::vector<double>& p, const std::vector<double>& input) {
+      return simulate::mlp_output<double>(shape, p, input.data(), hidden);
+    };
+    const std::vector<double> no_w1 = zero_tensor(params, 0), no_w2 = zero_tensor(params, 2);
+    EXPECT_EQ(output(no_w1, x), output(no_w1, y)) << "width " << width;
+    EXPECT_NE(output(params, x), output(params, y)) << "width " << width;
+    EXPECT_EQ(output(no_w2, x), params.back()) << "width " << width;
+    double expected = params.back();  // b2
+    for (std::size_t j = 0; j < width; ++j) expected += params[shape.w2() + j] * std::tanh(params[shape.b1() + j]);
+    EXPECT_EQ(output(no_w1, x), expected) << "width " << width;
+  }
+  SimulationSpec nqm;
+  nqm.size = 37;
+  EXPECT_EQ(simulate::make_objective(nqm)->tensor_sizes(), (std::vector<std::size_t>{37}));
+  EXPECT_EQ(simulate::tensor_sizes(simulate::ObjectiveKind::nqm, 37), (std::vector<std::size_t>{37}));
+}
+
+// The recorded events replayed through a fresh fast-path optimizer, exactly as `cgad replay --backend fastpath`
+// does on the CPU (apps/cgad/fastpath_engine.cpp: CpuOptimizer(config, tensors), step then advance_round per
+// event), on `threads` threads; the final parameters widened to float.
+std::vector<float> replay(const fastpath::StepConfig& config, const RecordedRun& run,
+                          const std::vector<std::size_t>& tensors, unsigned threads) {
+  fastpath::CpuOptimizer optimizer(config, tensors, threads);
+  std::vector<float> fp32 = run.start_params;
+  std::vector<fastpath::bf16> bf16;
+  for (float x : run.start_params) bf16.push_back(fastpath::round_nearest_even_bf16(x));
+  for (const RecordedRun::Event& e : run.events) {
+    if (config.params == fastpath::ParamFormat::bf16) {
+      optimizer.step(std::span<fastpath::bf16>(bf16), e.grad, e.tau, e.fragment);
+    } else {
+      optimizer.step(std::span<float>(fp32), e.grad, e.tau, e.fragment);
+    }
+    optimizer.advance_round();
+  }
+  if (config.params == fastpath::ParamFormat::bf16) {
+    for (std::size_t i = 0; i < bf16.size(); ++i) fp32[i] = fastpath::to_float(bf16[i]);
+  }
+  return fp32;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (std::bit_cast<std::uint32_t>(a[i]) != std::bit_cast<std::uint32_t>(b[i])) return false;
+  }
+  return true;
+}
+
+// What --record-deltas writes is what the server received: θ_0 as the server holds it, the objective's tensors,
+// one event per round with τ ≤ r and PA-CGAD's fragment r mod P — and replaying it through the fast path ends at
+// the run's final parameters bit for bit. For the q8 teacher-student runs the same replay over one tensor ends
+// elsewhere: the run's state is per tensor, which is what the layout is for.
+TEST(SimulateEngine, RecordedArrivalsReplayThroughTheFastPathToTheFinalParametersBitForBit) {
+  struct Case {
+    const char* name;
+    std::function<void(SimulationSpec&)> set;
+    bool layout_matters;
+  };
+  const auto teacher = [](SimulationSpec& s, std::size_t width) {
+    s.objective = simulate::ObjectiveKind::teacher_student;
+    s.size = width;
+  };
+  const std::vector<Case> cases = {
+      {"teacher-student q8 cgad, bf16 stochastic, uniform delays",
+       [&](SimulationSpec& s) {
+         teacher(s, 8);
+         s.outer.state = fastpath::StateFormat::q8;
+         s.outer.rounding = fastpath::Rounding::stochastic;
+         s.outer.seed = 11;
+         s.delays = theory::DelayKind::uniform;
+         s.tau = 3;
+       },
+       true},
+      {"teacher-student q8 bnb min 0, fp32 params, weight decay",
+       [&](SimulationSpec& s) {
+         teacher(s, 8);
+         s.outer.state = fastpath::StateFormat::q8;
+         s.outer.params = fastpath::ParamFormat::fp32;
+         s.outer.q8_semantics = fastpath::Q8Semantics::bnb;
+         s.outer.min_q8_size = 0;
+         s.outer.adam.weight_decay = 0.01f;
+         s.tau = 2;
+       },
+       true},
+      {"teacher-student width 256 q8 bnb default min (W1 in 8 bits, the rest fp32)",
+       [&](SimulationSpec& s) {
+         teacher(s, 256);
+         s.outer.state = fastpath::StateFormat::q8;
+         s.outer.q8_semantics = fastpath::Q8Semantics::bnb;
+         s.tau = 1;
+       },
+       true},
+      {"teacher-student nesterov q8 cgad, min 100 (only W1 in 8 bits)",
+       [&](SimulationSpec& s) {
+         teacher(s, 8);
+         s.outer.optimizer = reference::OptimizerKind::nesterov;
+         s.outer.state = fastpath::StateFormat::q8;
+         s.outer.min_q8_size = 100;
+       },
+       true},
+      {"nqm pa-cgad P 4 q8, zero gates skipped",
+       [&](SimulationSpec& s) {
+         s.size = 300;
+         s.outer.optimizer = reference::OptimizerKind::pa_cgad;
+         s.outer.fragments = 4;
+         s.outer.state = fastpath::StateFormat::q8;
+         s.outer.tau_cut = 6;
+         s.outer.on_zero_gate = reference::ZeroGatePolicy::skip;
+         s.delays = theory::DelayKind::uniform;
+         s.tau = 8;
+       },
+       false},
+  };
+  for (const Case& c : cases) {
+    SimulationSpec spec;
+    spec.rounds = 30;
+    c.set(spec);
+    RecordedRun run;
+    const SimulationResult result = simulate::run_simulation(spec, {}, &run);
+    ASSERT_FALSE(result.diverged) << c.name;
+    const auto objective = simulate::make_objective(spec);
+    EXPECT_EQ(run.starts, 1) << c.name;
+    EXPECT_EQ(run.tensors, objective->tensor_sizes()) << c.name;
+    std::vector<float> start;
+    for (float x : objective->initial_point(spec.seed)) {
+      start.push_back(spec.outer.params == fastpath::ParamFormat::bf16
+                          ? fastpath::to_float(fastpath::round_nearest_even_bf16(x))
+                          : x);
+    }
+    EXPECT_TRUE(same_bits(run.start_params, start)) << c.name;
+    ASSERT_EQ(run.events.size(), static_cast<std::size_t>(spec.rounds)) << c.name;
+    const reference::FragmentLayout layout(objective->parameters(), spec.outer.fragments);
+    double tau_sum = 0;
+    for (std::size_t r = 0; r < run.events.size(); ++r) {
+      const auto& e = run.events[r];
+      EXPECT_LE(e.tau, static_cast<std::int64_t>(r)) << c.name << " round " << r;
+      EXPECT_EQ(e.fragment, r % spec.outer.fragments) << c.name << " round " << r;
+      EXPECT_EQ(e.grad.size(), layout.size(e.fragment)) << c.name << " round " << r;
+      tau_sum += static_cast<double>(e.tau);
+    }
+    EXPECT_EQ(tau_sum / static_cast<double>(spec.rounds), result.mean_tau) << c.name;
+    for (unsigned threads : {1u, 3u}) {
+      EXPECT_TRUE(same_bits(replay(spec.outer, run, run.tensors, threads), result.final_params))
+          << c.name << ", " << threads << " threads";
+    }
+    EXPECT_NE(result.final_params, start) << c.name << ": the run did not move";
+    if (c.layout_matters) {
+      EXPECT_FALSE(same_bits(replay(spec.outer, run, {objective->parameters()}, 1), result.final_params))
+          << c.name << ": one tensor replays the same, so the layout was not tested";
+    }
+  }
+  // A recorder changes nothing about the run.
+  SimulationSpec spec;
+  spec.rounds = 20;
+  RecordedRun run;
+  expect_same_result(simulate::run_simulation(spec), simulate::run_simulation(spec, {}, &run));
+}
+
+// bitsandbytes keeps a tensor of fewer than min_8bit_size (4096) elements in fp32 state, run by its 32-bit Adam
+// kernel. The fast path's q8 configuration steps such a tensor with the very instantiation that runs bnb fp32
+// state (fastpath/src/cpu_optimizer.cpp: the fallback chunks take StateCode::fp32, the bnb kernel order of
+// bnb32_moments), from zero moments: so q8 bnb at the default min equals fp32 bnb bit for bit while every tensor
+// is under 4096 — the default teacher-student widths (W1 = 16 × width < 4096 up to width 255) and NQMs up to
+// 4095. At width 256 W1 has exactly 4096 elements, is not under the minimum, and goes to 8 bits.
+TEST(SimulateEngine, BnbQ8StateOfTensorsUnderMinQ8SizeIsBnbFp32State) {
+  using fastpath::ParamFormat;
+  using fastpath::Q8Semantics;
+  using fastpath::StateFormat;
+  using simulate::ObjectiveKind;
+  const auto run = [](ObjectiveKind kind, std::size_t size, ParamFormat params, StateFormat state,
+                      Q8Semantics semantics, std::optional<std::size_t> min_q8) {
+    SimulationSpec spec;
+    spec.objective = kind;
+    spec.size = size;
+    spec.rounds = 40;
+    spec.delays = theory::DelayKind::uniform;
+    spec.tau = 4;
+    spec.outer.params = params;
+    spec.outer.state = state;
+    spec.outer.q8_semantics = semantics;
+    spec.outer.min_q8_size = min_q8;
+    return simulate::run_simulation(spec);
+  };
+  for (const ParamFormat params : {ParamFormat::bf16, ParamFormat::fp32}) {
+    for (const auto& [kind, size] : {std::pair{ObjectiveKind::teacher_student, std::size_t{8}},
+                                     std::pair{ObjectiveKind::nqm, std::size_t{256}}}) {
+      SCOPED_TRACE(std::string(simulate::to_string(kind)) + " size " + std::to_string(size) + ", " +
+                   std::string(fastpath::to_string(params)) + " params");
+      const SimulationResult fp32 = run(kind, size, params, StateFormat::fp32, Q8Semantics::bnb, std::nullopt);
+      expect_same_result(run(kind, size, params, StateFormat::q8, Q8Semantics::bnb, std::nullopt), fp32);
+      expect_same_result(run(kind, size, params, StateFormat::q8, Q8Semantics::bnb, 4096), fp32);
+      // In 8 bits the same run ends elsewhere.
+      EXPECT_NE(run(kind, size, params, StateFormat::q8, Q8Semantics::bnb, 0).final_params, fp32.final_params);
+      // bnb's 32-bit order is not cgad's. With bf16 parameters the two can round to the same bf16 values for a
+      // whole run (they do here: the updates differ in their last float bits only), so this is asked of fp32 ones.
+      if (params == ParamFormat::fp32) {
+        EXPECT_NE(run(kind, size, params, StateFormat::fp32, Q8Semantics::cgad, std::nullopt).final_params,
+                  fp32.final_params);
+      }
+    }
+  }
+  const SimulationResult wide_fp32 =
+      run(ObjectiveKind::teacher_student, 256, ParamFormat::bf16, StateFormat::fp32, Q8Semantics::bnb, std::nullopt);
+  EXPECT_NE(run(ObjectiveKind::teacher_student, 256, ParamFormat::bf16, StateFormat::q8, Q8Semantics::bnb, std::nullopt)
+                .final_params,
+            wide_fp32.final_params);
+  expect_same_result(
+      run(ObjectiveKind::teacher_student, 256, ParamFormat::bf16, StateFormat::q8, Q8Semantics::bnb, 4097), wide_fp32);
+}
+
 TEST(SimulateEngine, BadSpecsAreRefusedWithOneLine) {
   EXPECT_NO_THROW(simulate::validate(SimulationSpec{}));
   const std::vector<std::pair<const char*, std::function<void(SimulationSpec&)>>> bad = {
@@ -554,6 +842,16 @@ TEST(SimulateEngine, BadSpecsAreRefusedWithOneLine) {
       {"delayed nesterov by name, bf16 params", [](SimulationSpec& s) { s.outer.optimizer = reference::OptimizerKind::delayed_nesterov; }},
       {"delayed nesterov buffer 0", [](SimulationSpec& s) {
          s.delayed_nesterov = true; s.outer.params = fastpath::ParamFormat::fp32; s.delayed_nesterov_buffer = 0; }},
+      // bnb semantics where bitsandbytes has no such kernel (fastpath::validate), and for Delayed Nesterov, which
+      // the fast path never sees.
+      {"bnb nesterov", [](SimulationSpec& s) {
+         s.outer.optimizer = reference::OptimizerKind::nesterov; s.outer.q8_semantics = fastpath::Q8Semantics::bnb; }},
+      {"bnb bf16 state", [](SimulationSpec& s) {
+         s.outer.state = fastpath::StateFormat::bf16; s.outer.q8_semantics = fastpath::Q8Semantics::bnb; }},
+      {"bnb stochastic", [](SimulationSpec& s) {
+         s.outer.rounding = fastpath::Rounding::stochastic; s.outer.q8_semantics = fastpath::Q8Semantics::bnb; }},
+      {"bnb delayed nesterov", [](SimulationSpec& s) {
+         s.delayed_nesterov = true; s.outer.params = fastpath::ParamFormat::fp32; s.outer.q8_semantics = fastpath::Q8Semantics::bnb; }},
   };
   for (const auto& [name, mutate] : bad) {
     SimulationSpec spec;
@@ -572,6 +870,24 @@ TEST(SimulateEngine, BadSpecsAreRefusedWithOneLine) {
   short_run.tau = 1000;
   short_run.rounds = 5;
   EXPECT_NO_THROW(simulate::validate(short_run));
+  // bnb where bitsandbytes runs: Adam family with fp32 or q8 state and nearest rounding.
+  SimulationSpec bnb;
+  bnb.outer.q8_semantics = fastpath::Q8Semantics::bnb;
+  for (fastpath::StateFormat state : {fastpath::StateFormat::fp32, fastpath::StateFormat::q8}) {
+    bnb.outer.state = state;
+    EXPECT_NO_THROW(simulate::validate(bnb));
+  }
+  try {
+    SimulationSpec dn = bnb;
+    dn.delayed_nesterov = true;
+    dn.outer.params = fastpath::ParamFormat::fp32;
+    dn.outer.state = fastpath::StateFormat::fp32;
+    simulate::validate(dn);
+    ADD_FAILURE() << "bnb delayed-nesterov accepted";
+  } catch (const reference::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("q8 semantics bnb is bitsandbytes' Adam; delayed-nesterov"), std::string::npos)
+        << e.what();
+  }
   EXPECT_THROW(simulate::parse_objective_kind("mlp"), reference::InputError);
   EXPECT_THROW(simulate::parse_inner_optimizer("adam"), reference::InputError);
   EXPECT_EQ(simulate::parse_objective_kind(simulate::to_string(simulate::ObjectiveKind::teacher_student)),

@@ -12,6 +12,7 @@
 #include <functional>
 #include <limits>
 #include <numeric>
+#include <optional>
 #include <set>
 #include <tuple>
 #include <fstream>
@@ -260,6 +261,7 @@ TEST(SimulateSweepJson, RecordsRoundTripBitForBit) {
     r.result.curve = {{0, 1.0 / 7.0}, {10, x}};
     r.result.applied = 9;
     r.result.skipped_zero_gate = 1;
+    r.result.skipped_overflowing = 2;
     r.result.inner_steps_skipped = 3;
     r.result.mean_tau_effective = x;
     const RunRecord back = record_from_json(nlohmann::json::parse(record_to_json(r).dump()));
@@ -269,6 +271,7 @@ TEST(SimulateSweepJson, RecordsRoundTripBitForBit) {
     EXPECT_EQ(back.result.curve[1].round, 10);
     EXPECT_EQ(back.result.applied, 9);
     EXPECT_EQ(back.result.skipped_zero_gate, 1);
+    EXPECT_EQ(back.result.skipped_overflowing, 2);
     EXPECT_EQ(back.result.inner_steps_skipped, 3);
     EXPECT_EQ(std::bit_cast<std::uint64_t>(back.result.mean_tau_effective), std::bit_cast<std::uint64_t>(x));
     EXPECT_EQ(back.index, 5u);
@@ -329,6 +332,84 @@ SweepPart part_of(const SweepGrid& grid, Shard shard) {
   return part;
 }
 
+// The q8 semantics and min_q8_size are every run's (not axes): they reach each run's spec, round-trip through a
+// part's grid, and each makes another sweep (another fingerprint). The size is recorded as the one in force, so
+// bnb's default and an explicit 4096 are the same sweep, as they run the same.
+TEST(SimulateSweepJson, Q8SemanticsAndMinQ8SizeReachEveryRunAndTheFingerprint) {
+  using cgad::fastpath::Q8Semantics;
+  SweepGrid grid = wide_grid();
+  grid.methods = {"cgad", "adam"};
+  grid.base.outer.q8_semantics = Q8Semantics::bnb;
+  grid.base.outer.min_q8_size = 100;
+  EXPECT_NO_THROW(validate(grid));
+  for (std::size_t i = 0; i < run_count(grid); ++i) {
+    const SimulationSpec spec = run_spec(grid, run_key(grid, i));
+    EXPECT_EQ(spec.outer.q8_semantics, Q8Semantics::bnb) << i;
+    EXPECT_TRUE(spec.outer.min_q8_size == std::optional<std::size_t>(100)) << i;
+  }
+  const auto j = grid_to_json(grid);
+  EXPECT_EQ(j["outer"]["q8_semantics"], "bnb");
+  EXPECT_EQ(j["outer"]["min_q8_size"], 100);
+  const SweepGrid back = grid_from_json(nlohmann::json::parse(j.dump()));
+  EXPECT_EQ(back.base.outer.q8_semantics, Q8Semantics::bnb);
+  EXPECT_EQ(cgad::fastpath::effective_min_q8_size(back.base.outer), 100u);
+  EXPECT_EQ(grid_fingerprint(back), grid_fingerprint(grid));
+  const SweepPart part = part_of(grid, {0, 2});
+  const SweepPart part_back = part_from_json(nlohmann::json::parse(part_to_json(part).dump()), "p.json");
+  EXPECT_EQ(part_back.grid.base.outer.q8_semantics, Q8Semantics::bnb);
+  EXPECT_EQ(part_to_json(part_back).dump(), part_to_json(part).dump());
+
+  SweepGrid other = grid;
+  other.base.outer.q8_semantics = Q8Semantics::cgad;
+  EXPECT_NE(grid_fingerprint(other), grid_fingerprint(grid));
+  other = grid;
+  other.base.outer.min_q8_size = 101;
+  EXPECT_NE(grid_fingerprint(other), grid_fingerprint(grid));
+  // Unset: 4096 with bnb, 0 with cgad — as if given.
+  SweepGrid unset = grid, explicit_default = grid;
+  unset.base.outer.min_q8_size.reset();
+  explicit_default.base.outer.min_q8_size = 4096;
+  EXPECT_EQ(grid_to_json(unset)["outer"]["min_q8_size"], 4096);
+  EXPECT_EQ(grid_fingerprint(unset), grid_fingerprint(explicit_default));
+  unset.base.outer.q8_semantics = Q8Semantics::cgad;
+  explicit_default.base.outer.q8_semantics = Q8Semantics::cgad;
+  EXPECT_EQ(grid_to_json(unset)["outer"]["min_q8_size"], 0);
+  EXPECT_NE(grid_fingerprint(unset), grid_fingerprint(explicit_default));
+  // A semantics no cgad writes is refused.
+  auto bad = j;
+  bad["outer"]["q8_semantics"] = "bitsandbytes";
+  EXPECT_THROW(grid_from_json(nlohmann::json::parse(bad.dump())), InputError);
+}
+
+// bnb semantics in a sweep is refused exactly where fastpath::validate refuses it — a method outside the Adam
+// family, bf16 state, stochastic rounding — naming the axis value that cannot run.
+TEST(SimulateSweepGrid, BnbSemanticsIsRefusedWhereBitsandbytesHasNoKernel) {
+  const auto refused = [](SweepGrid grid, const std::string& fragment) {
+    try {
+      validate(grid);
+      ADD_FAILURE() << "accepted; wanted a refusal with '" << fragment << "'";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+      EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
+    }
+  };
+  SweepGrid g = wide_grid();  // cgad and nesterov, fp32 and q8 state
+  g.base.outer.q8_semantics = cgad::fastpath::Q8Semantics::bnb;
+  refused(g, "no run with method nesterov can run: q8 semantics bnb is bitsandbytes' Adam; nesterov keeps cgad's");
+  g.methods = {"cgad", "pa-cgad", "adam-decay", "adam"};
+  EXPECT_NO_THROW(validate(g));
+  g.states = {StateFormat::fp32, StateFormat::bf16};
+  refused(g, "no run with state bf16 can run: q8 semantics bnb has no bf16 state");
+  g.states = {StateFormat::q8};
+  g.base.outer.rounding = cgad::fastpath::Rounding::stochastic;
+  refused(g, "no run of this sweep can run: q8 semantics bnb rounds to nearest only");
+  g.base.outer.rounding = cgad::fastpath::Rounding::nearest;
+  g.states = {StateFormat::fp32};
+  g.methods = {"cgad", "delayed-nesterov"};
+  g.base.outer.params = cgad::fastpath::ParamFormat::fp32;
+  refused(g, "no run with method delayed-nesterov can run: q8 semantics bnb is bitsandbytes' Adam; delayed-nesterov");
+}
+
 TEST(SimulateSweepJson, HexfloatTextIsOnlyWhatCgadWrites) {
   for (const char* text : {"0x1.8p+1", "-0x1p-1074", "0x0p+0", "-0x0p+0", "inf", "-inf", "nan", "-nan"}) {
     EXPECT_NO_THROW(parse_hexfloat(text, "x")) << text;
@@ -385,8 +466,16 @@ TEST(SimulateSweepJson, PartsRefuseResultsNoRunCouldHave) {
   refused(tame, [](nlohmann::json& r) { r["curve"] = nlohmann::json::array(); }, "run 0: empty loss curve");
   refused(tame, [](nlohmann::json& r) { r["final_loss"] = hexfloat(parse_hexfloat(r["final_loss"], "") / 2); },
           "run 0: final_loss is not the curve's last loss");
-  refused(tame, [](nlohmann::json& r) { r["applied"] = r["applied"].get<long>() - 1; }, "run 0: applied + skipped_nonfinite + skipped_zero_gate is not the 30 rounds");
-  refused(tame, [](nlohmann::json& r) { r["skipped_nonfinite"] = 1; }, "run 0: applied + skipped_nonfinite + skipped_zero_gate is not the 30 rounds");
+  refused(tame, [](nlohmann::json& r) { r["skipped_overflowing"] = -1; }, "run 0: negative counts");
+  constexpr const char* kSum = "run 0: applied + skipped_nonfinite + skipped_zero_gate + skipped_overflowing is not the 30 rounds";
+  refused(tame, [](nlohmann::json& r) { r["applied"] = r["applied"].get<long>() - 1; }, kSum);
+  refused(tame, [](nlohmann::json& r) { r["skipped_nonfinite"] = 1; }, kSum);
+  refused(tame, [](nlohmann::json& r) { r["skipped_overflowing"] = 1; }, kSum);
+  // One applied round recounted as overflowing still adds up, and is accepted.
+  nlohmann::json recounted = tame;
+  recounted["runs"][0]["applied"] = recounted["runs"][0]["applied"].get<long>() - 1;
+  recounted["runs"][0]["skipped_overflowing"] = 1;
+  EXPECT_NO_THROW(part_from_json(recounted, "p.json"));
   refused(tame, [](nlohmann::json& r) { r["divergence"] = "loss too high"; }, "run 0: finished but with a divergence");
   refused(wild, [](nlohmann::json& r) { r["divergence"] = ""; }, "run 0: diverged without a reason");
   refused(wild, [](nlohmann::json& r) { r["diverged_at"] = 0; }, "run 0: diverged_at 0 is not in [1, 30]");
@@ -449,6 +538,45 @@ TEST(SimulateSweepJson, MergeRefusesOtherSweepsAndDuplicatesAndListsMissingRuns)
   other.base.rounds = 11;
   EXPECT_THROW(merge_parts({all[0], part_of(other, {1, 3})}, {"a", "b"}), InputError);
   EXPECT_THROW(merge_parts({}, {}), InputError);
+}
+
+// A part of the same axes run under the other q8 semantics, or another min_q8_size, is another sweep: merge
+// refuses it and says which field differs.
+TEST(SimulateSweepJson, MergeRefusesPartsOfAnotherQ8SemanticsOrMinQ8Size) {
+  SweepGrid grid = wide_grid();
+  grid.methods = {"cgad"};
+  SweepGrid bnb = grid;
+  bnb.base.outer.q8_semantics = cgad::fastpath::Q8Semantics::bnb;
+  const auto refusal = [](const std::vector<SweepPart>& parts) {
+    try {
+      merge_parts(parts, {"a.json", "b.json"});
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  const std::string mixed = refusal({part_of(grid, {0, 2}), part_of(bnb, {1, 2})});
+  EXPECT_NE(mixed.find("merge: b.json is from a different sweep"), std::string::npos) << mixed;
+  EXPECT_NE(mixed.find("first difference: outer.q8_semantics (bnb vs cgad)"), std::string::npos) << mixed;
+  SweepGrid sized = bnb;
+  sized.base.outer.min_q8_size = 0;
+  const std::string resized = refusal({part_of(bnb, {0, 2}), part_of(sized, {1, 2})});
+  EXPECT_NE(resized.find("first difference: outer.min_q8_size (0 vs 4096)"), std::string::npos) << resized;
+  // The parts of one semantics merge.
+  EXPECT_EQ(merge_parts({part_of(bnb, {0, 2}), part_of(bnb, {1, 2})}, {"a", "b"}).records.size(), run_count(bnb));
+}
+
+// A part written before the q8 fields existed (version 2) is refused by its version, not as malformed.
+TEST(SimulateSweepJson, PartsOfTheOlderFormatAreRefusedByVersion) {
+  auto old = part_to_json(part_of(wide_grid(), {0, 1}));
+  old["version"] = 2;
+  try {
+    part_from_json(nlohmann::json::parse(old.dump()), "old.json");
+    ADD_FAILURE() << "accepted a version-2 part";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("old.json: part format version 2, this cgad reads 3"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(SimulateSweepRun, RecordsDoNotDependOnTheNumberOfJobs) {

@@ -19,6 +19,7 @@ using reference::InputError;
 struct MergeOptions {
   std::vector<std::string> parts;
   bool allow_partial = false;
+  bool allow_other_versions = false;
   SweepOutputOptions output;
 };
 
@@ -51,7 +52,7 @@ void run_merge(const MergeOptions& o) {
   check_sweep_output(o.output);
   std::vector<simulate::SweepPart> parts;
   for (const auto& path : o.parts) parts.push_back(read_part(path));
-  simulate::MergedSweep merged = simulate::merge_parts(parts, o.parts);
+  simulate::MergedSweep merged = simulate::merge_parts(parts, o.parts, o.allow_other_versions);
   if (!merged.missing.empty() && !o.allow_partial) {
     throw InputError("merge: " + std::to_string(merged.missing.size()) + " of " +
                      std::to_string(simulate::run_count(merged.grid)) + " runs are missing (first: " +
@@ -68,6 +69,8 @@ void add_merge_command(CLI::App& app) {
   CLI::App* command = app.add_subcommand("merge", "Combine the part files of a sharded cgad simulate run");
   command->add_option("parts", o->parts, "part files written by cgad simulate --shard I/N --out FILE")->required();
   command->add_flag("--allow-partial", o->allow_partial, "tabulate even when runs are missing");
+  command->add_flag("--allow-other-versions", o->allow_other_versions,
+                    "merge parts written by another cgad version (refused by default)");
   add_sweep_output_options(*command, o->output);
   command->callback([o] { run_merge(*o); });
 }

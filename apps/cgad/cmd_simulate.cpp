@@ -1,6 +1,8 @@
 // `cgad simulate`: a sweep of asynchronous DiLoCo runs — outer optimizers × τ × sizes × state formats × seeds
 // (simulate/sweep.hpp) — as a table of final loss mean ± σ, single-shot risk and diverged runs, or as JSON/CSV
 // and figures. `--shard I/N --out FILE` runs one slice of the sweep and writes its records for `cgad merge`.
+// `--record-deltas FILE` writes the pseudo-gradients the server received in a one-run sweep as a `cgad replay`
+// stream, and says on stderr which replay reproduces the run.
 #include "cli_support.hpp"
 #include "commands.hpp"
 #include "optimizer_options.hpp"
@@ -8,7 +10,10 @@
 #include "simulate_output.hpp"
 
 #include "cgad/reference/errors.hpp"
+#include "cgad/reference/real.hpp"
 #include "cgad/simulate/sweep_json.hpp"
+
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <filesystem>
@@ -16,6 +21,7 @@
 #include <memory>
 #include <numeric>
 #include <optional>
+#include <span>
 #include <sstream>
 
 namespace cgad::cli {
@@ -43,6 +49,9 @@ struct SimulateOptions {
   std::int64_t inner_steps = simulate::InnerConfig{}.steps;
   std::string params = "bf16";
   std::string rounding = "nearest";
+  std::string q8_semantics = "cgad";
+  std::optional<std::size_t> min_q8_size;
+  std::string record_deltas;
   std::int64_t log_every = simulate::SimulationSpec{}.log_every;
   unsigned jobs = 0;
   std::string shard;
@@ -90,6 +99,15 @@ void refuse_unread_flags(const SimulateOptions& o) {
   }
 }
 
+// --min-q8-size decides which tensors of a q8 state keep fp32 moments; with no q8 state swept it would change
+// nothing but the grid's fingerprint, so it is refused like the method-specific flags above.
+void refuse_unread_q8_size(const SimulateOptions& o) {
+  if (!o.min_q8_size) return;
+  const bool q8 = std::any_of(o.states.begin(), o.states.end(),
+                              [](const std::string& state) { return fastpath::parse_state_format(state) == fastpath::StateFormat::q8; });
+  if (!q8) throw InputError("--min-q8-size applies to q8 state, which is not in --state");
+}
+
 simulate::SweepGrid make_grid(const SimulateOptions& o) {
   simulate::SweepGrid grid;
   simulate::SimulationSpec& b = grid.base;
@@ -117,6 +135,11 @@ simulate::SweepGrid make_grid(const SimulateOptions& o) {
   }
   b.outer.params = fastpath::parse_param_format(o.params);
   b.outer.rounding = fastpath::parse_rounding(o.rounding);
+  // Every run's: bnb where fastpath::validate refuses it (a method outside the Adam family, bf16 state, stochastic
+  // rounding) makes that method, state or the whole sweep one that cannot run, which simulate::validate refuses.
+  b.outer.q8_semantics = fastpath::parse_q8_semantics(o.q8_semantics);
+  refuse_unread_q8_size(o);
+  b.outer.min_q8_size = o.min_q8_size;
   b.delayed_nesterov_buffer = o.optimizer.buffer;
   grid.methods = o.methods;
   grid.taus = o.taus;
@@ -136,6 +159,70 @@ simulate::SweepGrid make_grid(const SimulateOptions& o) {
   return grid;
 }
 
+// `cgad simulate --record-deltas`: the run's events as the replay stream (replay_stream.hpp) — the server's
+// initial parameters and the objective's tensor sizes, then one line per arrival — every float as the shortest
+// decimal that reads back to it. Lines are written as the run produces them.
+class DeltaStreamWriter final : public simulate::ArrivalRecorder {
+ public:
+  explicit DeltaStreamWriter(std::ostream& out) : out_(out) {}
+  void start(std::span<const float> params, std::span<const std::size_t> tensors) override {
+    nlohmann::ordered_json line;
+    line["params"] = decimals(params);
+    line["tensors"] = std::vector<std::size_t>(tensors.begin(), tensors.end());
+    out_ << line.dump() << "\n";
+  }
+  void arrival(std::span<const float> grad, std::int64_t tau, std::size_t fragment) override {
+    nlohmann::ordered_json line;
+    line["grad"] = decimals(grad);
+    line["tau"] = tau;
+    line["fragment"] = fragment;
+    out_ << line.dump() << "\n";
+    ++events_;
+  }
+  std::size_t events() const { return events_; }
+
+ private:
+  static nlohmann::ordered_json decimals(std::span<const float> values) {
+    nlohmann::ordered_json out = nlohmann::ordered_json::array();
+    for (const float x : values) out.push_back(reference::to_decimal(x));
+    return out;
+  }
+  std::ostream& out_;
+  std::size_t events_ = 0;
+};
+
+// The `cgad replay` flags under which the fast path replays a recorded run to its final parameters bit for bit:
+// the run's optimizer, formats, rounding seed (the run seed) and every hyperparameter, as text that parses back
+// to the same float. Empty for Delayed Nesterov, which the fast path does not implement.
+std::string replay_flags(const simulate::SimulationSpec& spec) {
+  const fastpath::StepConfig& c = spec.outer;
+  if (spec.delayed_nesterov) return "";
+  const bool adam = reference::is_adam_family(c.optimizer);
+  const auto real = [](float x) { return reference::to_decimal(x); };
+  std::ostringstream out;
+  out << "--optimizer " << reference::to_string(c.optimizer) << " --lr " << real(adam ? c.adam.lr : c.nesterov.lr);
+  if (adam) {
+    out << " --beta1 " << real(c.adam.beta1) << " --beta2 " << real(c.adam.beta2) << " --eps " << real(c.adam.eps)
+        << " --weight-decay " << real(c.adam.weight_decay) << " --alpha " << real(c.alpha) << " --tau-cut "
+        << static_cast<long long>(c.tau_cut) << " --on-zero-gate "
+        << (c.on_zero_gate == reference::ZeroGatePolicy::skip ? "skip" : "apply");
+    if (c.optimizer == reference::OptimizerKind::pa_cgad) out << " --fragments " << c.fragments;
+  } else {
+    out << " --momentum " << real(c.nesterov.momentum);
+  }
+  out << " --params " << fastpath::to_string(c.params) << " --state " << fastpath::to_string(c.state)
+      << " --rounding " << fastpath::to_string(c.rounding) << " --seed " << c.seed << " --q8-semantics "
+      << fastpath::to_string(c.q8_semantics) << " --min-q8-size " << fastpath::effective_min_q8_size(c);
+  return out.str();
+}
+
+// Refused before the runs rather than after them.
+void check_output_file(const std::string& flag, const std::string& path) {
+  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  if (!dir.empty() && !std::filesystem::is_directory(dir)) throw InputError(flag + ": no such directory: " + dir.string());
+  if (std::filesystem::is_directory(path)) throw InputError(flag + ": '" + path + "' is a directory, not a file");
+}
+
 void run_simulate(const SimulateOptions& o) {
   const bool sharded = !o.shard.empty();
   if (sharded && o.out.empty()) throw InputError("--shard needs --out FILE: a shard's records are for cgad merge");
@@ -145,20 +232,48 @@ void run_simulate(const SimulateOptions& o) {
     }
   }
   check_sweep_output(o.output);
-  if (!o.out.empty()) {
-    // Refused before the runs rather than after them.
-    const std::filesystem::path dir = std::filesystem::path(o.out).parent_path();
-    if (!dir.empty() && !std::filesystem::is_directory(dir)) throw InputError("--out: no such directory: " + dir.string());
-    if (std::filesystem::is_directory(o.out)) throw InputError("--out: '" + o.out + "' is a directory, not a file");
+  const bool recording = !o.record_deltas.empty();
+  if (recording && sharded) throw InputError("--record-deltas records a whole one-run sweep, not a shard");
+  if (!o.out.empty()) check_output_file("--out", o.out);
+  if (recording) {
+    check_output_file("--record-deltas", o.record_deltas);
+    if (std::filesystem::path(o.record_deltas).lexically_normal() == std::filesystem::path(o.out).lexically_normal()) {
+      throw InputError("--record-deltas and --out name the same file");
+    }
   }
   const simulate::SweepGrid grid = make_grid(o);
+  if (recording && simulate::run_count(grid) != 1) {
+    throw InputError("--record-deltas records one run; this sweep has " + std::to_string(simulate::run_count(grid)) +
+                     " (give one --optimizer, --tau, --size, --state and --seeds 1 or one --seed)");
+  }
   const simulate::Shard shard = sharded ? simulate::parse_shard(o.shard) : simulate::Shard{};
   const std::vector<std::size_t> indices = simulate::shard_runs(grid, shard);
 
   std::vector<simulate::RunRecord> records;
   {
     ProgressBar bar("simulate");
-    records = simulate::run_sweep(grid, indices, o.jobs, [&](long done, long total) { bar.update(done, total); });
+    if (recording) {
+      // The one run, its events streamed to a temporary file that replaces FILE only once the run is done.
+      std::size_t events = 0;
+      write_atomically(o.record_deltas, [&](std::ostream& out) {
+        DeltaStreamWriter writer(out);
+        simulate::RunRecord record = simulate::execute_run(
+            grid, 0, [&](std::int64_t done, std::int64_t total) { bar.update(static_cast<long>(done), static_cast<long>(total)); },
+            &writer);
+        if (record.status == simulate::RunStatus::unsupported) throw InputError(record.unsupported_reason);
+        events = writer.events();
+        records.push_back(std::move(record));
+      });
+      const simulate::SimulationSpec spec = simulate::run_spec(grid, records.front().key);
+      const std::string flags = replay_flags(spec);
+      std::cerr << "cgad simulate: " << events << " events written to " << o.record_deltas << "; "
+                << (flags.empty() ? std::string("the fast path cannot replay delayed-nesterov")
+                                  : "cgad replay --backend fastpath --input " + o.record_deltas + " " + flags +
+                                        " --output FILE ends at this run's final parameters")
+                << "\n";
+    } else {
+      records = simulate::run_sweep(grid, indices, o.jobs, [&](long done, long total) { bar.update(done, total); });
+    }
   }
   if (!o.out.empty()) {
     const simulate::SweepPart part{grid, shard, records};
@@ -218,6 +333,15 @@ void add_simulate_command(CLI::App& app) {
   command->add_option("--inner-lr", o->inner_lr, "inner learning rate (default 0.01)");
   command->add_option("--params", o->params, "outer parameter format, bf16 or fp32")->capture_default_str();
   command->add_option("--rounding", o->rounding, "nearest or stochastic")->capture_default_str();
+  command->add_option("--q8-semantics", o->q8_semantics,
+                      "whose Adam every run's outer state follows, one value for the whole sweep (not an axis): cgad "
+                      "(exact nearest code, v = 0 guard) or bnb (bitsandbytes' 8-bit Adam, and its 32-bit Adam for "
+                      "fp32 state; Adam family, fp32/q8 state, nearest rounding only)")
+      ->capture_default_str();
+  command->add_option("--min-q8-size", o->min_q8_size,
+                      "with q8 state, a tensor under this many elements keeps fp32 state, in every run (default 4096 "
+                      "with bnb, as bitsandbytes' min_8bit_size, 0 with cgad); the tensors are the teacher-student's "
+                      "W1, b1, w2, b2 and the NQM's one vector");
   command->add_option("--diverge-factor", o->diverge_factor, "diverged: loss above this x the initial loss (default 1000)");
   command->add_option("--log-every", o->log_every, "rounds between recorded losses")->capture_default_str();
   command->add_option("--jobs", o->jobs,
@@ -226,13 +350,25 @@ void add_simulate_command(CLI::App& app) {
       ->capture_default_str();
   command->add_option("--shard", o->shard, "run only slice I of N (runs whose index % N == I); needs --out");
   command->add_option("--out", o->out, "write this run's records as a part file for cgad merge");
+  command->add_option("--record-deltas", o->record_deltas,
+                      "write the pseudo-gradients the server received, in arrival order, as a cgad replay stream "
+                      "(first line params and tensors, then grad, tau, fragment per arrival); a sweep of one run only");
   add_sweep_output_options(*command, o->output);
   // CLI11 reads "" as 0 for a number: an empty value is refused instead of running with 0.
   const CLI::Validator not_empty(
       [](std::string& value) { return value.empty() ? std::string("empty value, expected a number") : std::string(); },
       "NOT_EMPTY");
+  // CLI11 2.1 reads "-1" into an unsigned option as 2^64 − 1; for --min-q8-size that would be a valid size (every
+  // tensor in fp32 state), so a sign is refused outright.
+  command->get_option("--min-q8-size")
+      ->check(CLI::Validator(
+          [](std::string& value) {
+            return value.find('-') != std::string::npos ? std::string("must be a non-negative integer") : std::string();
+          },
+          "NON_NEGATIVE"));
   for (const char* name : {"--tau", "--size", "--seeds", "--seed", "--problem-seed", "--workers", "--rounds",
-                           "--inner-steps", "--log-every", "--jobs", "--tau-cut", "--buffer", "--fragments"}) {
+                           "--inner-steps", "--log-every", "--jobs", "--tau-cut", "--buffer", "--fragments",
+                           "--min-q8-size"}) {
     command->get_option(name)->check(not_empty);
   }
   command->callback([o] { run_simulate(*o); });

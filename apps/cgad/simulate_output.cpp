@@ -54,7 +54,13 @@ std::string describe_sweep(const simulate::SweepGrid& grid) {
       << " workers, " << b.rounds << " outer rounds of H = " << b.inner.steps << ' ' << to_string(b.inner.kind)
       << " inner steps (lr " << b.inner.lr << "), " << theory::to_string(b.delays) << " delays, "
       << fastpath::to_string(b.outer.params) << " parameters, " << fastpath::to_string(b.outer.rounding)
-      << " rounding; diverged = loss not finite or above " << b.divergence_factor << " x the initial loss";
+      << " rounding";
+  // cgad's semantics with every q8 tensor in 8 bits is what a sweep has always run: said only when it is not.
+  const bool q8 = std::find(grid.states.begin(), grid.states.end(), fastpath::StateFormat::q8) != grid.states.end();
+  const std::size_t min_q8 = fastpath::effective_min_q8_size(b.outer);
+  if (b.outer.q8_semantics == fastpath::Q8Semantics::bnb) out << ", bitsandbytes' (bnb) Adam semantics";
+  if (q8 && min_q8 > 0) out << ", q8 tensors under " << min_q8 << " elements in fp32 state";
+  out << "; diverged = loss not finite or above " << b.divergence_factor << " x the initial loss";
   return out.str();
 }
 

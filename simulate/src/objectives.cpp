@@ -66,6 +66,7 @@ class TeacherStudent final : public Objective {
     }
   }
   std::size_t parameters() const override { return student_.parameters(); }
+  std::vector<std::size_t> tensor_sizes() const override { return student_.tensor_sizes(); }
   std::vector<float> initial_point(std::uint64_t run_seed) const override {
     return mlp_initialization<float>(student_, NormalStream(run_seed, StreamPurpose::initial_point));
   }
@@ -102,6 +103,11 @@ class TeacherStudent final : public Objective {
 
 std::size_t parameter_count(ObjectiveKind kind, std::size_t size) {
   return kind == ObjectiveKind::nqm ? size : MlpShape{kTeacherShape.inputs, size}.parameters();
+}
+
+std::vector<std::size_t> tensor_sizes(ObjectiveKind kind, std::size_t size) {
+  if (kind == ObjectiveKind::nqm) return {size};
+  return MlpShape{kTeacherShape.inputs, size}.tensor_sizes();
 }
 
 double objective_bytes_per_parameter(ObjectiveKind kind) {

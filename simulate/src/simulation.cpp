@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <stdexcept>
 #include <type_traits>
 
 namespace cgad::simulate {
@@ -74,6 +75,10 @@ void validate_outer(const SimulationSpec& spec, std::size_t parameters) {
     if (spec.outer.fragments != 1) {
       throw InputError("only pa-cgad takes fragments; delayed-nesterov got " + std::to_string(spec.outer.fragments));
     }
+    if (spec.outer.q8_semantics == fastpath::Q8Semantics::bnb) {
+      // fastpath::validate's refusal of bnb for a method that is not Adam, for the one it never sees.
+      throw InputError("q8 semantics bnb is bitsandbytes' Adam; delayed-nesterov keeps cgad's");
+    }
     reference::validate(spec.outer.nesterov);
     if (spec.delayed_nesterov_buffer < 1) {
       throw InputError("delayed-nesterov buffer N must be >= 1, got " + std::to_string(spec.delayed_nesterov_buffer));
@@ -102,7 +107,8 @@ Param narrow(float x) {
 // The server's optimizer: the fast path's step, or the reference's Delayed Nesterov in float.
 class OuterStep {
  public:
-  OuterStep(const SimulationSpec& spec, std::size_t parameters) {
+  // `tensors`: the objective's tensor sizes (the fast path's layout; the reference's Delayed Nesterov has none).
+  OuterStep(const SimulationSpec& spec, std::size_t parameters, const std::vector<std::size_t>& tensors) {
     if (runs_delayed_nesterov(spec)) {
       reference::OptimizerConfig<float> config = fastpath::reference_config<float>(spec.outer);
       config.kind = reference::OptimizerKind::delayed_nesterov;
@@ -110,7 +116,8 @@ class OuterStep {
       reference_ = reference::make_optimizer<float>(config, parameters);
     } else {
       // One thread: the caller parallelizes over runs, and the step's bits do not depend on it.
-      fastpath_ = std::make_unique<fastpath::CpuOptimizer>(spec.outer, parameters, 1);
+      fastpath_ = std::make_unique<fastpath::CpuOptimizer>(spec.outer, tensors, 1);
+      if (fastpath_->parameters() != parameters) throw std::logic_error("objective tensor sizes do not sum to its size");
     }
   }
 
@@ -146,6 +153,17 @@ std::size_t ring_slots(const SimulationSpec& spec) {
   return static_cast<std::size_t>(std::min<std::int64_t>(spec.tau, spec.rounds)) + 1;
 }
 
+// The share of the parameters whose tensors keep fp32 state in a q8 configuration (under min_q8_size).
+double q8_fallback_share(const SimulationSpec& spec) {
+  const std::size_t min_q8 = fastpath::effective_min_q8_size(spec.outer);
+  double total = 0, fallback = 0;
+  for (const std::size_t size : tensor_sizes(spec.objective, spec.size)) {
+    total += static_cast<double>(size);
+    if (size < min_q8) fallback += static_cast<double>(size);
+  }
+  return total > 0 ? fallback / total : 0.0;
+}
+
 // The bytes a run holds per parameter, every per-parameter buffer counted: θ and the ring in the parameters'
 // format; the outer optimizer's state in its format (Adam family: m and v; Nesterov and SDM: one momentum;
 // Delayed Nesterov: two float buffers); each worker's inner AdamW m and v; the run's float vectors (start,
@@ -158,9 +176,11 @@ double bytes_per_parameter(const SimulationSpec& spec) {
     outer_state = 2 * 4.0;
   } else {
     const double moments = reference::is_adam_family(spec.outer.optimizer) ? 2.0 : 1.0;
+    // q8: a code for every parameter, an absmax per block, and fp32 moments for the tensors under min_q8_size
+    // (as fastpath::HostState allocates them).
     const double moment_bytes = spec.outer.state == fastpath::StateFormat::fp32   ? 4.0
                                 : spec.outer.state == fastpath::StateFormat::bf16 ? 2.0
-                                                                                  : 1.0 + 4.0 / 256.0;  // q8 + absmax
+                                                                                  : 1.0 + 4.0 / 256.0 + 4.0 * q8_fallback_share(spec);
     outer_state = moments * moment_bytes;
   }
   const double inner_state = spec.inner.kind == InnerOptimizerKind::adamw ? 2 * 4.0 : 0.0;
@@ -178,9 +198,11 @@ long adversarial_tau(const SimulationSpec& spec) {
 }
 
 template <class Param>
-SimulationResult run(const SimulationSpec& spec, const std::function<void(std::int64_t, std::int64_t)>& progress) {
+SimulationResult run(const SimulationSpec& spec, const std::function<void(std::int64_t, std::int64_t)>& progress,
+                     ArrivalRecorder* recorder) {
   const std::unique_ptr<Objective> objective = make_objective(spec);
   const std::size_t n = objective->parameters();
+  const std::vector<std::size_t> tensors = objective->tensor_sizes();
   const reference::FragmentLayout layout(n, runs_delayed_nesterov(spec) ? 1 : spec.outer.fragments);
 
   std::vector<Param> theta;
@@ -192,10 +214,14 @@ SimulationResult run(const SimulationSpec& spec, const std::function<void(std::i
   for (std::size_t k = 0; k < spec.workers; ++k) {
     workers.emplace_back(spec.inner, n, spec.seed, static_cast<std::uint32_t>(k));
   }
-  OuterStep outer(spec, n);
+  OuterStep outer(spec, n, tensors);
   theory::DelaySchedule delays(spec.delays, spec.tau, spec.seed, adversarial_tau(spec));
 
   std::vector<float> start(n), local(n), delta(n), widened(n), grad(n);
+  if (recorder != nullptr) {
+    for (std::size_t i = 0; i < n; ++i) widened[i] = widen(theta[i]);
+    recorder->start(widened, tensors);
+  }
   const auto loss_now = [&] {
     for (std::size_t i = 0; i < n; ++i) widened[i] = widen(theta[i]);
     return objective->loss(widened);
@@ -218,12 +244,15 @@ SimulationResult run(const SimulationSpec& spec, const std::function<void(std::i
 
     const std::size_t fragment = static_cast<std::size_t>(r % static_cast<std::int64_t>(layout.fragments()));
     const std::span<const float> slice(delta.data() + layout.offset(fragment), layout.size(fragment));
+    if (recorder != nullptr) recorder->arrival(slice, tau, fragment);
     const fastpath::StepReport report = outer.step(std::span<Param>(theta), slice, tau, fragment);
     outer.advance_round();
     if (report.applied) {
       ++result.applied;
     } else if (report.reason == reference::SkipReason::nonfinite_gradient) {
       ++result.skipped_nonfinite;
+    } else if (report.reason == reference::SkipReason::overflowing_gradient) {
+      ++result.skipped_overflowing;
     } else {
       ++result.skipped_zero_gate;
     }
@@ -307,10 +336,11 @@ void validate(const SimulationSpec& spec) {
 }
 
 SimulationResult run_simulation(const SimulationSpec& spec,
-                                const std::function<void(std::int64_t, std::int64_t)>& progress) {
+                                const std::function<void(std::int64_t, std::int64_t)>& progress,
+                                ArrivalRecorder* recorder) {
   validate(spec);
-  return spec.outer.params == fastpath::ParamFormat::bf16 ? run<fastpath::bf16>(spec, progress)
-                                                          : run<float>(spec, progress);
+  return spec.outer.params == fastpath::ParamFormat::bf16 ? run<fastpath::bf16>(spec, progress, recorder)
+                                                          : run<float>(spec, progress, recorder);
 }
 
 }  // namespace cgad::simulate

@@ -17,7 +17,9 @@ using reference::InputError;
 using ordered = nlohmann::ordered_json;
 
 constexpr const char* kPartFormat = "cgad-simulate-part";
-constexpr int kPartVersion = 2;  // 2: inner_steps_skipped and mean_tau_effective in each run
+// 2: inner_steps_skipped and mean_tau_effective in each run; 3: the grid's outer q8_semantics and min_q8_size
+// (the teacher-student's outer state is also per tensor from 3 on), and skipped_overflowing in each run.
+constexpr int kPartVersion = 3;
 
 std::string_view policy_name(reference::ZeroGatePolicy policy) {
   return policy == reference::ZeroGatePolicy::skip ? "skip" : "apply";
@@ -26,6 +28,29 @@ reference::ZeroGatePolicy parse_policy(const std::string& text) {
   if (text == "apply") return reference::ZeroGatePolicy::apply;
   if (text == "skip") return reference::ZeroGatePolicy::skip;
   throw InputError("on_zero_gate must be apply or skip, got '" + text + "'");
+}
+
+// The first field (a JSON path such as "outer.q8_semantics") in which two grids differ, with both values, for
+// merge's refusal: "different sweep" alone leaves the user to diff the parts by hand.
+std::string first_difference(const ordered& a, const ordered& b, const std::string& path) {
+  if (a.is_object() && b.is_object()) {
+    for (const auto& [key, value] : a.items()) {
+      const std::string at = path.empty() ? key : path + "." + key;
+      if (!b.contains(key)) return at + " (absent from one)";
+      const std::string inner = first_difference(value, b.at(key), at);
+      if (!inner.empty()) return inner;
+    }
+    for (const auto& [key, value] : b.items()) {
+      if (!a.contains(key)) return (path.empty() ? key : path + "." + key) + " (absent from one)";
+    }
+    return "";
+  }
+  if (a == b) return "";
+  const auto shown = [](const ordered& x) {
+    const std::string text = x.is_string() ? x.get<std::string>() : x.dump();
+    return text.size() <= 40 ? text : text.substr(0, 37) + "...";
+  };
+  return path + " (" + shown(a) + " vs " + shown(b) + ")";
 }
 
 float parse_float(const nlohmann::json& text, const std::string& what) {
@@ -81,7 +106,10 @@ ordered grid_to_json(const SweepGrid& grid) {
                 {"alpha", hexfloat(o.alpha)},
                 {"tau_cut", hexfloat(o.tau_cut)},
                 {"on_zero_gate", policy_name(o.on_zero_gate)},
-                {"fragments", o.fragments}};
+                {"fragments", o.fragments},
+                {"q8_semantics", fastpath::to_string(o.q8_semantics)},
+                // The size in force, default or not: two grids that run the same are the same sweep.
+                {"min_q8_size", fastpath::effective_min_q8_size(o)}};
   j["delayed_nesterov_buffer"] = b.delayed_nesterov_buffer;
   j["divergence_factor"] = hexfloat(b.divergence_factor);
   j["log_every"] = b.log_every;
@@ -130,6 +158,8 @@ SweepGrid grid_from_json(const nlohmann::json& j) {
   o.tau_cut = parse_float(outer.at("tau_cut"), "tau_cut");
   o.on_zero_gate = parse_policy(outer.at("on_zero_gate").get<std::string>());
   o.fragments = outer.at("fragments").get<std::size_t>();
+  o.q8_semantics = fastpath::parse_q8_semantics(outer.at("q8_semantics").get<std::string>());
+  o.min_q8_size = outer.at("min_q8_size").get<std::size_t>();
   b.delayed_nesterov_buffer = j.at("delayed_nesterov_buffer").get<std::int64_t>();
   b.divergence_factor = parse_hexfloat(j.at("divergence_factor"), "divergence_factor");
   b.log_every = j.at("log_every").get<std::int64_t>();
@@ -172,6 +202,7 @@ ordered record_to_json(const RunRecord& r) {
   j["applied"] = s.applied;
   j["skipped_nonfinite"] = s.skipped_nonfinite;
   j["skipped_zero_gate"] = s.skipped_zero_gate;
+  j["skipped_overflowing"] = s.skipped_overflowing;
   j["inner_steps_skipped"] = s.inner_steps_skipped;
   j["mean_tau"] = hexfloat(s.mean_tau);
   j["mean_tau_effective"] = hexfloat(s.mean_tau_effective);
@@ -206,6 +237,7 @@ RunRecord record_from_json(const nlohmann::json& j) {
   s.applied = j.at("applied").get<std::int64_t>();
   s.skipped_nonfinite = j.at("skipped_nonfinite").get<std::int64_t>();
   s.skipped_zero_gate = j.at("skipped_zero_gate").get<std::int64_t>();
+  s.skipped_overflowing = j.at("skipped_overflowing").get<std::int64_t>();
   s.inner_steps_skipped = j.at("inner_steps_skipped").get<std::int64_t>();
   s.mean_tau = parse_hexfloat(j.at("mean_tau"), "mean_tau");
   s.mean_tau_effective = parse_hexfloat(j.at("mean_tau_effective"), "mean_tau_effective");
@@ -222,7 +254,8 @@ RunRecord record_from_json(const nlohmann::json& j) {
 namespace {
 void check_result(const RunRecord& r, const SimulationSpec& base) {
   const SimulationResult& s = r.result;
-  if (s.applied < 0 || s.skipped_nonfinite < 0 || s.skipped_zero_gate < 0 || s.inner_steps_skipped < 0) {
+  if (s.applied < 0 || s.skipped_nonfinite < 0 || s.skipped_zero_gate < 0 || s.skipped_overflowing < 0 ||
+      s.inner_steps_skipped < 0) {
     throw InputError("negative counts");
   }
   if (s.curve.empty()) throw InputError("empty loss curve");
@@ -244,9 +277,10 @@ void check_result(const RunRecord& r, const SimulationSpec& base) {
   }
   // Each count is checked against rounds_run before they are added, so the sum cannot overflow.
   if (s.applied > rounds_run || s.skipped_nonfinite > rounds_run || s.skipped_zero_gate > rounds_run ||
-      s.applied + s.skipped_nonfinite != rounds_run - s.skipped_zero_gate) {
-    throw InputError("applied + skipped_nonfinite + skipped_zero_gate is not the " + std::to_string(rounds_run) +
-                     " rounds it ran");
+      s.skipped_overflowing > rounds_run ||
+      s.applied + s.skipped_nonfinite != rounds_run - s.skipped_zero_gate - s.skipped_overflowing) {
+    throw InputError("applied + skipped_nonfinite + skipped_zero_gate + skipped_overflowing is not the " +
+                     std::to_string(rounds_run) + " rounds it ran");
   }
 }
 }  // namespace
@@ -256,6 +290,7 @@ ordered part_to_json(const SweepPart& part) {
   for (const RunRecord& r : part.records) runs.push_back(record_to_json(r));
   return {{"format", kPartFormat},
           {"version", kPartVersion},
+          {"cgad_version", part.cgad_version},
           {"fingerprint", grid_fingerprint(part.grid)},
           {"grid", grid_to_json(part.grid)},
           {"shard", {{"index", part.shard.index}, {"count", part.shard.count}}},
@@ -272,6 +307,7 @@ SweepPart part_from_json(const nlohmann::json& j, const std::string& source) {
                        std::to_string(kPartVersion));
     }
     SweepPart part;
+    part.cgad_version = j.at("cgad_version").get<std::string>();
     part.grid = grid_from_json(j.at("grid"));
     if (grid_fingerprint(part.grid) != j.at("fingerprint").get<std::string>()) {
       throw InputError("its fingerprint does not match its grid (edited or corrupt)");
@@ -311,7 +347,8 @@ SweepPart part_from_json(const nlohmann::json& j, const std::string& source) {
   }
 }
 
-MergedSweep merge_parts(const std::vector<SweepPart>& parts, const std::vector<std::string>& sources) {
+MergedSweep merge_parts(const std::vector<SweepPart>& parts, const std::vector<std::string>& sources,
+                        bool allow_other_versions) {
   if (parts.empty()) throw InputError("merge: no parts given");
   MergedSweep merged;
   merged.grid = parts.front().grid;
@@ -319,9 +356,16 @@ MergedSweep merge_parts(const std::vector<SweepPart>& parts, const std::vector<s
   std::map<std::size_t, std::size_t> holder;  // run index → the part holding it
   for (std::size_t p = 0; p < parts.size(); ++p) {
     const std::string source = p < sources.size() ? sources[p] : "part " + std::to_string(p + 1);
+    if (!allow_other_versions && parts[p].cgad_version != kCgadVersion) {
+      throw InputError("merge: " + source + " was written by cgad " + parts[p].cgad_version + ", this is cgad " +
+                       kCgadVersion + " (outcomes may differ between versions); pass --allow-other-versions to merge "
+                       "it anyway");
+    }
     if (grid_fingerprint(parts[p].grid) != fingerprint) {
+      const std::string differs = first_difference(grid_to_json(parts[p].grid), grid_to_json(merged.grid), "");
       throw InputError("merge: " + source + " is from a different sweep than the first part (grid fingerprint " +
-                       grid_fingerprint(parts[p].grid) + " vs " + fingerprint + ")");
+                       grid_fingerprint(parts[p].grid) + " vs " + fingerprint +
+                       (differs.empty() ? "" : "; first difference: " + differs) + ")");
     }
     for (const RunRecord& r : parts[p].records) {
       const auto [at, inserted] = holder.emplace(r.index, p);

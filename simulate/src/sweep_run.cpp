@@ -27,13 +27,13 @@ unsigned usable_cpus() {
 }  // namespace
 
 RunRecord execute_run(const SweepGrid& grid, std::size_t index,
-                      const std::function<void(std::int64_t, std::int64_t)>& progress) {
+                      const std::function<void(std::int64_t, std::int64_t)>& progress, ArrivalRecorder* recorder) {
   RunRecord record;
   record.index = index;
   record.key = run_key(grid, index);
   try {
     // run_simulation validates the spec before it runs anything, so its refusal is the engine's.
-    record.result = run_simulation(run_spec(grid, record.key), progress);
+    record.result = run_simulation(run_spec(grid, record.key), progress, recorder);
   } catch (const reference::InputError& e) {
     record.status = RunStatus::unsupported;
     record.unsupported_reason = e.what();

@@ -3,8 +3,10 @@
 // ½·mean (y − target)² over a batch and that loss's gradient by backpropagation. Templated on the scalar:
 // workers run it in float, the evaluation and the finite-difference test in double.
 //
-// Parameter layout (one flat vector, the outer optimizer's tensor): W1 row-major (hidden × inputs), b1
-// (hidden), w2 (hidden), b2 (1).
+// Parameter layout: one flat vector holding four tensors in this order, W1 row-major (hidden × inputs), b1
+// (hidden), w2 (hidden), b2 (1) — PyTorch's Linear(inputs, hidden).weight and .bias, then Linear(hidden, 1)'s.
+// The outer optimizer gets them as four tensors (tensor_sizes), so that q8 state quantizes each separately and
+// a small one keeps fp32 state under min_q8_size, as bitsandbytes treats a model's parameter tensors.
 #include <cmath>
 #include <cstddef>
 #include <span>
@@ -20,6 +22,8 @@ struct MlpShape {
   std::size_t b1() const { return hidden * inputs; }
   std::size_t w2() const { return hidden * (inputs + 1); }
   std::size_t b2() const { return hidden * (inputs + 2); }
+  // The four tensors' sizes, in the layout's order: they start at w1(), b1(), w2(), b2() and sum to parameters().
+  std::vector<std::size_t> tensor_sizes() const { return {hidden * inputs, hidden, hidden, 1}; }
 };
 
 // The network's output for one input x (shape.inputs values); `hidden` receives tanh(W1·x + b1).

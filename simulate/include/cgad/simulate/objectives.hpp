@@ -30,6 +30,10 @@ class Objective {
  public:
   virtual ~Objective() = default;
   virtual std::size_t parameters() const = 0;
+  // The parameters as a sequence of tensors (sizes summing to parameters()), for the outer optimizer's q8 state,
+  // whose blocks restart at each tensor and which keeps a tensor under min_q8_size in fp32 state. Default: one
+  // tensor (the NQM's x is one vector); the teacher-student MLP has four (MlpShape::tensor_sizes).
+  virtual std::vector<std::size_t> tensor_sizes() const { return {parameters()}; }
   // The starting parameters of a run, from its seed.
   virtual std::vector<float> initial_point(std::uint64_t run_seed) const = 0;
   // The evaluation loss at x, in double.
@@ -41,6 +45,8 @@ class Objective {
 
 // The number of parameters of the spec's objective, without building it.
 std::size_t parameter_count(ObjectiveKind kind, std::size_t size);
+// Its tensor sizes (Objective::tensor_sizes), without building it.
+std::vector<std::size_t> tensor_sizes(ObjectiveKind kind, std::size_t size);
 
 // The bytes an objective of this kind holds or allocates per parameter (for SimulationSpec's memory estimate):
 // NQM: λ, c, the noise scale and two gradient scratch vectors in double, plus loss()'s double copy of x;

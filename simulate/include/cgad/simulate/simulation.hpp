@@ -2,9 +2,13 @@
 // One asynchronous DiLoCo run at small scale (issue 6): K workers, each running H inner steps (SGD or AdamW, fp32)
 // from the global parameters it last received, send Δ = θ_start − θ_local; the server applies each Δ τ outer
 // rounds after the round whose parameters it started from, with one of the seven outer optimizers. The outer
-// step is the fast path's (fastpath::CpuOptimizer: bf16/fp32 parameters, fp32/bf16/q8 state, the same step code
-// `cgad replay --backend fastpath` runs); Delayed Nesterov, which has no fast path, runs the reference optimizer
-// instantiated in float and is refused with any other format than fp32 parameters and fp32 state.
+// step is the fast path's (fastpath::CpuOptimizer: bf16/fp32 parameters, fp32/bf16/q8 state, cgad's or
+// bitsandbytes' semantics, the same step code `cgad replay --backend fastpath` runs), built over the objective's
+// tensors (Objective::tensor_sizes: the MLP's W1, b1, w2, b2; the NQM's one vector), so that q8 blocks restart
+// at each tensor and a tensor under outer.min_q8_size keeps fp32 state, as bitsandbytes quantizes each
+// parameter tensor of a model separately. Delayed Nesterov, which has no fast path, runs the reference
+// optimizer instantiated in float and is refused with any other format than fp32 parameters and fp32 state, and
+// with bnb semantics (bitsandbytes has no Delayed Nesterov).
 //
 // The event model (one arrival per outer round): at round r the server draws τ_r from the delay schedule
 // (τ_r ≤ r: nothing starts before θ_0), worker k = r mod K runs its H inner steps from θ_{r−τ_r} (the server's
@@ -20,9 +24,10 @@
 // for any τ.
 //
 // PA-CGAD with P fragments (streaming DiLoCo): round r syncs fragment f = r mod P only — the event carries
-// Δ's slice for f — and the server advances every fragment's age once per round. A fragment synced every P
-// rounds therefore arrives with age P, so PA-CGAD's events are gated by σ(max(τ, P)) from round P on (the first
-// P rounds see ages 0, 1, …, P − 1): with P = 1 that is σ(max(τ, 1)), not CGAD's σ(τ). The worker's local
+// Δ's slice for f — and the server advances every fragment's age once per round. The age counts the rounds
+// that passed without a sync (fastpath/step_planner.hpp), so a fragment synced every P rounds arrives with age
+// P − 1 and PA-CGAD's events are gated by σ(max(τ, P − 1)) from round P on (the first P rounds see ages 0, 1,
+// …, P − 1): with P = 1 that is CGAD's σ(τ). The worker's local
 // progress on the other P − 1 fragments in that round is discarded, a simplification of streaming DiLoCo
 // (which keeps the worker's local copy of those fragments running).
 //
@@ -33,6 +38,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -99,7 +105,9 @@ struct SimulationSpec {
   long tau = 0;                    // the fixed τ (constant) or τ_max (every other schedule); τ_r ≤ r always
                                    // (adversarial: argmax τ·σ(τ) under CGAD's gate of outer.alpha/tau_cut,
                                    // whatever the optimizer, so every method of a comparison sees one schedule)
-  fastpath::StepConfig outer = default_outer_config();  // optimizer, formats, rounding, hyperparameters, P
+  // Optimizer, formats, rounding, hyperparameters, P, q8 semantics (cgad or bnb) and min_q8_size; the step is
+  // built over the objective's tensors (see above).
+  fastpath::StepConfig outer = default_outer_config();
   // Run Delayed Nesterov (the reference's, in float, with outer.nesterov's lr and momentum) instead of
   // outer.optimizer; fp32 parameters and fp32 state only. outer.optimizer = delayed_nesterov means the same.
   bool delayed_nesterov = false;
@@ -130,15 +138,34 @@ struct SimulationResult {
   std::int64_t diverged_at = -1;  // the round it was detected (a multiple of kDivergenceCheckEvery or the last)
   std::string divergence;         // why: "non-finite loss" or "loss 1.2e+05 > 1e+03 x initial 1.1e+02"
   std::int64_t applied = 0, skipped_nonfinite = 0, skipped_zero_gate = 0;
+  // Events refused because |σ·Δ| ≥ 2^64 for some element (finite, but its square overflows float; the fast path's
+  // and the reference's overflow rule, DESIGN.md §3): skipped whole, like a NaN/Inf one.
+  std::int64_t skipped_overflowing = 0;
   std::int64_t inner_steps_skipped = 0;  // inner AdamW steps refused for a non-finite gradient (x left as is)
   double mean_tau = 0;            // realized mean staleness
   double mean_tau_effective = 0;  // realized mean staleness the gate saw (max(τ, age) for PA-CGAD; else τ)
   std::vector<float> final_params;  // the server's parameters after the last round run (bf16 widened exactly)
 };
 
-// Runs one spec (validated first). `progress(done, total)` is called at every logged round when given.
-// A diverged run stops at the round divergence is detected and is returned as such; it never throws for it.
+// What the server received in a run, in order (`cgad simulate --record-deltas` writes it as a replay stream):
+// `start` once, before the first round, with the server's initial parameters θ_0 (bf16 ones widened exactly)
+// and the objective's tensor sizes; then `arrival` once per round run, with the pseudo-gradient the outer step
+// was given (PA-CGAD: the fragment's slice), its staleness τ and its fragment. Replaying these events through a
+// fastpath::CpuOptimizer of the same StepConfig and tensor sizes, step then advance_round each, reproduces the
+// run's final_params bit for bit (the run's outer step is exactly that). Delayed Nesterov's events are
+// recorded too, though the fast path cannot replay them.
+class ArrivalRecorder {
+ public:
+  virtual ~ArrivalRecorder() = default;
+  virtual void start(std::span<const float> params, std::span<const std::size_t> tensors) = 0;
+  virtual void arrival(std::span<const float> grad, std::int64_t tau, std::size_t fragment) = 0;
+};
+
+// Runs one spec (validated first). `progress(done, total)` is called at every logged round when given, and the
+// recorder, when given, sees every event the server receives. A diverged run stops at the round divergence is
+// detected and is returned as such; it never throws for it.
 SimulationResult run_simulation(const SimulationSpec& spec,
-                                const std::function<void(std::int64_t, std::int64_t)>& progress = {});
+                                const std::function<void(std::int64_t, std::int64_t)>& progress = {},
+                                ArrivalRecorder* recorder = nullptr);
 
 }  // namespace cgad::simulate

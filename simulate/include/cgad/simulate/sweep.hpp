@@ -22,6 +22,9 @@ namespace cgad::simulate {
 // `base.outer.seed`, `base.outer.optimizer`, `base.outer.state` and `base.delayed_nesterov` are set by the axes
 // and ignored here: the run's seed also keys the fast path's stochastic rounding, so that seeds differ in their
 // rounding noise as well. `base.outer.fragments` is PA-CGAD's P (every other method runs with one fragment).
+// `base.outer.q8_semantics` and `base.outer.min_q8_size` are not axes: every run of a sweep has the same (so
+// parts of another semantics are another sweep, and merge refuses them); bnb semantics with a method outside
+// the Adam family, bf16 state or stochastic rounding is refused as fastpath::validate refuses it.
 struct SweepGrid {
   SimulationSpec base;
   std::vector<std::string> methods;  // the names of reference::kOptimizerNames
@@ -76,9 +79,11 @@ struct RunRecord {
 };
 
 // Runs one run of the grid (single-threaded). An engine refusal (InputError from validate) becomes an
-// unsupported record; a diverged run is a record like any other. `progress` is passed to run_simulation.
+// unsupported record; a diverged run is a record like any other. `progress` and `recorder` are passed to
+// run_simulation.
 RunRecord execute_run(const SweepGrid& grid, std::size_t index,
-                      const std::function<void(std::int64_t, std::int64_t)>& progress = {});
+                      const std::function<void(std::int64_t, std::int64_t)>& progress = {},
+                      ArrivalRecorder* recorder = nullptr);
 
 // Runs `indices` on `jobs` threads, each run on one thread, and returns their records in the order of
 // `indices`: the records do not depend on `jobs`. `jobs` is clamped to the run count and to the CPUs this

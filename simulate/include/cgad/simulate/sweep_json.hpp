@@ -23,10 +23,15 @@ std::string grid_fingerprint(const SweepGrid& grid);
 nlohmann::ordered_json record_to_json(const RunRecord& record);
 RunRecord record_from_json(const nlohmann::json& json);
 
+// This build's version (CMake's project version), which every part it writes records: an engine whose outcomes
+// change bumps it, and merge_parts refuses parts of different versions unless told otherwise.
+inline constexpr const char* kCgadVersion = CGAD_VERSION;
+
 struct SweepPart {
   SweepGrid grid;
   Shard shard;
   std::vector<RunRecord> records;  // ascending index
+  std::string cgad_version = kCgadVersion;  // of the cgad that wrote it (part_to_json writes this build's)
 };
 
 nlohmann::ordered_json part_to_json(const SweepPart& part);
@@ -41,7 +46,9 @@ struct MergedSweep {
 };
 
 // Refuses (InputError) no parts, parts of different sweeps (fingerprints differ), and a run held twice.
-MergedSweep merge_parts(const std::vector<SweepPart>& parts, const std::vector<std::string>& sources);
+// With `allow_other_versions` false, every part must have been written by this cgad's version.
+MergedSweep merge_parts(const std::vector<SweepPart>& parts, const std::vector<std::string>& sources,
+                        bool allow_other_versions = false);
 
 // The whole result of a sweep, as `cgad simulate --json` and `cgad merge --json` print it: grid, fingerprint,
 // records, per-cell summaries and the missing runs.
