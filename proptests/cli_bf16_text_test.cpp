@@ -38,10 +38,19 @@ TEST(Bf16Text, ParsesWithOneRoundingNotTwo) {
   EXPECT_EQ(parse_bf16(just_above_midpoint, "x").bits, 0x3F81u);                                     // once: 1 + 2^-7
   EXPECT_EQ(parse_bf16("1.00390625", "x").bits, 0x3F80u);  // the midpoint itself ties to even
   EXPECT_EQ(parse_bf16("-0", "x").bits, 0x8000u);
-  EXPECT_EQ(parse_bf16("1e39", "x").bits, 0x7F80u);    // past the largest finite bf16: +Inf
+  // Past the largest finite bf16 is refused (issue 16 item 5: it became +Inf silently, where fp32 refuses it);
+  // infinity must be written as such.
+  EXPECT_THROW(parse_bf16("1e39", "x"), cgad::reference::InputError);
+  EXPECT_THROW(parse_bf16("-3.4e38", "x"), cgad::reference::InputError);
+  EXPECT_EQ(parse_bf16("3.39e38", "x").bits, 0x7F7Fu);  // rounds to the largest finite bf16, 3.3895e38
+  EXPECT_EQ(parse_bf16("inf", "x").bits, 0x7F80u);
+  EXPECT_EQ(parse_bf16("-Infinity", "x").bits, 0xFF80u);
   EXPECT_EQ(parse_bf16("9.2e-41", "x").bits, 0x0001u);  // 2^-133, the smallest subnormal, is 9.18e-41
   EXPECT_EQ(parse_bf16("1e-50", "x").bits, 0x0000u);
-  for (const char* bad : {"", " 1", "1x", "abc"}) EXPECT_THROW(parse_bf16(bad, "x"), cgad::reference::InputError) << bad;
+  // The one number grammar (item 28): no hexadecimal or binary, no payload, no white space.
+  for (const char* bad : {"", " 1", "1x", "abc", "0x1p-3", "0b101", "nan(1)", "1 ", "@inf@", "1e", "."}) {
+    EXPECT_THROW(parse_bf16(bad, "x"), cgad::reference::InputError) << bad;
+  }
 }
 
 // Random decimals over bf16's normal range, against an independent route: the float nearest to the decimal

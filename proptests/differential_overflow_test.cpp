@@ -15,7 +15,9 @@
 //  - a NaN/Inf in the same event is reported as nonfinite-gradient (NaN wins), wherever it is;
 //  - with on_zero_gate = skip and τ ≥ τ_cut the event is a zero-gate skip, not an overflow (and with apply,
 //    σ = 0 makes σΔ = 0: applied);
-//  - Nesterov and SDM are not subject to the rule.
+//  - since issue 16 item 4, Nesterov and SDM follow the same rule on their σ·Δ (σ = 1, or 1/(1 + τ) for SDM): a
+//    Δ near float's range gave −Inf on the first event in every format; below the threshold they apply and stay
+//    finite.
 #include "fastpath_test_support.hpp"
 
 #include "cgad/fastpath/fastpath.hpp"
@@ -292,19 +294,33 @@ TEST(OverflowFastPath, ZeroGateComesBeforeOverflow) {
   }
 }
 
-// Nesterov and SDM have no squared buffer: an event with |Δ| ≥ 2^63 is applied (reason none) and leaves b and θ
-// finite (|Δ| ≤ 2^100 here, far from FLT_MAX ≈ 2^128).
-TEST(OverflowFastPath, NesterovAndSdmAreNotSubjectToTheRule) {
+// Nesterov and SDM (issue 16 item 4): an event with |σΔ| ≥ 2^63 somewhere is refused whole (it gave −Inf on its
+// first event at Δ = 2e38, in every format), one just below the threshold is applied and leaves b and θ finite.
+TEST(OverflowFastPath, NesterovAndSdmFollowTheRuleOnTheirSigmaDelta) {
   for (const OptimizerKind kind : {OptimizerKind::nesterov, OptimizerKind::sdm}) {
     for (const StepConfig& config : all_format_configs(kind)) {
       for (const std::int64_t tau : {0, 3}) {
         Rig rig(config, {600}, tau);
+        const float sigma = rig.sigma;  // 1, or the fast path's float 1/(1 + τ)
         std::vector<float> grad = random_vector(600, 17);
-        grad[0] = kLimit;
         grad[300] = -0x1p100f;
-        const StepReport report = rig.step(grad, tau);
-        EXPECT_TRUE(report.applied) << describe(config) << " tau " << tau;
-        EXPECT_EQ(report.reason, SkipReason::none) << describe(config);
+        grad[450] = 2e38f;
+        const auto before = rig.snapshot();
+        StepReport report = rig.step(grad, tau);
+        EXPECT_FALSE(report.applied) << describe(config) << " tau " << tau;
+        EXPECT_EQ(report.reason, SkipReason::overflowing_gradient) << describe(config);
+        EXPECT_EQ(report.nonfinite_index, 300u) << describe(config);
+        EXPECT_TRUE(rig.snapshot() == before) << describe(config);
+        // The largest Δ whose float product with σ stays below 2^63 is applied; the next float up is refused.
+        float edge = kBelowLimit / sigma;
+        while ((sigma * edge) >= kLimit) edge = std::nextafter(edge, 0.0f);
+        while ((sigma * std::nextafter(edge, INFINITY)) < kLimit) edge = std::nextafter(edge, INFINITY);
+        grad = random_vector(600, 18);
+        grad[0] = std::nextafter(edge, INFINITY);
+        EXPECT_EQ(rig.step(grad, tau).reason, SkipReason::overflowing_gradient) << describe(config) << " " << hex(grad[0]);
+        grad[0] = -edge;
+        report = rig.step(grad, tau);
+        EXPECT_TRUE(report.applied) << describe(config) << " tau " << tau << " " << hex(edge);
         EXPECT_EQ(rig.first_nonfinite(), "") << describe(config);
       }
     }
@@ -473,8 +489,8 @@ TEST_F(OverflowReference, RefusesTheSameEventsAsTheFastPath) {
 }
 
 // The reference's order of reports: a NaN/Inf anywhere wins over an overflow (nonfinite-gradient, its index);
-// with skip at τ ≥ τ_cut the event is a zero-gate skip; with apply it is applied (σ = 0); Nesterov and SDM apply
-// an event with |Δ| ≥ 2^63.
+// with skip at τ ≥ τ_cut the event is a zero-gate skip; with apply it is applied (σ = 0); Nesterov and SDM refuse
+// an event with |σΔ| ≥ 2^63 as the fast path does (issue 16 item 4), NaN still winning.
 template <class Real>
 void check_reference_order() {
   for (const Gate& gate : gates()) {
@@ -510,16 +526,24 @@ void check_reference_order() {
   for (const OptimizerKind kind : {OptimizerKind::nesterov, OptimizerKind::sdm}) {
     RefRig<Real> rig(kind, 600, 3);
     std::vector<float> grad = random_vector(600, 17);
-    grad[0] = kLimit;
+    grad[0] = kind == OptimizerKind::sdm ? 0x1p65f : kLimit;  // SDM at τ = 3: σ = 1/4, so σΔ = 2^63
     grad[300] = -0x1p100f;
-    const auto report = rig.step(grad, 3);
+    const auto before = rig.snapshot();
+    auto report = rig.step(grad, 3);
+    EXPECT_EQ(report.reason, SkipReason::overflowing_gradient) << ref::to_string(kind);
+    EXPECT_EQ(report.nonfinite_index, 0u);
+    EXPECT_TRUE(rig.snapshot() == before);
+    grad[20] = std::numeric_limits<float>::infinity();
+    EXPECT_EQ(rig.step(grad, 3).reason, SkipReason::nonfinite_gradient) << ref::to_string(kind);
+    grad = random_vector(600, 19);
+    grad[0] = kind == OptimizerKind::sdm ? std::nextafter(0x1p65f, 0.0f) : kBelowLimit;
+    report = rig.step(grad, 3);
     EXPECT_TRUE(report.applied) << ref::to_string(kind);
-    EXPECT_EQ(report.reason, SkipReason::none);
     EXPECT_TRUE(rig.all_finite());
   }
 }
 
-TEST_F(OverflowReference, NanWinsZeroGateSkipsNesterovIsExempt) {
+TEST_F(OverflowReference, NanWinsZeroGateSkipsNesterovFollowsTheRule) {
   check_reference_order<mpfr_real>();
   check_reference_order<double>();
 }

@@ -4,6 +4,14 @@
 
 #include <gtest/gtest.h>
 
+#include <boost/crc.hpp>
+
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -133,6 +141,133 @@ TEST(FastpathStateFile, FailedSaveLeavesTheOldFile) {
   std::size_t entries = 0;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) entries += entry.is_regular_file();
   EXPECT_EQ(entries, 1u) << "only state.bin, no temporary left behind";
+  std::filesystem::remove_all(dir);
+}
+
+// Issue 16 item 14: a file whose CRC was recomputed over impossible contents -- a NaN or infinite moment, a negative
+// v, a NaN/Inf/negative q8 absmax -- is refused (it loaded, and the next step made NaN parameters while reporting
+// "applied"), and the state in memory is kept.
+std::vector<char> with_crc(std::vector<char> bytes) {
+  boost::crc_32_type crc;
+  crc.process_bytes(bytes.data(), bytes.size() - 4);
+  const std::uint32_t sum = crc.checksum();
+  std::memcpy(bytes.data() + bytes.size() - 4, &sum, 4);
+  return bytes;
+}
+void put_float(std::vector<char>& bytes, std::size_t offset, float value) { std::memcpy(bytes.data() + offset, &value, 4); }
+
+TEST(FastpathStateFile, ImpossibleContentsUnderAValidChecksumAreRefused) {
+  const std::size_t n = 300;
+  // One tensor, one fragment: the header is 8 + 4 + 15·4 + 8·5 + 8 + 8 + 8 + 16 bytes.
+  const std::size_t header = 8 + 4 + 60 + 40 + 8 + 8 + 8 + 16;
+  const auto path = temp_path("contents");
+  {
+    StepConfig config = all_format_configs(reference::OptimizerKind::cgad)[0];  // fp32 params, fp32 state
+    config.params = ParamFormat::fp32;
+    stepped(config, n, 7)->save(path);
+    const std::vector<char> good = read_all(path);
+    ASSERT_EQ(good.size(), header + 8 * n + 4);
+    const auto target_owner = stepped(config, n, 8);
+    const auto before = state_bytes(*target_owner);
+    const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+    for (const auto& [offset, value] : std::vector<std::pair<std::size_t, float>>{
+             {header + 4 * 5, nan},            // m[5] NaN
+             {header + 4 * 6, -inf},           // m[6] -Inf
+             {header + 4 * n + 4 * 7, -1.0f},  // v[7] < 0
+             {header + 4 * n + 4 * 8, inf},    // v[8] Inf
+             {header + 4 * n, nan}}) {         // v[0] NaN
+      std::vector<char> bad = good;
+      put_float(bad, offset, value);
+      write_all(path, with_crc(bad));
+      EXPECT_THROW(target_owner->load(path), reference::InputError) << "offset " << offset << " value " << value;
+    }
+    EXPECT_EQ(state_bytes(*target_owner), before);
+    write_all(path, with_crc(good));  // the checksum helper itself is right
+    EXPECT_NO_THROW(target_owner->load(path));
+  }
+  {
+    // q8 state: m's codes (n bytes), then m's absmax (2 blocks), m's fallback (none), v's codes, v's absmax.
+    StepConfig config = all_format_configs(reference::OptimizerKind::cgad)[4];
+    stepped(config, n, 9)->save(path);
+    const std::vector<char> good = read_all(path);
+    const auto target_owner = stepped(config, n, 10);
+    const auto before = state_bytes(*target_owner);
+    for (const float value : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(), -1.0f}) {
+      for (const std::size_t offset : {header + n, header + n + 8 + n + 4}) {
+        std::vector<char> bad = good;
+        put_float(bad, offset, value);
+        write_all(path, with_crc(bad));
+        EXPECT_THROW(target_owner->load(path), reference::InputError) << "absmax at " << offset << " = " << value;
+      }
+    }
+    EXPECT_EQ(state_bytes(*target_owner), before);
+  }
+  {
+    // Nesterov's b, bf16 state: a bf16 NaN.
+    StepConfig config = all_format_configs(reference::OptimizerKind::nesterov)[2];  // fp32 params, bf16 state
+    ASSERT_EQ(config.state, StateFormat::bf16);
+    stepped(config, n, 11)->save(path);
+    std::vector<char> bad = read_all(path);
+    const std::uint16_t bf16_nan = 0x7FC0;
+    std::memcpy(bad.data() + header + 2 * 9, &bf16_nan, 2);
+    write_all(path, with_crc(bad));
+    CpuOptimizer target(config, n, 1);
+    EXPECT_THROW(target.load(path), reference::InputError);
+  }
+  std::filesystem::remove(path);
+}
+
+// Issue 16 item 18: what is not a regular file is refused before it is read -- a directory (std::ios_base::failure
+// before), a device such as /dev/zero (read without bound before), a FIFO (which would block) -- and so is a file
+// longer than this optimizer's (a sparse terabyte is refused at once, not read).
+TEST(FastpathStateFile, NonRegularAndOversizedFilesAreRefusedWithoutReading) {
+  StepConfig config = all_format_configs(reference::OptimizerKind::cgad)[0];
+  CpuOptimizer target(config, 100, 1);
+  const auto dir = temp_path("nonregular");
+  std::filesystem::create_directories(dir);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_THROW(target.load(dir), reference::InputError);
+  ASSERT_EQ(::mkfifo((dir / "fifo").c_str(), 0600), 0);
+  EXPECT_THROW(target.load(dir / "fifo"), reference::InputError);
+  if (::mknod((dir / "zero").c_str(), S_IFCHR | 0444, ::makedev(1, 5)) == 0) {  // our own /dev/zero, read only
+    EXPECT_THROW(target.load(dir / "zero"), reference::InputError);
+  }
+  {
+    std::ofstream(dir / "huge").put('C');
+  }
+  std::filesystem::resize_file(dir / "huge", std::uintmax_t{1} << 40);
+  EXPECT_THROW(target.load(dir / "huge"), reference::InputError);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 5.0);
+  std::filesystem::remove_all(dir);
+}
+
+// Issue 16 items 1 and 13: save() replaces only a regular file (or writes through a symlink to one), keeps its mode,
+// and refuses a FIFO or a device node instead of replacing it with a regular file.
+TEST(FastpathStateFile, SaveReplacesOnlyRegularFilesKeepingModeAndLinks) {
+  StepConfig config = all_format_configs(reference::OptimizerKind::cgad)[0];
+  const auto dir = temp_path("targets");
+  std::filesystem::create_directories(dir);
+  const auto saver = stepped(config, 100, 12);
+  ASSERT_EQ(::mkfifo((dir / "fifo").c_str(), 0600), 0);
+  EXPECT_THROW(saver->save(dir / "fifo"), reference::InputError);
+  EXPECT_TRUE(std::filesystem::is_fifo(dir / "fifo"));
+  if (::mknod((dir / "null").c_str(), S_IFCHR | 0666, ::makedev(1, 3)) == 0) {
+    EXPECT_THROW(saver->save(dir / "null"), reference::InputError);
+    EXPECT_TRUE(std::filesystem::is_character_file(dir / "null"));
+  }
+  saver->save(dir / "state.bin");
+  std::filesystem::permissions(dir / "state.bin", std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  std::filesystem::create_symlink("state.bin", dir / "link");
+  saver->save(dir / "link");
+  EXPECT_TRUE(std::filesystem::is_symlink(std::filesystem::symlink_status(dir / "link")));
+  EXPECT_EQ(std::filesystem::status(dir / "state.bin").permissions(),
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  CpuOptimizer loaded(config, 100, 1);
+  EXPECT_NO_THROW(loaded.load(dir / "link"));
+  EXPECT_EQ(state_bytes(loaded), state_bytes(*saver));
+  std::size_t entries = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) entries += entry.is_regular_file() && !entry.is_symlink();
+  EXPECT_EQ(entries, 1u) << "state.bin only: no temporary";
   std::filesystem::remove_all(dir);
 }
 

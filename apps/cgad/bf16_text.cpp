@@ -5,7 +5,6 @@
 
 #include <mpfr.h>
 
-#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -39,23 +38,45 @@ class Bf16ExponentRange {
 
 }  // namespace
 
+namespace {
+
+// A decimal of the grammar, correctly rounded to bf16 -- to ±Inf past its range (the caller decides whether that
+// is allowed); false if `text` is not such a decimal.
+bool round_decimal_to_bf16(const std::string& text, float& value) {
+  if (reference::classify_number_text(text) != reference::NumberText::decimal) return false;
+  Bf16ExponentRange range;
+  mpfr_t x;
+  mpfr_init2(x, kBf16Bits);
+  char* end = nullptr;
+  const int inexact = mpfr_strtofr(x, text.c_str(), &end, 10, MPFR_RNDN);
+  const bool complete = end == text.c_str() + text.size();
+  mpfr_subnormalize(x, inexact, MPFR_RNDN);  // gradual underflow below 2^-126, as bf16 stores it
+  value = mpfr_get_flt(x, MPFR_RNDN);        // exact: every bf16 is a float
+  mpfr_clear(x);
+  return complete;
+}
+
+}  // namespace
+
 fastpath::bf16 parse_bf16(std::string_view text, std::string_view what) {
   const std::string owned(text);
-  if (owned.empty() || std::isspace(static_cast<unsigned char>(owned.front()))) {
+  // The one number grammar (reference::classify_number_text), as for every other format: no hexadecimal, no
+  // white space, no NaN payload.
+  const reference::NumberText kind = reference::classify_number_text(owned);
+  if (kind == reference::NumberText::invalid) {
     throw reference::InputError(std::string(what) + ": '" + owned + "' is not a number");
   }
+  if (kind != reference::NumberText::decimal) {
+    return fastpath::round_nearest_even_bf16(reference::parse_real<float>(owned, what));  // ±inf, nan
+  }
   float value = 0;
-  {
-    Bf16ExponentRange range;
-    mpfr_t x;
-    mpfr_init2(x, kBf16Bits);
-    char* end = nullptr;
-    const int inexact = mpfr_strtofr(x, owned.c_str(), &end, 0, MPFR_RNDN);
-    const bool complete = end == owned.c_str() + owned.size();
-    mpfr_subnormalize(x, inexact, MPFR_RNDN);  // gradual underflow below 2^-126, as bf16 stores it
-    value = mpfr_get_flt(x, MPFR_RNDN);        // exact: every bf16 is a float
-    mpfr_clear(x);
-    if (!complete) throw reference::InputError(std::string(what) + ": '" + owned + "' is not a number");
+  if (!round_decimal_to_bf16(owned, value)) {
+    throw reference::InputError(std::string(what) + ": '" + owned + "' is not a number");
+  }
+  // A decimal past bf16's largest finite value rounds to infinity: refused, as float refuses "1e39", rather than
+  // silently stored as +Inf.
+  if (!std::isfinite(value)) {
+    throw reference::InputError(std::string(what) + ": '" + owned + "' is out of range for this format");
   }
   // The float holds a bf16 value exactly, so its top 16 bits are that bf16 (the low 16 are zero).
   return fastpath::round_nearest_even_bf16(value);
@@ -68,7 +89,8 @@ std::string bf16_to_decimal(fastpath::bf16 value) {
   for (int digits = 1; digits <= 9; ++digits) {
     char text[48];
     std::snprintf(text, sizeof text, "%.*g", digits, static_cast<double>(x));
-    if (parse_bf16(text, "bf16").bits == value.bits) return text;
+    float back = 0;
+    if (round_decimal_to_bf16(text, back) && fastpath::round_nearest_even_bf16(back).bits == value.bits) return text;
   }
   return reference::to_decimal(x);
 }

@@ -1,13 +1,25 @@
 #include "cli_support.hpp"
 
+#include "cgad/fastpath/atomic_file.hpp"
 #include "cgad/reference/errors.hpp"
 #include "cgad/reference/real.hpp"
 
-#include <fstream>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <thread>
+#include <vector>
+
 namespace cgad::cli {
+
+using reference::InputError;
 
 void add_precision_option(CLI::App& command, unsigned& bits) {
   bits = reference::kDefaultPrecisionBits;
@@ -18,37 +30,290 @@ unsigned apply_precision(unsigned requested_bits) {
   return reference::set_working_precision_bits(requested_bits);
 }
 
-std::filesystem::path create_temporary_file(const std::filesystem::path& dir, const std::string& stem) {
-  std::string pattern = (dir / ("." + stem + ".XXXXXX")).string();
-  const int fd = ::mkstemp(pattern.data());
-  if (fd < 0) throw reference::InputError("cannot create a temporary file in " + dir.string());
-  const ::mode_t umask = ::umask(0);  // reading the umask means setting it: put it back at once
-  ::umask(umask);
-  const bool moded = ::fchmod(fd, 0666 & ~umask) == 0;
-  ::close(fd);
-  if (!moded) {
-    ::unlink(pattern.c_str());
-    throw reference::InputError("cannot set the permissions of a temporary file in " + dir.string());
+namespace {
+
+std::string why(int error) { return std::strerror(error); }
+
+// Writes all of [data, data + size) to `fd`; false (errno set) on an error.
+bool write_all(int fd, const char* data, std::size_t size) {
+  while (size > 0) {
+    const ssize_t n = ::write(fd, data, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return false;
+    data += n;
+    size -= static_cast<std::size_t>(n);
   }
-  return pattern;
+  return true;
+}
+
+// An unnamed temporary file for the standard-output spool: O_TMPFILE where the filesystem has it, else a
+// mkstemp file unlinked at once (so a crash leaves nothing either way).
+int unnamed_temporary() {
+  const char* env = std::getenv("TMPDIR");
+  const std::string dir = env != nullptr && env[0] != '\0' ? env : "/tmp";
+  int fd = ::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  if (fd >= 0) return fd;
+  std::string pattern = dir + "/.cgad-stdout.XXXXXX";
+  fd = ::mkostemp(pattern.data(), O_CLOEXEC);
+  if (fd < 0) throw InputError("cannot create a temporary file in " + dir + " for standard output: " + why(errno));
+  ::unlink(pattern.c_str());
+  return fd;
+}
+
+}  // namespace
+
+// --- OutputFile -------------------------------------------------------------------------------------------------
+
+OutputFile::OutputFile(const std::string& path) : path_(path) {
+  if (path == "-") {
+    spool_fd_ = unnamed_temporary();
+    spool_ = std::make_unique<fastpath::FdOutputStream>(spool_fd_);
+  } else {
+    file_ = std::make_unique<fastpath::AtomicFile>(path);
+  }
+}
+
+OutputFile::~OutputFile() {
+  spool_.reset();
+  if (spool_fd_ >= 0) ::close(spool_fd_);
+}
+
+std::ostream& OutputFile::stream() { return file_ ? file_->stream() : *spool_; }
+
+bool OutputFile::replaces(dev_t device, ino_t inode) const { return file_ && file_->replaces(device, inode); }
+
+void OutputFile::commit() {
+  if (file_) {
+    file_->commit();
+    return;
+  }
+  auto& spool = static_cast<fastpath::FdOutputStream&>(*spool_);
+  spool.flush();
+  if (!spool) throw InputError("cannot spool standard output to a temporary file: " + why(spool.error()));
+  // Whatever else went to std::cout before comes first.
+  std::cout.flush();
+  std::fflush(stdout);
+  if (::lseek(spool_fd_, 0, SEEK_SET) != 0) throw InputError("cannot read back the standard-output spool: " + why(errno));
+  std::vector<char> chunk(1 << 16);
+  for (;;) {
+    const ssize_t n = ::read(spool_fd_, chunk.data(), chunk.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw InputError("cannot read back the standard-output spool: " + why(errno));
+    if (n == 0) break;
+    if (!write_all(STDOUT_FILENO, chunk.data(), static_cast<std::size_t>(n))) {
+      throw InputError("cannot write to standard output: " + why(errno));
+    }
+  }
 }
 
 void write_atomically(const std::filesystem::path& path, const std::function<void(std::ostream&)>& write) {
-  namespace fs = std::filesystem;
-  const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
-  const fs::path temporary = create_temporary_file(dir, path.filename().string());
-  try {
-    {
-      std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-      write(out);
-      out.flush();
-      if (!out) throw reference::InputError("cannot write " + temporary.string());
+  OutputFile output(path.string());
+  write(output.stream());
+  output.commit();
+}
+
+// --- InputFile --------------------------------------------------------------------------------------------------
+
+class InputFile::Buffer : public std::streambuf {
+ public:
+  Buffer(int fd, std::string path, std::vector<char> first) : fd_(fd), path_(std::move(path)), data_(std::move(first)) {
+    const std::size_t filled = data_.size();
+    data_.resize(std::max<std::size_t>(filled, 1 << 16));
+    setg(data_.data(), data_.data(), data_.data() + filled);
+  }
+
+ protected:
+  int_type underflow() override {
+    if (gptr() < egptr()) return traits_type::to_int_type(*gptr());
+    for (;;) {
+      const ssize_t n = ::read(fd_, data_.data(), data_.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) throw InputError("cannot read input '" + path_ + "': " + why(errno));
+      if (n == 0) return traits_type::eof();
+      setg(data_.data(), data_.data(), data_.data() + n);
+      return traits_type::to_int_type(*gptr());
     }
-    fs::rename(temporary, path);
+  }
+
+ private:
+  int fd_;
+  std::string path_;
+  std::vector<char> data_;
+};
+
+InputFile::InputFile(const std::string& path) {
+  const std::string shown = "'" + path + "'";
+  if (path.empty()) throw InputError("the input path is empty");
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) throw InputError("cannot open input file " + shown + ": " + why(errno));
+  if (S_ISDIR(st.st_mode)) throw InputError("input " + shown + " is a directory");
+  if (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode)) {
+    throw InputError("input " + shown + " is not a regular file, pipe or FIFO (a device or socket)");
+  }
+  // Non-blocking: opening a FIFO for reading would otherwise wait for a writer, without end if none comes.
+  fd_ = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd_ < 0) throw InputError("cannot open input file " + shown + ": " + why(errno));
+  try {
+    if (::fstat(fd_, &st) != 0 || (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode))) {
+      throw InputError("input " + shown + " is not a regular file, pipe or FIFO");
+    }
+    regular_ = S_ISREG(st.st_mode);
+    device_ = st.st_dev;
+    inode_ = st.st_ino;
+    std::vector<char> first;
+    if (!regular_) {
+      // An empty FIFO reads 0 (end of file) while no process has it open for writing, and fails with EAGAIN once
+      // one has: poll for either, for at most kFifoWriterWait seconds.
+      std::vector<char> chunk(1 << 16);
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(kFifoWriterWait);
+      for (;;) {
+        const ssize_t n = ::read(fd_, chunk.data(), chunk.size());
+        if (n > 0) {
+          first.assign(chunk.begin(), chunk.begin() + n);
+          break;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;  // a writer is there
+        if (n < 0) throw InputError("cannot read input " + shown + ": " + why(errno));
+        if (std::chrono::steady_clock::now() >= deadline) {
+          throw InputError("input " + shown + " is a pipe or FIFO that no process wrote to within " +
+                           std::to_string(kFifoWriterWait) + " s (no writer, or one that closed it empty)");
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+    }
+    // From here on, reads wait for data as long as a writer has the FIFO open.
+    const int flags = ::fcntl(fd_, F_GETFL);
+    if (flags < 0 || ::fcntl(fd_, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+      throw InputError("cannot read input " + shown + ": " + why(errno));
+    }
+    buffer_ = std::make_unique<Buffer>(fd_, path, std::move(first));
+    stream_ = std::make_unique<std::istream>(buffer_.get());
   } catch (...) {
-    std::error_code ignored;
-    fs::remove(temporary, ignored);
+    ::close(fd_);
     throw;
+  }
+}
+
+InputFile::~InputFile() {
+  stream_.reset();
+  buffer_.reset();
+  if (fd_ >= 0) ::close(fd_);
+}
+
+std::istream& InputFile::stream() { return *stream_; }
+
+// --- option values ----------------------------------------------------------------------------------------------
+
+namespace {
+
+bool all_digits(const std::string& text, std::size_t from) {
+  if (from >= text.size()) return false;
+  for (std::size_t i = from; i < text.size(); ++i) {
+    if (text[i] < '0' || text[i] > '9') return false;
+  }
+  return true;
+}
+
+// The check for one value of `option`, by the type CLI11 converts it to (its type name: INT, UINT, FLOAT, ...;
+// a list's is its element's). Integers lose their leading zeros here, so that CLI11's base-0 conversion reads
+// "010" as ten, not as octal eight.
+std::string check_value(std::string& value, const std::string& type) {
+  // CLI11 puts the option's name in front of each message.
+  if (value.empty()) return "empty value, expected " + std::string(type.rfind("TEXT", 0) == 0 ? "text" : "a number");
+  const bool unsigned_type = type.rfind("UINT", 0) == 0;
+  const bool integer = unsigned_type || type.rfind("INT", 0) == 0;
+  if (integer) {
+    const bool sign = value.front() == '+' || value.front() == '-';
+    if (!all_digits(value, sign ? 1 : 0)) return "'" + value + "' is not a decimal integer";
+    if (unsigned_type && value.front() == '-') return "must be a non-negative integer, got '" + value + "'";
+    const std::size_t first = value.find_first_not_of('0', sign ? 1 : 0);
+    const std::string digits = first == std::string::npos ? "0" : value.substr(first);
+    value = (sign && value.front() == '-' ? "-" : "") + digits;
+  } else if (type.rfind("FLOAT", 0) == 0) {
+    if (reference::classify_number_text(value) == reference::NumberText::invalid) {
+      return "'" + value + "' is not a number";
+    }
+  }
+  return {};
+}
+
+void install_on(CLI::App& app) {
+  for (CLI::Option* option : app.get_options()) {
+    if (option->get_type_size() == 0) continue;  // a flag: no value
+    const std::string type = option->get_type_name();
+    option->transform(CLI::Validator([type](std::string& value) { return check_value(value, type); }, "", "value check"));
+  }
+  for (CLI::App* sub : app.get_subcommands({})) install_on(*sub);
+}
+
+}  // namespace
+
+void install_value_checks(CLI::App& app) { install_on(app); }
+
+void check_list_items(const CLI::App& app, int argc, const char* const* argv) {
+  const CLI::App* command = &app;
+  const auto check = [](const CLI::Option* option, const std::string& value) {
+    const char delimiter = option->get_delimiter();
+    if (delimiter == '\0') return;
+    std::size_t start = 0;
+    for (;;) {
+      const std::size_t end = value.find(delimiter, start);
+      const std::string item = value.substr(start, end == std::string::npos ? std::string::npos : end - start);
+      if (value.empty()) throw InputError(option->get_name() + ": empty value, expected a list");
+      if (item.find_first_not_of(" \t") == std::string::npos) {
+        throw InputError(option->get_name() + ": an empty item in the list '" + value + "'");
+      }
+      if (end == std::string::npos) return;
+      start = end + 1;
+    }
+  };
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--") return;
+    if (arg.size() < 2 || arg[0] != '-') {
+      // A subcommand name switches the options that apply.
+      for (const CLI::App* sub : command->get_subcommands({})) {
+        if (sub->check_name(arg)) command = sub;
+      }
+      continue;
+    }
+    const std::size_t equals = arg.find('=');
+    const std::string flag = arg.substr(0, equals);
+    const CLI::Option* option = nullptr;
+    try {
+      option = command->get_option_no_throw(flag);
+    } catch (...) {
+      option = nullptr;
+    }
+    if (option == nullptr || option->get_delimiter() == '\0') continue;
+    if (equals != std::string::npos) {
+      check(option, arg.substr(equals + 1));
+      continue;
+    }
+    // The values that follow, up to the next option (a token starting with '-' that is not a negative number).
+    for (int j = i + 1; j < argc; ++j) {
+      const std::string value = argv[j];
+      if (value.size() > 1 && value[0] == '-' && !(value[1] >= '0' && value[1] <= '9')) break;
+      check(option, value);
+      if (option->get_expected_max() <= 1) break;
+      // A vector option takes several words; a word that is a subcommand name ends them.
+      bool subcommand = false;
+      for (const CLI::App* sub : command->get_subcommands({})) subcommand = subcommand || sub->check_name(value);
+      if (subcommand) break;
+    }
+  }
+}
+
+void finish_standard_output() {
+  const int earlier = errno;  // the error of the write that failed, if one did (best effort: errno may be stale)
+  std::cout.flush();
+  const bool stream_ok = static_cast<bool>(std::cout);
+  errno = 0;
+  const bool flushed = std::fflush(stdout) == 0;
+  const int error = errno != 0 ? errno : (stream_ok ? 0 : earlier);
+  if (!stream_ok || !flushed || std::ferror(stdout)) {
+    throw InputError("cannot write to standard output" + (error != 0 ? ": " + why(error) : std::string()));
   }
 }
 

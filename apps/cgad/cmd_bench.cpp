@@ -2,6 +2,9 @@
 #include "bench_summary.hpp"
 #include "commands.hpp"
 
+#include "cgad/fastpath/thread_pool.hpp"
+#include "cgad/reference/errors.hpp"
+
 #include <iostream>
 #include <memory>
 
@@ -15,6 +18,11 @@ struct BenchOptions {
 };
 
 void run_bench(const BenchOptions& options) {
+  // Refused before any stage starts (the pool would refuse it too, after the first stage's log line).
+  if (options.threads > fastpath::ThreadPool::kMaxThreads) {
+    throw reference::InputError("--threads must be at most " + std::to_string(fastpath::ThreadPool::kMaxThreads) +
+                                " (0: every core), got " + std::to_string(options.threads));
+  }
   const nlohmann::ordered_json summary = run_bench_summary({options.quick, options.threads});
   if (options.json) {
     std::cout << summary.dump(2) << "\n";
@@ -30,7 +38,7 @@ void add_bench_command(CLI::App& app) {
   CLI::App* command = app.add_subcommand("bench", "Summary benchmark: fast path vs copy, reference vs raw MPFR, CUDA");
   command->add_flag("--quick", options->quick, "small sizes, short samples (under 30 s)");
   command->add_flag("--json", options->json, "print JSON");
-  command->add_option("--threads", options->threads, "CPU threads (default: every core)");
+  command->add_option("--threads", options->threads, "CPU threads, at most 256 (default: every core)");
   command->callback([options] { run_bench(*options); });
 }
 

@@ -10,7 +10,6 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -91,9 +90,8 @@ void run_noise(const NoiseOptions& o) {
   if (!o.plot_dir.empty()) check_plot_target(std::filesystem::path(o.plot_dir) / "noise_v_rms.png");
   std::shared_ptr<const PseudoGradientStream> stream;
   if (!o.stream.empty()) {
-    std::ifstream in(o.stream);
-    if (!in) throw reference::InputError("noise: cannot open stream file '" + o.stream + "'");
-    stream = std::make_shared<const PseudoGradientStream>(read_stream(in, o.stream));
+    InputFile in(o.stream);  // the one rule for inputs (cli_support.hpp): files, pipes, FIFOs with a writer
+    stream = std::make_shared<const PseudoGradientStream>(read_stream(in.stream(), o.stream));
   }
   std::vector<NoiseScenario> scenarios;
   for (const auto& optimizer : o.optimizers) {

@@ -6,7 +6,6 @@
 #include "replay_fastpath.hpp"
 #include "replay_reference.hpp"
 
-#include <fstream>
 #include <iostream>
 #include <memory>
 
@@ -30,30 +29,34 @@ void run_replay(const ReplayOptions& options) {
     }
   }
   const unsigned bits = apply_precision(options.precision);  // also the precision of the decimal parse
-  std::ifstream in(options.input);
-  if (!in) throw reference::InputError("cannot open input file '" + options.input + "'");
-  const PseudoGradientStream stream = read_stream(in, options.input);
-  // Everything is computed before anything is written, and the file is replaced atomically: an error on
-  // event 900 leaves no 899-line file that looks like a result, and never clobbers an earlier output.
-  const bool reference_backend = options.backend == "reference";
-  const ReplayResult result =
-      reference_backend ? replay_reference(stream, options.input, options.optimizer, std::cerr)
-                        : replay_fastpath(stream, options.input, options.optimizer, options.fastpath, std::cerr);
-  const auto write_lines = [&](std::ostream& out) {
-    for (const auto& record : result.records) out << record.dump() << "\n";
-  };
-  if (options.output == "-") {
-    write_lines(std::cout);
-  } else {
-    write_atomically(options.output, write_lines);
+  // The input under cli_support's rule (regular file, pipe or FIFO; never a wait without end); the output
+  // checked before any work (a directory, a device node, "" are refused now, not after the last event).
+  InputFile input(options.input);
+  OutputFile output(options.output);
+  // Replacing the input by the output would destroy it (the same path, a symlink or a hard link to it).
+  if (output.replaces(input.device(), input.inode())) {
+    throw reference::InputError("--output '" + options.output + "' is the input file '" + options.input +
+                                "': it would be overwritten by the replay");
   }
+  StreamReader reader(input.stream(), options.input);
+  // Each record goes to the output's temporary as soon as it is computed (memory does not grow with the stream),
+  // and the temporary replaces the output only when every event has run: an error on event 900 leaves no
+  // 899-line file that looks like a result, and never clobbers an earlier output.
+  const bool reference_backend = options.backend == "reference";
+  const auto next = [&] { return reader.next(); };
+  const auto sink = [&](const nlohmann::ordered_json& record) { output.stream() << record.dump() << "\n"; };
+  const ReplayCounts result =
+      reference_backend
+          ? replay_reference(reader.header(), next, options.input, options.optimizer, std::cerr, sink)
+          : replay_fastpath(reader.header(), next, options.input, options.optimizer, options.fastpath, std::cerr, sink);
+  output.commit();
   const std::string how = reference_backend ? "reference, " + std::to_string(bits) + "-bit MPFR"
                                             : "fastpath on " + options.fastpath.device + ", " + options.fastpath.params +
                                                   " params, " + options.fastpath.state + " state (" +
                                                   options.fastpath.q8_semantics + " semantics), " +
                                                   options.fastpath.rounding + " rounding";
   std::cerr << "cgad replay: " << options.optimizer.optimizer << " (" << how << "): "
-            << result.records.size() << " events, " << result.nonfinite << " skipped for non-finite gradients, "
+            << result.events << " events, " << result.nonfinite << " skipped for non-finite gradients, "
             << result.zero_gate << " skipped at a zero gate, " << result.overflowing
             << " skipped for overflowing gradients -> " << options.output << "\n";
 }
@@ -67,9 +70,13 @@ void add_replay_command(CLI::App& app) {
       ->check(CLI::IsMember({"reference", "fastpath"}))
       ->capture_default_str();
   command->add_option("--input", options->input,
-                      "JSON-lines stream: {\"params\":[...],\"tensors\":[n0,...]} then {\"grad\":[...],\"tau\":k}")
+                      "JSON-lines stream: {\"params\":[...],\"tensors\":[n0,...]} then {\"grad\":[...],\"tau\":k}; a "
+                      "regular file, or a pipe or FIFO read as a stream (/dev/stdin, <(...))")
       ->required();
-  command->add_option("--output", options->output, "JSON-lines result, one line per event ('-' for stdout)")->required();
+  command->add_option("--output", options->output,
+                      "JSON-lines result, one line per event ('-' for stdout); replaces a regular file atomically "
+                      "(through a symlink), never a device, FIFO, directory or the input")
+      ->required();
   add_optimizer_options(*command, options->optimizer);
   options->fastpath_flags = add_fastpath_options(*command, options->fastpath);
   add_precision_option(*command, options->precision);

@@ -22,6 +22,9 @@ struct OptimizerOptions {
   std::string on_zero_gate = "apply";
 };
 
+// The largest --tau-cut: 2^24, the largest integer up to which float holds every integer exactly.
+inline constexpr std::int64_t kMaxTauCut = std::int64_t{1} << 24;
+
 void add_optimizer_options(CLI::App& command, OptimizerOptions& options);
 
 template <reference::RealScalar Real>
@@ -41,7 +44,13 @@ reference::OptimizerConfig<Real> optimizer_config(const OptimizerOptions& option
   if (options.weight_decay) config.adam.weight_decay = parse_real<Real>(*options.weight_decay, "weight-decay");
   if (options.momentum) config.nesterov.momentum = parse_real<Real>(*options.momentum, "momentum");
   config.alpha = parse_real<Real>(options.alpha, "alpha");
-  if (options.tau_cut < 1) throw reference::InputError("tau-cut must be an integer >= 1, got " + std::to_string(options.tau_cut));
+  // The fast path holds τ_cut in float (and decides the gate in double from it), which is exact for integers up
+  // to 2^24 only: at --tau-cut 16777217 it held 16777216 and skipped τ = 16777216, which the reference (τ < τ_cut)
+  // applies. Every backend takes the same range, so a command means the same gate whichever runs it.
+  if (options.tau_cut < 1 || options.tau_cut > kMaxTauCut) {
+    throw reference::InputError("tau-cut must be an integer in [1, 2^24 = 16777216] (the largest the fast path's "
+                                "float holds exactly), got " + std::to_string(options.tau_cut));
+  }
   config.tau_cut = Real(options.tau_cut);
   config.buffer = options.buffer;
   config.fragments = options.fragments;
@@ -51,6 +60,12 @@ reference::OptimizerConfig<Real> optimizer_config(const OptimizerOptions& option
     config.on_zero_gate = reference::ZeroGatePolicy::skip;
   } else {
     throw reference::InputError("on-zero-gate must be apply or skip, got '" + options.on_zero_gate + "'");
+  }
+  // The ranges that keep a user's finite input finite (hyperparams.hpp, validate_range), for the optimizer run.
+  if (reference::is_adam_family(config.kind)) {
+    reference::validate_range(config.adam);
+  } else {
+    reference::validate_range(config.nesterov);
   }
   return config;
 }

@@ -1,103 +1,128 @@
 #include "plot.hpp"
 
-#include "cli_support.hpp"
-
+#include "cgad/fastpath/atomic_file.hpp"
 #include "cgad/reference/errors.hpp"
 
-#include <cstdio>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdlib>
-#include <fstream>
+#include <cstring>
+#include <sstream>
+
+extern char** environ;
 
 namespace cgad::cli {
 
 namespace {
 
-// A temporary file next to `beside` (same filesystem, so rename is atomic), removed on scope exit.
-class TempFile {
- public:
-  TempFile(const std::filesystem::path& dir, const std::string& stem) : path_(create_temporary_file(dir, stem)) {}
-  ~TempFile() {
-    std::error_code ignored;
-    std::filesystem::remove(path_, ignored);
-  }
-  TempFile(const TempFile&) = delete;
-  TempFile& operator=(const TempFile&) = delete;
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
-
-// A gnuplot string literal: inside single quotes gnuplot reads '' as one quote.
+// A gnuplot string literal: inside single quotes gnuplot reads '' as one quote. A control character (a newline
+// above all) would end the command and start another, so each becomes a space: no text can become a command.
 std::string quoted(const std::string& text) {
   std::string out = "'";
-  for (char c : text) out += (c == '\'') ? std::string("''") : std::string(1, c);
+  for (char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '\'') {
+      out += "''";
+    } else {
+      out += (u < 0x20 || u == 0x7F) ? ' ' : c;
+    }
+  }
   return out + "'";
 }
 
-// A POSIX shell word: inside single quotes nothing is special, and a quote is spelled '\''.
-std::string shell_quoted(const std::string& text) {
-  std::string out = "'";
-  for (char c : text) out += (c == '\'') ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
+bool write_all(int fd, const std::string& text) {
+  const char* data = text.data();
+  std::size_t size = text.size();
+  while (size > 0) {
+    const ssize_t n = ::write(fd, data, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return false;
+    data += n;
+    size -= static_cast<std::size_t>(n);
+  }
+  return true;
 }
 
-}  // namespace
-
-namespace {
-std::filesystem::path directory_of(const std::filesystem::path& target) {
-  return target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
+// The whole gnuplot script: the data as inline datablocks and the PNG to standard output, so that neither a path
+// nor a file name ever appears in it.
+std::string script_of(const PlotSpec& spec) {
+  std::ostringstream out;
+  out.precision(17);
+  out << "set terminal pngcairo size 1000,650 noenhanced\nset output\n"
+      << "set title " << quoted(spec.title) << "\nset xlabel " << quoted(spec.xlabel) << "\nset ylabel "
+      << quoted(spec.ylabel) << "\n"
+      << "set key outside below\nset grid\n";  // below: long series names would squeeze the plot from the right
+  if (spec.log_x) out << "set logscale x 2\n";
+  if (spec.log_y) out << "set logscale y\n";
+  for (std::size_t i = 0; i < spec.series.size(); ++i) {
+    const PlotSeries& s = spec.series[i];
+    out << "$data" << i << " << EOD\n";
+    for (std::size_t k = 0; k < s.x.size(); ++k) out << s.x[k] << ' ' << s.y[k] << '\n';
+    out << "EOD\n";
+  }
+  out << "plot ";
+  for (std::size_t i = 0; i < spec.series.size(); ++i) {
+    out << (i ? ", " : "") << "$data" << i << " using 1:2 with " << (spec.series[i].points ? "linespoints" : "lines");
+    if (spec.series[i].color >= 0) out << " linecolor " << spec.series[i].color + 1;
+    if (spec.series[i].dashed) out << " dashtype 2";
+    out << " title " << quoted(spec.series[i].title);
+  }
+  out << "\n";
+  return out.str();
 }
+
 }  // namespace
 
 void check_plot_target(const std::filesystem::path& target) {
   if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) {
     throw reference::InputError("--plot needs gnuplot on PATH (Debian package gnuplot-nox), which is missing");
   }
-  if (target.filename().empty()) throw reference::InputError("--plot needs a file name, got '" + target.string() + "'");
-  std::error_code error;
-  if (!std::filesystem::is_directory(directory_of(target), error)) {
-    throw reference::InputError("--plot: no such directory: " + directory_of(target).string());
-  }
+  // The rules of every output (atomic_file.hpp): a missing or regular file in an existing directory. Opening the
+  // temporary and dropping it checks exactly that, and leaves nothing behind.
+  fastpath::AtomicFile probe(target);
 }
 
 void plot_png(const std::filesystem::path& target, const PlotSpec& spec) {
   check_plot_target(target);
-  const std::filesystem::path dir = directory_of(target);
-  const std::string stem = target.filename().string();
-  TempFile data(dir, stem + ".dat"), script(dir, stem + ".gp"), image(dir, stem + ".png");
-  {
-    std::ofstream out(data.path());
-    out.precision(17);
-    for (const auto& s : spec.series) {
-      for (std::size_t i = 0; i < s.x.size(); ++i) out << s.x[i] << ' ' << s.y[i] << '\n';
-      out << "\n\n";  // gnuplot data-set separator: `index i` selects series i
-    }
-    if (!out) throw reference::InputError("cannot write the plot data beside " + target.string());
+  // gnuplot reads the script on its standard input and writes the PNG on its standard output, which is the
+  // atomic temporary of the target: no data, script or image file of our own, and no shell -- the child is
+  // started with an argument vector, so no path or title can reach a command interpreter.
+  fastpath::AtomicFile image(target);
+  int script_pipe[2];
+  if (::pipe2(script_pipe, O_CLOEXEC) != 0) throw reference::InputError("cannot start gnuplot: " + std::string(std::strerror(errno)));
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, script_pipe[0], STDIN_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, image.fd(), STDOUT_FILENO);
+  char program[] = "gnuplot";
+  char* const arguments[] = {program, nullptr};
+  pid_t child = 0;
+  const int spawned = ::posix_spawnp(&child, program, &actions, nullptr, arguments, environ);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(script_pipe[0]);
+  if (spawned != 0) {
+    ::close(script_pipe[1]);
+    throw reference::InputError("cannot start gnuplot: " + std::string(std::strerror(spawned)));
   }
-  {
-    std::ofstream out(script.path());
-    out << "set terminal pngcairo size 1000,650 noenhanced\n"
-        << "set output " << quoted(image.path().string()) << "\n"
-        << "set title " << quoted(spec.title) << "\nset xlabel " << quoted(spec.xlabel) << "\nset ylabel "
-        << quoted(spec.ylabel) << "\n"
-        << "set key outside below\nset grid\n";  // below: long series names would squeeze the plot from the right
-    if (spec.log_x) out << "set logscale x 2\n";
-    if (spec.log_y) out << "set logscale y\n";
-    out << "plot ";
-    for (std::size_t i = 0; i < spec.series.size(); ++i) {
-      out << (i ? ", " : "") << quoted(data.path().string()) << " index " << i << " using 1:2 with "
-          << (spec.series[i].points ? "linespoints" : "lines");
-      if (spec.series[i].color >= 0) out << " linecolor " << spec.series[i].color + 1;
-      if (spec.series[i].dashed) out << " dashtype 2";
-      out << " title " << quoted(spec.series[i].title);
-    }
-    out << "\n";
-    if (!out) throw reference::InputError("cannot write the gnuplot script beside " + target.string());
+  // gnuplot may stop reading early (a script error): a write to the closed pipe must fail, not kill cgad.
+  struct sigaction ignore {}, previous {};
+  ignore.sa_handler = SIG_IGN;
+  ::sigaction(SIGPIPE, &ignore, &previous);
+  const bool sent = write_all(script_pipe[1], script_of(spec));
+  ::close(script_pipe[1]);
+  ::sigaction(SIGPIPE, &previous, nullptr);
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
   }
-  const std::string command = "gnuplot " + shell_quoted(script.path().string()) + " 1>&2";
-  if (std::system(command.c_str()) != 0) throw reference::InputError("gnuplot failed to draw " + target.string());
-  std::filesystem::rename(image.path(), target);
+  if (!sent || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    throw reference::InputError("gnuplot failed to draw " + target.string());
+  }
+  image.commit();
 }
 
 }  // namespace cgad::cli

@@ -49,33 +49,35 @@ std::vector<CLI::Option*> add_fastpath_options(CLI::App& command, FastpathOption
   };
 }
 
-ReplayResult replay_fastpath(const PseudoGradientStream& stream, const std::string& source,
-                             const OptimizerOptions& optimizer, const FastpathOptions& options, std::ostream& notes) {
+ReplayCounts replay_fastpath(const StreamHeader& header, const EventSource& next, const std::string& source,
+                             const OptimizerOptions& optimizer, const FastpathOptions& options, std::ostream& notes,
+                             const RecordSink& sink) {
   const fastpath::StepConfig config = step_config(optimizer, options);
   FastpathParams params;
-  params.tensors = stream.tensors;
+  params.tensors = header.tensors;
   if (config.params == fastpath::ParamFormat::bf16) {
-    for (std::size_t i = 0; i < stream.params.size(); ++i) {
-      params.bf16.push_back(parse_bf16(stream.params[i], source + ":params[" + std::to_string(i) + "]"));
+    for (std::size_t i = 0; i < header.params.size(); ++i) {
+      params.bf16.push_back(parse_bf16(header.params[i], source + ":params[" + std::to_string(i) + "]"));
     }
   } else {
-    params.fp32 = parse_numbers<float>(stream.params, source + ":params");
+    params.fp32 = parse_numbers<float>(header.params, source + ":params");
   }
   const std::unique_ptr<FastpathEngine> engine = make_fastpath_engine(options.device, config, std::move(params));
-  ReplayResult result;
-  std::vector<float> buffer(stream.params.size());
-  for (std::size_t i = 0; i < stream.events.size(); ++i) {
-    const StreamEvent& event = stream.events[i];
-    const std::string where = source + ":" + std::to_string(event.line);
-    const std::vector<float> grad = parse_numbers<float>(event.grad, where + ": grad");
+  ReplayCounts counts;
+  std::vector<float> buffer(header.params.size());
+  for (std::size_t i = 0;; ++i) {
+    const std::optional<StreamEvent> event = next();
+    if (!event) break;
+    const std::string where = source + ":" + std::to_string(event->line);
+    const std::vector<float> grad = parse_numbers<float>(event->grad, where + ": grad");
     fastpath::StepReport report;
     try {
-      report = engine->step(grad, event.tau, event.fragment);
+      report = engine->step(grad, event->tau, event->fragment);
     } catch (const reference::InputError& e) {
       throw reference::InputError(where + ": " + e.what());
     }
     engine->advance_round();
-    nlohmann::ordered_json record = event_record(i, event, report, where, result, notes);
+    nlohmann::ordered_json record = event_record(i, *event, report, where, counts, notes);
     const FastpathParams& now = engine->params();
     if (!now.bf16.empty()) {
       nlohmann::ordered_json values = nlohmann::ordered_json::array();
@@ -91,9 +93,10 @@ ReplayResult replay_fastpath(const PseudoGradientStream& stream, const std::stri
     }
     for (const auto& counter : engine->counters()) state[counter.name] = counter.values;
     record["state"] = std::move(state);
-    result.records.push_back(std::move(record));
+    ++counts.events;
+    sink(record);
   }
-  return result;
+  return counts;
 }
 
 }  // namespace cgad::cli

@@ -32,7 +32,9 @@ void apply_fastpath_options(const FastpathOptions& options, fastpath::StepConfig
 // would be silently ignored (the reference backend).
 std::vector<CLI::Option*> add_fastpath_options(CLI::App& command, FastpathOptions& options);
 
-ReplayResult replay_fastpath(const PseudoGradientStream& stream, const std::string& source,
-                             const OptimizerOptions& optimizer, const FastpathOptions& fastpath, std::ostream& notes);
+// The fast-path replay, streaming as replay_reference does.
+ReplayCounts replay_fastpath(const StreamHeader& header, const EventSource& next, const std::string& source,
+                             const OptimizerOptions& optimizer, const FastpathOptions& fastpath, std::ostream& notes,
+                             const RecordSink& sink);
 
 }  // namespace cgad::cli

@@ -19,7 +19,7 @@ nlohmann::ordered_json decimal_array(std::span<const mpfr_real> values) {
 
 template <reference::RealScalar Real>
 nlohmann::ordered_json event_record(std::size_t index, const StreamEvent& event, const reference::StepReport<Real>& report,
-                                    const std::string& where, ReplayResult& result, std::ostream& notes) {
+                                    const std::string& where, ReplayCounts& result, std::ostream& notes) {
   nlohmann::ordered_json record{{"event", index},
                                 {"tau", event.tau},
                                 {"fragment", event.fragment},
@@ -43,36 +43,54 @@ nlohmann::ordered_json event_record(std::size_t index, const StreamEvent& event,
   return record;
 }
 template nlohmann::ordered_json event_record<float>(std::size_t, const StreamEvent&, const reference::StepReport<float>&,
-                                                    const std::string&, ReplayResult&, std::ostream&);
+                                                    const std::string&, ReplayCounts&, std::ostream&);
 template nlohmann::ordered_json event_record<mpfr_real>(std::size_t, const StreamEvent&,
                                                         const reference::StepReport<mpfr_real>&, const std::string&,
-                                                        ReplayResult&, std::ostream&);
+                                                        ReplayCounts&, std::ostream&);
 
-ReplayResult replay_reference(const PseudoGradientStream& stream, const std::string& source,
-                              const OptimizerOptions& options, std::ostream& notes) {
+ReplayCounts replay_reference(const StreamHeader& header, const EventSource& next, const std::string& source,
+                              const OptimizerOptions& options, std::ostream& notes, const RecordSink& sink) {
   const auto config = optimizer_config<mpfr_real>(options);
-  std::vector<mpfr_real> params = parse_numbers<mpfr_real>(stream.params, source + ":params");
+  std::vector<mpfr_real> params = parse_numbers<mpfr_real>(header.params, source + ":params");
   const auto optimizer = reference::make_optimizer(config, params.size());
-  ReplayResult result;
-  for (std::size_t i = 0; i < stream.events.size(); ++i) {
-    const StreamEvent& event = stream.events[i];
-    const std::string where = source + ":" + std::to_string(event.line);
-    const std::vector<mpfr_real> grad = parse_numbers<mpfr_real>(event.grad, where + ": grad");
+  ReplayCounts counts;
+  for (std::size_t i = 0;; ++i) {
+    const std::optional<StreamEvent> event = next();
+    if (!event) break;
+    const std::string where = source + ":" + std::to_string(event->line);
+    const std::vector<mpfr_real> grad = parse_numbers<mpfr_real>(event->grad, where + ": grad");
     reference::StepReport<mpfr_real> report;
     try {
-      report = optimizer->apply(params, {grad, event.tau, event.fragment});
+      report = optimizer->apply(params, {grad, event->tau, event->fragment});
     } catch (const reference::InputError& e) {
       throw reference::InputError(where + ": " + e.what());
     }
     optimizer->advance_round();
-    nlohmann::ordered_json record = event_record(i, event, report, where, result, notes);
+    nlohmann::ordered_json record = event_record(i, *event, report, where, counts, notes);
     record["params"] = decimal_array(params);
     nlohmann::ordered_json state = nlohmann::ordered_json::object();
     for (const auto& buffer : optimizer->buffers()) state[buffer.name] = decimal_array(buffer.values);
     for (const auto& counter : optimizer->counters()) state[counter.name] = counter.values;
     record["state"] = std::move(state);
-    result.records.push_back(std::move(record));
+    ++counts.events;
+    sink(record);
   }
+  return counts;
+}
+
+EventSource events_of(const PseudoGradientStream& stream) {
+  return [&stream, i = std::size_t{0}]() mutable -> std::optional<StreamEvent> {
+    if (i == stream.events.size()) return std::nullopt;
+    return stream.events[i++];
+  };
+}
+
+ReplayResult replay_reference(const PseudoGradientStream& stream, const std::string& source,
+                              const OptimizerOptions& options, std::ostream& notes) {
+  ReplayResult result;
+  static_cast<ReplayCounts&>(result) =
+      replay_reference(stream, events_of(stream), source, options, notes,
+                       [&](const nlohmann::ordered_json& record) { result.records.push_back(record); });
   return result;
 }
 

@@ -107,7 +107,8 @@ CGAD_CPU_CLONES void step_block(const StepArgs& chunk) {
 }
 
 // Whether any of values[0..count) would be refused: NaN or ±Inf (all exponent bits set), or — when `sigma`
-// is not 0 (the Adam family) — the overflow rule (refuses_event, element_update.hpp). A branch-free OR over the
+// is not 0 (an applied event of any optimizer: the Adam family, and Nesterov and SDM with σ = 1 or 1/(1 + τ)) —
+// the overflow rule (refuses_event, element_update.hpp). A branch-free OR over the
 // chunk, so that the scan vectorizes; the caller then looks for the first such index.
 CGAD_CPU_CLONES bool any_refused(const float* values, std::uint64_t count, float sigma) {
   std::uint32_t found = 0;
@@ -177,7 +178,9 @@ StepReport CpuOptimizer::run(std::size_t params_size, float* params_fp32, bf16* 
   // reference's: a NaN/Inf event is reported as such even when the gate would have skipped it; then a zero-gate
   // skip (which still synchronizes the fragment); then an overflow.
   constexpr std::uint64_t kNone = std::numeric_limits<std::uint64_t>::max();
-  const float sigma = planner_.adam_family() && plan.report.applied ? plan.report.sigma : 0.0f;
+  // The overflow rule of every optimizer (the Adam family's, and since issue 16 Nesterov's and SDM's, whose σ is
+  // 1 or 1/(1 + τ)); σ = 0 where the event is not applied, so that only NaN/Inf is looked for.
+  const float sigma = plan.report.applied ? plan.report.sigma : 0.0f;
   std::atomic<std::uint64_t> first_nonfinite{kNone}, first_overflow{kNone};
   const auto lower_to = [](std::atomic<std::uint64_t>& first, std::uint64_t i) {
     std::uint64_t seen = first.load();

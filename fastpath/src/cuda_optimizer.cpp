@@ -151,7 +151,9 @@ struct CudaOptimizer::Impl {
       view.map = maps.data + (planner.adam_family() && k == 1 ? 1 : 0);
     }
     // The scan runs even when the gate skips the event: the reference reports NaN/Inf first.
-    const float sigma = planner.adam_family() && plan.report.applied ? plan.report.sigma : 0.0f;
+    // The overflow rule of every optimizer (the Adam family's, and since issue 16 Nesterov's and SDM's, whose σ is
+    // 1 or 1/(1 + τ)); σ = 0 where the event is not applied, so that only NaN/Inf is looked for.
+    const float sigma = plan.report.applied ? plan.report.sigma : 0.0f;
     check(cudaMemsetAsync(first_refused.data, 0xFF, 2 * sizeof(unsigned long long), stream), "cudaMemsetAsync");
     check(cuda::launch_refusal_scan(grad, grad_size, sigma, first_refused.data, stream), "refusal scan launch");
     if (plan.report.applied) {

@@ -4,13 +4,18 @@
 
 #include <boost/crc.hpp>
 
+#include "cgad/fastpath/atomic_file.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <bit>
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 namespace cgad::fastpath {
@@ -95,6 +100,81 @@ constexpr const char* kConfigNames[15] = {"optimizer", "parameter format", "stat
                                           "on_zero_gate", "lr", "beta1", "beta2", "eps", "weight_decay",
                                           "nesterov lr", "momentum", "alpha", "tau_cut", "q8 semantics"};
 
+// The exact size of a file for this optimizer: what write_state_file writes.
+std::size_t expected_size(const StepPlanner& planner, const HostState& state) {
+  std::size_t size = sizeof kMagic + 4 + 15 * 4 + 8 + 8 + 8 + 8 + 8 + 8 * planner.tensor_sizes().size() + 8 + 8 +
+                     16 * planner.config().fragments + 4;
+  for (int k = 0; k < state.moments; ++k) {
+    size += 4 * state.fp32[k].size() + 2 * state.half[k].size() + state.codes[k].size() + 4 * state.absmax[k].size();
+  }
+  return size;
+}
+
+// The file's bytes, refusing (InputError) what is not a regular file -- a directory, a device such as /dev/zero
+// that would be read without end, a FIFO that could block forever -- and any file longer than `limit` (the size
+// a file for this optimizer has), before reading it.
+std::vector<unsigned char> read_bounded(const std::filesystem::path& path, const std::string& what, std::size_t limit) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) throw reference::InputError("cannot open " + what + ": " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) {
+    throw reference::InputError(what + (S_ISDIR(st.st_mode) ? " is a directory" : " is not a regular file"));
+  }
+  // O_NONBLOCK: should the path have become a FIFO since the stat, opening it must not wait for a writer.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) throw reference::InputError("cannot open " + what + ": " + std::strerror(errno));
+  std::vector<unsigned char> bytes;
+  try {
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) throw reference::InputError(what + " is not a regular file");
+    if (static_cast<std::uint64_t>(st.st_size) > limit) {
+      throw reference::InputError(what + " has " + std::to_string(st.st_size) + " bytes, more than the " +
+                                  std::to_string(limit) + " a state file of this optimizer has");
+    }
+    // One byte more than the limit is asked for, so a file that grew since the fstat is still caught.
+    bytes.resize(limit + 1);
+    std::size_t got = 0;
+    while (got < bytes.size()) {
+      const ssize_t n = ::read(fd, bytes.data() + got, bytes.size() - got);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) throw reference::InputError("cannot read " + what + ": " + std::strerror(errno));
+      if (n == 0) break;
+      got += static_cast<std::size_t>(n);
+    }
+    if (got > limit) throw reference::InputError(what + " is longer than a state file of this optimizer");
+    bytes.resize(got);
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  ::close(fd);
+  return bytes;
+}
+
+// A checksum proves only that the bytes are the ones written; a hand-made file with a recomputed CRC could still
+// hold a state no step can reach and that would turn the next step's parameters into NaN while it reports
+// "applied". Every moment must be finite, the Adam family's v must be >= 0, and every q8 block's absmax finite
+// and >= 0 (q8 codes are all valid: any byte is an index into the 256-entry map).
+void validate_contents(const HostState& s, bool adam_family, const Reader& r) {
+  const auto check = [&](float x, int k, std::size_t i, const char* where) {
+    const bool second = adam_family && k == 1;
+    if (!std::isfinite(x) || (second && x < 0.0f)) {
+      r.fail(std::string("holds an impossible ") + where + " " + (adam_family ? (k == 0 ? "m" : "v") : "b") + "[" +
+             std::to_string(i) + "] = " + reference::to_decimal(x) +
+             (second ? " (v must be finite and >= 0)" : " (moments must be finite)"));
+    }
+  };
+  for (int k = 0; k < s.moments; ++k) {
+    for (std::size_t i = 0; i < s.fp32[k].size(); ++i) check(s.fp32[k][i], k, i, s.format == StateFormat::q8 ? "fp32-fallback" : "fp32");
+    for (std::size_t i = 0; i < s.half[k].size(); ++i) check(to_float(s.half[k][i]), k, i, "bf16");
+    for (std::size_t i = 0; i < s.absmax[k].size(); ++i) {
+      const float a = s.absmax[k][i];
+      if (!std::isfinite(a) || a < 0.0f) {
+        r.fail(std::string("holds an impossible q8 absmax ") + std::to_string(i) + " = " + reference::to_decimal(a) +
+               " of " + (adam_family ? (k == 0 ? "m" : "v") : "b") + " (it must be finite and >= 0)");
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void write_state_file(const std::filesystem::path& path, const StepPlanner& planner, const HostState& state) {
@@ -130,31 +210,12 @@ void write_state_file(const std::filesystem::path& path, const StepPlanner& plan
   }
   w.put(crc32(w.bytes.data(), w.bytes.size()));
 
-  std::filesystem::path temporary = path;
-  temporary += ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    out.write(reinterpret_cast<const char*>(w.bytes.data()), static_cast<std::streamsize>(w.bytes.size()));
-    out.flush();
-    if (!out) {
-      std::error_code ignored;
-      std::filesystem::remove(temporary, ignored);
-      throw reference::InputError("cannot write state file " + path.string());
-    }
-  }
-  std::error_code error;
-  std::filesystem::rename(temporary, path, error);
-  if (error) {
-    std::filesystem::remove(temporary, error);
-    throw reference::InputError("cannot write state file " + path.string() + ": rename failed");
-  }
+  write_file_atomically(path, w.bytes.data(), w.bytes.size());
 }
 
 LoadedState read_state_file(const std::filesystem::path& path, const StepPlanner& planner, const HostState& current) {
   const std::string what = "state file " + path.string();
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw reference::InputError("cannot open " + what);
-  const std::vector<unsigned char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::vector<unsigned char> bytes = read_bounded(path, what, expected_size(planner, current));
   constexpr std::size_t kMinimum = sizeof kMagic + 4 + 4;
   if (bytes.size() < kMinimum) throw reference::InputError(what + " is truncated");
   if (std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0) {
@@ -224,6 +285,7 @@ LoadedState read_state_file(const std::filesystem::path& path, const StepPlanner
     }
   }
   if (r.position() != body) r.fail("has " + std::to_string(body - r.position()) + " unexpected trailing bytes");
+  validate_contents(loaded.state, planner.adam_family(), r);
   return loaded;
 }
 

@@ -1,23 +1,50 @@
 #include "cgad/fastpath/thread_pool.hpp"
 
+#include "cgad/reference/errors.hpp"
+
 #include <algorithm>
+#include <exception>
+#include <string>
 
 namespace cgad::fastpath {
 
 ThreadPool::ThreadPool(unsigned threads)
-    : threads_(threads == 0 ? std::max(1u, std::thread::hardware_concurrency()) : threads) {
-  workers_.reserve(threads_ - 1);
-  for (unsigned i = 1; i < threads_; ++i) workers_.emplace_back([this, i] { worker(i); });
+    : threads_(threads == 0 ? std::max(1u, std::min(std::thread::hardware_concurrency(), kMaxThreads)) : threads) {
+  if (threads_ > kMaxThreads) {
+    throw reference::InputError("threads must be at most " + std::to_string(kMaxThreads) + " (the step is bound by "
+                                "memory bandwidth, and every step wakes every thread), got " + std::to_string(threads));
+  }
+  const unsigned wanted = threads_;
+  try {
+    workers_.reserve(wanted - 1);
+    for (unsigned i = 1; i < wanted; ++i) workers_.emplace_back([this, i] { worker(i); });
+  } catch (const std::exception& e) {
+    if (threads != 0) {
+      // A thread could not be created (memory, RLIMIT_NPROC, ulimit -v): the ones already running wait on start_,
+      // and leaving them there would hang in the condition variable's destructor (or std::terminate on a
+      // joinable std::thread). Stop and join them, then say so.
+      stop_workers();
+      throw reference::InputError("cannot start " + std::to_string(wanted) + " threads (" + e.what() +
+                                  "); ask for fewer");
+    }
+    // Picked for the caller (threads = 0): run with the workers that did start, plus the caller's thread. They
+    // have run nothing yet, and read threads_ only under the mutex once a job is posted.
+    threads_ = static_cast<unsigned>(workers_.size()) + 1;
+  }
 }
 
-ThreadPool::~ThreadPool() {
+void ThreadPool::stop_workers() noexcept {
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
   }
   start_.notify_all();
-  for (auto& thread : workers_) thread.join();
+  for (auto& thread : workers_) {
+    if (thread.joinable()) thread.join();
+  }
 }
+
+ThreadPool::~ThreadPool() { stop_workers(); }
 
 void ThreadPool::run_part(unsigned part) {
   // Part p covers [⌊p·count/T⌋, ⌊(p+1)·count/T⌋); the 128-bit product cannot overflow.

@@ -6,7 +6,9 @@
 
 #include <cctype>
 #include <charconv>
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 
 namespace cgad::reference {
@@ -24,6 +26,14 @@ unsigned set_working_precision_bits(unsigned bits) {
   return working_precision_bits();
 }
 
+void release_mpfr_caches_at_thread_exit() {
+  struct Release {
+    ~Release() { mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE); }
+  };
+  thread_local Release release;
+  (void)release;
+}
+
 unsigned working_precision_bits() {
   return static_cast<unsigned>(boost::multiprecision::detail::digits10_2_2(mpfr_real::default_precision()));
 }
@@ -33,24 +43,103 @@ namespace {
 [[noreturn]] void refuse(std::string_view text, std::string_view what) {
   throw InputError(std::string(what) + ": '" + std::string(text) + "' is not a number");
 }
+[[noreturn]] void out_of_range(std::string_view text, std::string_view what) {
+  throw InputError(std::string(what) + ": '" + std::string(text) + "' is out of range for this format");
+}
+
+bool digit(char c) { return c >= '0' && c <= '9'; }
+
+bool equal_ignoring_case(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(a[i])) != b[i]) return false;
+  }
+  return true;
+}
+
+// Whether a decimal of the grammar (sign already removed), known not to be zero, is below 1 in magnitude: the
+// position of its first nonzero digit relative to the decimal point, plus its exponent, is negative. Used only
+// to tell an underflow from an overflow when from_chars says "out of range"; the exponent saturates.
+bool magnitude_below_one(std::string_view body) {
+  bool seen_point = false, found = false;
+  long long integer_digits = 0, zeros_after_point = 0;
+  std::size_t i = 0;
+  for (; i < body.size() && body[i] != 'e' && body[i] != 'E'; ++i) {
+    const char c = body[i];
+    if (c == '.') {
+      seen_point = true;
+      continue;
+    }
+    if (!found) {
+      if (c != '0') {
+        found = true;
+      } else if (seen_point) {
+        ++zeros_after_point;
+      }
+    }
+    if (!seen_point && found) ++integer_digits;
+  }
+  // The decimal exponent of the first nonzero digit: 10^lead <= |mantissa| < 10^(lead + 1).
+  const long long lead = integer_digits > 0 ? integer_digits - 1 : -(zeros_after_point + 1);
+  long long exponent = 0;
+  if (i < body.size()) {
+    ++i;
+    bool negative = false;
+    if (i < body.size() && (body[i] == '+' || body[i] == '-')) negative = body[i++] == '-';
+    for (; i < body.size(); ++i) exponent = std::min<long long>(exponent * 10 + (body[i] - '0'), 1LL << 40);
+    if (negative) exponent = -exponent;
+  }
+  return lead + exponent < 0;
+}
 
 template <class Hw>
 Hw parse_hardware(std::string_view text, std::string_view what) {
-  // from_chars rounds correctly to Hw in one step (no double rounding through double for float) and,
-  // unlike strtod, does not depend on the locale.
+  const NumberText kind = classify_number_text(text);
+  if (kind == NumberText::invalid) refuse(text, what);
+  const bool negative = text.front() == '-';
+  if (kind == NumberText::infinity) {
+    return negative ? -std::numeric_limits<Hw>::infinity() : std::numeric_limits<Hw>::infinity();
+  }
+  if (kind == NumberText::nan) return std::copysign(std::numeric_limits<Hw>::quiet_NaN(), negative ? Hw(-1) : Hw(1));
+  // from_chars rounds correctly to Hw in one step (no double rounding through double for float) and, unlike
+  // strtod, does not depend on the locale. It takes no '+' sign.
   std::string_view body = text;
-  if (!body.empty() && body.front() == '+') body.remove_prefix(1);
+  if (body.front() == '+' || body.front() == '-') body.remove_prefix(1);
   Hw value{};
   const auto [end, ec] = std::from_chars(body.data(), body.data() + body.size(), value);
-  if (body.empty() || end != body.data() + body.size()) refuse(text, what);
+  if (end != body.data() + body.size()) refuse(text, what);
   if (ec == std::errc::result_out_of_range) {
-    throw InputError(std::string(what) + ": '" + std::string(text) + "' is out of range for this format");
+    // Below half the smallest subnormal: the correctly rounded value is zero, of the text's sign.
+    if (magnitude_below_one(body)) return negative ? -Hw(0) : Hw(0);
+    out_of_range(text, what);
   }
   if (ec != std::errc()) refuse(text, what);
-  return value;
+  return negative ? -value : value;
 }
 
 }  // namespace
+
+NumberText classify_number_text(std::string_view text) {
+  std::string_view body = text;
+  if (!body.empty() && (body.front() == '+' || body.front() == '-')) body.remove_prefix(1);
+  if (equal_ignoring_case(body, "inf") || equal_ignoring_case(body, "infinity")) return NumberText::infinity;
+  if (equal_ignoring_case(body, "nan")) return NumberText::nan;
+  std::size_t i = 0, mantissa_digits = 0;
+  while (i < body.size() && digit(body[i])) ++i, ++mantissa_digits;
+  if (i < body.size() && body[i] == '.') {
+    ++i;
+    while (i < body.size() && digit(body[i])) ++i, ++mantissa_digits;
+  }
+  if (mantissa_digits == 0) return NumberText::invalid;
+  if (i < body.size() && (body[i] == 'e' || body[i] == 'E')) {
+    ++i;
+    if (i < body.size() && (body[i] == '+' || body[i] == '-')) ++i;
+    const std::size_t first = i;
+    while (i < body.size() && digit(body[i])) ++i;
+    if (i == first) return NumberText::invalid;
+  }
+  return i == body.size() ? NumberText::decimal : NumberText::invalid;
+}
 
 template <>
 float parse_real<float>(std::string_view text, std::string_view what) {
@@ -62,16 +151,25 @@ double parse_real<double>(std::string_view text, std::string_view what) {
 }
 template <>
 mpfr_real parse_real<mpfr_real>(std::string_view text, std::string_view what) {
-  const std::string owned(text);
+  const NumberText kind = classify_number_text(text);
+  if (kind == NumberText::invalid) refuse(text, what);
+  const bool negative = text.front() == '-';
   mpfr_real value;
-  char* end = nullptr;
-  // Base 0 accepts decimal, "0x" hex-float, "inf" and "nan"; the result is correctly rounded to the
-  // working precision, so a decimal hyperparameter never passes through double.
-  mpfr_strtofr(value.backend().data(), owned.c_str(), &end, 0, MPFR_RNDN);
-  // mpfr_strtofr skips leading white space; the hardware formats' parser does not, and neither do we.
-  if (owned.empty() || std::isspace(static_cast<unsigned char>(owned.front())) || end != owned.c_str() + owned.size()) {
-    refuse(text, what);
+  if (kind == NumberText::infinity) {
+    mpfr_set_inf(value.backend().data(), negative ? -1 : 1);
+    return value;
   }
+  if (kind == NumberText::nan) {
+    mpfr_set_nan(value.backend().data());
+    return value;
+  }
+  const std::string owned(text);
+  char* end = nullptr;
+  // Base 10 and the grammar checked above: correctly rounded to the working precision, so a decimal
+  // hyperparameter never passes through double.
+  mpfr_strtofr(value.backend().data(), owned.c_str(), &end, 10, MPFR_RNDN);
+  if (end != owned.c_str() + owned.size()) refuse(text, what);
+  if (!is_finite(value)) out_of_range(text, what);  // past MPFR's exponent range (about 10^(3*10^8))
   return value;
 }
 
@@ -89,7 +187,14 @@ std::string to_decimal<float>(const float& x, unsigned digits) {
 template <>
 std::string to_decimal<mpfr_real>(const mpfr_real& x, unsigned digits) {
   if (!is_finite(x)) return boost::multiprecision::isnan(x) ? "nan" : (x < 0 ? "-inf" : "inf");
-  return x.str(static_cast<std::streamsize>(digits), std::ios_base::scientific);
+  const std::string text = x.str(static_cast<std::streamsize>(digits), std::ios_base::scientific);
+  // Boost prints -0 without its sign; the hardware formats keep it, and so must the reference.
+  if (mpfr_zero_p(x.backend().data()) && mpfr_signbit(x.backend().data()) && text.front() != '-') {
+    std::string negative(1, '-');
+    negative.append(text);
+    return negative;
+  }
+  return text;
 }
 
 namespace {

@@ -61,9 +61,9 @@ struct NesterovCoefficients {
   float lr;
 };
 
-// The overflow rule (reference/overflow_rule.hpp): whether an Adam-family element refuses its event, decided
-// on the float product σ·Δ, the g the update would use (NaN and ±Inf Δ give NaN/Inf products and also count).
-// σ = 0 (not an Adam-family step, or a zero gate) never refuses.
+// The overflow rule (reference/overflow_rule.hpp): whether an element refuses its event, decided on the float
+// product σ·Δ, the g the update would use (NaN and ±Inf Δ give NaN/Inf products and also count) — σ(τ) for the
+// Adam family, 1 or 1/(1 + τ) for Nesterov and SDM. σ = 0 (a zero gate) never refuses.
 inline constexpr std::uint32_t kRefusedGradientBits = (127u + reference::kRefusedGradientExponent) << 23;
 CGAD_HD inline bool refuses_event(float sigma, float delta) {
   return sigma != 0.0f && (float_to_bits(sigma * delta) & 0x7FFFFFFFu) >= kRefusedGradientBits;

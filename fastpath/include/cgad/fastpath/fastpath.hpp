@@ -21,7 +21,8 @@
 //
 // Semantics match the reference optimizers (reference::make_optimizer) event for event: the same argument
 // checks (InputError), a NaN/Inf pseudo-gradient changes nothing (parameters, state, step counts, ages) and is
-// reported with its first index, and so is one with |σ·Δ| ≥ 2^63 (the overflow rule, reference/overflow_rule.hpp); on_zero_gate
+// reported with its first index, and so is one with |σ·Δ| ≥ 2^63 (the overflow rule, reference/overflow_rule.hpp;
+// for every optimizer: Nesterov's σ is 1, SDM's 1/(1 + τ)); on_zero_gate
 // = skip drops a σ = 0 event. `grad` is the fragment's slice of
 // the pseudo-gradient; `params` is always the whole vector. Empty tensors are fine; indices are 64-bit.
 // The step allocates nothing: it reads and writes the caller's spans and the state made at construction.

@@ -15,9 +15,12 @@
 //
 // CRC-32 detects every error burst of at most 32 bits (a property of any degree-32 CRC whose polynomial has a
 // nonzero constant term; Peterson & Brown 1961), so any single corrupted byte is refused.
-// The file is written to a temporary beside the target and renamed over it, so a crash leaves either the old
-// file or the new one. Loading checks length, magic, version, checksum and that the configuration and size
-// match the optimizer loading it; any failure is an InputError, and nothing in memory changes.
+// The file is written by AtomicFile (atomic_file.hpp: a temporary beside the target, fsync, rename, fsync of the
+// directory; only a missing or regular target, or a link to one, is replaced), so a crash leaves either the old
+// file or the new one. Loading refuses anything but a regular file (a directory, /dev/zero, a FIFO) and any file
+// longer than this optimizer's, before reading it; then it checks length, magic, version, checksum, that the
+// configuration and size match the optimizer loading it, and that the contents are a state a step can reach
+// (finite moments, v >= 0, finite absmax >= 0). Any failure is an InputError, and nothing in memory changes.
 #include "cgad/fastpath/host_state.hpp"
 #include "cgad/fastpath/step_planner.hpp"
 

@@ -14,7 +14,13 @@ namespace cgad::fastpath {
 
 class ThreadPool {
  public:
-  // `threads` = 0 picks std::thread::hardware_concurrency(); 1 runs everything on the caller.
+  // The most threads a pool takes: a step is bound by memory bandwidth, which a few dozen cores saturate, and
+  // each step wakes every thread (3000 threads made a quick benchmark run past two minutes).
+  static constexpr unsigned kMaxThreads = 256;
+
+  // `threads` = 0 picks std::thread::hardware_concurrency() (at most kMaxThreads; fewer if the system cannot
+  // start that many); 1 runs everything on the caller. An explicit count above kMaxThreads, or one the system
+  // cannot start, is an InputError -- after every thread already started has been joined.
   explicit ThreadPool(unsigned threads);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
@@ -35,6 +41,7 @@ class ThreadPool {
   void run(std::uint64_t count, Job job, const void* context);
   void worker(unsigned index);
   void run_part(unsigned part);
+  void stop_workers() noexcept;
 
   unsigned threads_;
   std::vector<std::thread> workers_;

@@ -61,6 +61,7 @@ void validate_staleness(const Real& tau) {
 // The cosine gate γ(τ) ∈ [0, 1]; 1 for the exponential and none kinds.
 template <RealScalar Real>
 Real gamma(const Real& tau, const GateParams<Real>& gate) {
+  if constexpr (std::same_as<Real, mpfr_real>) release_mpfr_caches_at_thread_exit();
   validate_staleness(tau);
   if (gate.kind != GateKind::cosine || tau == 0) return Real(1);
   if (tau >= gate.tau_cut) return Real(0);
@@ -74,6 +75,7 @@ Real gamma(const Real& tau, const GateParams<Real>& gate) {
 // The staleness factor σ(τ) ∈ [0, 1]: σ(0) = 1, non-increasing, exactly 0 for τ ≥ τ_cut (cosine kind).
 template <RealScalar Real>
 Real sigma(const Real& tau, const GateParams<Real>& gate) {
+  if constexpr (std::same_as<Real, mpfr_real>) release_mpfr_caches_at_thread_exit();
   validate_staleness(tau);
   switch (gate.kind) {
     case GateKind::none:

@@ -6,9 +6,14 @@
 // SDM, staleness-dampened momentum: the same with Δ replaced by Δ/(1 + τ), the staleness-aware learning rate
 // of Zhang et al. 2016 (arXiv 1511.05950). The paper compared against an SDM whose definition is not public;
 // this one is cgad's own.
+//
+// An event with |σ·Δ_i| ≥ 2^63 for some i (σ = 1 for Nesterov, 1/(1 + τ) for SDM) is refused whole and reported
+// as overflowing, as in the Adam family (overflow_rule.hpp; see step()).
 #include "cgad/reference/hyperparams.hpp"
 #include "cgad/reference/outer_optimizer.hpp"
+#include "cgad/reference/overflow_rule.hpp"
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -36,6 +41,25 @@ class Nesterov final : public OuterOptimizer<Real> {
     StepReport<Real> report;
     report.tau_effective = event.tau;
     report.sigma = staleness_ == Staleness::dampen ? Real(Real(1) / Real(1 + event.tau)) : Real(1);
+    // The Adam family's overflow rule (gated_adam.hpp, overflow_rule.hpp), here too: an event with
+    // |σ·Δ_i| ≥ 2^63 is refused whole. Momentum sums such steps (|b| reaches |d|/(1 − μ)) and θ moves by
+    // η·(d + μb), so a Δ near float's range gave −Inf on its first event in every fast-path format (issue 16
+    // item 4); below 2^63, |d + μb| < 2^88 and validate_range's η ≤ 2^38 keeps a step finite. The exact product
+    // decides here; the fast path decides on its float σ·Δ, which can differ only within one rounding of 2^63.
+    {
+      using std::ldexp;
+      const Real limit = ldexp(Real(1), kRefusedGradientExponent), negative_limit = -limit;
+      Real d;
+      for (std::size_t i = 0; i < event.grad.size(); ++i) {
+        assign_product(d, report.sigma, event.grad[i]);
+        if (d >= limit || d <= negative_limit) {
+          report.applied = false;
+          report.reason = SkipReason::overflowing_gradient;
+          report.nonfinite_index = i;
+          return report;
+        }
+      }
+    }
     for (std::size_t i = 0; i < theta.size(); ++i) {
       const Real d = report.sigma * event.grad[i];
       b_[i] = hyper_.momentum * b_[i] + d;
