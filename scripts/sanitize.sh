@@ -9,7 +9,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 leg="${1:?usage: sanitize.sh asan|tsan}"
 jobs="$(nproc)"
-common=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCGAD_ENABLE_CUDA=OFF -DCGAD_BUILD_BENCH=OFF)
+# -O1 -g1: line tables for the reports, and a build about half as long as -O2 -g on 2 cores.
+common=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1" -DCGAD_ENABLE_CUDA=OFF
+        -DCGAD_BUILD_BENCH=OFF)
 case "$leg" in
   asan)
     flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
