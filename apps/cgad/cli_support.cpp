@@ -34,18 +34,6 @@ namespace {
 
 std::string why(int error) { return std::strerror(error); }
 
-// Writes all of [data, data + size) to `fd`; false (errno set) on an error.
-bool write_all(int fd, const char* data, std::size_t size) {
-  while (size > 0) {
-    const ssize_t n = ::write(fd, data, size);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return false;
-    data += n;
-    size -= static_cast<std::size_t>(n);
-  }
-  return true;
-}
-
 // An unnamed temporary file for the standard-output spool: O_TMPFILE where the filesystem has it, else a
 // mkstemp file unlinked at once (so a crash leaves nothing either way).
 int unnamed_temporary() {
@@ -100,7 +88,7 @@ void OutputFile::commit() {
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) throw InputError("cannot read back the standard-output spool: " + why(errno));
     if (n == 0) break;
-    if (!write_all(STDOUT_FILENO, chunk.data(), static_cast<std::size_t>(n))) {
+    if (!fastpath::write_all(STDOUT_FILENO, chunk.data(), static_cast<std::size_t>(n))) {
       throw InputError("cannot write to standard output: " + why(errno));
     }
   }

@@ -35,19 +35,6 @@ std::string quoted(const std::string& text) {
   return out + "'";
 }
 
-bool write_all(int fd, const std::string& text) {
-  const char* data = text.data();
-  std::size_t size = text.size();
-  while (size > 0) {
-    const ssize_t n = ::write(fd, data, size);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return false;
-    data += n;
-    size -= static_cast<std::size_t>(n);
-  }
-  return true;
-}
-
 // The whole gnuplot script: the data as inline datablocks and the PNG to standard output, so that neither a path
 // nor a file name ever appears in it.
 std::string script_of(const PlotSpec& spec) {
@@ -113,7 +100,8 @@ void plot_png(const std::filesystem::path& target, const PlotSpec& spec) {
   struct sigaction ignore {}, previous {};
   ignore.sa_handler = SIG_IGN;
   ::sigaction(SIGPIPE, &ignore, &previous);
-  const bool sent = write_all(script_pipe[1], script_of(spec));
+  const std::string script = script_of(spec);
+  const bool sent = fastpath::write_all(script_pipe[1], script.data(), script.size());
   ::close(script_pipe[1]);
   ::sigaction(SIGPIPE, &previous, nullptr);
   int status = 0;

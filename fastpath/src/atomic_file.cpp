@@ -42,17 +42,9 @@ std::string host_tag() {
 // stays under NAME_MAX (255) for any target name.
 std::string stem_of(const std::string& target_name) { return target_name.substr(0, 100); }
 
+// write_all (atomic_file.hpp), keeping the first error in `error` and writing nothing after one.
 void write_all(int fd, const char* data, std::size_t size, int& error) {
-  while (size > 0 && error == 0) {
-    const ssize_t n = ::write(fd, data, size);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      error = errno;
-      return;
-    }
-    data += n;
-    size -= static_cast<std::size_t>(n);
-  }
+  if (error == 0 && !cgad::fastpath::write_all(fd, data, size)) error = errno;
 }
 
 bool process_alive(long pid) {
@@ -87,6 +79,18 @@ void remove_stale_temporaries(int dir_fd, const std::string& target_name) {
 }
 
 }  // namespace
+
+bool write_all(int fd, const void* data, std::size_t size) {
+  const char* bytes = static_cast<const char*>(data);
+  while (size > 0) {
+    const ssize_t n = ::write(fd, bytes, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return false;
+    bytes += n;
+    size -= static_cast<std::size_t>(n);
+  }
+  return true;
+}
 
 // --- FdOutputStream ---------------------------------------------------------------------------------------------
 

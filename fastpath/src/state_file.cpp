@@ -59,7 +59,7 @@ class Reader {
   std::vector<T> get_all(std::size_t count) {
     if (count > (end_ - pos_) / sizeof(T)) fail("is truncated");
     std::vector<T> values(count);
-    std::memcpy(values.data(), bytes_.data() + pos_, count * sizeof(T));
+    if (count != 0) std::memcpy(values.data(), bytes_.data() + pos_, count * sizeof(T));  // data() may be null at 0
     pos_ += count * sizeof(T);
     return values;
   }

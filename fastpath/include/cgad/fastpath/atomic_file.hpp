@@ -52,6 +52,9 @@ class FdOutputStream : public std::ostream {
   std::unique_ptr<Buffer> buffer_;
 };
 
+// Writes all of [data, data + size) to `fd`, retrying interrupted and short writes; false (errno set) on an error.
+bool write_all(int fd, const void* data, std::size_t size);
+
 class AtomicFile {
  public:
   // Checks and resolves `target` as described above and creates the temporary; InputError otherwise.

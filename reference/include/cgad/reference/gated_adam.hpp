@@ -86,17 +86,11 @@ class GatedAdam final : public OuterOptimizer<Real> {
     report.sigma = sigma(Real(report.tau_effective), gate_);
     const bool zero_gate_skip = on_zero_gate_ == ZeroGatePolicy::skip && gamma(Real(report.tau_effective), gate_) == 0;
     if (!zero_gate_skip) {
-      using std::ldexp;
-      const Real limit = ldexp(Real(1), kRefusedGradientExponent), negative_limit = -limit;
-      Real g;
-      for (std::size_t i = 0; i < event.grad.size(); ++i) {
-        assign_product(g, report.sigma, event.grad[i]);
-        if (g >= limit || g <= negative_limit) {
-          report.applied = false;
-          report.reason = SkipReason::overflowing_gradient;
-          report.nonfinite_index = i;
-          return report;
-        }
+      if (const std::size_t i = first_overflowing_element(report.sigma, event.grad); i != event.grad.size()) {
+        report.applied = false;
+        report.reason = SkipReason::overflowing_gradient;
+        report.nonfinite_index = i;
+        return report;
       }
     }
     if (ages_rule_ == Ages::gate_by_max) last_sync_[f] = round_;

@@ -46,19 +46,11 @@ class Nesterov final : public OuterOptimizer<Real> {
     // η·(d + μb), so a Δ near float's range gave −Inf on its first event in every fast-path format (issue 16
     // item 4); below 2^63, |d + μb| < 2^88 and validate_range's η ≤ 2^38 keeps a step finite. The exact product
     // decides here; the fast path decides on its float σ·Δ, which can differ only within one rounding of 2^63.
-    {
-      using std::ldexp;
-      const Real limit = ldexp(Real(1), kRefusedGradientExponent), negative_limit = -limit;
-      Real d;
-      for (std::size_t i = 0; i < event.grad.size(); ++i) {
-        assign_product(d, report.sigma, event.grad[i]);
-        if (d >= limit || d <= negative_limit) {
-          report.applied = false;
-          report.reason = SkipReason::overflowing_gradient;
-          report.nonfinite_index = i;
-          return report;
-        }
-      }
+    if (const std::size_t i = first_overflowing_element(report.sigma, event.grad); i != event.grad.size()) {
+      report.applied = false;
+      report.reason = SkipReason::overflowing_gradient;
+      report.nonfinite_index = i;
+      return report;
     }
     for (std::size_t i = 0; i < theta.size(); ++i) {
       const Real d = report.sigma * event.grad[i];

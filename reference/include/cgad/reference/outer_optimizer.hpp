@@ -10,6 +10,7 @@
 #include "cgad/reference/overflow_rule.hpp"
 #include "cgad/reference/real.hpp"
 
+#include <cmath>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -47,6 +48,20 @@ struct StepReport {
   std::int64_t tau_effective = 0;   // the staleness the gate saw (max(τ, a_f) for PA-CGAD)
   Real sigma = Real(1);             // the factor the pseudo-gradient was scaled by
 };
+
+// The overflow rule (overflow_rule.hpp) as the reference decides it, on the exact product at the working
+// precision: the first i with |σ·Δ_i| ≥ 2^kRefusedGradientExponent, or grad.size() when there is none.
+template <RealScalar Real>
+std::size_t first_overflowing_element(const Real& sigma, std::span<const Real> grad) {
+  using std::ldexp;
+  const Real limit = ldexp(Real(1), kRefusedGradientExponent), negative_limit = -limit;
+  Real product;
+  for (std::size_t i = 0; i < grad.size(); ++i) {
+    assign_product(product, sigma, grad[i]);  // one rounding, into a reused temporary (no MPFR allocation)
+    if (product >= limit || product <= negative_limit) return i;
+  }
+  return grad.size();
+}
 
 // A read-only view of one named state buffer, for output and tests.
 template <RealScalar Real>
