@@ -9,6 +9,7 @@
 //  * at σ = 0 under `apply` CGAD still moves θ; under `skip` it does not;
 //  * Adam with momentum breaks A4 (the ideal theorem's alignment) where Adam without momentum at τ = 0 keeps it.
 #include "theory_test_support.hpp"
+#include "theory_trajectory_support.hpp"
 
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
@@ -26,23 +27,16 @@ namespace {
 namespace ref = cgad::reference;
 namespace th = cgad::theory;
 using ref::mpfr_real;
+using cgad::theory_test::gate;
+using cgad::theory_test::kDelays;
+using cgad::theory_test::kGates;
+using cgad::theory_test::kObjectives;
 
-const std::vector<th::ObjectiveKind> kObjectives{th::ObjectiveKind::geman_mcclure, th::ObjectiveKind::sine_ripple,
-                                                 th::ObjectiveKind::logcosh_ripple, th::ObjectiveKind::noisy_quadratic};
-const std::vector<th::DelayKind> kDelays{th::DelayKind::constant,   th::DelayKind::uniform,
-                                         th::DelayKind::geometric,  th::DelayKind::pareto,
-                                         th::DelayKind::bursty,     th::DelayKind::adversarial,
-                                         th::DelayKind::heavy_tail, th::DelayKind::constant_from_start};
-const std::vector<ref::GateKind> kGates{ref::GateKind::cosine, ref::GateKind::exponential, ref::GateKind::none};
 
 class TheoryRealUpdate : public ::testing::Test {
  protected:
   void SetUp() override { ref::set_working_precision_bits(128); }
 };
-
-th::UpdateGate gate(ref::GateKind kind, const char* alpha = "0.2", long cut = 32) {
-  return {kind, ref::parse_real<mpfr_real>(alpha, "alpha"), mpfr_real(cut)};
-}
 
 ref::OptimizerKind kind_of(ref::GateKind g) {
   return g == ref::GateKind::cosine        ? ref::OptimizerKind::cgad

@@ -1,6 +1,8 @@
 // The ideal gated update (theory/trajectory.hpp) and the delay schedules (theory/delays.hpp): the summed
 // inequality holds at every T for random objectives, schedules, gates and seeds; the adversarial schedule
 // realizes B1; the ungated bias grows with τ_max exactly as the analysis says; runs are reproducible.
+#include "theory_trajectory_support.hpp"
+
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
@@ -17,24 +19,17 @@ namespace {
 namespace ref = cgad::reference;
 namespace th = cgad::theory;
 using ref::mpfr_real;
+using cgad::theory_test::gate;
+using cgad::theory_test::kDelays;
+using cgad::theory_test::kGates;
+using cgad::theory_test::kObjectives;
 
-const std::vector<th::ObjectiveKind> kObjectives{th::ObjectiveKind::geman_mcclure, th::ObjectiveKind::sine_ripple,
-                                             th::ObjectiveKind::logcosh_ripple, th::ObjectiveKind::noisy_quadratic};
-const std::vector<th::DelayKind> kDelays{th::DelayKind::constant,   th::DelayKind::uniform,
-                                         th::DelayKind::geometric,  th::DelayKind::pareto,
-                                         th::DelayKind::bursty,     th::DelayKind::adversarial,
-                                         th::DelayKind::heavy_tail, th::DelayKind::constant_from_start};
-const std::vector<ref::GateKind> kGates{ref::GateKind::cosine, ref::GateKind::exponential, ref::GateKind::none};
 
 class TheoryTrajectory : public ::testing::Test {
  protected:
   // 128 bits keeps the property runs fast; the inequality's margin is many orders above 2^-128.
   void SetUp() override { ref::set_working_precision_bits(128); }
 };
-
-th::UpdateGate gate(ref::GateKind kind, const char* alpha = "0.2", long cut = 32) {
-  return {kind, ref::parse_real<mpfr_real>(alpha, "alpha"), mpfr_real(cut)};
-}
 
 RC_GTEST_FIXTURE_PROP(TheoryTrajectory, SummedInequalityHoldsAtEveryT, ()) {
   th::TrajectoryConfig c;
