@@ -147,20 +147,79 @@ BlockFunction block_function_for(const StepArgs& a) {
   return a.family == UpdateFamily::adam ? pick_params<UpdateFamily::adam>(a) : pick_params<UpdateFamily::nesterov>(a);
 }
 
+// Refuses (InputError) a tensor table whose length is not the layout's tensor count, or that holds a null pointer
+// for a tensor of which the step reads or writes anything: tensors[first..last] (empty when first > last).
+template <class T>
+void check_table(const char* what, std::span<T* const> pointers, std::size_t tensors, std::size_t first,
+                 std::size_t last, const std::vector<std::size_t>& sizes) {
+  if (pointers.size() != tensors) {
+    throw reference::InputError(std::string("the tensor table has ") + std::to_string(pointers.size()) + " " + what +
+                                " pointers, the optimizer " + std::to_string(tensors) + " tensors");
+  }
+  for (std::size_t k = first; k <= last && k < tensors; ++k) {
+    if (pointers[k] == nullptr && sizes[k] != 0) {
+      throw reference::InputError(std::string("the tensor table's ") + what + " pointer for tensor " +
+                                  std::to_string(k) + " (" + std::to_string(sizes[k]) +
+                                  " elements, read by this step) is null");
+    }
+  }
+}
+
 }  // namespace
+
+// Where the chunks of one step find their pseudo-gradient and parameters, as segments: the contiguous step has one
+// (θ the whole vector from element 0, Δ the fragment's slice from the fragment's first element), the table step one
+// per tensor (θ and Δ both from the tensor's first element). Because no chunk crosses a tensor boundary, each
+// chunk lies in one segment, and its operands are that segment's pointers moved to the chunk.
+struct CpuOptimizer::Operands {
+  std::span<float* const> fp32;  // one θ pointer per segment (empty for bf16 parameters, and for a preview)
+  std::span<bf16* const> half;   // likewise for bf16 parameters
+  std::span<const float* const> grads;
+  const std::vector<std::size_t>* tensor_begin = nullptr;  // the table step's; null for one segment
+  const std::vector<std::size_t>* chunk_tensor = nullptr;
+  std::size_t grad_first = 0;  // the one segment's first element of Δ
+
+  struct Chunk {
+    const float* grad;
+    float* fp32;
+    bf16* half;
+  };
+  Chunk at(std::size_t chunk, const StepChunk& c) const {
+    const bool per_tensor = tensor_begin != nullptr;
+    const std::size_t k = per_tensor ? (*chunk_tensor)[chunk] : 0;
+    const std::size_t param_first = per_tensor ? (*tensor_begin)[k] : 0;
+    const std::size_t grad_at = c.begin - (per_tensor ? param_first : grad_first);
+    const std::size_t param_at = c.begin - param_first;
+    return {grads[k] + grad_at, fp32.empty() ? nullptr : fp32[k] + param_at,
+            half.empty() ? nullptr : half[k] + param_at};
+  }
+};
 
 CpuOptimizer::CpuOptimizer(const StepConfig& config, std::size_t parameters, unsigned threads)
     : CpuOptimizer(config, std::vector<std::size_t>{parameters}, threads) {}
 
 CpuOptimizer::CpuOptimizer(const StepConfig& config, std::vector<std::size_t> tensor_sizes, unsigned threads)
-    : planner_(config, std::move(tensor_sizes)), state_(HostState::zeros(planner_)), pool_(threads) {}
+    : planner_(config, std::move(tensor_sizes)), state_(HostState::zeros(planner_)), pool_(threads) {
+  const std::vector<std::size_t>& sizes = planner_.tensor_sizes();
+  tensor_begin_.assign(sizes.size() + 1, 0);
+  for (std::size_t k = 0; k < sizes.size(); ++k) tensor_begin_[k + 1] = tensor_begin_[k] + sizes[k];
+  // Chunks come in element order (fragment by fragment, each in order), so one walk over the tensors finds each
+  // chunk's, skipping empty tensors.
+  std::size_t k = 0;
+  for (const StepChunk& c : planner_.chunks()) {
+    while (tensor_begin_[k + 1] <= c.begin) ++k;
+    chunk_tensor_.push_back(k);
+  }
+}
 
 StepReport CpuOptimizer::step(std::span<float> params, std::span<const float> grad, std::int64_t tau,
                               std::size_t fragment) {
   if (config().params != ParamFormat::fp32) {
     throw reference::InputError("this optimizer stores bf16 parameters; it was given fp32 ones");
   }
-  return run(params.size(), params.data(), nullptr, grad, tau, fragment);
+  float* const base = params.data();
+  const float* const slice = grad.data();
+  return run(contiguous({&base, 1}, {}, slice, fragment), params.size(), grad.size(), tau, fragment);
 }
 
 StepReport CpuOptimizer::step(std::span<bf16> params, std::span<const float> grad, std::int64_t tau,
@@ -168,12 +227,69 @@ StepReport CpuOptimizer::step(std::span<bf16> params, std::span<const float> gra
   if (config().params != ParamFormat::bf16) {
     throw reference::InputError("this optimizer stores fp32 parameters; it was given bf16 ones");
   }
-  return run(params.size(), nullptr, params.data(), grad, tau, fragment);
+  bf16* const base = params.data();
+  const float* const slice = grad.data();
+  return run(contiguous({}, {&base, 1}, slice, fragment), params.size(), grad.size(), tau, fragment);
 }
 
-StepReport CpuOptimizer::run(std::size_t params_size, float* params_fp32, bf16* params_bf16,
-                             std::span<const float> grad, std::int64_t tau, std::size_t fragment) {
-  StepPlanner::Plan plan = planner_.plan(params_size, grad.size(), tau, fragment);
+StepReport CpuOptimizer::step(std::span<float* const> params, std::span<const float* const> grads, std::int64_t tau,
+                              std::size_t fragment) {
+  if (config().params != ParamFormat::fp32) {
+    throw reference::InputError("this optimizer stores bf16 parameters; it was given fp32 ones");
+  }
+  Operands o = table(grads, fragment);
+  const auto [first, last] = touched(fragment);
+  check_table("parameter", params, tensor_begin_.size() - 1, first, last, planner_.tensor_sizes());
+  o.fp32 = params;
+  return run(o, parameters(), table_grad_size(fragment), tau, fragment);
+}
+
+StepReport CpuOptimizer::step(std::span<bf16* const> params, std::span<const float* const> grads, std::int64_t tau,
+                              std::size_t fragment) {
+  if (config().params != ParamFormat::bf16) {
+    throw reference::InputError("this optimizer stores fp32 parameters; it was given bf16 ones");
+  }
+  Operands o = table(grads, fragment);
+  const auto [first, last] = touched(fragment);
+  check_table("parameter", params, tensor_begin_.size() - 1, first, last, planner_.tensor_sizes());
+  o.half = params;
+  return run(o, parameters(), table_grad_size(fragment), tau, fragment);
+}
+
+StepReport CpuOptimizer::preview(std::span<const float* const> grads, std::int64_t tau, std::size_t fragment) {
+  const Operands o = table(grads, fragment);
+  return scan(o, planner_.plan(parameters(), table_grad_size(fragment), tau, fragment), tau);
+}
+
+CpuOptimizer::Operands CpuOptimizer::contiguous(std::span<float* const> fp32, std::span<bf16* const> half,
+                                                const float* const& grad, std::size_t fragment) const {
+  Operands o{.fp32 = fp32, .half = half, .grads = {&grad, 1}};
+  if (fragment < config().fragments) o.grad_first = planner_.layout().offset(fragment);
+  return o;
+}
+
+std::pair<std::size_t, std::size_t> CpuOptimizer::touched(std::size_t fragment) const {
+  if (fragment >= config().fragments) return {1, 0};  // plan() refuses the fragment
+  const std::size_t first = planner_.chunk_begin(fragment), end = planner_.chunk_begin(fragment + 1);
+  if (first == end) return {1, 0};
+  return {chunk_tensor_[first], chunk_tensor_[end - 1]};
+}
+
+std::size_t CpuOptimizer::table_grad_size(std::size_t fragment) const {
+  return fragment < config().fragments ? planner_.fragment_size(fragment) : 0;
+}
+
+CpuOptimizer::Operands CpuOptimizer::table(std::span<const float* const> grads, std::size_t fragment) const {
+  const auto [first, last] = touched(fragment);
+  check_table("gradient", grads, tensor_begin_.size() - 1, first, last, planner_.tensor_sizes());
+  Operands o;
+  o.grads = grads;
+  o.tensor_begin = &tensor_begin_;
+  o.chunk_tensor = &chunk_tensor_;
+  return o;
+}
+
+StepReport CpuOptimizer::scan(const Operands& operands, const StepPlanner::Plan& plan, std::int64_t tau) {
   // One scan finds the first NaN/Inf and the first overflowing element. The order of the reports is the
   // reference's: a NaN/Inf event is reported as such even when the gate would have skipped it; then a zero-gate
   // skip (which still synchronizes the fragment); then an overflow.
@@ -187,16 +303,21 @@ StepReport CpuOptimizer::run(std::size_t params_size, float* params_fp32, bf16* 
     while (i < seen && !first.compare_exchange_weak(seen, i)) {
     }
   };
-  pool_.parallel_for(grad.size(), [&](std::uint64_t begin, std::uint64_t end) {
-    for (std::uint64_t chunk = begin; chunk < end; chunk += kQ8BlockSize) {
-      const std::uint64_t stop = std::min<std::uint64_t>(chunk + kQ8BlockSize, end);
-      if (!any_refused(grad.data() + chunk, stop - chunk, sigma)) continue;
-      for (std::uint64_t i = chunk; i < stop; ++i) {
-        if (!std::isfinite(grad[i])) {
+  const StepChunk* chunks = planner_.chunks().data();
+  const std::size_t first_chunk = planner_.chunk_begin(plan.fragment);
+  pool_.parallel_for(planner_.chunk_begin(plan.fragment + 1) - first_chunk, [&](std::uint64_t begin, std::uint64_t end) {
+    for (std::uint64_t n = begin; n < end; ++n) {
+      const std::size_t chunk = first_chunk + n;
+      const StepChunk& c = chunks[chunk];
+      const float* grad = operands.at(chunk, c).grad;
+      if (!any_refused(grad, c.count, sigma)) continue;
+      for (std::uint64_t j = 0; j < c.count; ++j) {
+        const std::uint64_t i = c.begin - plan.offset + j;  // counted from the fragment's first element
+        if (!std::isfinite(grad[j])) {
           lower_to(first_nonfinite, i);
           return;  // nothing after it in this range can matter
         }
-        if (refuses_event(sigma, grad[i])) lower_to(first_overflow, i);
+        if (refuses_event(sigma, grad[j])) lower_to(first_overflow, i);
       }
     }
   });
@@ -209,35 +330,49 @@ StepReport CpuOptimizer::run(std::size_t params_size, float* params_fp32, bf16* 
     report.sigma = 0.0f;
     return report;
   }
-  if (!plan.report.applied) {
-    planner_.commit_zero_gate_skip(plan);
-    return plan.report;
+  StepReport report = plan.report;
+  if (report.applied && first_overflow.load() != kNone) {
+    report.applied = false;
+    report.reason = reference::SkipReason::overflowing_gradient;
+    report.nonfinite_index = first_overflow.load();
   }
-  if (first_overflow.load() != kNone) {
-    plan.report.applied = false;
-    plan.report.reason = reference::SkipReason::overflowing_gradient;
-    plan.report.nonfinite_index = first_overflow.load();
-    return plan.report;
+  return report;
+}
+
+StepReport CpuOptimizer::run(const Operands& operands, std::size_t params_size, std::size_t grad_size,
+                             std::int64_t tau, std::size_t fragment) {
+  StepPlanner::Plan plan = planner_.plan(params_size, grad_size, tau, fragment);
+  const StepReport report = scan(operands, plan, tau);
+  if (!report.applied) {
+    if (report.reason == reference::SkipReason::zero_gate) planner_.commit_zero_gate_skip(plan);
+    return report;
   }
 
   state_.bind(plan);
-  plan.args.grad = grad.data();
-  plan.args.params_fp32 = params_fp32;
-  plan.args.params_bf16 = params_bf16;
-  const StepArgs& args = plan.args;
-  StepArgs fallback_args = args;
+  StepArgs fallback_args = plan.args;
   fallback_args.state = StateCode::fp32;
-  const BlockFunction step_q8_or_only = block_function_for(args);
+  const BlockFunction step_q8_or_only = block_function_for(plan.args);
   const BlockFunction step_fallback = block_function_for(fallback_args);
-  const StepChunk* chunks = planner_.chunks().data() + planner_.chunk_begin(fragment);
-  const std::size_t count = planner_.chunk_begin(fragment + 1) - planner_.chunk_begin(fragment);
-  pool_.parallel_for(count, [&](std::uint64_t begin, std::uint64_t end) {
-    for (std::uint64_t c = begin; c < end; ++c) {
-      (chunks[c].fp32_state != 0 ? step_fallback : step_q8_or_only)(chunk_args(args, chunks[c]));
+  const StepChunk* chunks = planner_.chunks().data();
+  const std::size_t first_chunk = planner_.chunk_begin(fragment);
+  pool_.parallel_for(planner_.chunk_begin(fragment + 1) - first_chunk, [&](std::uint64_t begin, std::uint64_t end) {
+    for (std::uint64_t n = begin; n < end; ++n) {
+      const std::size_t chunk = first_chunk + n;
+      const StepChunk& c = chunks[chunk];
+      const Operands::Chunk where = operands.at(chunk, c);
+      // chunk_args (block_step.hpp) moves the state pointers to the chunk and keys its random bits by c.begin; the
+      // chunk's own Δ and θ pointers are set here (the whole-vector θ pointer it would move stays null).
+      StepArgs whole = plan.args;
+      whole.grad = where.grad;
+      whole.first_index = c.begin;
+      StepArgs a = chunk_args(whole, c);
+      a.params_fp32 = where.fp32;
+      a.params_bf16 = where.half;
+      (c.fp32_state != 0 ? step_fallback : step_q8_or_only)(a);
     }
   });
   planner_.commit(plan);
-  return plan.report;
+  return report;
 }
 
 std::vector<std::string> CpuOptimizer::buffer_names() const {
@@ -256,12 +391,41 @@ void CpuOptimizer::read_buffer(std::string_view name, std::span<float> out) cons
   state_.read(planner_, static_cast<int>(it - names.begin()), out);
 }
 
+void CpuOptimizer::set_hyperparameters(const StepConfig& config) {
+  const StepConfig& now = this->config();
+  const auto differs = [](const char* what) {
+    throw reference::InputError(std::string("new hyperparameters must keep the optimizer's ") + what +
+                                " (its state depends on it)");
+  };
+  if (config.optimizer != now.optimizer) differs("kind");
+  if (config.params != now.params) differs("parameter format");
+  if (config.state != now.state) differs("state format");
+  if (config.rounding != now.rounding) differs("rounding");
+  if (config.seed != now.seed) differs("seed");
+  if (config.q8_semantics != now.q8_semantics) differs("q8 semantics");
+  if (effective_min_q8_size(config) != effective_min_q8_size(now)) differs("min_q8_size");
+  if (config.fragments != now.fragments) differs("fragments");
+  // The same layout gives the same chunks, so the state, tensor_begin_ and chunk_tensor_ stay valid.
+  StepPlanner next(config, planner_.tensor_sizes());
+  next.set_raw_counters(planner_.raw_counters());
+  planner_ = std::move(next);
+}
+
 void CpuOptimizer::save(const std::filesystem::path& path) const {
   write_state_file(path, planner_, state_);
 }
 
 void CpuOptimizer::load(const std::filesystem::path& path) {
-  LoadedState loaded = read_state_file(path, planner_, state_);
+  adopt(read_state_file(path, planner_, state_));
+}
+
+std::vector<unsigned char> CpuOptimizer::save_bytes() const { return state_bytes(planner_, state_); }
+
+void CpuOptimizer::load_bytes(std::span<const unsigned char> bytes) {
+  adopt(parse_state_bytes(bytes, "the fast-path state", planner_, state_));
+}
+
+void CpuOptimizer::adopt(LoadedState&& loaded) {
   planner_.set_raw_counters(std::move(loaded.counters));
   state_ = std::move(loaded.state);
 }

@@ -45,7 +45,7 @@ class Writer {
 
 class Reader {
  public:
-  Reader(const std::vector<unsigned char>& bytes, std::size_t end, std::string what)
+  Reader(std::span<const unsigned char> bytes, std::size_t end, std::string what)
       : bytes_(bytes), end_(end), what_(std::move(what)) {}
   template <class T>
   T get() {
@@ -70,7 +70,7 @@ class Reader {
   void need(std::size_t n) const {
     if (n > end_ - pos_) fail("is truncated");
   }
-  const std::vector<unsigned char>& bytes_;
+  std::span<const unsigned char> bytes_;
   std::size_t end_;
   std::size_t pos_ = 0;
   std::string what_;
@@ -177,7 +177,7 @@ void validate_contents(const HostState& s, bool adam_family, const Reader& r) {
 
 }  // namespace
 
-void write_state_file(const std::filesystem::path& path, const StepPlanner& planner, const HostState& state) {
+std::vector<unsigned char> state_bytes(const StepPlanner& planner, const HostState& state) {
   const StepConfig& config = planner.config();
   Writer w;
   w.append(kMagic, sizeof kMagic);
@@ -209,13 +209,21 @@ void write_state_file(const std::filesystem::path& path, const StepPlanner& plan
     }
   }
   w.put(crc32(w.bytes.data(), w.bytes.size()));
+  return std::move(w.bytes);
+}
 
-  write_file_atomically(path, w.bytes.data(), w.bytes.size());
+void write_state_file(const std::filesystem::path& path, const StepPlanner& planner, const HostState& state) {
+  const std::vector<unsigned char> bytes = state_bytes(planner, state);
+  write_file_atomically(path, bytes.data(), bytes.size());
 }
 
 LoadedState read_state_file(const std::filesystem::path& path, const StepPlanner& planner, const HostState& current) {
   const std::string what = "state file " + path.string();
-  const std::vector<unsigned char> bytes = read_bounded(path, what, expected_size(planner, current));
+  return parse_state_bytes(read_bounded(path, what, expected_size(planner, current)), what, planner, current);
+}
+
+LoadedState parse_state_bytes(std::span<const unsigned char> bytes, const std::string& what, const StepPlanner& planner,
+                              const HostState& current) {
   constexpr std::size_t kMinimum = sizeof kMagic + 4 + 4;
   if (bytes.size() < kMinimum) throw reference::InputError(what + " is truncated");
   if (std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0) {

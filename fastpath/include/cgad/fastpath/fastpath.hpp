@@ -18,6 +18,10 @@
 //   opt.buffer_names();  opt.read_buffer("m", out);     // dequantized state as float ("m","v" or "b")
 //   opt.counters();                                     // "t" per fragment (Adam family), "age" (PA-CGAD)
 //   opt.save(path);  opt.load(path);                    // versioned, checksummed, atomic (state_file.hpp)
+//   opt.save_bytes();  opt.load_bytes(bytes);            // the same format in memory (torch state_dict)
+//   opt.step(std::span<float* const>(tensors), std::span<const float* const>(grads), tau);  // the caller's
+//     // tensors where they lie, one pointer per tensor of the layout (torch parameters, in place)
+//   opt.set_hyperparameters(config);                    // a new lr (a schedule), same formats and layout
 //
 // Semantics match the reference optimizers (reference::make_optimizer) event for event: the same argument
 // checks (InputError), a NaN/Inf pseudo-gradient changes nothing (parameters, state, step counts, ages) and is
@@ -36,9 +40,12 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace cgad::fastpath {
+
+struct LoadedState;  // state_file.hpp
 
 class CpuOptimizer {
  public:
@@ -47,7 +54,29 @@ class CpuOptimizer {
 
   StepReport step(std::span<float> params, std::span<const float> grad, std::int64_t tau, std::size_t fragment = 0);
   StepReport step(std::span<bf16> params, std::span<const float> grad, std::int64_t tau, std::size_t fragment = 0);
+
+  // The same step over a table of the caller's tensors, where they lie (torch parameters, updated in place, no
+  // copy): one entry per tensor of the layout (tensor_sizes()), params[k] pointing at tensor k's elements and
+  // grads[k] at its whole pseudo-gradient, each contiguous. A PA-CGAD step reads and writes only the fragment's
+  // part; a tensor with no element in the fragment (an empty one, for every step) may pass null. The chunks of a
+  // step already restart at every tensor boundary (step_planner.hpp), so each chunk's operands lie in one tensor
+  // and the result is bit for bit the contiguous step's over the concatenated tensors (proptests/
+  // fastpath_tensor_table_test.cpp). r.nonfinite_index counts from the fragment's first element, as there.
+  StepReport step(std::span<float* const> params, std::span<const float* const> grads, std::int64_t tau,
+                  std::size_t fragment = 0);
+  StepReport step(std::span<bf16* const> params, std::span<const float* const> grads, std::int64_t tau,
+                  std::size_t fragment = 0);
+  // What the table step would report for this event, changing nothing: a caller stepping several optimizers for
+  // one event (one per torch param group) refuses a NaN/Inf or overflowing pseudo-gradient in any of them before
+  // any steps, so that such an event changes nothing anywhere.
+  StepReport preview(std::span<const float* const> grads, std::int64_t tau, std::size_t fragment = 0);
   void advance_round() { planner_.advance_round(); }
+
+  // New hyperparameters (lr, betas, eps, weight decay, momentum, alpha, tau_cut, on_zero_gate) for the steps to
+  // come, keeping the state and the counters: an lr schedule. The optimizer, formats, rounding, seed, q8
+  // semantics, min_q8_size and fragments must stay as they are (the state's shape and meaning depend on them);
+  // InputError otherwise, or for invalid values, and then nothing changes.
+  void set_hyperparameters(const StepConfig& config);
 
   const StepConfig& config() const { return planner_.config(); }
   std::size_t parameters() const { return planner_.parameters(); }
@@ -62,18 +91,33 @@ class CpuOptimizer {
   // Refuses (InputError) a truncated, corrupt, other-version or other-configuration file; the state in memory
   // is untouched unless the whole file was accepted.
   void load(const std::filesystem::path& path);
+  // The bytes save() writes, and their load (the same checks and refusals).
+  std::vector<unsigned char> save_bytes() const;
+  void load_bytes(std::span<const unsigned char> bytes);
 
   // Raw access for the CUDA backend's transfers and the tests.
   const HostState& state() const { return state_; }
   const StepPlanner& planner() const { return planner_; }
 
  private:
-  StepReport run(std::size_t params_size, float* params_fp32, bf16* params_bf16, std::span<const float> grad,
-                 std::int64_t tau, std::size_t fragment);
+  struct Operands;  // where a step's chunks find Δ and θ (cpu_optimizer.cpp)
+  Operands contiguous(std::span<float* const> fp32, std::span<bf16* const> half, const float* const& grad,
+                      std::size_t fragment) const;
+  Operands table(std::span<const float* const> grads, std::size_t fragment) const;
+  // The first and last tensor with elements in `fragment` (first > last when there are none).
+  std::pair<std::size_t, std::size_t> touched(std::size_t fragment) const;
+  std::size_t table_grad_size(std::size_t fragment) const;
+  // The event's report if it is refused (NaN/Inf, overflow) or skipped (zero gate), else its plan's; changes nothing.
+  StepReport scan(const Operands& operands, const StepPlanner::Plan& plan, std::int64_t tau);
+  StepReport run(const Operands& operands, std::size_t params_size, std::size_t grad_size, std::int64_t tau,
+                 std::size_t fragment);
+  void adopt(LoadedState&& loaded);
 
   StepPlanner planner_;
   HostState state_;
   ThreadPool pool_;
+  std::vector<std::size_t> tensor_begin_;   // tensor k's first element; one entry more than tensors
+  std::vector<std::size_t> chunk_tensor_;   // the tensor holding each chunk of planner_.chunks()
 };
 
 }  // namespace cgad::fastpath

@@ -21,22 +21,35 @@
 // longer than this optimizer's, before reading it; then it checks length, magic, version, checksum, that the
 // configuration and size match the optimizer loading it, and that the contents are a state a step can reach
 // (finite moments, v >= 0, finite absmax >= 0). Any failure is an InputError, and nothing in memory changes.
+//
+// The same bytes also live in memory (state_bytes / parse_state_bytes), for callers that keep the state inside
+// their own containers — the Python package's state_dict(), which torch.save pickles — with the same checks: a
+// file is read into bytes and parsed by parse_state_bytes, and written from state_bytes, so there is one format
+// and one parser.
 #include "cgad/fastpath/host_state.hpp"
 #include "cgad/fastpath/step_planner.hpp"
 
 #include <filesystem>
+#include <span>
+#include <string>
+#include <vector>
 
 namespace cgad::fastpath {
 
 inline constexpr std::uint32_t kStateFileVersion = 2;
 
+// The state's bytes in the format above.
+std::vector<unsigned char> state_bytes(const StepPlanner& planner, const HostState& state);
 void write_state_file(const std::filesystem::path& path, const StepPlanner& planner, const HostState& state);
 
 struct LoadedState {
   StepPlanner::Counters counters;
   HostState state;
 };
-// `planner` and `current` give the configuration and the shape the file must have.
+// `planner` and `current` give the configuration and the shape the bytes must have; `what` names them in errors
+// ("state file /tmp/x", "the fast-path state").
+LoadedState parse_state_bytes(std::span<const unsigned char> bytes, const std::string& what, const StepPlanner& planner,
+                              const HostState& current);
 LoadedState read_state_file(const std::filesystem::path& path, const StepPlanner& planner, const HostState& current);
 
 }  // namespace cgad::fastpath
