@@ -2,13 +2,12 @@
 // refusals, the atomic writer's rules for targets and temporaries, the report folder's swap, the input rule for
 // pipes and FIFOs, the thread pool under thread-creation failure, and the overflow rule and hyperparameter ranges
 // that keep finite input finite. Each test failed before its fix (the item number is in its name).
-#include "cli_support.hpp"
-#include "replay_stream.hpp"
-#include "report_writer.hpp"
-
 #include "fastpath_test_support.hpp"
 
+#include "cgad/differential/replay_stream.hpp"
 #include "cgad/fastpath/atomic_file.hpp"
+#include "cgad/fastpath/atomic_folder.hpp"
+#include "cgad/fastpath/input_file.hpp"
 #include "cgad/fastpath/cuda_optimizer.hpp"
 #include "cgad/fastpath/fastpath.hpp"
 #include "cgad/fastpath/thread_pool.hpp"
@@ -157,9 +156,9 @@ TEST(Item8SignedZero, SurvivesParsingAndPrintingInEveryFormat) {
 
 // --- items 6, 8, 26, 5: the stream parser ---------------------------------------------------------------------
 
-cgad::cli::PseudoGradientStream parse(const std::string& text) {
+cgad::differential::PseudoGradientStream parse(const std::string& text) {
   std::istringstream in(text);
-  return cgad::cli::read_stream(in, "s");
+  return cgad::differential::read_stream(in, "s");
 }
 
 void expect_refused_stream(const std::string& text, const std::string& fragment) {
@@ -309,8 +308,8 @@ TEST_F(Item12ReportFolder, AKilledReportLeavesTheOldOneWholeAndTheNextRunCleansU
   // A run killed after writing a new gate.csv.
   const int status = in_child(
       [&] {
-        cgad::cli::ReportWriter writer(report);
-        writer.write_file("gate.csv", "new gate");
+        fp::AtomicFolder folder(report, "report");
+        folder.write_file("gate.csv", "new gate");
         ::raise(SIGKILL);
       },
       30);
@@ -318,14 +317,15 @@ TEST_F(Item12ReportFolder, AKilledReportLeavesTheOldOneWholeAndTheNextRunCleansU
   EXPECT_EQ(slurp(report / "report.md"), "old report");
   EXPECT_EQ(slurp(report / "gate.csv"), "old gate");
   ASSERT_EQ(others({"report"}).size(), 1u) << "the half-built folder, beside the report";
-  // The next run removes it, and its finish() swaps the whole folder in, keeping the user's file.
+  // The next run removes it, and its commit() swaps the whole folder in, keeping the user's file.
   {
-    cgad::cli::ReportWriter writer(report);
-    EXPECT_EQ(others({"report", writer.dir().filename().string()}), std::vector<std::string>{});
-    writer.write_file("gate.csv", "new gate");
-    writer.markdown() << "new report";
-    EXPECT_EQ(slurp(report / "report.md"), "old report");  // nothing visible before finish()
-    EXPECT_EQ(writer.finish(), report / "report.md");
+    fp::AtomicFolder folder(report, "report");
+    EXPECT_EQ(others({"report", folder.dir().filename().string()}), std::vector<std::string>{});
+    folder.write_file("gate.csv", "new gate");
+    folder.write_file("report.md", "new report");
+    EXPECT_EQ(slurp(report / "report.md"), "old report");  // nothing visible before commit()
+    folder.commit();
+    EXPECT_EQ(folder.target(), report);
   }
   EXPECT_EQ(slurp(report / "report.md"), "new report");
   EXPECT_EQ(slurp(report / "gate.csv"), "new gate");
@@ -334,25 +334,25 @@ TEST_F(Item12ReportFolder, AKilledReportLeavesTheOldOneWholeAndTheNextRunCleansU
   EXPECT_EQ(others({"report"}), std::vector<std::string>{});
   // An abandoned run (an exception) leaves the report as it was and nothing beside it.
   {
-    cgad::cli::ReportWriter writer(report);
-    writer.write_file("gate.csv", "abandoned");
+    fp::AtomicFolder folder(report, "report");
+    folder.write_file("gate.csv", "abandoned");
   }
   EXPECT_EQ(slurp(report / "gate.csv"), "new gate");
   EXPECT_EQ(others({"report"}), std::vector<std::string>{});
   // A new folder is created by one rename.
   {
-    cgad::cli::ReportWriter writer(dir_ / "fresh" / "r");
-    writer.markdown() << "x";
-    writer.finish();
+    fp::AtomicFolder folder(dir_ / "fresh" / "r", "report");
+    folder.write_file("report.md", "x");
+    folder.commit();
   }
   EXPECT_EQ(slurp(dir_ / "fresh" / "r" / "report.md"), "x");
   // Refused: a file, the current directory, a folder above it.
   put(dir_ / "file", "f");
-  EXPECT_THROW(cgad::cli::ReportWriter(dir_ / "file"), InputError);
+  EXPECT_THROW(fp::AtomicFolder(dir_ / "file", "report"), InputError);
   const fs::path cwd = fs::current_path();
   fs::current_path(report);
-  EXPECT_THROW(cgad::cli::ReportWriter("."), InputError);
-  EXPECT_THROW(cgad::cli::ReportWriter{dir_}, InputError);
+  EXPECT_THROW(fp::AtomicFolder(".", "report"), InputError);
+  EXPECT_THROW(fp::AtomicFolder(dir_, "report"), InputError);
   fs::current_path(cwd);
 }
 
@@ -364,9 +364,9 @@ TEST_F(Item20Inputs, AFifoWithoutAWriterIsRefusedInBoundedTimeOneWithAWriterIsRe
   const fs::path fifo = dir_ / "fifo";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   const auto start = std::chrono::steady_clock::now();
-  EXPECT_THROW(cgad::cli::InputFile{fifo.string()}, InputError);
+  EXPECT_THROW(fp::InputFile{fifo.string()}, InputError);
   const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  EXPECT_LT(waited, cgad::cli::InputFile::kFifoWriterWait + 2.0);
+  EXPECT_LT(waited, fp::InputFile::kFifoWriterWait + 2.0);
   // A writer that comes a moment later, and writes slowly: read to its end.
   std::thread writer([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
@@ -375,15 +375,15 @@ TEST_F(Item20Inputs, AFifoWithoutAWriterIsRefusedInBoundedTimeOneWithAWriterIsRe
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     out << "{\"grad\": [1, 2], \"tau\": 0}\n";
   });
-  cgad::cli::InputFile input(fifo.string());
+  fp::InputFile input(fifo.string());
   EXPECT_FALSE(input.regular());
-  const auto stream = cgad::cli::read_stream(input.stream(), "fifo");
+  const auto stream = cgad::differential::read_stream(input.stream(), "fifo");
   writer.join();
   EXPECT_EQ(stream.events.size(), 1u);
   // Directories and devices are refused (reading /dev/zero would never end).
-  EXPECT_THROW(cgad::cli::InputFile{dir_.string()}, InputError);
-  EXPECT_THROW(cgad::cli::InputFile{"/dev/zero"}, InputError);
-  EXPECT_THROW(cgad::cli::InputFile{(dir_ / "missing").string()}, InputError);
+  EXPECT_THROW(fp::InputFile{dir_.string()}, InputError);
+  EXPECT_THROW(fp::InputFile{"/dev/zero"}, InputError);
+  EXPECT_THROW(fp::InputFile{(dir_ / "missing").string()}, InputError);
 }
 
 // --- items 19, 21: the thread pool ------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 // Multi-step drift: the fast path and the MPFR reference in lockstep for 300 events without re-syncing
 // (bitsandbytes' tests re-sync after every step and so only ever see one-step error; DESIGN.md §8), on the
-// noise study's narrow stream (apps/cgad/noise_lockstep.hpp with --scale-range 64: per-element scales over
+// noise study's narrow stream (differential/noise_lockstep.hpp with --scale-range 64: per-element scales over
 // 2^-6 … 1, heavy-tailed delays with 7.5 % of events past τ_cut), for every Adam-family optimizer and every
 // format, q8 and fp32 state also in bitsandbytes' semantics. (On the study's default wide stream q8 state falls
 // into the v-zero trap and drifts by 10^4 η legitimately: differential_noise_test covers that.) Reported per
@@ -9,7 +9,7 @@
 // fast path holds stays finite, and θ's drift stays under 1 000 lr-sized steps (the measured worst is printed;
 // a broken update — a wrong sign, a dropped bias correction — moves θ by about η per step, 300η in all, or
 // makes it blow up, which this catches without tuning a threshold to the present error).
-#include "noise_lockstep.hpp"
+#include "cgad/differential/noise_lockstep.hpp"
 
 #include "differential_bounds.hpp"
 
@@ -59,8 +59,8 @@ TEST(DifferentialDrift, ThreeHundredEventsWithoutResyncEveryFormat) {
              {std::pair{Rounding::nearest, fastpath::Q8Semantics::cgad}, std::pair{Rounding::stochastic, fastpath::Q8Semantics::cgad},
               std::pair{Rounding::nearest, fastpath::Q8Semantics::bnb}}) {
           if (semantics == fastpath::Q8Semantics::bnb && state == StateFormat::bf16) continue;  // bnb has no bf16 state
-          cli::NoiseScenario s;
-          cli::parse_study_optimizer(optimizer, s);
+          differential::NoiseScenario s;
+          differential::parse_study_optimizer(optimizer, s);
           s.params = params;
           s.state = state;
           s.rounding = rounding;
@@ -70,12 +70,12 @@ TEST(DifferentialDrift, ThreeHundredEventsWithoutResyncEveryFormat) {
           s.size = 257;
           s.steps = 300;
           s.log_every = 300;
-          const cli::NoiseRun run = cli::run_lockstep(s, [](long, long) {});
+          const differential::NoiseRun run = differential::run_lockstep(s, [](long, long) {});
           const auto& f = run.last;
           Worst theta, v;
           for (std::size_t i = 0; i < f.theta_fast.size(); ++i) {
             ASSERT_TRUE(std::isfinite(f.theta_fast[i]) && std::isfinite(f.m_fast[i]) && std::isfinite(f.v_fast[i]))
-                << cli::scenario_name(s) << std::hexfloat << " element " << i << " theta " << f.theta_fast[i] << " m "
+                << differential::scenario_name(s) << std::hexfloat << " element " << i << " theta " << f.theta_fast[i] << " m "
                 << f.m_fast[i] << " v " << f.v_fast[i];
             const double theta_unit = params == ParamFormat::bf16 ? bf16_spacing(std::fabs(f.theta_ref[i])) : fp32_ulp(f.theta_ref[i]);
             theta.add(i, std::fabs(f.theta_fast[i] - f.theta_ref[i]) / theta_unit);
@@ -91,9 +91,9 @@ TEST(DifferentialDrift, ThreeHundredEventsWithoutResyncEveryFormat) {
             if (v_unit > 0) v.add(i, std::fabs(f.v_fast[i] - f.v_ref[i]) / v_unit);
           }
           const double drift = run.samples.back().theta.max_abs;
-          EXPECT_LT(drift, 1000.0) << cli::scenario_name(s);
+          EXPECT_LT(drift, 1000.0) << differential::scenario_name(s);
           std::printf("%-44s %10.4g/%-11.4g %10.4g/%-11.4g %10.4g  [%zu] %a vs %a / [%zu] %a vs %a\n",
-                      cli::scenario_name(s).c_str(), theta.max, theta.rms(), v.max, v.rms(), run.samples.back().theta.rms,
+                      differential::scenario_name(s).c_str(), theta.max, theta.rms(), v.max, v.rms(), run.samples.back().theta.rms,
                       theta.at, f.theta_fast[theta.at], f.theta_ref[theta.at], v.at, f.v_fast[v.at], f.v_ref[v.at]);
         }
       }

@@ -28,7 +28,7 @@
 //     fewer steps and its bias is lower (measured 2.43 vs 2.71 and 2.36 vs 2.65 at 10^4 steps, −8…9 %; 0.50–0.53
 //     vs 0.60–0.61 at 2·10^3, −13…16 %), while `apply` — the same gate, events kept — is not lower than
 //     Adam-Decay (2.71 vs 2.64, 2.65 vs 2.58). Asserted per seed: bias(cgad-skip) < bias(cgad) at 2 000 steps.
-#include "noise_lockstep.hpp"
+#include "cgad/differential/noise_lockstep.hpp"
 
 #include "cgad/reference/real.hpp"
 
@@ -49,11 +49,11 @@ constexpr double kWideRange = 1e5;
 
 constexpr std::uint64_t kSeeds[] = {11, 12, 13, 14};
 
-cli::NoiseRun study(const std::string& optimizer, StateFormat state, Rounding rounding, const std::string& delays,
+differential::NoiseRun study(const std::string& optimizer, StateFormat state, Rounding rounding, const std::string& delays,
                     std::uint64_t seed, double scale_range = kNarrowRange, Q8Semantics semantics = Q8Semantics::cgad) {
   reference::set_working_precision_bits(128);
-  cli::NoiseScenario s;
-  cli::parse_study_optimizer(optimizer, s);
+  differential::NoiseScenario s;
+  differential::parse_study_optimizer(optimizer, s);
   s.state = state;
   s.rounding = rounding;
   s.delays = delays;
@@ -64,13 +64,13 @@ cli::NoiseRun study(const std::string& optimizer, StateFormat state, Rounding ro
   s.size = 256;
   s.steps = 2000;
   s.log_every = 1000;
-  cli::NoiseRun run = cli::run_lockstep(s, [](long, long) {});
+  differential::NoiseRun run = differential::run_lockstep(s, [](long, long) {});
   const auto& a = run.samples.at(0).v;
   const auto& b = run.samples.at(1).v;
   const auto& t = run.samples.at(1).trap;
   std::printf("%-60s v bias %+.4e -> %+.4e  rms %.4e -> %.4e (1000 -> 2000 steps); v0 %.4f >5lr %.3e max/lr %.4g "
               "(reference %.4g)\n",
-              cli::scenario_name(s).c_str(), a.bias, b.bias, a.rms, b.rms, t.v_zero_fraction, t.step_over_5lr_fraction,
+              differential::scenario_name(s).c_str(), a.bias, b.bias, a.rms, b.rms, t.v_zero_fraction, t.step_over_5lr_fraction,
               t.max_step_over_lr, t.reference_max_step_over_lr);
   return run;
 }

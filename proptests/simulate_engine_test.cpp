@@ -113,11 +113,11 @@ TEST(SimulateEngine, RunsAreBitForBitReproducibleWhateverTheCallersThreads) {
 
 TEST(SimulateEngine, MlpBackpropMatchesCentralDifferencesInDouble) {
   const simulate::MlpShape shape{16, 5};
-  simulate::NormalStream stream(3, simulate::StreamPurpose::evaluation);
+  reference::PhiloxStream stream(3, reference::StreamPurpose::evaluation);
   std::vector<double> params(shape.parameters()), inputs(7 * shape.inputs), targets(7);
-  for (double& p : params) p = 0.5 * stream.next();
-  for (double& x : inputs) x = stream.next();
-  for (double& t : targets) t = stream.next();
+  for (double& p : params) p = 0.5 * stream.normal();
+  for (double& x : inputs) x = stream.normal();
+  for (double& t : targets) t = stream.normal();
   std::vector<double> grad(params.size()), hidden;
   simulate::mlp_loss<double>(shape, params, inputs, targets, grad, hidden);
   // Central difference with h = 2^-17: truncation error h²/6·|∂³L| ≈ 9.7e-12·|∂³L|, rounding error about
@@ -146,7 +146,7 @@ TEST(SimulateEngine, NqmGradientNoiseIsUnbiasedWithCovarianceProportionalToTheHe
   const theory::NoisyQuadratic<double> quadratic(spec.size, spec.problem_seed);
   const std::vector<float> x = noisy->initial_point(spec.seed);
   std::vector<float> g0(spec.size), g1(spec.size), expected(spec.size);
-  simulate::NormalStream unused(0, simulate::StreamPurpose::worker, 99);
+  reference::PhiloxStream unused(0, reference::StreamPurpose::worker, 99);
   exact->gradient(x, unused, expected);
 
   // z = (g − ∇f)/(s·sqrt λ_i) should be N(0, 1), independent across coordinates, draws and workers. With
@@ -154,8 +154,8 @@ TEST(SimulateEngine, NqmGradientNoiseIsUnbiasedWithCovarianceProportionalToTheHe
   // kurtosis 3); the CLT bounds below are 5 of those (two-sided 5σ: false alarm ≈ 6e-7 per check).
   // The float rounding of g moves z by at most ~|g|·2^-24/(s·sqrt λ_64) ≈ 1e-5: negligible.
   constexpr std::size_t kDraws = 2000;
-  simulate::NormalStream worker0(spec.seed, simulate::StreamPurpose::worker, 0);
-  simulate::NormalStream worker1(spec.seed, simulate::StreamPurpose::worker, 1);
+  reference::PhiloxStream worker0(spec.seed, reference::StreamPurpose::worker, 0);
+  reference::PhiloxStream worker1(spec.seed, reference::StreamPurpose::worker, 1);
   std::vector<double> sum(spec.size, 0), sum_sq(spec.size, 0);
   double cross = 0;
   for (std::size_t draw = 0; draw < kDraws; ++draw) {
@@ -227,7 +227,7 @@ TEST(SimulateEngine, InnerAdamWIsTheReferenceAdamInFloat) {
   const auto direct_objective = simulate::make_objective(spec);
   const std::size_t n = objective->parameters();
   simulate::Worker worker(spec.inner, n, spec.seed, 2);
-  simulate::NormalStream stream(spec.seed, simulate::StreamPurpose::worker, 2);  // the worker's stream
+  reference::PhiloxStream stream(spec.seed, reference::StreamPurpose::worker, 2);  // the worker's stream
   reference::OptimizerConfig<float> config;
   config.kind = reference::OptimizerKind::adam;
   config.adam = {spec.inner.lr, spec.inner.beta1, spec.inner.beta2, spec.inner.eps, spec.inner.weight_decay};
@@ -589,11 +589,11 @@ TEST(SimulateEngine, TeacherStudentTensorsAreTheMlpsWeightMatricesAndBiases) {
     EXPECT_EQ(shape.w2(), sizes[0] + sizes[1]);
     EXPECT_EQ(shape.b2(), sizes[0] + sizes[1] + sizes[2]);
 
-    simulate::NormalStream stream(width, simulate::StreamPurpose::evaluation);
+    reference::PhiloxStream stream(width, reference::StreamPurpose::evaluation);
     std::vector<double> params(shape.parameters()), x(16), y(16), hidden;
-    for (double& p : params) p = stream.next();
-    for (double& v : x) v = stream.next();
-    for (double& v : y) v = stream.next();
+    for (double& p : params) p = stream.normal();
+    for (double& v : x) v = stream.normal();
+    for (double& v : y) v = stream.normal();
     const auto zero_tensor = [&](std::vector<double> p, std::size_t k) {
       const std::size_t begin = std::accumulate(sizes.begin(), sizes.begin() + static_cast<long>(k), std::size_t{0});
       std::fill(p.begin() + static_cast<long>(begin), p.begin() + static_cast<long>(begin + sizes[k]), 0.0);
@@ -617,7 +617,7 @@ TEST(SimulateEngine, TeacherStudentTensorsAreTheMlpsWeightMatricesAndBiases) {
 }
 
 // The recorded events replayed through a fresh fast-path optimizer, exactly as `cgad replay --backend fastpath`
-// does on the CPU (apps/cgad/fastpath_engine.cpp: CpuOptimizer(config, tensors), step then advance_round per
+// does on the CPU (fastpath/src/engine.cpp: CpuOptimizer(config, tensors), step then advance_round per
 // event), on `threads` threads; the final parameters widened to float.
 std::vector<float> replay(const fastpath::StepConfig& config, const RecordedRun& run,
                           const std::vector<std::size_t>& tensors, unsigned threads) {

@@ -15,18 +15,7 @@ using reference::mpfr_real;
 // own rounding (≤ 2^-590 relative, see below) cannot decide a containment test.
 inline constexpr unsigned kIndependentBits = 600;
 
-class PrecisionScope {
- public:
-  explicit PrecisionScope(unsigned bits) : previous_(reference::working_precision_bits()) {
-    reference::set_working_precision_bits(bits);
-  }
-  ~PrecisionScope() { reference::set_working_precision_bits(previous_); }
-  PrecisionScope(const PrecisionScope&) = delete;
-  PrecisionScope& operator=(const PrecisionScope&) = delete;
-
- private:
-  unsigned previous_;
-};
+using reference::PrecisionScope;
 
 inline reference::GateParams<mpfr_real> cosine_gate(const char* alpha, long tau_cut) {
   return {reference::GateKind::cosine, reference::parse_real<mpfr_real>(alpha, "alpha"), mpfr_real(tau_cut)};

@@ -1,7 +1,7 @@
 // `cgad bench`: the summary of the benchmarks in bench/ (bench_summary.hpp), as text or JSON.
-#include "bench_summary.hpp"
 #include "commands.hpp"
 
+#include "cgad/bench/summary.hpp"
 #include "cgad/fastpath/thread_pool.hpp"
 #include "cgad/reference/errors.hpp"
 
@@ -23,11 +23,11 @@ void run_bench(const BenchOptions& options) {
     throw reference::InputError("--threads must be at most " + std::to_string(fastpath::ThreadPool::kMaxThreads) +
                                 " (0: every core), got " + std::to_string(options.threads));
   }
-  const nlohmann::ordered_json summary = run_bench_summary({options.quick, options.threads});
+  const nlohmann::ordered_json summary = bench::run_summary({options.quick, options.threads});
   if (options.json) {
     std::cout << summary.dump(2) << "\n";
   } else {
-    std::cout << bench_summary_text(summary);
+    std::cout << bench::summary_text(summary);
   }
 }
 

@@ -3,9 +3,11 @@
 // PNG figures of v's relative error over the run.
 #include "cli_support.hpp"
 #include "commands.hpp"
-#include "noise_lockstep.hpp"
 #include "noise_output.hpp"
 #include "progress.hpp"
+
+#include "cgad/differential/noise_lockstep.hpp"
+#include "cgad/fastpath/input_file.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -38,11 +40,11 @@ struct NoiseOptions {
   unsigned precision = 0;
 };
 
-nlohmann::json summary_json(const ErrorSummary& e) {
+nlohmann::json summary_json(const differential::ErrorSummary& e) {
   return {{"mean_abs", e.mean_abs}, {"rms", e.rms}, {"max_abs", e.max_abs}, {"bias", e.bias}};
 }
 
-nlohmann::json trap_json(const TrapSummary& t) {
+nlohmann::json trap_json(const differential::TrapSummary& t) {
   return {{"v_zero_fraction", t.v_zero_fraction},
           {"m_zero_fraction", t.m_zero_fraction},
           {"step_over_5lr_fraction", t.step_over_5lr_fraction},
@@ -50,7 +52,7 @@ nlohmann::json trap_json(const TrapSummary& t) {
           {"reference_max_step_over_lr", t.reference_max_step_over_lr}};
 }
 
-void print_table(const std::vector<NoiseRun>& runs, unsigned bits) {
+void print_table(const std::vector<differential::NoiseRun>& runs, unsigned bits) {
   std::printf("cgad noise: fast path (bf16 params) vs %u-bit MPFR reference in lockstep, never re-synced\n", bits);
   std::printf("v: relative error (fast - ref)/ref; m: (fast - ref)/sqrt(v_ref); theta: (fast - ref)/lr\n");
   std::printf("v0/m0: share of stored v/m that decode to 0 at the end; >5lr: share of element-steps with "
@@ -58,17 +60,17 @@ void print_table(const std::vector<NoiseRun>& runs, unsigned bits) {
   std::printf("%-58s %10s %10s %10s %10s %10s %8s %8s %9s %17s %7s\n", "scenario", "v bias@10%", "v bias@end",
               "v rms@end", "m rms@end", "th rms@end", "v0", "m0", ">5lr", "max/lr", "gated0");
   for (const auto& run : runs) {
-    const NoiseSample& early = sample_at_fraction(run, 0.1);
-    const NoiseSample& end = run.samples.back();
-    const TrapSummary& t = end.trap;
+    const differential::NoiseSample& early = sample_at_fraction(run, 0.1);
+    const differential::NoiseSample& end = run.samples.back();
+    const differential::TrapSummary& t = end.trap;
     std::printf("%-58s %10.3e %10.3e %10.3e %10.3e %10.3e %8.4f %8.4f %9.2e %8.3g|%-8.3g %7lld\n",
-                scenario_name(run.scenario).c_str(), early.v.bias, end.v.bias, end.v.rms, end.m.rms, end.theta.rms,
+                differential::scenario_name(run.scenario).c_str(), early.v.bias, end.v.bias, end.v.rms, end.m.rms, end.theta.rms,
                 t.v_zero_fraction, t.m_zero_fraction, t.step_over_5lr_fraction, t.max_step_over_lr,
                 t.reference_max_step_over_lr, static_cast<long long>(end.gated_to_zero));
   }
 }
 
-void print_json(const std::vector<NoiseRun>& runs, unsigned bits) {
+void print_json(const std::vector<differential::NoiseRun>& runs, unsigned bits) {
   nlohmann::json out{{"precision_bits", bits}, {"runs", nlohmann::json::array()}};
   for (const auto& run : runs) {
     nlohmann::json samples = nlohmann::json::array();
@@ -77,7 +79,7 @@ void print_json(const std::vector<NoiseRun>& runs, unsigned bits) {
                          {"theta", summary_json(s.theta)}, {"trap", trap_json(s.trap)},
                          {"gated_to_zero", s.gated_to_zero}});
     }
-    out["runs"].push_back({{"scenario", scenario_name(run.scenario)}, {"samples", samples}});
+    out["runs"].push_back({{"scenario", differential::scenario_name(run.scenario)}, {"samples", samples}});
   }
   std::cout << out.dump(2) << "\n";
 }
@@ -88,20 +90,20 @@ void run_noise(const NoiseOptions& o) {
   const unsigned bits = apply_precision(o.precision == 0 ? 128 : o.precision);
   if (o.json && o.csv) throw reference::InputError("noise: choose one of --json and --csv");
   if (!o.plot_dir.empty()) check_plot_target(std::filesystem::path(o.plot_dir) / "noise_v_rms.png");
-  std::shared_ptr<const PseudoGradientStream> stream;
+  std::shared_ptr<const differential::PseudoGradientStream> stream;
   if (!o.stream.empty()) {
-    InputFile in(o.stream);  // the one rule for inputs (cli_support.hpp): files, pipes, FIFOs with a writer
-    stream = std::make_shared<const PseudoGradientStream>(read_stream(in.stream(), o.stream));
+    fastpath::InputFile in(o.stream);  // the one rule for inputs (cli_support.hpp): files, pipes, FIFOs with a writer
+    stream = std::make_shared<const differential::PseudoGradientStream>(differential::read_stream(in.stream(), o.stream));
   }
-  std::vector<NoiseScenario> scenarios;
+  std::vector<differential::NoiseScenario> scenarios;
   for (const auto& optimizer : o.optimizers) {
     for (const auto& state : o.states) {
       for (const auto& semantics : o.semantics) {
         for (const auto& rounding : o.roundings) {
           for (const auto& delays : o.delays) {
             for (const auto seed : o.seeds) {
-              NoiseScenario s;
-              parse_study_optimizer(optimizer, s);
+              differential::NoiseScenario s;
+              differential::parse_study_optimizer(optimizer, s);
               s.state = fastpath::parse_state_format(state);
               s.q8_semantics = fastpath::parse_q8_semantics(semantics);
               s.min_q8_size = o.min_q8_size;
@@ -123,14 +125,14 @@ void run_noise(const NoiseOptions& o) {
       }
     }
   }
-  std::vector<NoiseRun> runs;
+  std::vector<differential::NoiseRun> runs;
   {
     ProgressBar bar("noise");
     const long steps = stream ? static_cast<long>(stream->events.size()) : static_cast<long>(o.steps);
     const long total = static_cast<long>(scenarios.size()) * steps;
     for (std::size_t k = 0; k < scenarios.size(); ++k) {
       const long before = static_cast<long>(k) * steps;
-      runs.push_back(run_lockstep(scenarios[k], [&](long done, long) { bar.update(before + done, total); }));
+      runs.push_back(differential::run_lockstep(scenarios[k], [&](long done, long) { bar.update(before + done, total); }));
     }
   }
   if (o.json) {

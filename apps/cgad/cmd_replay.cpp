@@ -2,9 +2,11 @@
 // parameters and state after every event. The reference backend computes in MPFR at the working precision.
 #include "cli_support.hpp"
 #include "commands.hpp"
-#include "optimizer_options.hpp"
-#include "replay_fastpath.hpp"
-#include "replay_reference.hpp"
+#include "optimizer_flags.hpp"
+
+#include "cgad/differential/replay_fastpath.hpp"
+#include "cgad/fastpath/input_file.hpp"
+#include "cgad/differential/replay_reference.hpp"
 
 #include <iostream>
 #include <memory>
@@ -17,8 +19,8 @@ struct ReplayOptions {
   std::string input;
   std::string output;
   unsigned precision = 0;
-  OptimizerOptions optimizer;
-  FastpathOptions fastpath;
+  differential::OptimizerOptions optimizer;
+  differential::FastpathOptions fastpath;
   std::vector<CLI::Option*> fastpath_flags;
 };
 
@@ -31,24 +33,24 @@ void run_replay(const ReplayOptions& options) {
   const unsigned bits = apply_precision(options.precision);  // also the precision of the decimal parse
   // The input under cli_support's rule (regular file, pipe or FIFO; never a wait without end); the output
   // checked before any work (a directory, a device node, "" are refused now, not after the last event).
-  InputFile input(options.input);
+  fastpath::InputFile input(options.input);
   OutputFile output(options.output);
   // Replacing the input by the output would destroy it (the same path, a symlink or a hard link to it).
   if (output.replaces(input.device(), input.inode())) {
     throw reference::InputError("--output '" + options.output + "' is the input file '" + options.input +
                                 "': it would be overwritten by the replay");
   }
-  StreamReader reader(input.stream(), options.input);
+  differential::StreamReader reader(input.stream(), options.input);
   // Each record goes to the output's temporary as soon as it is computed (memory does not grow with the stream),
   // and the temporary replaces the output only when every event has run: an error on event 900 leaves no
   // 899-line file that looks like a result, and never clobbers an earlier output.
   const bool reference_backend = options.backend == "reference";
   const auto next = [&] { return reader.next(); };
   const auto sink = [&](const nlohmann::ordered_json& record) { output.stream() << record.dump() << "\n"; };
-  const ReplayCounts result =
+  const differential::ReplayCounts result =
       reference_backend
-          ? replay_reference(reader.header(), next, options.input, options.optimizer, std::cerr, sink)
-          : replay_fastpath(reader.header(), next, options.input, options.optimizer, options.fastpath, std::cerr, sink);
+          ? differential::replay_reference(reader.header(), next, options.input, options.optimizer, std::cerr, sink)
+          : differential::replay_fastpath(reader.header(), next, options.input, options.optimizer, options.fastpath, std::cerr, sink);
   output.commit();
   const std::string how = reference_backend ? "reference, " + std::to_string(bits) + "-bit MPFR"
                                             : "fastpath on " + options.fastpath.device + ", " + options.fastpath.params +

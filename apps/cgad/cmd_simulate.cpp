@@ -5,7 +5,7 @@
 // stream, and says on stderr which replay reproduces the run.
 #include "cli_support.hpp"
 #include "commands.hpp"
-#include "optimizer_options.hpp"
+#include "optimizer_flags.hpp"
 #include "progress.hpp"
 #include "simulate_output.hpp"
 
@@ -56,7 +56,7 @@ struct SimulateOptions {
   unsigned jobs = 0;
   std::string shard;
   std::string out;
-  OptimizerOptions optimizer;  // the outer hyperparameters; its single --optimizer is replaced by the list above
+  differential::OptimizerOptions optimizer;  // the outer hyperparameters; its single --optimizer is replaced by the list above
   CLI::App* command = nullptr;  // to ask which method-specific flags were given (refuse_unread_flags)
   SweepOutputOptions output;
 };
@@ -124,9 +124,9 @@ simulate::SweepGrid make_grid(const SimulateOptions& o) {
   if (o.diverge_factor) b.divergence_factor = reference::parse_real<double>(*o.diverge_factor, "diverge-factor");
   b.log_every = o.log_every;
   refuse_unread_flags(o);
-  OptimizerOptions hyper = o.optimizer;
+  differential::OptimizerOptions hyper = o.optimizer;
   hyper.optimizer = "cgad";  // a placeholder: the method axis sets each run's optimizer (sweep.hpp)
-  b.outer = fastpath_step_config(hyper);
+  b.outer = differential::fastpath_step_config(hyper);
   if (!o.optimizer.lr) {
     // Without --lr the simulation's own outer defaults hold (simulation.hpp derives them per family), not the
     // replay defaults OptimizerOptions falls back to.

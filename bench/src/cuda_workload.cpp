@@ -2,28 +2,17 @@
 
 #include "cgad/bench/workloads.hpp"
 #include "cgad/fastpath/cuda_optimizer.hpp"
+#include "cgad/fastpath/detail/cuda_memory.hpp"
 
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <stdexcept>
 #include <vector>
 
 namespace cgad::bench {
-namespace {
-
-void check(cudaError_t status, const char* what) {
-  if (status != cudaSuccess) throw std::runtime_error(std::string("CUDA ") + what + ": " + cudaGetErrorString(status));
-}
-
-struct DeviceBytes {
-  void* data = nullptr;
-  explicit DeviceBytes(std::size_t bytes) { check(cudaMalloc(&data, bytes), "cudaMalloc"); }
-  ~DeviceBytes() { cudaFree(data); }
-  DeviceBytes(const DeviceBytes&) = delete;
-  DeviceBytes& operator=(const DeviceBytes&) = delete;
-};
-
-}  // namespace
+using fastpath::detail::check;
+using DeviceBytes = fastpath::detail::DeviceBuffer<std::byte>;
 
 std::string cuda_unavailable_reason() { return fastpath::cuda_unavailable_reason(); }
 
@@ -57,13 +46,13 @@ struct CudaWorkload::Impl {
     check(cudaEventCreate(&stop), "cudaEventCreate");
     // Parameters 0.5 and a gradient of 2^-10 everywhere: finite, so every timed step applies.
     std::vector<float> host_grad(count, 0x1p-10f);
-    check(cudaMemcpy(grad.data, host_grad.data(), count * 4, cudaMemcpyHostToDevice), "grad upload");
+    check(cudaMemcpy(grad.data(), host_grad.data(), count * 4, cudaMemcpyHostToDevice), "grad upload");
     if (c.params == fastpath::ParamFormat::bf16) {
       std::vector<fastpath::bf16> host(count, fastpath::round_nearest_even_bf16(0.5f));
-      check(cudaMemcpy(params.data, host.data(), count * 2, cudaMemcpyHostToDevice), "params upload");
+      check(cudaMemcpy(params.data(), host.data(), count * 2, cudaMemcpyHostToDevice), "params upload");
     } else {
       std::vector<float> host(count, 0.5f);
-      check(cudaMemcpy(params.data, host.data(), count * 4, cudaMemcpyHostToDevice), "params upload");
+      check(cudaMemcpy(params.data(), host.data(), count * 4, cudaMemcpyHostToDevice), "params upload");
     }
   }
   ~Impl() {
@@ -73,7 +62,7 @@ struct CudaWorkload::Impl {
   }
   template <class Launch>
   double timed(const Launch& launch) {
-    check(cudaMemsetAsync(flush.data, 0, flush_bytes, stream), "L2 flush");
+    check(cudaMemsetAsync(flush.data(), 0, flush_bytes, stream), "L2 flush");
     check(cudaEventRecord(start, stream), "cudaEventRecord");
     launch();
     check(cudaEventRecord(stop, stream), "cudaEventRecord");
@@ -95,11 +84,11 @@ double CudaWorkload::time_step() {
   Impl& s = *impl_;
   const double seconds = s.timed([&] {
     if (s.config.params == fastpath::ParamFormat::bf16) {
-      s.optimizer.step(static_cast<fastpath::bf16*>(s.params.data), s.n, static_cast<const float*>(s.grad.data), s.n, 1, 0,
-                       s.stream);
+      s.optimizer.step(reinterpret_cast<fastpath::bf16*>(s.params.data()), s.n,
+                       reinterpret_cast<const float*>(s.grad.data()), s.n, 1, 0, s.stream);
     } else {
-      s.optimizer.step(static_cast<float*>(s.params.data), s.n, static_cast<const float*>(s.grad.data), s.n, 1, 0,
-                       s.stream);
+      s.optimizer.step(reinterpret_cast<float*>(s.params.data()), s.n, reinterpret_cast<const float*>(s.grad.data()),
+                       s.n, 1, 0, s.stream);
     }
   });
   if (!s.optimizer.report().applied) throw std::runtime_error("CUDA benchmark step did not apply");
@@ -110,7 +99,7 @@ double CudaWorkload::time_copy() {
   Impl& s = *impl_;
   const std::size_t half = static_cast<std::size_t>(step_bytes(s.config, s.n) / 2);
   return s.timed([&] {
-    check(cudaMemcpyAsync(s.copy_target.data, s.copy_source.data, half, cudaMemcpyDeviceToDevice, s.stream), "copy");
+    check(cudaMemcpyAsync(s.copy_target.data(), s.copy_source.data(), half, cudaMemcpyDeviceToDevice, s.stream), "copy");
   });
 }
 

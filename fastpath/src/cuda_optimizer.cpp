@@ -6,6 +6,8 @@
 #include "cgad/fastpath/state_file.hpp"
 #include "cgad/reference/errors.hpp"
 
+#include "cgad/fastpath/detail/cuda_memory.hpp"
+
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -13,39 +15,8 @@
 #include <stdexcept>
 
 namespace cgad::fastpath {
-namespace {
-
-void check(cudaError_t status, const char* what) {
-  if (status != cudaSuccess) throw std::runtime_error(std::string("CUDA ") + what + ": " + cudaGetErrorString(status));
-}
-
-template <class T>
-struct DeviceBuffer {
-  T* data = nullptr;
-  std::size_t size = 0;
-  explicit DeviceBuffer(std::size_t n = 0) : size(n) {
-    if (n != 0) check(cudaMalloc(reinterpret_cast<void**>(&data), n * sizeof(T)), "cudaMalloc");
-  }
-  ~DeviceBuffer() {
-    if (data != nullptr) cudaFree(data);
-  }
-  DeviceBuffer(DeviceBuffer&& other) noexcept : data(other.data), size(other.size) { other.data = nullptr; }
-  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept {
-    std::swap(data, other.data);
-    std::swap(size, other.size);
-    return *this;
-  }
-  void upload(const std::vector<T>& host) {
-    if (size != 0) check(cudaMemcpy(data, host.data(), size * sizeof(T), cudaMemcpyHostToDevice), "upload");
-  }
-  std::vector<T> download() const {
-    std::vector<T> host(size);
-    if (size != 0) check(cudaMemcpy(host.data(), data, size * sizeof(T), cudaMemcpyDeviceToHost), "download");
-    return host;
-  }
-};
-
-}  // namespace
+using detail::check;
+using detail::DeviceBuffer;
 
 bool cuda_device_available() { return cuda_unavailable_reason().empty(); }
 
@@ -140,29 +111,29 @@ struct CudaOptimizer::Impl {
     for (int k = 0; k < moments; ++k) {
       MomentView& view = a.moment[k];
       switch (format) {
-        case StateFormat::fp32: view.fp32 = fp32[k].data; break;
-        case StateFormat::bf16: view.half = half[k].data; break;
+        case StateFormat::fp32: view.fp32 = fp32[k].data(); break;
+        case StateFormat::bf16: view.half = half[k].data(); break;
         case StateFormat::q8:
-          view.codes = codes[k].data;
-          view.absmax = absmax[k].data;
-          view.fallback = fp32[k].data;
+          view.codes = codes[k].data();
+          view.absmax = absmax[k].data();
+          view.fallback = fp32[k].data();
           break;
       }
-      view.map = maps.data + (planner.adam_family() && k == 1 ? 1 : 0);
+      view.map = maps.data() + (planner.adam_family() && k == 1 ? 1 : 0);
     }
     // The scan runs even when the gate skips the event: the reference reports NaN/Inf first.
     // The overflow rule of every optimizer (the Adam family's, and since issue 16 Nesterov's and SDM's, whose σ is
     // 1 or 1/(1 + τ)); σ = 0 where the event is not applied, so that only NaN/Inf is looked for.
     const float sigma = plan.report.applied ? plan.report.sigma : 0.0f;
-    check(cudaMemsetAsync(first_refused.data, 0xFF, 2 * sizeof(unsigned long long), stream), "cudaMemsetAsync");
-    check(cuda::launch_refusal_scan(grad, grad_size, sigma, first_refused.data, stream), "refusal scan launch");
+    check(cudaMemsetAsync(first_refused.data(), 0xFF, 2 * sizeof(unsigned long long), stream), "cudaMemsetAsync");
+    check(cuda::launch_refusal_scan(grad, grad_size, sigma, first_refused.data(), stream), "refusal scan launch");
     if (plan.report.applied) {
       const std::size_t first = planner.chunk_begin(fragment);
-      check(cuda::launch_fused_step(a, chunks.data + first, planner.chunk_begin(fragment + 1) - first,
-                                    first_refused.data, stream),
+      check(cuda::launch_fused_step(a, chunks.data() + first, planner.chunk_begin(fragment + 1) - first,
+                                    first_refused.data(), stream),
             "fused step launch");
     }
-    check(cudaMemcpyAsync(host_first_refused, first_refused.data, 2 * sizeof(unsigned long long),
+    check(cudaMemcpyAsync(host_first_refused, first_refused.data(), 2 * sizeof(unsigned long long),
                           cudaMemcpyDeviceToHost, stream),
           "cudaMemcpyAsync");
     check(cudaEventRecord(done, stream), "cudaEventRecord");
@@ -219,16 +190,11 @@ std::vector<reference::StateCounter> CudaOptimizer::counters() {
   return impl_->planner.counters();
 }
 
+std::vector<std::string> CudaOptimizer::buffer_names() const { return impl_->planner.buffer_names(); }
+
 void CudaOptimizer::read_buffer(std::string_view name, std::span<float> out) {
-  const std::vector<std::string> names = impl_->planner.adam_family() ? std::vector<std::string>{"m", "v"}
-                                                                      : std::vector<std::string>{"b"};
-  const auto it = std::find(names.begin(), names.end(), name);
-  if (it == names.end()) throw reference::InputError("no state buffer named '" + std::string(name) + "'");
-  if (out.size() != parameters()) {
-    throw reference::InputError("buffer '" + std::string(name) + "' has " + std::to_string(parameters()) +
-                                " elements, the output " + std::to_string(out.size()));
-  }
-  download().read(impl_->planner, static_cast<int>(it - names.begin()), out);
+  const int k = impl_->planner.buffer_to_read(name, out.size());
+  download().read(impl_->planner, k, out);
 }
 
 void CudaOptimizer::save(const std::filesystem::path& path) {

@@ -37,6 +37,7 @@ const StepConfig& CudaOptimizer::config() const { unreachable(); }
 std::size_t CudaOptimizer::parameters() const { unreachable(); }
 std::vector<reference::StateCounter> CudaOptimizer::counters() { unreachable(); }
 HostState CudaOptimizer::download() { unreachable(); }
+std::vector<std::string> CudaOptimizer::buffer_names() const { unreachable(); }
 void CudaOptimizer::read_buffer(std::string_view, std::span<float>) { unreachable(); }
 void CudaOptimizer::save(const std::filesystem::path&) { unreachable(); }
 void CudaOptimizer::load(const std::filesystem::path&) { unreachable(); }

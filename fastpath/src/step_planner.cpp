@@ -201,4 +201,20 @@ void StepPlanner::set_raw_counters(Counters counters) {
   counters_ = std::move(counters);
 }
 
+std::vector<std::string> StepPlanner::buffer_names() const {
+  if (adam_family()) return {"m", "v"};
+  return {"b"};
+}
+
+int StepPlanner::buffer_to_read(std::string_view name, std::size_t out_size) const {
+  const std::vector<std::string> names = buffer_names();
+  const auto it = std::find(names.begin(), names.end(), name);
+  if (it == names.end()) throw reference::InputError("no state buffer named '" + std::string(name) + "'");
+  if (out_size != parameters()) {
+    throw reference::InputError("buffer '" + std::string(name) + "' has " + std::to_string(parameters()) +
+                                " elements, the output " + std::to_string(out_size));
+  }
+  return static_cast<int>(it - names.begin());
+}
+
 }  // namespace cgad::fastpath

@@ -8,9 +8,9 @@
 namespace cgad::simulate {
 namespace {
 
-std::vector<float> standard_normals(std::size_t n, NormalStream stream) {
+std::vector<float> standard_normals(std::size_t n, reference::PhiloxStream stream) {
   std::vector<float> out(n);
-  for (float& x : out) x = static_cast<float>(stream.next());
+  for (float& x : out) x = static_cast<float>(stream.normal());
   return out;
 }
 
@@ -22,13 +22,13 @@ class NoisyQuadraticModel final : public Objective {
   }
   std::size_t parameters() const override { return x_.size(); }
   std::vector<float> initial_point(std::uint64_t run_seed) const override {
-    return standard_normals(x_.size(), NormalStream(run_seed, StreamPurpose::initial_point));
+    return standard_normals(x_.size(), reference::PhiloxStream(run_seed, reference::StreamPurpose::initial_point));
   }
   double loss(std::span<const float> x) const override { return f_.value(std::vector<double>(x.begin(), x.end())); }
-  void gradient(std::span<const float> x, NormalStream& stream, std::span<float> g) override {
+  void gradient(std::span<const float> x, reference::PhiloxStream& stream, std::span<float> g) override {
     x_.assign(x.begin(), x.end());
     f_.gradient(x_, exact_);
-    for (std::size_t i = 0; i < g.size(); ++i) g[i] = static_cast<float>(exact_[i] + noise_scale_[i] * stream.next());
+    for (std::size_t i = 0; i < g.size(); ++i) g[i] = static_cast<float>(exact_[i] + noise_scale_[i] * stream.normal());
   }
 
  private:
@@ -39,12 +39,12 @@ class NoisyQuadraticModel final : public Objective {
 
 // W1 ~ N(0, 1/inputs), b1 = 0, w2 ~ N(0, 1/hidden), b2 = 0 (LeCun-normal: unit-variance pre-activations).
 template <class T>
-std::vector<T> mlp_initialization(const MlpShape& shape, NormalStream stream) {
+std::vector<T> mlp_initialization(const MlpShape& shape, reference::PhiloxStream stream) {
   std::vector<T> p(shape.parameters(), T(0));
   const double w1_scale = 1.0 / std::sqrt(static_cast<double>(shape.inputs));
   const double w2_scale = 1.0 / std::sqrt(static_cast<double>(shape.hidden));
-  for (std::size_t k = 0; k < shape.hidden * shape.inputs; ++k) p[shape.w1() + k] = static_cast<T>(w1_scale * stream.next());
-  for (std::size_t j = 0; j < shape.hidden; ++j) p[shape.w2() + j] = static_cast<T>(w2_scale * stream.next());
+  for (std::size_t k = 0; k < shape.hidden * shape.inputs; ++k) p[shape.w1() + k] = static_cast<T>(w1_scale * stream.normal());
+  for (std::size_t j = 0; j < shape.hidden; ++j) p[shape.w2() + j] = static_cast<T>(w2_scale * stream.normal());
   return p;
 }
 
@@ -52,13 +52,13 @@ class TeacherStudent final : public Objective {
  public:
   TeacherStudent(std::size_t hidden, std::uint64_t problem_seed, double label_noise)
       : student_{kTeacherShape.inputs, hidden},
-        teacher_(mlp_initialization<double>(kTeacherShape, NormalStream(problem_seed, StreamPurpose::teacher))),
+        teacher_(mlp_initialization<double>(kTeacherShape, reference::PhiloxStream(problem_seed, reference::StreamPurpose::teacher))),
         label_noise_(label_noise),
         inputs_(kMinibatch * student_.inputs),
         targets_(kMinibatch) {
-    NormalStream stream(problem_seed, StreamPurpose::evaluation);
+    reference::PhiloxStream stream(problem_seed, reference::StreamPurpose::evaluation);
     evaluation_inputs_.resize(kEvaluationSamples * student_.inputs);
-    for (double& x : evaluation_inputs_) x = stream.next();
+    for (double& x : evaluation_inputs_) x = stream.normal();
     std::vector<double> hidden_values;
     for (std::size_t s = 0; s < kEvaluationSamples; ++s) {
       evaluation_targets_.push_back(
@@ -68,24 +68,24 @@ class TeacherStudent final : public Objective {
   std::size_t parameters() const override { return student_.parameters(); }
   std::vector<std::size_t> tensor_sizes() const override { return student_.tensor_sizes(); }
   std::vector<float> initial_point(std::uint64_t run_seed) const override {
-    return mlp_initialization<float>(student_, NormalStream(run_seed, StreamPurpose::initial_point));
+    return mlp_initialization<float>(student_, reference::PhiloxStream(run_seed, reference::StreamPurpose::initial_point));
   }
   double loss(std::span<const float> x) const override {
     const std::vector<double> params(x.begin(), x.end());
     std::vector<double> hidden_values;
     return mlp_loss<double>(student_, params, evaluation_inputs_, evaluation_targets_, {}, hidden_values);
   }
-  void gradient(std::span<const float> x, NormalStream& stream, std::span<float> g) override {
+  void gradient(std::span<const float> x, reference::PhiloxStream& stream, std::span<float> g) override {
     // The label is the teacher's output on exactly the float input the student sees, plus noise.
     std::vector<double>& sample = teacher_input_;
     sample.resize(student_.inputs);
     for (std::size_t s = 0; s < kMinibatch; ++s) {
       for (std::size_t i = 0; i < student_.inputs; ++i) {
-        inputs_[s * student_.inputs + i] = static_cast<float>(stream.next());
+        inputs_[s * student_.inputs + i] = static_cast<float>(stream.normal());
         sample[i] = inputs_[s * student_.inputs + i];
       }
       const double label = mlp_output<double>(kTeacherShape, teacher_, sample.data(), teacher_hidden_);
-      targets_[s] = static_cast<float>(label + label_noise_ * stream.next());
+      targets_[s] = static_cast<float>(label + label_noise_ * stream.normal());
     }
     mlp_loss<float>(student_, x, inputs_, targets_, g, student_hidden_);
   }

@@ -25,7 +25,7 @@ bool InnerOptimizer::step(std::span<float> x, std::span<const float> g) {
 }
 
 Worker::Worker(const InnerConfig& config, std::size_t parameters, std::uint64_t run_seed, std::uint32_t index)
-    : steps_(config.steps), optimizer_(config, parameters), stream_(run_seed, StreamPurpose::worker, index) {}
+    : steps_(config.steps), optimizer_(config, parameters), stream_(run_seed, reference::StreamPurpose::worker, index) {}
 
 std::int64_t Worker::run(Objective& objective, std::span<float> x, std::span<float> grad) {
   std::int64_t skipped = 0;

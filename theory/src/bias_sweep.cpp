@@ -42,11 +42,11 @@ BiasSweep run_bias_sweep(const TrajectoryConfig& base, const std::string& alpha_
   }
   // The bias of an ideal CGAD run can never exceed B1: each σ_tτ_t ≤ sup τσ(τ). B1's certified upper end is
   // computed at the default 256 bits whatever the working precision: its bisection costs ~p^2.5.
-  const unsigned bits = reference::working_precision_bits();
-  reference::set_working_precision_bits(reference::kDefaultPrecisionBits);
-  const long cut = base.gate.tau_cut.convert_to<long>();
-  sweep.b1_upper = certified_sup(1, Interval::from_decimal(alpha_text, "alpha"), cut).value.upper();
-  reference::set_working_precision_bits(bits);
+  {
+    const reference::PrecisionScope precision(reference::kDefaultPrecisionBits);
+    const long cut = base.gate.tau_cut.convert_to<long>();
+    sweep.b1_upper = certified_sup(1, Interval::from_decimal(alpha_text, "alpha"), cut).value.upper();
+  }
   const long total = static_cast<long>(sweep.tau_maxes.size() * sweep.columns.size());
   long done = 0;
   sweep.reports.resize(sweep.columns.size());

@@ -59,6 +59,7 @@ class CudaOptimizer {
   std::vector<reference::StateCounter> counters();
   // Copies the device state to the host (waits for the last step).
   HostState download();
+  std::vector<std::string> buffer_names() const;  // as CpuOptimizer's
   // As CpuOptimizer::read_buffer: the named buffer ("m", "v" or "b"), dequantized, into host memory.
   void read_buffer(std::string_view name, std::span<float> out);
   // The same file format as CpuOptimizer's (state_file.hpp): a state saved by either backend loads into the

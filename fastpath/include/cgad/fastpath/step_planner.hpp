@@ -19,6 +19,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <string_view>
 #include <vector>
 
 namespace cgad::fastpath {
@@ -51,6 +53,11 @@ class StepPlanner {
   const reference::FragmentLayout& layout() const { return layout_; }
   bool adam_family() const { return reference::is_adam_family(config_.optimizer); }
   int moments() const { return adam_family() ? 2 : 1; }
+  // The state buffers by name, in HostState's moment order: "m", "v" (Adam family) or "b" (Nesterov family).
+  std::vector<std::string> buffer_names() const;
+  // The moment index of buffer `name`, to be read into `out_size` floats; InputError for a name this optimizer
+  // has not, or an output that is not one float per parameter (both backends' read_buffer).
+  int buffer_to_read(std::string_view name, std::size_t out_size) const;
   std::size_t parameters() const { return empty_ ? 0 : layout_.parameters(); }
   std::size_t fragment_size(std::size_t f) const { return empty_ ? 0 : layout_.size(f); }
   const std::vector<std::size_t>& tensor_sizes() const { return tensors_; }

@@ -37,6 +37,24 @@ unsigned set_working_precision_bits(unsigned bits);
 // Bits of every mpfr_real created from now on.
 unsigned working_precision_bits();
 
+// The working precision set to at least `bits` for the scope's lifetime, and the previous one restored at its end
+// (also when an exception leaves the scope): the precision is process-global, so a part of a run that needs its
+// own (the report's sections, a benchmark, a certified constant) sets it this way and never leaks it.
+class PrecisionScope {
+ public:
+  explicit PrecisionScope(unsigned bits)
+      : previous_(working_precision_bits()), bits_(set_working_precision_bits(bits)) {}
+  ~PrecisionScope() { set_working_precision_bits(previous_); }
+  PrecisionScope(const PrecisionScope&) = delete;
+  PrecisionScope& operator=(const PrecisionScope&) = delete;
+  // The precision in effect inside the scope.
+  unsigned bits() const { return bits_; }
+
+ private:
+  unsigned previous_;
+  unsigned bits_;
+};
+
 // MPFR keeps caches per thread (the constants π and log 2, its integer pools), which it frees only when asked:
 // a worker thread that ran MPFR code and exited leaked them (616 bytes a thread under LeakSanitizer, on the
 // simulate sweep's threads). The first call on a thread arranges for mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE) to

@@ -12,7 +12,7 @@
 //    stream, labelled teacher(x) + label_noise·z. Loss: ½·mean squared error against the teacher's (noise-free)
 //    outputs on a fixed evaluation set of 1024 inputs from the problem seed — the excess risk, 0 at the teacher.
 #include "cgad/simulate/mlp.hpp"
-#include "cgad/simulate/normal_stream.hpp"
+#include "cgad/reference/random.hpp"
 #include "cgad/simulate/simulation.hpp"
 
 #include <cstdint>
@@ -40,7 +40,7 @@ class Objective {
   virtual double loss(std::span<const float> x) const = 0;
   // One stochastic gradient at x, its randomness drawn from `stream` (the worker's), written to g.
   // Not const: it reuses scratch buffers, so one Objective serves one thread.
-  virtual void gradient(std::span<const float> x, NormalStream& stream, std::span<float> g) = 0;
+  virtual void gradient(std::span<const float> x, reference::PhiloxStream& stream, std::span<float> g) = 0;
 };
 
 // The number of parameters of the spec's objective, without building it.

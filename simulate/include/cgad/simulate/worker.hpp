@@ -2,7 +2,7 @@
 // A DiLoCo worker: H inner steps of SGD or AdamW (float) from the parameters it was handed, with its own
 // gradient stream (run seed, worker index) and its own inner-optimizer state, both kept across rounds.
 #include "cgad/reference/outer_optimizer.hpp"
-#include "cgad/simulate/normal_stream.hpp"
+#include "cgad/reference/random.hpp"
 #include "cgad/simulate/objectives.hpp"
 #include "cgad/simulate/simulation.hpp"
 
@@ -38,7 +38,7 @@ class Worker {
  private:
   std::int64_t steps_;
   InnerOptimizer optimizer_;
-  NormalStream stream_;
+  reference::PhiloxStream stream_;
 };
 
 }  // namespace cgad::simulate

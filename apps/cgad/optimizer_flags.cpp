@@ -1,0 +1,38 @@
+#include "optimizer_flags.hpp"
+
+namespace cgad::cli {
+
+void add_optimizer_options(CLI::App& command, differential::OptimizerOptions& options) {
+  command.add_option("--optimizer", options.optimizer,
+                     "cgad, pa-cgad, adam-decay, adam, nesterov, delayed-nesterov or sdm")
+      ->capture_default_str();
+  command.add_option("--lr", options.lr, "outer learning rate (default 1e-3 Adam family, 0.7 Nesterov family)");
+  command.add_option("--beta1", options.beta1, "Adam beta1 (default 0.9)");
+  command.add_option("--beta2", options.beta2, "Adam beta2 (default 0.999)");
+  command.add_option("--eps", options.eps, "Adam epsilon (default 1e-8)");
+  command.add_option("--weight-decay", options.weight_decay, "decoupled weight decay lambda (default 0)");
+  command.add_option("--momentum", options.momentum, "Nesterov momentum mu (default 0.9)");
+  command.add_option("--alpha", options.alpha, "gate decay rate alpha")->capture_default_str();
+  command.add_option("--tau-cut", options.tau_cut, "gate cutoff tau_cut (integer >= 1)")->capture_default_str();
+  command.add_option("--buffer", options.buffer, "Delayed Nesterov buffer N")->capture_default_str();
+  command.add_option("--fragments", options.fragments, "PA-CGAD fragments P")->capture_default_str();
+  command.add_option("--on-zero-gate", options.on_zero_gate, "apply or skip an event whose sigma is 0")
+      ->capture_default_str();
+}
+
+std::vector<CLI::Option*> add_fastpath_options(CLI::App& command, differential::FastpathOptions& options) {
+  return {
+      command.add_option("--params", options.params, "fast path: parameter format, fp32 or bf16")->capture_default_str(),
+      command.add_option("--state", options.state, "fast path: optimizer state, fp32, bf16 or q8")->capture_default_str(),
+      command.add_option("--rounding", options.rounding, "fast path: nearest or stochastic")->capture_default_str(),
+      command.add_option("--seed", options.seed, "fast path: stochastic rounding seed")->capture_default_str(),
+      command.add_option("--device", options.device, "fast path: cpu or cuda")->capture_default_str(),
+      command.add_option("--q8-semantics", options.q8_semantics,
+                         "fast path: cgad (exact nearest code, v = 0 guard) or bnb (bitsandbytes' 8-bit Adam)")
+          ->capture_default_str(),
+      command.add_option("--min-q8-size", options.min_q8_size,
+                         "fast path: tensors under this many elements keep fp32 state (default 4096 with bnb, 0 with cgad)"),
+  };
+}
+
+}  // namespace cgad::cli

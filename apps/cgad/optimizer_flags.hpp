@@ -1,0 +1,19 @@
+#pragma once
+// The command-line flags of the optimizer and fast-path options (differential/optimizer_options.hpp,
+// replay_fastpath.hpp), registered once on a CLI11 command for every command that runs an outer optimizer.
+#include "cgad/differential/optimizer_options.hpp"
+#include "cgad/differential/replay_fastpath.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <vector>
+
+namespace cgad::cli {
+
+void add_optimizer_options(CLI::App& command, differential::OptimizerOptions& options);
+
+// Registers --params --state --rounding --seed --device --q8-semantics --min-q8-size; returns them, so a caller
+// can refuse them where they would be silently ignored (the reference backend).
+std::vector<CLI::Option*> add_fastpath_options(CLI::App& command, differential::FastpathOptions& options);
+
+}  // namespace cgad::cli

@@ -1,0 +1,54 @@
+#include "noise_output.hpp"
+
+#include <sstream>
+
+namespace cgad::cli {
+
+const differential::NoiseSample& sample_at_fraction(const differential::NoiseRun& run, double fraction) {
+  const auto target = static_cast<std::int64_t>(fraction * static_cast<double>(run.samples.back().step));
+  for (const auto& s : run.samples) {
+    if (s.step >= target) return s;
+  }
+  return run.samples.back();
+}
+
+std::string noise_samples_csv(const std::vector<differential::NoiseRun>& runs) {
+  std::ostringstream csv;
+  csv << "scenario,step,v_mean_abs,v_rms,v_max_abs,v_bias,m_mean_abs,m_rms,m_max_abs,m_bias,theta_mean_abs,"
+         "theta_rms,theta_max_abs,theta_bias,v_zero_fraction,m_zero_fraction,step_over_5lr_fraction,"
+         "max_step_over_lr,reference_max_step_over_lr,gated_to_zero\n";
+  csv.precision(17);
+  for (const auto& run : runs) {
+    for (const auto& s : run.samples) {
+      csv << differential::scenario_name(run.scenario) << ',' << s.step;
+      for (const differential::ErrorSummary* e : {&s.v, &s.m, &s.theta}) {
+        csv << ',' << e->mean_abs << ',' << e->rms << ',' << e->max_abs << ',' << e->bias;
+      }
+      const differential::TrapSummary& t = s.trap;
+      csv << ',' << t.v_zero_fraction << ',' << t.m_zero_fraction << ',' << t.step_over_5lr_fraction << ','
+          << t.max_step_over_lr << ',' << t.reference_max_step_over_lr << ',' << s.gated_to_zero << '\n';
+    }
+  }
+  return csv.str();
+}
+
+NoisePlots noise_plots(const std::vector<differential::NoiseRun>& runs) {
+  NoisePlots plots{{"Relative RMS error of v (fast path vs MPFR), never re-synced", "outer step",
+                    "RMS (v_fast - v_ref)/v_ref", false, true, {}},
+                   {"Signed mean relative error of v (bias)", "outer step", "mean (v_fast - v_ref)/v_ref", false,
+                    false, {}}};
+  for (const auto& run : runs) {
+    PlotSeries rms{differential::scenario_name(run.scenario), {}, {}, false}, bias = rms;
+    for (const auto& s : run.samples) {
+      rms.x.push_back(static_cast<double>(s.step));
+      rms.y.push_back(s.v.rms);
+      bias.x.push_back(static_cast<double>(s.step));
+      bias.y.push_back(s.v.bias);
+    }
+    plots.v_rms.series.push_back(std::move(rms));
+    plots.v_bias.series.push_back(std::move(bias));
+  }
+  return plots;
+}
+
+}  // namespace cgad::cli

@@ -1,0 +1,25 @@
+#pragma once
+// What `cgad noise` and the report's rounding-noise section both make of lockstep runs: the per-sample CSV and
+// the two figures of v's error over the run. One definition, so the report shows exactly what the command does.
+#include "plot.hpp"
+
+#include "cgad/differential/noise_lockstep.hpp"
+
+#include <string>
+#include <vector>
+
+namespace cgad::cli {
+
+// The first logged sample at or past `fraction` of the run (the last one if none is).
+const differential::NoiseSample& sample_at_fraction(const differential::NoiseRun& run, double fraction);
+
+// One row per logged sample of every run: scenario, step, mean_abs/rms/max_abs/bias of v, m and θ, gated_to_zero.
+std::string noise_samples_csv(const std::vector<differential::NoiseRun>& runs);
+
+struct NoisePlots {
+  PlotSpec v_rms;   // relative RMS error of v over the run (log y)
+  PlotSpec v_bias;  // signed mean relative error of v over the run
+};
+NoisePlots noise_plots(const std::vector<differential::NoiseRun>& runs);
+
+}  // namespace cgad::cli

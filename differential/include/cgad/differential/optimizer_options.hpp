@@ -1,0 +1,76 @@
+#pragma once
+// An outer optimizer and its hyperparameters as a user wrote them (the `cgad` command's --optimizer, --lr, ...;
+// the Python package's keyword arguments), turned into an OptimizerConfig for any scalar type. Values stay text
+// until the working precision is set, then are parsed exactly in the target format: 0.1 reaches an MPFR replay as
+// 0.1, and the fast path as the float nearest to 0.1, each rounded once.
+#include "cgad/fastpath/config.hpp"
+#include "cgad/reference/optimizers.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace cgad::differential {
+
+struct OptimizerOptions {
+  std::string optimizer = "cgad";
+  std::optional<std::string> lr, beta1, beta2, eps, weight_decay, momentum;
+  std::string alpha = "0.2";
+  std::int64_t tau_cut = 32;
+  std::int64_t buffer = 4;
+  std::size_t fragments = 1;
+  std::string on_zero_gate = "apply";
+};
+
+// The largest --tau-cut: 2^24, the largest integer up to which float holds every integer exactly.
+inline constexpr std::int64_t kMaxTauCut = std::int64_t{1} << 24;
+
+template <reference::RealScalar Real>
+reference::OptimizerConfig<Real> optimizer_config(const OptimizerOptions& options) {
+  using reference::parse_real;
+  reference::OptimizerConfig<Real> config;
+  config.kind = reference::parse_optimizer(options.optimizer);
+  // --lr means the Adam family's η or the Nesterov family's η, whichever the optimizer is; each keeps its
+  // own default (1e-3 and 0.7) when it is not given.
+  if (options.lr) {
+    config.adam.lr = parse_real<Real>(*options.lr, "lr");
+    config.nesterov.lr = config.adam.lr;
+  }
+  if (options.beta1) config.adam.beta1 = parse_real<Real>(*options.beta1, "beta1");
+  if (options.beta2) config.adam.beta2 = parse_real<Real>(*options.beta2, "beta2");
+  if (options.eps) config.adam.eps = parse_real<Real>(*options.eps, "eps");
+  if (options.weight_decay) config.adam.weight_decay = parse_real<Real>(*options.weight_decay, "weight-decay");
+  if (options.momentum) config.nesterov.momentum = parse_real<Real>(*options.momentum, "momentum");
+  config.alpha = parse_real<Real>(options.alpha, "alpha");
+  // The fast path holds τ_cut in float (and decides the gate in double from it), which is exact for integers up
+  // to 2^24 only: at --tau-cut 16777217 it held 16777216 and skipped τ = 16777216, which the reference (τ < τ_cut)
+  // applies. Every backend takes the same range, so a command means the same gate whichever runs it.
+  if (options.tau_cut < 1 || options.tau_cut > kMaxTauCut) {
+    throw reference::InputError("tau-cut must be an integer in [1, 2^24 = 16777216] (the largest the fast path's "
+                                "float holds exactly), got " + std::to_string(options.tau_cut));
+  }
+  config.tau_cut = Real(options.tau_cut);
+  config.buffer = options.buffer;
+  config.fragments = options.fragments;
+  if (options.on_zero_gate == "apply") {
+    config.on_zero_gate = reference::ZeroGatePolicy::apply;
+  } else if (options.on_zero_gate == "skip") {
+    config.on_zero_gate = reference::ZeroGatePolicy::skip;
+  } else {
+    throw reference::InputError("on-zero-gate must be apply or skip, got '" + options.on_zero_gate + "'");
+  }
+  // The ranges that keep a user's finite input finite (hyperparams.hpp, validate_range), for the optimizer run.
+  if (reference::is_adam_family(config.kind)) {
+    reference::validate_range(config.adam);
+  } else {
+    reference::validate_range(config.nesterov);
+  }
+  return config;
+}
+
+// The optimizer and its hyperparameters as the fast path takes them: each parsed straight to float (one correct
+// rounding), as the step uses them. Formats, rounding and seed are left at their defaults for the caller.
+fastpath::StepConfig fastpath_step_config(const OptimizerOptions& options);
+
+}  // namespace cgad::differential
