@@ -270,7 +270,7 @@ TEST(FastpathQ8Bnb, SignFixIsItsDefinitionOnEveryCode) {
 TEST(FastpathQ8Bnb, QuantizeMomentIsTheSearchThenTheSignFix) {
   StepArgs a;
   a.bnb = true;
-  a.state = StateCode::q8;
+  a.state = StateFormat::q8;
   MomentView views[2];
   views[0].map = &bnb_map(Q8MapKind::signed_map);
   views[1].map = &bnb_map(Q8MapKind::unsigned_map);

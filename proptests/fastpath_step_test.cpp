@@ -316,7 +316,7 @@ std::vector<unsigned char> emulate_kernel_step(const StepConfig& config, const s
     step.params_bf16 = config.params == ParamFormat::bf16 ? params.half.data() : nullptr;
     for (const StepChunk& chunk : planner.chunks()) {
       const StepArgs a = chunk_args(step, chunk);
-      const bool q8 = a.state == StateCode::q8;
+      const bool q8 = a.state == StateFormat::q8;
       const std::uint64_t valid = a.size;
       float old_absmax[2] = {0.0f, 0.0f};
       if (q8) {

@@ -759,7 +759,7 @@ TEST(SimulateEngine, RecordedArrivalsReplayThroughTheFastPathToTheFinalParameter
 
 // bitsandbytes keeps a tensor of fewer than min_8bit_size (4096) elements in fp32 state, run by its 32-bit Adam
 // kernel. The fast path's q8 configuration steps such a tensor with the very instantiation that runs bnb fp32
-// state (fastpath/src/cpu_optimizer.cpp: the fallback chunks take StateCode::fp32, the bnb kernel order of
+// state (fastpath/src/cpu_optimizer.cpp: the fallback chunks take StateFormat::fp32, the bnb kernel order of
 // bnb32_moments), from zero moments: so q8 bnb at the default min equals fp32 bnb bit for bit while every tensor
 // is under 4096 — the default teacher-student widths (W1 = 16 × width < 4096 up to width 255) and NQMs up to
 // 4095. At width 256 W1 has exactly 4096 elements, is not under the minimum, and goes to 8 bits.

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The sanitizer legs of CI (issue 16), each in a build folder of its own, CUDA and benchmarks off (neither runs
-# under a sanitizer here): `asan` builds everything with AddressSanitizer + UndefinedBehaviorSanitizer and runs
+# The sanitizer legs of CI (issue 16), each in a build folder of its own, CUDA, benchmarks and the Python module
+# off (the first two do not run under a sanitizer here; an instrumented module cannot load into an uninstrumented
+# interpreter): `asan` builds everything with AddressSanitizer + UndefinedBehaviorSanitizer and runs
 # `ctest -L ci`; `tsan` builds with ThreadSanitizer (the CPU step's ifunc clones off) and runs the tests whose
 # code runs on several threads. Every error stops the process that hit it (halt_on_error, propagated to the
 # `cgad` processes the CLI tests start through the environment) and fails its test.
@@ -11,7 +12,7 @@ leg="${1:?usage: sanitize.sh asan|tsan}"
 jobs="$(nproc)"
 # -O1 -g1: line tables for the reports, and a build about half as long as -O2 -g on 2 cores.
 common=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1" -DCGAD_ENABLE_CUDA=OFF
-        -DCGAD_BUILD_BENCH=OFF)
+        -DCGAD_BUILD_BENCH=OFF -DCGAD_BUILD_PYTHON=OFF)
 case "$leg" in
   asan)
     flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"

@@ -70,7 +70,7 @@ CGAD_CPU_CLONES void step_block(const StepArgs& chunk) {
   // its fields may be read unconditionally.
   const StepArgs a = chunk;
   const std::uint64_t count = a.size;
-  constexpr bool q8 = F::state(StepArgs{}) == StateCode::q8;
+  constexpr bool q8 = F::state(StepArgs{}) == StateFormat::q8;
   constexpr bool stochastic = F::stochastic(StepArgs{});
   constexpr int moments = F::family(StepArgs{}) == UpdateFamily::adam ? 2 : 1;
   float old_absmax[2] = {0.0f, 0.0f};
@@ -122,26 +122,26 @@ CGAD_CPU_CLONES bool any_refused(const float* values, std::uint64_t count, float
 using BlockFunction = void (*)(const StepArgs&);
 
 // The instantiation of step_block for the step's runtime formats (bnb: Adam family, nearest rounding only).
-template <UpdateFamily Family, ParamCode Params, StateCode State>
+template <UpdateFamily Family, ParamFormat Params, StateFormat State>
 BlockFunction pick_rounding(const StepArgs& a) {
-  if constexpr (Family == UpdateFamily::adam && State != StateCode::bf16) {
+  if constexpr (Family == UpdateFamily::adam && State != StateFormat::bf16) {
     if (a.bnb) return &step_block<FixedFormats<Family, Params, State, false, true>>;
   }
   return a.stochastic ? &step_block<FixedFormats<Family, Params, State, true>>
                       : &step_block<FixedFormats<Family, Params, State, false>>;
 }
-template <UpdateFamily Family, ParamCode Params>
+template <UpdateFamily Family, ParamFormat Params>
 BlockFunction pick_state(const StepArgs& a) {
   switch (a.state) {
-    case StateCode::fp32: return pick_rounding<Family, Params, StateCode::fp32>(a);
-    case StateCode::bf16: return pick_rounding<Family, Params, StateCode::bf16>(a);
-    case StateCode::q8: return pick_rounding<Family, Params, StateCode::q8>(a);
+    case StateFormat::fp32: return pick_rounding<Family, Params, StateFormat::fp32>(a);
+    case StateFormat::bf16: return pick_rounding<Family, Params, StateFormat::bf16>(a);
+    case StateFormat::q8: return pick_rounding<Family, Params, StateFormat::q8>(a);
   }
   return nullptr;
 }
 template <UpdateFamily Family>
 BlockFunction pick_params(const StepArgs& a) {
-  return a.params == ParamCode::fp32 ? pick_state<Family, ParamCode::fp32>(a) : pick_state<Family, ParamCode::bf16>(a);
+  return a.params == ParamFormat::fp32 ? pick_state<Family, ParamFormat::fp32>(a) : pick_state<Family, ParamFormat::bf16>(a);
 }
 BlockFunction block_function_for(const StepArgs& a) {
   return a.family == UpdateFamily::adam ? pick_params<UpdateFamily::adam>(a) : pick_params<UpdateFamily::nesterov>(a);
@@ -350,7 +350,7 @@ StepReport CpuOptimizer::run(const Operands& operands, std::size_t params_size, 
 
   state_.bind(plan);
   StepArgs fallback_args = plan.args;
-  fallback_args.state = StateCode::fp32;
+  fallback_args.state = StateFormat::fp32;
   const BlockFunction step_q8_or_only = block_function_for(plan.args);
   const BlockFunction step_fallback = block_function_for(fallback_args);
   const StepChunk* chunks = planner_.chunks().data();

@@ -44,7 +44,7 @@ __global__ void __launch_bounds__(kThreads)
   if (first_refused[0] != kNoRefusal || first_refused[1] != kNoRefusal) return;
   for (std::uint64_t c = blockIdx.x; c < chunk_count; c += gridDim.x) {
     const StepArgs a = chunk_args(step, chunks[c]);
-    const bool q8 = a.state == StateCode::q8;
+    const bool q8 = a.state == StateFormat::q8;
     const int valid = static_cast<int>(a.size);
     float delta[kItems];
     // CUB's vectorized load needs a 16-byte aligned full tile; chunks start at tensor and fragment boundaries,

@@ -101,8 +101,8 @@ StepPlanner::Plan StepPlanner::plan(std::size_t params_size, std::size_t grad_si
   plan.fragment = fragment;
   plan.offset = empty_ ? 0 : layout_.offset(fragment);
   StepArgs& a = plan.args;
-  a.params = config_.params == ParamFormat::fp32 ? ParamCode::fp32 : ParamCode::bf16;
-  a.state = static_cast<StateCode>(config_.state);
+  a.params = config_.params;
+  a.state = config_.state;
   a.stochastic = config_.rounding == Rounding::stochastic;
   a.bnb = config_.q8_semantics == Q8Semantics::bnb;
   a.moments = moments();

@@ -10,6 +10,7 @@
 // fragment's state. A tensor under min_q8_size keeps fp32 moments in a q8 configuration; its chunks say so.
 #include "cgad/fastpath/bf16.hpp"
 #include "cgad/fastpath/element_update.hpp"
+#include "cgad/fastpath/formats.hpp"
 #include "cgad/fastpath/portable.hpp"
 #include "cgad/fastpath/q8.hpp"
 #include "cgad/fastpath/random_bits.hpp"
@@ -19,10 +20,9 @@
 
 namespace cgad::fastpath {
 
-// Plain-integer copies of the format enums, so the POD below crosses to the GPU unchanged.
+// Which update a step runs (the Adam family's or the Nesterov family's), an 8-bit enum like the formats, so the POD
+// below crosses to the GPU unchanged.
 enum class UpdateFamily : std::uint8_t { adam, nesterov };
-enum class ParamCode : std::uint8_t { fp32, bf16 };
-enum class StateCode : std::uint8_t { fp32, bf16, q8 };
 
 // One moment buffer. For a whole step the pointers are the buffers' starts; chunk_args() moves them to a chunk.
 struct MomentView {
@@ -46,8 +46,8 @@ struct StepChunk {
 // Everything one step needs, by value: pointers are to the fragment's slice.
 struct StepArgs {
   UpdateFamily family = UpdateFamily::adam;
-  ParamCode params = ParamCode::fp32;
-  StateCode state = StateCode::fp32;
+  ParamFormat params = ParamFormat::fp32;
+  StateFormat state = StateFormat::fp32;
   bool stochastic = false;
   bool bnb = false;  // q8_semantics = bnb (element_update.hpp)
   int moments = 2;   // 2 for the Adam family (m, v), 1 for Nesterov (b)
@@ -76,16 +76,16 @@ CGAD_HD inline StepArgs chunk_args(const StepArgs& a, const StepChunk& c) {
     MomentView& m = r.moment[k];
     if (c.fp32_state != 0) {
       m.fp32 = a.moment[k].fallback + c.slot;
-    } else if (a.state == StateCode::fp32) {
+    } else if (a.state == StateFormat::fp32) {
       m.fp32 = a.moment[k].fp32 + c.begin;
-    } else if (a.state == StateCode::bf16) {
+    } else if (a.state == StateFormat::bf16) {
       m.half = a.moment[k].half + c.begin;
     } else {
       m.codes = a.moment[k].codes + c.begin;
       m.absmax = a.moment[k].absmax + c.slot;
     }
   }
-  if (c.fp32_state != 0) r.state = StateCode::fp32;
+  if (c.fp32_state != 0) r.state = StateFormat::fp32;
   return r;
 }
 
@@ -103,29 +103,29 @@ CGAD_HD inline std::uint64_t block_count(std::uint64_t size) { return (size + kQ
 // branches fold away). Both run the very same code below.
 struct RuntimeFormats {
   CGAD_HD static UpdateFamily family(const StepArgs& a) { return a.family; }
-  CGAD_HD static ParamCode params(const StepArgs& a) { return a.params; }
-  CGAD_HD static StateCode state(const StepArgs& a) { return a.state; }
+  CGAD_HD static ParamFormat params(const StepArgs& a) { return a.params; }
+  CGAD_HD static StateFormat state(const StepArgs& a) { return a.state; }
   CGAD_HD static bool stochastic(const StepArgs& a) { return a.stochastic; }
   CGAD_HD static bool bnb(const StepArgs& a) { return a.bnb; }
 };
 
-template <UpdateFamily Family, ParamCode Params, StateCode State, bool Stochastic, bool Bnb = false>
+template <UpdateFamily Family, ParamFormat Params, StateFormat State, bool Stochastic, bool Bnb = false>
 struct FixedFormats {
   CGAD_HD static constexpr UpdateFamily family(const StepArgs&) { return Family; }
-  CGAD_HD static constexpr ParamCode params(const StepArgs&) { return Params; }
-  CGAD_HD static constexpr StateCode state(const StepArgs&) { return State; }
+  CGAD_HD static constexpr ParamFormat params(const StepArgs&) { return Params; }
+  CGAD_HD static constexpr StateFormat state(const StepArgs&) { return State; }
   CGAD_HD static constexpr bool stochastic(const StepArgs&) { return Stochastic; }
   CGAD_HD static constexpr bool bnb(const StepArgs&) { return Bnb; }
 };
 
 template <class F = RuntimeFormats>
 CGAD_HD inline float load_param(const StepArgs& a, std::uint64_t i) {
-  return F::params(a) == ParamCode::fp32 ? a.params_fp32[i] : to_float(a.params_bf16[i]);
+  return F::params(a) == ParamFormat::fp32 ? a.params_fp32[i] : to_float(a.params_bf16[i]);
 }
 
 template <class F = RuntimeFormats>
 CGAD_HD inline void store_param(const StepArgs& a, std::uint64_t i, float value, const RandomWords& random) {
-  if (F::params(a) == ParamCode::fp32) {
+  if (F::params(a) == ParamFormat::fp32) {
     a.params_fp32[i] = value;
   } else {
     a.params_bf16[i] = F::stochastic(a) ? round_stochastic_bf16(value, random.word[kWordParam])
@@ -136,16 +136,16 @@ CGAD_HD inline void store_param(const StepArgs& a, std::uint64_t i, float value,
 // A value rounded to the parameter format and widened back (bnb rounds θ before its weight decay).
 template <class F = RuntimeFormats>
 CGAD_HD inline float round_param(const StepArgs& a, float value) {
-  return F::params(a) == ParamCode::fp32 ? value : to_float(round_nearest_even_bf16(value));
+  return F::params(a) == ParamFormat::fp32 ? value : to_float(round_nearest_even_bf16(value));
 }
 
 // `block_absmax` is the block's stored absmax (used by q8 only).
 template <class F = RuntimeFormats>
 CGAD_HD inline float load_moment(const StepArgs& a, const MomentView& s, std::uint64_t i, float block_absmax) {
   switch (F::state(a)) {
-    case StateCode::fp32: return s.fp32[i];
-    case StateCode::bf16: return to_float(s.half[i]);
-    case StateCode::q8: return q8_dequantize(s.codes[i], block_absmax, *s.map);
+    case StateFormat::fp32: return s.fp32[i];
+    case StateFormat::bf16: return to_float(s.half[i]);
+    case StateFormat::q8: return q8_dequantize(s.codes[i], block_absmax, *s.map);
   }
   return 0.0f;
 }
@@ -154,9 +154,9 @@ CGAD_HD inline float load_moment(const StepArgs& a, const MomentView& s, std::ui
 template <class F = RuntimeFormats>
 CGAD_HD inline void store_moment_elementwise(const StepArgs& a, const MomentView& s, std::uint64_t i, float value,
                                              const RandomWords& random) {
-  if (F::state(a) == StateCode::fp32) {
+  if (F::state(a) == StateFormat::fp32) {
     s.fp32[i] = value;
-  } else if (F::state(a) == StateCode::bf16) {
+  } else if (F::state(a) == StateFormat::bf16) {
     s.half[i] = F::stochastic(a) ? round_stochastic_bf16(value, random.word[s.random_word])
                                  : round_nearest_even_bf16(value);
   }
@@ -196,7 +196,7 @@ CGAD_HD inline RandomWords random_for(const StepArgs& a, std::uint64_t i) {
 template <class F = RuntimeFormats>
 CGAD_HD inline void bnb_adam_element(const StepArgs& a, float delta, float& theta, float& m, float& v) {
   const float g = a.adam.sigma * delta;
-  if (F::state(a) == StateCode::q8) {
+  if (F::state(a) == StateFormat::q8) {
     bnb8_moments(g, a.adam, m, v);
   } else {
     bnb32_moments(g, a.adam, m, v);

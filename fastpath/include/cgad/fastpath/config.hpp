@@ -2,6 +2,7 @@
 // How a fast-path optimizer stores and rounds, and which update it runs. The hyperparameter structs and
 // their validation are the reference's (cgad::reference), instantiated in float: the fast path runs on
 // exactly these float values, and a differential test feeds the same values to the MPFR reference.
+#include "cgad/fastpath/formats.hpp"
 #include "cgad/reference/hyperparams.hpp"
 #include "cgad/reference/optimizers.hpp"
 
@@ -13,8 +14,6 @@
 
 namespace cgad::fastpath {
 
-enum class ParamFormat { fp32, bf16 };
-enum class StateFormat { fp32, bf16, q8 };
 // Applies to every narrowing store of a step: bf16 parameters, bf16 state, q8 state.
 enum class Rounding { nearest, stochastic };
 // Whose 8-bit Adam the q8 state (and, for bnb, the fp32 state) follows (DESIGN.md §5):
