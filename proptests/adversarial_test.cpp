@@ -4,6 +4,7 @@
 // that keep finite input finite. Each test failed before its fix (the item number is in its name).
 #include "fastpath_test_support.hpp"
 
+#include "cgad/differential/noise_lockstep.hpp"
 #include "cgad/differential/replay_stream.hpp"
 #include "cgad/fastpath/atomic_file.hpp"
 #include "cgad/fastpath/atomic_folder.hpp"
@@ -384,6 +385,33 @@ TEST_F(Item20Inputs, AFifoWithoutAWriterIsRefusedInBoundedTimeOneWithAWriterIsRe
   EXPECT_THROW(fp::InputFile{dir_.string()}, InputError);
   EXPECT_THROW(fp::InputFile{"/dev/zero"}, InputError);
   EXPECT_THROW(fp::InputFile{(dir_ / "missing").string()}, InputError);
+}
+
+// --- item 16: a noise study's memory is estimated and bounded before it runs -------------------------------------
+
+TEST(Item16NoiseMemory, AStudyThatWouldExhaustMemoryIsRefusedBeforeItRunsAndTheDefaultsAreNot) {
+  namespace diff = cgad::differential;
+  const ref::PrecisionScope precision(128);  // cgad noise's default
+  diff::NoiseScenario s;                      // the CLI's defaults: 2000 steps logged every 100, 4096 elements
+  s.size = 4096;
+  s.steps = 2000;
+  s.log_every = 100;
+  EXPECT_NO_THROW(diff::check_memory(std::vector<diff::NoiseScenario>(3, s)));
+  // The case: 10^7 steps logged at every one held ~1.8 GB per scenario.
+  s.steps = 10'000'000;
+  s.log_every = 1;
+  const diff::NoiseMemory m = diff::estimated_memory(s);
+  EXPECT_GT(m.kept, 1e9) << "10^7 samples of " << sizeof(diff::NoiseSample) << " bytes";
+  EXPECT_THROW(diff::check_memory({s}), InputError);
+  // Logged sparsely the same run is fine: memory follows the samples kept, not the steps run.
+  s.log_every = 10'000;
+  EXPECT_NO_THROW(diff::check_memory({s}));
+  // Many runs are held together until printed: what one run may keep, a thousand may not.
+  s.steps = 2000;
+  s.log_every = 1;
+  s.size = 1u << 16;
+  EXPECT_NO_THROW(diff::check_memory({s}));
+  EXPECT_THROW(diff::check_memory(std::vector<diff::NoiseScenario>(1000, s)), InputError);
 }
 
 // --- items 19, 21: the thread pool ------------------------------------------------------------------------------

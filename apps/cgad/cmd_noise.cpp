@@ -125,6 +125,7 @@ void run_noise(const NoiseOptions& o) {
       }
     }
   }
+  differential::check_memory(scenarios);
   std::vector<differential::NoiseRun> runs;
   {
     ProgressBar bar("noise");

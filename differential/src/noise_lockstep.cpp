@@ -76,6 +76,34 @@ std::int64_t DelayStream::next() {
   return kPaper[static_cast<std::size_t>(random_.uniform() * static_cast<double>(kPaper.size()))];
 }
 
+NoiseMemory estimated_memory(const NoiseScenario& s) {
+  const double elements = static_cast<double>(s.stream ? s.stream->params.size() : s.size);
+  const double events = static_cast<double>(s.stream ? s.stream->events.size() : static_cast<std::size_t>(s.steps));
+  const double samples = std::floor(events / static_cast<double>(s.log_every)) + 2;  // every log_every-th, the first, the last
+  // An mpfr_real: the object and its limbs at the working precision.
+  const double mpfr_bytes =
+      sizeof(reference::mpfr_real) + 8.0 * std::ceil(reference::working_precision_bits() / 64.0);
+  NoiseMemory m;
+  m.kept = samples * sizeof(NoiseSample) + elements * 6 * sizeof(double);  // FinalState: six vectors of doubles
+  // The reference's θ, m, v and Δ in MPFR; the fast path's θ, m, v (at most fp32 each), Δ, scales and θ0 in float.
+  m.working = elements * (4 * mpfr_bytes + 6 * sizeof(float));
+  return m;
+}
+
+void check_memory(const std::vector<NoiseScenario>& scenarios) {
+  double kept = 0, working = 0;
+  for (const NoiseScenario& s : scenarios) {
+    const NoiseMemory m = estimated_memory(s);
+    kept += m.kept;
+    working = std::max(working, m.working);
+  }
+  if (kept + working > kMaxNoiseStudyBytes) {
+    throw reference::InputError("noise: the study would take about " +
+                                std::to_string(static_cast<long long>(std::ceil((kept + working) / (1024.0 * 1024.0)))) + " MiB (" + std::to_string(scenarios.size()) + " runs, their samples held until printed), over the " +
+                                "1024 MiB limit: raise --log-every, or lower --steps, --size or the number of runs");
+  }
+}
+
 namespace {
 
 // Accumulates the statistics of one quantity over the elements.

@@ -101,6 +101,20 @@ class DelayStream {
   reference::PhiloxStream random_;
 };
 
+// What a study's runs take in memory, so that one that would exhaust it is refused before it starts (issue 16:
+// `--steps 1e7 --log-every 1` used to take 1.8 GB per scenario): `kept`, the samples and final state a run
+// returns (a study holds every run's until it prints them), and `working`, what it holds besides while it runs
+// (both optimizers' state, the stream's scales, the event) — estimates from the element and sample counts,
+// with an MPFR number counted at the current working precision.
+struct NoiseMemory {
+  double kept = 0, working = 0;
+};
+NoiseMemory estimated_memory(const NoiseScenario& scenario);
+// The most a study may take: 1 GiB, as a simulate run (simulate/src/simulation.cpp).
+inline constexpr double kMaxNoiseStudyBytes = 1024.0 * 1024.0 * 1024.0;
+// InputError naming the estimate when every run's kept bytes plus the largest working set exceed the limit.
+void check_memory(const std::vector<NoiseScenario>& scenarios);
+
 // Runs one scenario; `progress(done, total)` is called after every logged step. The MPFR precision must have
 // been set by the caller (it is process-global).
 NoiseRun run_lockstep(const NoiseScenario& scenario, const std::function<void(long, long)>& progress);
