@@ -14,6 +14,8 @@ packages=(
   libcli11-dev nlohmann-json3-dev      # the command line and its JSON
   gnuplot-nox                          # figures (PNG) for reports
   python3-numpy python3-pytest         # the independent bitsandbytes emulator (proptests/bnb), run by /usr/bin/python3
+  python3-dev pybind11-dev             # the Python package's module (python/)
+  python3-torch                        # cgad.torch, its tests and examples/diloco_torch.py
 )
 
 missing=()

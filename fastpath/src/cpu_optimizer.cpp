@@ -391,20 +391,23 @@ void CpuOptimizer::read_buffer(std::string_view name, std::span<float> out) cons
   state_.read(planner_, static_cast<int>(it - names.begin()), out);
 }
 
-void CpuOptimizer::set_hyperparameters(const StepConfig& config) {
-  const StepConfig& now = this->config();
+void require_same_state_layout(const StepConfig& now, const StepConfig& next) {
   const auto differs = [](const char* what) {
     throw reference::InputError(std::string("new hyperparameters must keep the optimizer's ") + what +
                                 " (its state depends on it)");
   };
-  if (config.optimizer != now.optimizer) differs("kind");
-  if (config.params != now.params) differs("parameter format");
-  if (config.state != now.state) differs("state format");
-  if (config.rounding != now.rounding) differs("rounding");
-  if (config.seed != now.seed) differs("seed");
-  if (config.q8_semantics != now.q8_semantics) differs("q8 semantics");
-  if (effective_min_q8_size(config) != effective_min_q8_size(now)) differs("min_q8_size");
-  if (config.fragments != now.fragments) differs("fragments");
+  if (next.optimizer != now.optimizer) differs("kind");
+  if (next.params != now.params) differs("parameter format");
+  if (next.state != now.state) differs("state format");
+  if (next.rounding != now.rounding) differs("rounding");
+  if (next.seed != now.seed) differs("seed");
+  if (next.q8_semantics != now.q8_semantics) differs("q8 semantics");
+  if (effective_min_q8_size(next) != effective_min_q8_size(now)) differs("min_q8_size");
+  if (next.fragments != now.fragments) differs("fragments");
+}
+
+void CpuOptimizer::set_hyperparameters(const StepConfig& config) {
+  require_same_state_layout(this->config(), config);
   // The same layout gives the same chunks, so the state, tensor_begin_ and chunk_tensor_ stay valid.
   StepPlanner next(config, planner_.tensor_sizes());
   next.set_raw_counters(planner_.raw_counters());

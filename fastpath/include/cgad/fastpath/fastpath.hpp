@@ -47,6 +47,11 @@ namespace cgad::fastpath {
 
 struct LoadedState;  // state_file.hpp
 
+// Refuses (InputError) new hyperparameters `next` for an optimizer configured as `now` unless they keep what its
+// state's shape and meaning depend on: the optimizer, formats, rounding, seed, q8 semantics, min_q8_size and
+// fragments (set_hyperparameters of either backend).
+void require_same_state_layout(const StepConfig& now, const StepConfig& next);
+
 class CpuOptimizer {
  public:
   CpuOptimizer(const StepConfig& config, std::size_t parameters, unsigned threads = 0);

@@ -1,0 +1,114 @@
+"""What cgad.torch checks about torch tensors before their memory reaches the fast path, which sees only data
+pointers and sizes (the module never links libtorch): dtype, device, layout, contiguity, aliasing, and each
+parameter's pseudo-gradient (``p.grad``)."""
+import torch
+
+from . import _cgad
+
+# The parameter dtypes the fast path stores, by its format names.
+PARAM_FORMATS = {torch.float32: "fp32", torch.bfloat16: "bf16"}
+
+
+def refuse(where, why):
+    raise _cgad.InputError(f"{where}: {why}")
+
+
+def backend(device, where):
+    """"cpu" or "cuda": which fast-path backend steps tensors on ``device``; InputError for any other device, and
+    for CUDA where this build has no CUDA backend or the process sees no device."""
+    if device.type == "cpu":
+        return "cpu"
+    if device.type == "cuda":
+        if not _cgad.cuda_available():
+            refuse(where, f"parameters on {device} need cgad's CUDA backend and a CUDA device: "
+                          f"{_cgad.cuda_unavailable_reason()}")
+        return "cuda"
+    refuse(where, f"parameters on {device}: cgad.torch steps CPU tensors, and CUDA tensors where its CUDA "
+                  "backend is built and a device exists")
+
+
+def check_param(p, i, where):
+    if not isinstance(p, torch.Tensor):
+        refuse(where, f"parameter {i} is a {type(p).__name__}, not a tensor")
+    if p.dtype not in PARAM_FORMATS:
+        refuse(where, f"parameter {i} has dtype {p.dtype}; cgad.torch steps float32 and bfloat16 parameters")
+    if p.layout != torch.strided:
+        refuse(where, f"parameter {i} has layout {p.layout}; cgad.torch steps dense tensors")
+    if not p.is_contiguous():
+        refuse(where, f"parameter {i} (shape {tuple(p.shape)}, strides {p.stride()}) is not contiguous; cgad.torch "
+                      "updates each parameter in place and needs contiguous memory")
+
+
+def group_layout(params, where):
+    """(parameter format, device, tensor sizes) of a param group, refusing what the fast path cannot step."""
+    if not params:
+        refuse(where, "the param group has no parameters")
+    for i, p in enumerate(params):
+        check_param(p, i, where)
+    dtypes = {p.dtype for p in params}
+    if len(dtypes) > 1:
+        refuse(where, "the param group mixes float32 and bfloat16 parameters; put each dtype in its own param "
+                      "group (one fast-path optimizer stores one parameter format)")
+    devices = {p.device for p in params}
+    if len(devices) > 1:
+        refuse(where, f"the param group's parameters lie on several devices ({', '.join(map(str, devices))})")
+    check_no_aliasing(params, where)
+    return PARAM_FORMATS[params[0].dtype], params[0].device, [p.numel() for p in params]
+
+
+def check_no_aliasing(params, where):
+    """Two parameters sharing memory would be updated twice, each time from the other's half-updated values."""
+    spans = sorted((p.data_ptr(), p.data_ptr() + p.numel() * p.element_size(), i)
+                   for i, p in enumerate(params) if p.numel() > 0)
+    for (_, end, i), (begin, _, j) in zip(spans, spans[1:]):
+        if begin < end:
+            refuse(where, f"parameters {min(i, j)} and {max(i, j)} share memory; cgad.torch updates each "
+                          "parameter in place and cannot step tensors that alias each other")
+
+
+def param_pointers(params, layout, where):
+    """The parameters' data pointers, after checking they still have the format, device and sizes the group's
+    state was made for (a model moved or cast since would otherwise be stepped as what it was)."""
+    fmt, device, sizes = layout
+    for i, p in enumerate(params):
+        check_param(p, i, where)
+        if PARAM_FORMATS[p.dtype] != fmt or p.device != device or p.numel() != sizes[i]:
+            refuse(where, f"parameter {i} is now {p.dtype} with {p.numel()} elements on {p.device}; its optimizer "
+                          f"state was made for {fmt} with {sizes[i]} elements on {device}")
+    check_no_aliasing(params, where)
+    return [p.data_ptr() for p in params]
+
+
+def grad_as_float32(p, i, where):
+    """``p.grad`` as a contiguous float32 tensor: itself for float32 parameters (no copy), widened (exactly) for
+    bfloat16 ones, whose .grad torch keeps in bfloat16."""
+    g = p.grad
+    if g.layout != torch.strided:
+        refuse(where, f"parameter {i}'s gradient has layout {g.layout}; cgad.torch takes dense pseudo-gradients")
+    if g.device != p.device:
+        refuse(where, f"parameter {i}'s gradient lies on {g.device}, the parameter on {p.device}")
+    if g.shape != p.shape:
+        refuse(where, f"parameter {i}'s gradient has shape {tuple(g.shape)}, the parameter {tuple(p.shape)}")
+    if not g.is_contiguous():
+        refuse(where, f"parameter {i}'s gradient is not contiguous")
+    if g.dtype == torch.float32:
+        return g
+    if g.dtype == torch.bfloat16:
+        return g.float()
+    refuse(where, f"parameter {i}'s gradient has dtype {g.dtype}")
+
+
+def gradients(params, needed, where):
+    """The float32 pseudo-gradients of the parameters whose index is in ``needed`` (the tensors a step reads),
+    None for the others; None altogether when none of the needed ones has a gradient (the group is skipped, as
+    torch.optim skips parameters without one). Some but not all missing is refused: the fast path steps a
+    group's tensors as one vector, so it cannot leave one out."""
+    needed = set(needed)
+    missing = sorted(i for i in needed if params[i].grad is None)
+    if len(missing) == len(needed):
+        return None
+    if missing:
+        refuse(where, f"parameter {missing[0]} has no gradient (p.grad is None) while others in its group do; "
+                      "cgad.torch steps a group's parameters together -- give it a pseudo-gradient (zeros for "
+                      "none), or put it in a param group of its own")
+    return [grad_as_float32(params[i], i, where) if i in needed else None for i in range(len(params))]

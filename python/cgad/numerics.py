@@ -1,0 +1,97 @@
+"""The staleness gate and the convergence bound's constants (DESIGN.md §3, §6), from cgad's C++ libraries.
+
+Numbers may be given as Python numbers or as decimal text. A float is taken by its shortest decimal (``repr``),
+so ``alpha=0.2`` means the decimal 0.2 -- in the exact (MPFR) functions too, where it is rounded once at the
+working precision, exactly as ``cgad gate --alpha 0.2`` reads it -- and not the binary double nearest to it.
+"""
+import numbers
+
+from . import _cgad
+
+_GATES = ("cosine", "exponential", "none")
+
+
+def _text(value, name):
+    """A number as the decimal text the libraries parse (their one number grammar, reference/real.hpp)."""
+    if isinstance(value, bool) or not isinstance(value, (str, numbers.Real)):
+        raise _cgad.InputError(f"{name} must be a number or decimal text, got {value!r}")
+    if isinstance(value, str):
+        return value
+    if isinstance(value, numbers.Integral):
+        return str(int(value))
+    return repr(float(value))
+
+
+def _gate(gate):
+    if gate not in _GATES:
+        raise _cgad.InputError(f"gate must be one of {', '.join(_GATES)}, got {gate!r}")
+    return gate
+
+
+def _precision(precision):
+    if isinstance(precision, bool) or not isinstance(precision, numbers.Integral):
+        raise _cgad.InputError(f"precision must be an integer number of bits, got {precision!r}")
+    return int(precision)
+
+
+def _digits(digits):
+    if digits is None:
+        return None
+    if isinstance(digits, bool) or not isinstance(digits, numbers.Integral) or digits < 2:
+        raise _cgad.InputError(f"digits must be an integer >= 2, got {digits!r}")
+    return int(digits)
+
+
+def sigma(tau, alpha=0.2, tau_cut=32, gate="cosine"):
+    """sigma(tau) = gamma(tau) * exp(-alpha * tau) in double precision (the arithmetic the fast path evaluates it
+    in before rounding it once to float). ``gate``: "cosine" (CGAD), "exponential" (Adam-Decay) or "none" (Adam).
+    tau may be any real >= 0 (the optimizers take integers)."""
+    return _cgad.sigma(_text(tau, "tau"), _text(alpha, "alpha"), _text(tau_cut, "tau_cut"), _gate(gate))
+
+
+def gamma(tau, alpha=0.2, tau_cut=32, gate="cosine"):
+    """The cosine gate gamma(tau) = (1 + cos(pi * tau / tau_cut)) / 2 for tau <= tau_cut, else 0, in double
+    (1 for the exponential and none gates)."""
+    return _cgad.gamma(_text(tau, "tau"), _text(alpha, "alpha"), _text(tau_cut, "tau_cut"), _gate(gate))
+
+
+def sigma_exact(tau, alpha="0.2", tau_cut=32, gate="cosine", precision=256, digits=None):
+    """sigma(tau) in MPFR at ``precision`` bits, as a decimal string: ``digits`` significant digits, correctly
+    rounded from the MPFR value, or (default) enough digits to read that value back. Each MPFR operation rounds
+    once, so the MPFR value is within a few units in its last place of the true sigma (as ``cgad gate``)."""
+    return _cgad.sigma_exact(_text(tau, "tau"), _text(alpha, "alpha"), _text(tau_cut, "tau_cut"), _gate(gate),
+                             _precision(precision), _digits(digits))["value"]
+
+
+def gamma_exact(tau, alpha="0.2", tau_cut=32, gate="cosine", precision=256, digits=None):
+    """gamma(tau) in MPFR as a decimal string (see sigma_exact)."""
+    return _cgad.gamma_exact(_text(tau, "tau"), _text(alpha, "alpha"), _text(tau_cut, "tau_cut"), _gate(gate),
+                             _precision(precision), _digits(digits))["value"]
+
+
+def gate_table(alpha="0.2", tau_cut=32, precision=256, digits=None):
+    """The rows of ``cgad gate``: for tau = 0 .. tau_cut + 1, a dict with the integer ``tau``, ``gamma`` and
+    ``sigma`` as exact decimal strings (MPFR at ``precision`` bits) and ``sigma_float`` (the MPFR value rounded
+    to the nearest double)."""
+    if isinstance(tau_cut, bool) or not isinstance(tau_cut, numbers.Integral) or tau_cut < 1:
+        raise _cgad.InputError(f"tau_cut must be an integer >= 1 for a table, got {tau_cut!r}")
+    rows = []
+    for tau in range(int(tau_cut) + 2):
+        s = _cgad.sigma_exact(str(tau), _text(alpha, "alpha"), str(tau_cut), "cosine", _precision(precision),
+                              _digits(digits))
+        g = _cgad.gamma_exact(str(tau), _text(alpha, "alpha"), str(tau_cut), "cosine", _precision(precision),
+                              _digits(digits))
+        rows.append({"tau": tau, "gamma": g["value"], "sigma": s["value"], "sigma_float": s["float"]})
+    return rows
+
+
+def bound_constants(alpha="0.2", tau_cut=32, precision=256, digits=None):
+    """The constants of the convergence bound for the cosine gate, as ``cgad bound`` computes them: a dict with
+    ``B1`` = sup tau*sigma(tau), ``B2`` = sup tau^2*sigma(tau) and ``W`` = sum_{tau=1..tau_cut} sigma(tau), each
+    with its MPFR ``value`` (decimal string), ``float``, and certified MPFI ``enclosure`` ({"lo", "hi"}, printed
+    rounded outward so the printed interval still contains the constant); B1 and B2 also with their maximizer and
+    the integer-tau maxima; ``inequalities``: every claimed inequality (B1 <= 1/(e*alpha), ...) with both sides'
+    enclosures and its ``verdict`` (``proved`` is True when certified); ``precision_bits`` in effect."""
+    if isinstance(tau_cut, bool) or not isinstance(tau_cut, numbers.Integral):
+        raise _cgad.InputError(f"tau_cut must be an integer, got {tau_cut!r}")
+    return _cgad.bound_constants(_text(alpha, "alpha"), int(tau_cut), _precision(precision), _digits(digits))

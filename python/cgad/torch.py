@@ -1,0 +1,337 @@
+"""torch.optim outer optimizers over cgad's fast path (DESIGN.md §3, §5): CGAD, PACGAD, AdamDecay, Adam,
+Nesterov and SDM, for the outer loop of DiLoCo-family training.
+
+    from cgad.torch import CGAD
+    opt = CGAD(model.parameters(), lr=1e-3, state="q8")
+    for p, delta in zip(model.parameters(), pseudo_gradients):
+        p.grad = delta                       # the pseudo-gradient theta_start - theta_local
+    report = opt.step(staleness=tau)         # or: opt.staleness = tau; opt.step() (torchft calls step() bare)
+    report.applied, report.reason, report.sigma, report.tau_effective
+
+Each param group is one fast-path optimizer over the group's tensors (each its own tensor of the q8 layout:
+8-bit blocks restart at every tensor, tensors under min_q8_size keep fp32 state); the hyperparameters are read
+from ``param_groups`` at every step, so torch.optim.lr_scheduler works. CPU tensors are updated in place, where
+they lie; a NaN/Inf pseudo-gradient anywhere skips the whole step, changes nothing and says so in the report.
+state_dict() holds the fast path's checksummed state bytes and load_state_dict() resumes bit for bit.
+See docs/python.md.
+"""
+import numbers
+
+import torch
+
+from . import _cgad
+from . import _torch_state
+from ._torch_groups import CudaGroup, make_group
+from ._torch_report import REFUSED, GroupReport, StepReport, combine, group_report, no_gradient
+
+__all__ = ["CGAD", "PACGAD", "AdamDecay", "Adam", "Nesterov", "SDM", "StepReport", "GroupReport"]
+
+# torch.optim flags these optimizers do not have: refused when given at all, rather than ignored.
+_UNSUPPORTED = {
+    "fused": "its step is cgad's fast path, not torch's fused kernel",
+    "foreach": "its step is cgad's fast path, not torch's foreach kernels",
+    "capturable": "the fast path's step is not CUDA-graph capturable from torch",
+    "differentiable": "the fast path's step is not differentiable",
+    "amsgrad": "AMSGrad's max of past second moments is not part of CGAD",
+    "maximize": "the outer step descends the pseudo-gradient",
+}
+
+
+def _number(value, name, where):
+    """A hyperparameter as the shortest decimal of its float value (step_config.cpp rounds it once to float)."""
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise _cgad.InputError(f"{where}: {name} must be a real number, got {value!r}")
+    return repr(float(value))
+
+
+def _integer(value, name, where, least):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < least:
+        raise _cgad.InputError(f"{where}: {name} must be an integer >= {least}, got {value!r}")
+    return int(value)
+
+
+class _FastpathOptimizer(torch.optim.Optimizer):
+    """What the six optimizers share. Subclasses set _optimizer (the fast path's name) and _hyperparameters (the
+    param-group keys they take), and pass their defaults."""
+
+    _optimizer = None
+    _hyperparameters = ()
+
+    def __init__(self, params, defaults, *, state, rounding, seed, q8_semantics, min_q8_size, threads,
+                 fragments=1, unsupported=None):
+        name = type(self).__name__
+        for flag in unsupported or {}:
+            if flag in _UNSUPPORTED:
+                raise _cgad.InputError(f"{name}: {flag}= is not supported ({_UNSUPPORTED[flag]})")
+            raise TypeError(f"{name}() got an unexpected keyword argument '{flag}'")
+        for key, value in (("state", state), ("rounding", rounding), ("q8_semantics", q8_semantics)):
+            if not isinstance(value, str):
+                raise _cgad.InputError(f"{name}: {key} must be a string, got {value!r}")
+        if min_q8_size is not None:
+            min_q8_size = _integer(min_q8_size, "min_q8_size", name, 0)
+        self._structure = {
+            "optimizer": self._optimizer, "state": state, "rounding": rounding,
+            "seed": _integer(seed, "seed", name, 0), "q8_semantics": q8_semantics, "min_q8_size": min_q8_size,
+            "fragments": _integer(fragments, "fragments", name, 1),
+        }
+        if self._structure["seed"] >= 2 ** 64:
+            raise _cgad.InputError(f"{name}: seed must be below 2^64, got {seed}")
+        self._threads = _integer(threads, "threads", name, 0)
+        self._groups = []     # one _torch_groups.Group per param group, in order
+        self.staleness = 0    # what a bare step() uses (torchft calls step() with no arguments)
+        super().__init__(params, defaults)
+
+    # --- configuration ------------------------------------------------------------------------------------------
+
+    def _spec(self, group, where):
+        """The fast-path configuration of a param group, its hyperparameters read from the group now."""
+        spec = dict(self._structure)
+        for key in self._hyperparameters:
+            value = group[key]
+            if key == "betas":
+                if not isinstance(value, (tuple, list)) or len(value) != 2:
+                    raise _cgad.InputError(f"{where}: betas must be a pair (beta1, beta2), got {value!r}")
+                spec["beta1"], spec["beta2"] = (_number(b, f"beta{i + 1}", where) for i, b in enumerate(value))
+            elif key == "tau_cut":
+                spec["tau_cut"] = _integer(value, "tau_cut", where, 1)
+            elif key == "on_zero_gate":
+                spec["on_zero_gate"] = value if isinstance(value, str) else repr(value)
+            else:
+                spec[key] = _number(value, key, where)
+        return spec
+
+    def _where(self, index):
+        return f"{type(self).__name__} param group {index}"
+
+    def add_param_group(self, param_group):
+        super().add_param_group(param_group)
+        index = len(self.param_groups) - 1
+        try:
+            group = self.param_groups[index]
+            where = self._where(index)
+            made = make_group(self._spec(group, where), group["params"], self._threads, where)
+            if (isinstance(made, CudaGroup) and index > 0) or (self._groups and isinstance(self._groups[0], CudaGroup)):
+                raise _cgad.InputError(f"{where}: CUDA parameters take one param group (the CUDA backend cannot check "
+                                       "an event before stepping it, so a NaN in one group could not leave the "
+                                       "others untouched)")
+        except Exception:
+            self.param_groups.pop()
+            raise
+        self._groups.append(made)
+
+    # --- the step -----------------------------------------------------------------------------------------------
+
+    def _fragment(self, fragment):
+        if fragment is not None and fragment != 0:
+            raise _cgad.InputError(f"{type(self).__name__} has one fragment (PACGAD takes fragment=), got {fragment!r}")
+        return 0
+
+    @torch.no_grad()
+    def step(self, closure=None, *, staleness=None, fragment=None):
+        """Applies the pseudo-gradients in the parameters' ``.grad`` as one event of staleness ``staleness``
+        (outer rounds; default ``self.staleness``). Returns a StepReport."""
+        return self._step(closure, staleness, self._fragment(fragment))
+
+    def _step(self, closure, staleness, fragment):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        name = type(self).__name__
+        tau = _integer(self.staleness if staleness is None else staleness, "staleness", name, 0)
+        if len(self._groups) != len(self.param_groups):
+            raise _cgad.InputError(f"{name}: param_groups changed outside add_param_group")
+        # Everything is checked, and every group's operands prepared, before anything changes.
+        events = []
+        for index, (group, fast) in enumerate(zip(self.param_groups, self._groups)):
+            where = self._where(index)
+            spec = self._spec(group, where)
+            _cgad.check_spec(spec)
+            events.append((group, fast, spec, fast.prepare(group["params"], fragment, where)))
+        for group, fast, spec, prepared in events:
+            fast.configure(spec)
+        stepped = [e for e in events if e[3] is not None]
+        if len(stepped) > 1:
+            # A refused event in any group must leave every group untouched: look before stepping any.
+            for group, fast, spec, prepared in stepped:
+                preview = group_report(fast.preview(prepared, tau, fragment), fast, fragment)
+                if preview.reason in REFUSED:
+                    # The other groups were refused with it: not applied, for the same reason, located here.
+                    others = GroupReport(False, preview.reason, 0.0, tau, None, None)
+                    reports = [preview if e[1] is fast else others for e in events]
+                    return combine(reports, self._first_params(), loss)
+        reports = []
+        for group, fast, spec, prepared in events:
+            if prepared is None:
+                reports.append(no_gradient(tau))
+            else:
+                reports.append(group_report(fast.step(group["params"], prepared, tau, fragment), fast, fragment))
+        return combine(reports, self._first_params(), loss)
+
+    def _first_params(self):
+        first, at = [], 0
+        for group in self.param_groups:
+            first.append(at)
+            at += len(group["params"])
+        return first
+
+    # --- state --------------------------------------------------------------------------------------------------
+
+    def state_dict(self):
+        """torch's state_dict (param_groups; an empty per-parameter state) plus the entry "cgad": every group's
+        fast-path state as its checksummed bytes (a uint8 tensor), for a bit-identical resume."""
+        out = super().state_dict()
+        out[_torch_state.KEY] = _torch_state.pack(self._optimizer, self._groups)
+        return out
+
+    def load_state_dict(self, state_dict):
+        """Resumes from a state_dict() of an optimizer of the same class, formats and parameter layout, bit for
+        bit; refuses (InputError) a corrupt or mismatched one, changing nothing."""
+        name = type(self).__name__
+        saved = _torch_state.unpack(state_dict, self._optimizer, len(self.param_groups), name)
+        rebuilt = []
+        for index, (group, (spec, sizes, state)) in enumerate(zip(self.param_groups, saved)):
+            where = self._where(index)
+            hyper = {k: v for k, v in spec.items() if k not in self._structure and k != "params"}
+            fast = make_group(dict(self._structure, **hyper), group["params"], self._threads, where)
+            if sizes != fast.sizes:
+                raise _cgad.InputError(f"{where}: the state_dict's tensors have sizes {sizes}, this group's "
+                                       f"{fast.sizes}")
+            try:
+                fast.engine.load_bytes(state)
+            except _cgad.InputError as e:
+                raise _cgad.InputError(f"{where}: {e}") from None
+            rebuilt.append(fast)
+        super().load_state_dict({k: v for k, v in state_dict.items() if k != _torch_state.KEY})
+        self._groups = rebuilt
+
+    def state_buffer(self, param, name):
+        """The fast-path state buffer ``name`` ("m", "v" for the Adam family, "b" for Nesterov and SDM) of one
+        parameter, dequantized to a float32 tensor of its shape (a copy)."""
+        for group, fast in zip(self.param_groups, self._groups):
+            for k, p in enumerate(group["params"]):
+                if p is param:
+                    values = fast.engine.read_buffer(name)[fast.begins[k]:fast.begins[k + 1]]
+                    return torch.from_numpy(values.copy()).reshape(p.shape)
+        raise _cgad.InputError(f"{type(self).__name__}: the tensor is not one of this optimizer's parameters")
+
+    def counters(self, group=0):
+        """The fast path's counters of a param group: "t" (Adam family: applied steps, per fragment), "age"
+        (PACGAD: outer rounds since each fragment was last synchronized)."""
+        return self._groups[group].engine.counters()
+
+
+class _AdamFamily(_FastpathOptimizer):
+    _hyperparameters = ("lr", "betas", "eps", "weight_decay", "alpha", "tau_cut", "on_zero_gate")
+
+    def __init__(self, params, lr, betas, eps, weight_decay, alpha, tau_cut, on_zero_gate, state, rounding, seed,
+                 q8_semantics, min_q8_size, threads, fragments=1, unsupported=None):
+        defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, alpha=alpha, tau_cut=tau_cut,
+                        on_zero_gate=on_zero_gate)
+        super().__init__(params, defaults, state=state, rounding=rounding, seed=seed, q8_semantics=q8_semantics,
+                         min_q8_size=min_q8_size, threads=threads, fragments=fragments, unsupported=unsupported)
+
+
+class CGAD(_AdamFamily):
+    """Cosine-Gated Adam-Decay: Adam fed sigma(tau) * pseudo-gradient, sigma(tau) = gamma(tau) * exp(-alpha * tau)
+    with the cosine gate gamma cutting off at tau_cut; decoupled weight decay (AdamW form). on_zero_gate: "apply"
+    runs a step on a zero gradient where gamma(tau) = 0 (tau >= tau_cut), "skip" drops such an event.
+    state: "fp32", "bf16" or "q8" (blockwise 8-bit, 256-element blocks); rounding: "nearest" or "stochastic"
+    (keyed by seed, step and element); q8_semantics: "cgad" (exact nearest code, v = 0 guard) or "bnb"
+    (bitsandbytes' 8-bit Adam formula by formula); min_q8_size: tensors under it keep fp32 state (default 4096
+    with bnb semantics, 0 with cgad's); threads: 0 for every core."""
+    _optimizer = "cgad"
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, alpha=0.2, tau_cut=32,
+                 on_zero_gate="apply", state="fp32", rounding="nearest", seed=0, q8_semantics="cgad",
+                 min_q8_size=None, threads=0, **unsupported):
+        super().__init__(params, lr, betas, eps, weight_decay, alpha, tau_cut, on_zero_gate, state, rounding, seed,
+                         q8_semantics, min_q8_size, threads, unsupported=unsupported)
+
+
+class PACGAD(_AdamFamily):
+    """Partial-sync CGAD: the parameters (the group's tensors concatenated) in ``fragments`` contiguous fragments,
+    each with its own step count and age (outer rounds since it was last synchronized); an event for fragment f
+    is gated by sigma(max(tau, age_f)) and reads only f's part of the pseudo-gradients. step(staleness=,
+    fragment=) ends the outer round after the event, as `cgad replay` does (end_round=False leaves it open;
+    advance_round() ends one). One param group; fragments must be <= tau_cut; fragments=1 is exactly CGAD."""
+    _optimizer = "pa-cgad"
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, alpha=0.2, tau_cut=32,
+                 on_zero_gate="apply", fragments=1, state="fp32", rounding="nearest", seed=0, q8_semantics="cgad",
+                 min_q8_size=None, threads=0, **unsupported):
+        self.fragment = 0  # what a bare step() uses
+        super().__init__(params, lr, betas, eps, weight_decay, alpha, tau_cut, on_zero_gate, state, rounding, seed,
+                         q8_semantics, min_q8_size, threads, fragments=fragments, unsupported=unsupported)
+
+    def add_param_group(self, param_group):
+        if self.param_groups:
+            raise _cgad.InputError("PACGAD takes one param group (its fragments partition all its parameters)")
+        super().add_param_group(param_group)
+
+    def _fragment(self, fragment):
+        return _integer(self.fragment if fragment is None else fragment, "fragment", "PACGAD", 0)
+
+    @torch.no_grad()
+    def step(self, closure=None, *, staleness=None, fragment=None, end_round=True):
+        report = self._step(closure, staleness, self._fragment(fragment))
+        if end_round:
+            self.advance_round()
+        return report
+
+    def advance_round(self):
+        """Ends an outer round: every fragment not synchronized in it ages by one."""
+        for fast in self._groups:
+            fast.engine.advance_round()
+
+
+class AdamDecay(_AdamFamily):
+    """Adam-Decay: CGAD without the cosine gate, sigma(tau) = exp(-alpha * tau). Options as CGAD's."""
+    _optimizer = "adam-decay"
+    _hyperparameters = ("lr", "betas", "eps", "weight_decay", "alpha")
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, alpha=0.2, state="fp32",
+                 rounding="nearest", seed=0, q8_semantics="cgad", min_q8_size=None, threads=0, **unsupported):
+        super().__init__(params, lr, betas, eps, weight_decay, alpha, 32, "apply", state, rounding, seed,
+                         q8_semantics, min_q8_size, threads, unsupported=unsupported)
+
+
+class Adam(_AdamFamily):
+    """Adam (AdamW-form decoupled weight decay) on the fast path: sigma = 1, staleness ignored. Options as CGAD's."""
+    _optimizer = "adam"
+    _hyperparameters = ("lr", "betas", "eps", "weight_decay")
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, state="fp32",
+                 rounding="nearest", seed=0, q8_semantics="cgad", min_q8_size=None, threads=0, **unsupported):
+        super().__init__(params, lr, betas, eps, weight_decay, 0.2, 32, "apply", state, rounding, seed,
+                         q8_semantics, min_q8_size, threads, unsupported=unsupported)
+
+
+class _NesterovFamily(_FastpathOptimizer):
+    _hyperparameters = ("lr", "momentum")
+
+    def __init__(self, params, lr, momentum, state, rounding, seed, min_q8_size, threads, unsupported):
+        super().__init__(params, dict(lr=lr, momentum=momentum), state=state, rounding=rounding, seed=seed,
+                         q8_semantics="cgad", min_q8_size=min_q8_size, threads=threads, unsupported=unsupported)
+
+
+class Nesterov(_NesterovFamily):
+    """The DiLoCo outer recipe (Douillard et al. 2023): b = mu*b + delta; theta -= lr*(delta + mu*b); lr 0.7,
+    momentum 0.9. Staleness-blind. state: "fp32", "bf16" or "q8" (cgad's 8-bit semantics)."""
+    _optimizer = "nesterov"
+
+    def __init__(self, params, lr=0.7, momentum=0.9, state="fp32", rounding="nearest", seed=0, min_q8_size=None,
+                 threads=0, **unsupported):
+        super().__init__(params, lr, momentum, state, rounding, seed, min_q8_size, threads, unsupported)
+
+
+class SDM(_NesterovFamily):
+    """Staleness-dampened momentum: Nesterov with the pseudo-gradient scaled by 1/(1 + tau) (Zhang et al. 2016,
+    cgad's definition). Options as Nesterov's."""
+    _optimizer = "sdm"
+
+    def __init__(self, params, lr=0.7, momentum=0.9, state="fp32", rounding="nearest", seed=0, min_q8_size=None,
+                 threads=0, **unsupported):
+        super().__init__(params, lr, momentum, state, rounding, seed, min_q8_size, threads, unsupported)

@@ -1,0 +1,98 @@
+"""What the cgad Python tests share: the `cgad` command (CGAD_BINARY, set by CTest), its replay, and exact
+comparisons of bit patterns and decimal text."""
+import json
+import os
+import pathlib
+import subprocess
+from fractions import Fraction
+
+import numpy as np
+import pytest
+import torch
+
+SOURCE_DIR = pathlib.Path(os.environ.get("CGAD_SOURCE_DIR", pathlib.Path(__file__).resolve().parents[2]))
+
+
+def cgad_binary():
+    path = os.environ.get("CGAD_BINARY")
+    if not path:
+        pytest.fail("CGAD_BINARY is not set (CTest sets it to the built `cgad`; set it to run pytest by hand)")
+    return path
+
+
+def replay(tmp_path, header, events, *options):
+    """Runs `cgad replay --backend fastpath` over the stream (header dict, event dicts) and returns its records."""
+    stream = tmp_path / "stream.jsonl"
+    with open(stream, "w") as f:
+        f.write(json.dumps(header) + "\n")
+        for e in events:
+            f.write(json.dumps(e) + "\n")
+    out = tmp_path / "replay.jsonl"
+    run = subprocess.run([cgad_binary(), "replay", "--backend", "fastpath", "--input", str(stream), "--output",
+                          str(out), *options], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    return [json.loads(line) for line in out.read_text().splitlines()]
+
+
+def decimal(x):
+    """A float32/bfloat16 value as decimal text the replay reads back to exactly that value (a Python float's
+    repr is within half a double ulp of the value, which every float32 and bfloat16 is exactly)."""
+    if np.isnan(x):
+        return "nan"
+    if np.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    return repr(float(x))
+
+
+def bits(t):
+    """The bit patterns of a float32 or bfloat16 tensor, as integers."""
+    t = t.detach().contiguous().reshape(-1)
+    return t.view(torch.int32 if t.dtype == torch.float32 else torch.int16).numpy().copy()
+
+
+def _neighbours(value, dtype):
+    """value's predecessor and successor in dtype (float32 or bfloat16), as exact Fractions (None past the ends)."""
+    t = torch.tensor([value], dtype=dtype)
+    as_int = torch.int32 if dtype == torch.float32 else torch.int16
+    raw = int(t.view(as_int)[0])
+    out = []
+    for step in (-1, 1):
+        # For a non-negative value the next larger float has the next larger bit pattern; negative ones mirror.
+        n = raw + (step if raw >= 0 else -step)
+        if value == 0:
+            n = 1 if step > 0 else (-(2 ** 31) + 1 if dtype == torch.float32 else -(2 ** 15) + 1)
+        try:
+            neighbour = torch.tensor([n], dtype=as_int).view(dtype)[0].item()
+        except RuntimeError:
+            neighbour = None
+        out.append(None if neighbour is None or not np.isfinite(neighbour) else Fraction(neighbour))
+    return out
+
+
+def denotes(text, value, dtype):
+    """Whether the decimal ``text`` (the replay's shortest round-trip decimal) rounds to exactly ``value`` in
+    ``dtype``: it lies inside value's rounding interval (ties to even), with the same sign for zeros. Decided in
+    exact rational arithmetic."""
+    if text in ("nan", "inf", "-inf"):
+        return (np.isnan(value) and text == "nan") or (np.isinf(value) and float(text) == value)
+    if not np.isfinite(value):
+        return False
+    if value == 0 and (text.startswith("-") != (np.copysign(1.0, value) < 0)):
+        return False
+    d, x = Fraction(text), Fraction(value)
+    low, high = _neighbours(value, dtype)
+    as_int = torch.int32 if dtype == torch.float32 else torch.int16
+    even = int(torch.tensor([value], dtype=dtype).view(as_int)[0]) % 2 == 0
+    lo_mid = (low + x) / 2 if low is not None else None
+    hi_mid = (x + high) / 2 if high is not None else None
+    above = lo_mid is None or d > lo_mid or (d == lo_mid and even)
+    below = hi_mid is None or d < hi_mid or (d == hi_mid and even)
+    return above and below
+
+
+def assert_denotes(texts, values, dtype, what):
+    values = values.detach().reshape(-1).to(torch.float64 if dtype == torch.float32 else torch.float32).tolist() \
+        if isinstance(values, torch.Tensor) else list(values)
+    assert len(texts) == len(values), what
+    for i, (t, v) in enumerate(zip(texts, values)):
+        assert denotes(t, v, dtype), f"{what}[{i}]: replay has {t}, cgad.torch {v!r}"

@@ -1,0 +1,30 @@
+"""`cmake --install` puts an importable package under the prefix: the "python" component of this build, installed
+into a fresh prefix, imports from there alone (not from the build tree) and steps an optimizer."""
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+
+def test_installed_package_imports_from_the_prefix(tmp_path):
+    build, site = os.environ.get("CGAD_BUILD_DIR"), os.environ.get("CGAD_PYTHON_INSTALL_DIR")
+    cmake = os.environ.get("CGAD_CMAKE", "cmake")
+    if not build or not site:
+        pytest.fail("CGAD_BUILD_DIR and CGAD_PYTHON_INSTALL_DIR are set by CTest (python/CMakeLists.txt)")
+    prefix = tmp_path / "prefix"
+    run = subprocess.run([cmake, "--install", build, "--prefix", str(prefix), "--component", "python"],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout + run.stderr
+    package = prefix / site / "cgad"
+    for name in ("__init__.py", "numerics.py", "torch.py"):
+        assert (package / name).is_file(), name
+    assert list(package.glob("_cgad*.so"))
+    code = ("import cgad, cgad.torch, torch; print(cgad.__file__); p = torch.nn.Parameter(torch.zeros(3)); "
+            "o = cgad.torch.CGAD([p]); p.grad = torch.ones(3); print(o.step().applied)")
+    env = dict(os.environ, PYTHONPATH=str(prefix / site))
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    where, applied = run.stdout.split()
+    assert pathlib.Path(where).resolve().is_relative_to(prefix.resolve()) and applied == "True"

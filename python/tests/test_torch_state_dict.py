@@ -1,0 +1,160 @@
+"""state_dict() / load_state_dict(): a resumed optimizer continues bit for bit -- for every state format (fp32,
+bf16, q8 with cgad's and bitsandbytes' semantics), fp32 and bf16 parameters, several param groups, PA-CGAD's
+fragments and ages, Nesterov's momentum -- also through torch.save / torch.load to a file; corrupt, truncated,
+cast and mismatched state is refused with its reason and changes nothing."""
+import copy
+
+import pytest
+import torch
+
+import cgad
+from cgad.torch import CGAD, PACGAD, Adam, Nesterov
+from conftest import bits
+
+
+def model(dtype, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.nn.Parameter(torch.randn(n, generator=g).to(dtype)) for n in (300, 17, 260)]
+
+
+def feed(params, event, dtype):
+    g = torch.Generator().manual_seed(100 + event)
+    for p in params:
+        p.grad = (torch.randn(p.shape, generator=g) * 0.1).to(dtype)
+
+
+def state_bytes(opt):
+    return [g["state"].numpy().tobytes() for g in opt.state_dict()["cgad"]["groups"]]
+
+
+def snapshot(params, opt):
+    return [bits(p) for p in params], state_bytes(opt)
+
+
+def same(a, b):
+    return all((x == y).all() for x, y in zip(a[0], b[0])) and a[1] == b[1]
+
+
+FORMATS = [
+    ("fp32", dict(state="fp32"), torch.float32),
+    ("bf16", dict(state="bf16"), torch.bfloat16),
+    ("bf16-stochastic", dict(state="bf16", rounding="stochastic", seed=3), torch.bfloat16),
+    ("q8", dict(state="q8"), torch.bfloat16),
+    ("q8-fp32-params", dict(state="q8", min_q8_size=100), torch.float32),
+    ("q8-bnb", dict(state="q8", q8_semantics="bnb", min_q8_size=256), torch.bfloat16),
+]
+
+
+def make(cls, params, kwargs, groups):
+    if groups == 1:
+        return cls(params, threads=2, **kwargs)
+    return cls([{"params": params[:2]}, {"params": params[2:], "lr": 3e-3}], threads=2, **kwargs)
+
+
+@pytest.mark.parametrize("groups", [1, 2])
+@pytest.mark.parametrize("fmt", FORMATS, ids=[f[0] for f in FORMATS])
+def test_resume_is_bit_identical_through_torch_save(tmp_path, fmt, groups):
+    _, kwargs, dtype = fmt
+    params = model(dtype)
+    opt = make(CGAD, params, kwargs, groups)
+    for e, tau in enumerate([0, 3, 1]):
+        feed(params, e, dtype)
+        opt.step(staleness=tau)
+    path = tmp_path / "opt.pt"
+    torch.save({"params": [p.detach().clone() for p in params], "opt": opt.state_dict()}, path)
+    loaded = torch.load(path)
+    resumed_params = [torch.nn.Parameter(p) for p in loaded["params"]]
+    resumed = make(CGAD, resumed_params, kwargs, groups)
+    resumed.load_state_dict(loaded["opt"])
+    assert same(snapshot(params, opt), snapshot(resumed_params, resumed))
+    for e, tau in enumerate([2, 0, 5, 40], start=3):
+        feed(params, e, dtype)
+        feed(resumed_params, e, dtype)
+        a, b = opt.step(staleness=tau), resumed.step(staleness=tau)
+        assert a == b
+        assert same(snapshot(params, opt), snapshot(resumed_params, resumed)), f"event {e}"
+
+
+@pytest.mark.parametrize("cls,kwargs", [(PACGAD, dict(fragments=4, state="q8")), (Nesterov, dict(state="q8")),
+                                        (Adam, dict(state="bf16"))], ids=["pacgad", "nesterov", "adam"])
+def test_every_optimizer_resumes_bit_identically(cls, kwargs):
+    params = model(torch.bfloat16)
+    opt = cls(params, **kwargs)
+    step = (lambda o, e, tau: o.step(staleness=tau, fragment=e % 4)) if cls is PACGAD else \
+        (lambda o, e, tau: o.step(staleness=tau))
+    for e in range(5):
+        feed(params, e, torch.bfloat16)
+        step(opt, e, e % 3)
+    copies = [torch.nn.Parameter(p.detach().clone()) for p in params]
+    resumed = cls(copies, **kwargs)
+    resumed.load_state_dict(copy.deepcopy(opt.state_dict()))
+    assert opt.counters() == resumed.counters()
+    for e in range(5, 9):
+        feed(params, e, torch.bfloat16)
+        feed(copies, e, torch.bfloat16)
+        assert step(opt, e, 2) == step(resumed, e, 2)
+        assert same(snapshot(params, opt), snapshot(copies, resumed))
+
+
+def test_scheduled_lr_survives_a_resume():
+    params = model(torch.float32)
+    opt = CGAD(params, lr=1e-2)
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
+    for e in range(3):
+        feed(params, e, torch.float32)
+        opt.step()
+        sched.step()
+    copies = [torch.nn.Parameter(p.detach().clone()) for p in params]
+    resumed = CGAD(copies, lr=1e-2)
+    resumed.load_state_dict(opt.state_dict())
+    assert resumed.param_groups[0]["lr"] == opt.param_groups[0]["lr"] == 5e-3
+    for e in range(3, 6):
+        feed(params, e, torch.float32)
+        feed(copies, e, torch.float32)
+        opt.step()
+        resumed.step()
+        assert same(snapshot(params, opt), snapshot(copies, resumed))
+
+
+def refused(opt, params, state_dict, expected):
+    before = snapshot(params, opt)
+    with pytest.raises(cgad.InputError, match=expected):
+        opt.load_state_dict(state_dict)
+    assert same(before, snapshot(params, opt))
+
+
+def test_corrupt_and_mismatched_state_is_refused_and_changes_nothing():
+    params = model(torch.bfloat16)
+    opt = CGAD(params, state="q8")
+    feed(params, 0, torch.bfloat16)
+    opt.step(staleness=1)
+    good = opt.state_dict()
+    target_params = model(torch.bfloat16, seed=1)
+    target = CGAD(target_params, state="q8")
+    feed(target_params, 0, torch.bfloat16)
+    target.step()
+
+    corrupt = copy.deepcopy(good)
+    corrupt["cgad"]["groups"][0]["state"][40] ^= 0x04
+    refused(target, target_params, corrupt, "corrupt")
+    truncated = copy.deepcopy(good)
+    truncated["cgad"]["groups"][0]["state"] = truncated["cgad"]["groups"][0]["state"][:-9]
+    refused(target, target_params, truncated, "corrupt|truncated")
+    cast = copy.deepcopy(good)  # what torch 1.13's per-parameter cast would have made of it
+    cast["cgad"]["groups"][0]["state"] = cast["cgad"]["groups"][0]["state"].to(torch.bfloat16)
+    refused(target, target_params, cast, "uint8")
+    refused(target, target_params, {k: v for k, v in good.items() if k != "cgad"}, "no 'cgad' entry")
+    refused(target, target_params, torch.optim.Adam(target_params).state_dict(), "no 'cgad' entry")
+
+    other_format = CGAD(model(torch.bfloat16), state="bf16")
+    refused(other_format, list(other_format.param_groups[0]["params"]), good, "another state format")
+    other_class = Adam(model(torch.bfloat16), state="q8")
+    refused(other_class, list(other_class.param_groups[0]["params"]), good, "saved by a cgad optimizer")
+    other_semantics = CGAD(model(torch.bfloat16), state="q8", q8_semantics="bnb", min_q8_size=0)
+    refused(other_semantics, list(other_semantics.param_groups[0]["params"]), good, "another q8 semantics")
+    other_sizes_params = [torch.nn.Parameter(torch.zeros(n, dtype=torch.bfloat16)) for n in (300, 18, 259)]
+    refused(CGAD(other_sizes_params, state="q8"), other_sizes_params, good, "sizes")
+    fp32_params = model(torch.float32)
+    refused(CGAD(fp32_params, state="q8"), fp32_params, good, "another parameter format")
+    two_groups = [{"params": target_params[:1]}, {"params": target_params[1:]}]
+    refused(CGAD(two_groups, state="q8"), target_params, good, "param groups")
