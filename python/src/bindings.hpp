@@ -18,5 +18,6 @@ void bind_step_config(pybind11::module_& m);     // step_config.cpp
 void bind_cpu_optimizer(pybind11::module_& m);   // cpu_optimizer.cpp
 void bind_cuda_optimizer(pybind11::module_& m);  // cuda_optimizer.cpp
 void bind_numerics(pybind11::module_& m);        // numerics.cpp
+void bind_differential(pybind11::module_& m);    // differential.cpp
 
 }  // namespace cgad::python

@@ -1,20 +1,19 @@
-// A fast-path configuration from a cgad.torch optimizer's options. The Python side passes every number as text
-// -- the shortest decimal of the Python float (repr) -- and it is rounded here once, correctly, to float, the
-// format the step runs in: lr=1e-3 reaches the fast path as the float nearest to 0.001, exactly as
-// `cgad replay --lr 1e-3` does, rather than as the double nearest to it rounded again.
-//
-// The ranges are those the command line enforces on a user's hyperparameters (reference::validate_range: finite
-// input stays finite), then fastpath::validate (formats, gate, fragments, bnb's limits).
+// A fast-path configuration from a cgad.torch optimizer's options, through the same code that turns `cgad replay`'s
+// flags into one (differential/optimizer_options.hpp, replay_fastpath.hpp): the hyperparameters' ranges
+// (reference::validate_range), tau_cut's limit, on_zero_gate, the formats and fastpath::validate. The Python side
+// passes every number as text -- the shortest decimal of the Python float (repr) -- which is rounded here once,
+// correctly, to float, the format the step runs in: lr=1e-3 reaches the fast path as the float nearest to 0.001,
+// exactly as `cgad replay --lr 1e-3` does, rather than as the double nearest to it rounded again.
 #include "bindings.hpp"
 
+#include "cgad/differential/optimizer_options.hpp"
+#include "cgad/differential/replay_fastpath.hpp"
 #include "cgad/fastpath/step_planner.hpp"
 #include "cgad/reference/errors.hpp"
-#include "cgad/reference/hyperparams.hpp"
-#include "cgad/reference/optimizers.hpp"
-#include "cgad/reference/real.hpp"
 
 #include <pybind11/stl.h>
 
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -25,17 +24,18 @@ namespace py = pybind11;
 namespace cgad::python {
 namespace {
 
-// The largest tau_cut: 2^24, the largest integer up to which the fast path's float tau_cut holds every integer
-// exactly (past it the gate would cut at another integer than the one asked for).
-constexpr std::int64_t kMaxTauCut = std::int64_t{1} << 24;
-
 const std::set<std::string> kKeys{"optimizer", "lr", "beta1", "beta2", "eps", "weight_decay", "momentum",
                                   "alpha", "tau_cut", "on_zero_gate", "fragments", "params", "state",
                                   "rounding", "seed", "q8_semantics", "min_q8_size"};
 
-float number(const py::dict& spec, const char* key, float fallback) {
-  if (!spec.contains(key)) return fallback;
-  return reference::parse_real<float>(py::cast<std::string>(spec[key]), key);
+template <class T>
+void take(const py::dict& spec, const char* key, T& field) {
+  if (spec.contains(key)) field = py::cast<T>(spec[key]);
+}
+
+template <class T>
+void take(const py::dict& spec, const char* key, std::optional<T>& field) {
+  if (spec.contains(key) && !spec[key].is_none()) field = py::cast<T>(spec[key]);
 }
 
 }  // namespace
@@ -45,49 +45,28 @@ fastpath::StepConfig step_config(const py::dict& spec) {
     const std::string key = py::cast<std::string>(item.first);
     if (!kKeys.contains(key)) throw reference::InputError("unknown optimizer option '" + key + "'");
   }
-  fastpath::StepConfig c;
-  c.optimizer = reference::parse_optimizer(py::cast<std::string>(spec["optimizer"]));
-  c.adam.lr = number(spec, "lr", c.adam.lr);
-  c.adam.beta1 = number(spec, "beta1", c.adam.beta1);
-  c.adam.beta2 = number(spec, "beta2", c.adam.beta2);
-  c.adam.eps = number(spec, "eps", c.adam.eps);
-  c.adam.weight_decay = number(spec, "weight_decay", c.adam.weight_decay);
-  c.nesterov.lr = number(spec, "lr", c.nesterov.lr);
-  c.nesterov.momentum = number(spec, "momentum", c.nesterov.momentum);
-  c.alpha = number(spec, "alpha", c.alpha);
-  if (spec.contains("tau_cut")) {
-    const auto tau_cut = py::cast<std::int64_t>(spec["tau_cut"]);
-    if (tau_cut < 1 || tau_cut > kMaxTauCut) {
-      throw reference::InputError("tau_cut must be an integer in [1, 2^24 = 16777216] (the largest the fast path's "
-                                  "float holds exactly), got " + std::to_string(tau_cut));
-    }
-    c.tau_cut = static_cast<float>(tau_cut);
-  }
-  if (spec.contains("on_zero_gate")) {
-    const auto policy = py::cast<std::string>(spec["on_zero_gate"]);
-    if (policy != "apply" && policy != "skip") {
-      throw reference::InputError("on_zero_gate must be 'apply' or 'skip', got '" + policy + "'");
-    }
-    c.on_zero_gate = policy == "apply" ? reference::ZeroGatePolicy::apply : reference::ZeroGatePolicy::skip;
-  }
-  if (spec.contains("fragments")) c.fragments = py::cast<std::size_t>(spec["fragments"]);
-  if (spec.contains("params")) c.params = fastpath::parse_param_format(py::cast<std::string>(spec["params"]));
-  if (spec.contains("state")) c.state = fastpath::parse_state_format(py::cast<std::string>(spec["state"]));
-  if (spec.contains("rounding")) c.rounding = fastpath::parse_rounding(py::cast<std::string>(spec["rounding"]));
-  if (spec.contains("seed")) c.seed = py::cast<std::uint64_t>(spec["seed"]);
-  if (spec.contains("q8_semantics")) {
-    c.q8_semantics = fastpath::parse_q8_semantics(py::cast<std::string>(spec["q8_semantics"]));
-  }
-  if (spec.contains("min_q8_size") && !spec["min_q8_size"].is_none()) {
-    c.min_q8_size = py::cast<std::size_t>(spec["min_q8_size"]);
-  }
-  if (reference::is_adam_family(c.optimizer)) {
-    reference::validate_range(c.adam);
-  } else {
-    reference::validate_range(c.nesterov);
-  }
-  fastpath::validate(c);
-  return c;
+  differential::OptimizerOptions optimizer;
+  take(spec, "optimizer", optimizer.optimizer);
+  take(spec, "lr", optimizer.lr);
+  take(spec, "beta1", optimizer.beta1);
+  take(spec, "beta2", optimizer.beta2);
+  take(spec, "eps", optimizer.eps);
+  take(spec, "weight_decay", optimizer.weight_decay);
+  take(spec, "momentum", optimizer.momentum);
+  take(spec, "alpha", optimizer.alpha);
+  take(spec, "tau_cut", optimizer.tau_cut);
+  take(spec, "fragments", optimizer.fragments);
+  take(spec, "on_zero_gate", optimizer.on_zero_gate);
+  differential::FastpathOptions formats;
+  take(spec, "params", formats.params);
+  take(spec, "state", formats.state);
+  take(spec, "rounding", formats.rounding);
+  take(spec, "seed", formats.seed);
+  take(spec, "q8_semantics", formats.q8_semantics);
+  take(spec, "min_q8_size", formats.min_q8_size);
+  fastpath::StepConfig config = differential::fastpath_step_config(optimizer);
+  differential::apply_fastpath_options(formats, config);
+  return config;
 }
 
 py::dict report_dict(const fastpath::StepReport& r) {

@@ -1,0 +1,108 @@
+"""`cgad replay` and `cgad noise` from Python: the same engines (cgad::differential), returning plain Python and
+NumPy data. See docs/python.md."""
+import json
+import math
+import os
+
+import numpy as np
+
+from . import _cgad
+from .numerics import _text
+
+_FASTPATH_ONLY = ("params", "state", "rounding", "seed", "device", "q8_semantics", "min_q8_size")
+
+
+class Replay:
+    """A replay's result. ``records``: one dict per event exactly as `cgad replay` writes it (every real as a
+    decimal string that reads back to the exact value: MPFR for the reference backend). As NumPy arrays, one row
+    per event: ``params``, ``state[name]`` ("m", "v" or "b"; float64, the exact values rounded to nearest),
+    ``counters[name]`` ("t", "age"; int64), ``sigma`` (NaN where the event was refused), ``tau_effective``,
+    ``skipped`` (bool). ``counts``: events, nonfinite, zero_gate, overflowing; ``notes``: what the command
+    would print on standard error about skipped events; ``precision_bits``: the MPFR precision."""
+
+    def __init__(self, raw):
+        self.records = [json.loads(r) for r in raw["records"]]
+        self.counts = {k: raw[k] for k in ("events", "nonfinite", "zero_gate", "overflowing")}
+        self.notes = raw["notes"]
+        self.precision_bits = raw["precision_bits"]
+        rows = self.records
+        self.params = np.array([[float(x) for x in r["params"]] for r in rows], dtype=np.float64)
+        self.state, self.counters = {}, {}
+        for name in (rows[0]["state"] if rows else {}):
+            values = [r["state"][name] for r in rows]
+            if values and values[0] and isinstance(values[0][0], str):
+                self.state[name] = np.array([[float(x) for x in v] for v in values], dtype=np.float64)
+            else:
+                self.counters[name] = np.array(values, dtype=np.int64)
+        self.sigma = np.array([math.nan if r["sigma"] is None else float(r["sigma"]) for r in rows])
+        self.tau_effective = np.array([r["tau_effective"] for r in rows], dtype=np.int64)
+        self.skipped = np.array([r["skipped"] for r in rows], dtype=bool)
+
+
+def _stream_text(stream):
+    """JSON-lines text of a stream given as {"params": [...], "tensors": [...], "events": [{"grad": [...],
+    "tau": k, "fragment": f}, ...]} (lists or NumPy arrays; floats are written as their shortest decimal, which
+    the stream parser rounds once, exactly, to each backend's format)."""
+    def listed(x):
+        return [_number(v) for v in np.asarray(x).reshape(-1).tolist()]
+
+    header = {"params": listed(stream["params"])}
+    if "tensors" in stream:
+        header["tensors"] = [int(n) for n in stream["tensors"]]
+    lines = [json.dumps(header)]
+    for e in stream.get("events", []):
+        event = {"grad": listed(e["grad"]), "tau": int(e.get("tau", 0))}
+        if "fragment" in e:
+            event["fragment"] = int(e["fragment"])
+        lines.append(json.dumps(event))
+    return "\n".join(lines) + "\n"
+
+
+def _number(x):
+    if isinstance(x, float) and not math.isfinite(x):
+        return "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")
+    return _text(x, "a stream value")
+
+
+def replay(stream, backend="reference", optimizer="cgad", *, lr=None, beta1=None, beta2=None, eps=None,
+           weight_decay=None, momentum=None, alpha="0.2", tau_cut=32, buffer=4, fragments=1, on_zero_gate="apply",
+           params=None, state=None, rounding=None, seed=None, device=None, q8_semantics=None, min_q8_size=None,
+           precision=256):
+    """Replays a pseudo-gradient stream as `cgad replay` does, through the MPFR reference (backend="reference",
+    at ``precision`` bits) or the fast path (backend="fastpath": params "bf16" (default) or "fp32", state "fp32"
+    (default), "bf16" or "q8", rounding, seed, device "cpu" or "cuda", q8_semantics, min_q8_size -- options the
+    reference backend refuses). ``stream``: the path of a JSON-lines file, or a dict (see _stream_text).
+    Hyperparameters as in `cgad replay --help` (None: the optimizer's default). Returns a Replay."""
+    fast = dict(params=params, state=state, rounding=rounding, seed=seed, device=device, q8_semantics=q8_semantics,
+                min_q8_size=min_q8_size)
+    given = [k for k in _FASTPATH_ONLY if fast[k] is not None]
+    if backend == "reference" and given:
+        raise _cgad.InputError(f"replay: {given[0]} applies to backend='fastpath' only")
+    opts = {"optimizer": optimizer, "alpha": _text(alpha, "alpha"), "tau_cut": tau_cut, "buffer": buffer,
+            "fragments": fragments, "on_zero_gate": on_zero_gate}
+    for key, value in (("lr", lr), ("beta1", beta1), ("beta2", beta2), ("eps", eps),
+                       ("weight_decay", weight_decay), ("momentum", momentum)):
+        if value is not None:
+            opts[key] = _text(value, key)
+    fast = {k: v for k, v in fast.items() if v is not None}
+    if isinstance(stream, (str, os.PathLike)):
+        raw = _cgad.replay(os.fspath(stream), None, backend, opts, fast, precision)
+    else:
+        raw = _cgad.replay(None, _stream_text(stream), backend, opts, fast, precision)
+    return Replay(raw)
+
+
+def noise(optimizer="cgad", *, params="bf16", state="q8", rounding="nearest", q8_semantics="cgad",
+          min_q8_size=None, delays="heavy", size=1024, steps=10000, log_every=100, seed=1, scale_range=1e5,
+          zero_fraction=0.0, stream=None, precision=128):
+    """One scenario of `cgad noise`: the fast path and the MPFR reference (at ``precision`` bits) in lockstep on
+    one synthetic stream (or a recorded one: ``stream``, a replay JSON-lines path), never re-synchronized.
+    optimizer: "cgad", "cgad-skip", "adam-decay" or "adam". Returns a dict: ``scenario`` (its name),
+    ``precision_bits``, ``samples`` (NumPy arrays, one entry per logged step: step, v_/m_/theta_ mean_abs, rms,
+    max_abs, bias, v_zero_fraction, m_zero_fraction, step_over_5lr_fraction, max_step_over_lr,
+    reference_max_step_over_lr, gated_to_zero) and ``final`` (theta/m/v of both sides after the last step)."""
+    opts = dict(optimizer=optimizer, params=params, state=state, rounding=rounding, q8_semantics=q8_semantics,
+                min_q8_size=min_q8_size, delays=delays, size=size, steps=steps, log_every=log_every, seed=seed,
+                scale_range=float(scale_range), zero_fraction=float(zero_fraction),
+                stream=None if stream is None else os.fspath(stream))
+    return _cgad.noise(opts, precision)

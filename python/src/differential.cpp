@@ -1,0 +1,177 @@
+// `replay` and `noise` for Python: the engines of `cgad replay` and `cgad noise` (cgad::differential), called
+// as the command calls them. A replay's records come back as the JSON text the command writes, one per event
+// (every real as a decimal that reads back to the exact value); the noise run's samples and final state as
+// NumPy arrays. The MPFR working precision is process-wide: it is set for the call (reference/real.hpp).
+#include "bindings.hpp"
+
+#include "cgad/differential/noise_lockstep.hpp"
+#include "cgad/differential/replay_fastpath.hpp"
+#include "cgad/differential/replay_reference.hpp"
+#include "cgad/differential/replay_stream.hpp"
+#include "cgad/fastpath/input_file.hpp"
+#include "cgad/reference/errors.hpp"
+#include "cgad/reference/real.hpp"
+
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace py = pybind11;
+
+namespace cgad::python {
+namespace {
+
+template <class T>
+void take(const py::dict& options, const char* key, T& field) {
+  if (options.contains(key)) field = py::cast<T>(options[key]);
+}
+template <class T>
+void take(const py::dict& options, const char* key, std::optional<T>& field) {
+  if (options.contains(key) && !options[key].is_none()) field = py::cast<T>(options[key]);
+}
+
+differential::OptimizerOptions optimizer_options(const py::dict& o) {
+  differential::OptimizerOptions out;
+  take(o, "optimizer", out.optimizer);
+  take(o, "lr", out.lr);
+  take(o, "beta1", out.beta1);
+  take(o, "beta2", out.beta2);
+  take(o, "eps", out.eps);
+  take(o, "weight_decay", out.weight_decay);
+  take(o, "momentum", out.momentum);
+  take(o, "alpha", out.alpha);
+  take(o, "tau_cut", out.tau_cut);
+  take(o, "buffer", out.buffer);
+  take(o, "fragments", out.fragments);
+  take(o, "on_zero_gate", out.on_zero_gate);
+  return out;
+}
+
+differential::FastpathOptions fastpath_options(const py::dict& o) {
+  differential::FastpathOptions out;
+  take(o, "params", out.params);
+  take(o, "state", out.state);
+  take(o, "rounding", out.rounding);
+  take(o, "seed", out.seed);
+  take(o, "device", out.device);
+  take(o, "q8_semantics", out.q8_semantics);
+  take(o, "min_q8_size", out.min_q8_size);
+  return out;
+}
+
+// `cgad replay` over a stream given as a file (`path`, under the command's rule for inputs) or as JSON-lines text.
+py::dict replay(const std::optional<std::string>& path, const std::optional<std::string>& text,
+                const std::string& backend, const py::dict& optimizer, const py::dict& fastpath, unsigned precision) {
+  if (backend != "reference" && backend != "fastpath") {
+    throw reference::InputError("backend must be 'reference' or 'fastpath', got '" + backend + "'");
+  }
+  const unsigned bits = reference::set_working_precision_bits(precision);  // also the precision of the parse
+  std::unique_ptr<fastpath::InputFile> file;
+  std::istringstream memory(text.value_or(""));
+  std::istream* in = &memory;
+  const std::string source = path ? *path : "<stream>";
+  if (path) {
+    file = std::make_unique<fastpath::InputFile>(*path);
+    in = &file->stream();
+  }
+  differential::StreamReader reader(*in, source);
+  std::vector<std::string> records;
+  const auto next = [&] { return reader.next(); };
+  const auto sink = [&](const nlohmann::ordered_json& record) { records.push_back(record.dump()); };
+  std::ostringstream notes;
+  const differential::ReplayCounts counts =
+      backend == "reference"
+          ? differential::replay_reference(reader.header(), next, source, optimizer_options(optimizer), notes, sink)
+          : differential::replay_fastpath(reader.header(), next, source, optimizer_options(optimizer),
+                                          fastpath_options(fastpath), notes, sink);
+  py::dict out;
+  out["records"] = records;
+  out["events"] = counts.events;
+  out["nonfinite"] = counts.nonfinite;
+  out["zero_gate"] = counts.zero_gate;
+  out["overflowing"] = counts.overflowing;
+  out["notes"] = notes.str();
+  out["precision_bits"] = bits;
+  return out;
+}
+
+py::array_t<double> array(const std::vector<double>& values) {
+  py::array_t<double> out(static_cast<py::ssize_t>(values.size()));
+  std::copy(values.begin(), values.end(), out.mutable_data());
+  return out;
+}
+
+// `cgad noise` for one scenario: the fast path and the MPFR reference in lockstep.
+py::dict noise(const py::dict& o, unsigned precision) {
+  const unsigned bits = reference::set_working_precision_bits(precision);
+  differential::NoiseScenario s;
+  differential::parse_study_optimizer(py::cast<std::string>(o["optimizer"]), s);
+  if (o.contains("params")) s.params = fastpath::parse_param_format(py::cast<std::string>(o["params"]));
+  if (o.contains("state")) s.state = fastpath::parse_state_format(py::cast<std::string>(o["state"]));
+  if (o.contains("rounding")) s.rounding = fastpath::parse_rounding(py::cast<std::string>(o["rounding"]));
+  if (o.contains("q8_semantics")) {
+    s.q8_semantics = fastpath::parse_q8_semantics(py::cast<std::string>(o["q8_semantics"]));
+  }
+  take(o, "min_q8_size", s.min_q8_size);
+  take(o, "delays", s.delays);
+  take(o, "size", s.size);
+  take(o, "steps", s.steps);
+  take(o, "log_every", s.log_every);
+  take(o, "seed", s.seed);
+  take(o, "scale_range", s.scale_range);
+  take(o, "zero_fraction", s.zero_fraction);
+  if (o.contains("stream") && !o["stream"].is_none()) {
+    const std::string path = py::cast<std::string>(o["stream"]);
+    fastpath::InputFile in(path);
+    s.stream = std::make_shared<const differential::PseudoGradientStream>(differential::read_stream(in.stream(), path));
+    s.stream_name = path;
+  }
+  differential::validate(s);
+  differential::check_memory({s});
+  const differential::NoiseRun run = differential::run_lockstep(s, [](long, long) {});  // no progress bar
+
+  constexpr int kColumns = 19;
+  std::vector<double> column[kColumns];
+  static constexpr const char* kNames[kColumns] = {
+      "step", "v_mean_abs", "v_rms", "v_max_abs", "v_bias", "m_mean_abs", "m_rms", "m_max_abs", "m_bias",
+      "theta_mean_abs", "theta_rms", "theta_max_abs", "theta_bias", "v_zero_fraction", "m_zero_fraction",
+      "step_over_5lr_fraction", "max_step_over_lr", "reference_max_step_over_lr", "gated_to_zero"};
+  for (const auto& x : run.samples) {
+    const double row[kColumns] = {static_cast<double>(x.step), x.v.mean_abs, x.v.rms, x.v.max_abs, x.v.bias,
+                            x.m.mean_abs, x.m.rms, x.m.max_abs, x.m.bias, x.theta.mean_abs, x.theta.rms,
+                            x.theta.max_abs, x.theta.bias, x.trap.v_zero_fraction, x.trap.m_zero_fraction,
+                            x.trap.step_over_5lr_fraction, x.trap.max_step_over_lr,
+                            x.trap.reference_max_step_over_lr, static_cast<double>(x.gated_to_zero)};
+    for (int k = 0; k < kColumns; ++k) column[k].push_back(row[k]);
+  }
+  py::dict samples;
+  for (int k = 0; k < kColumns; ++k) samples[kNames[k]] = array(column[k]);
+  py::dict last;
+  last["theta_fast"] = array(run.last.theta_fast);
+  last["theta_ref"] = array(run.last.theta_ref);
+  last["m_fast"] = array(run.last.m_fast);
+  last["m_ref"] = array(run.last.m_ref);
+  last["v_fast"] = array(run.last.v_fast);
+  last["v_ref"] = array(run.last.v_ref);
+  py::dict out;
+  out["scenario"] = differential::scenario_name(run.scenario);
+  out["precision_bits"] = bits;
+  out["samples"] = samples;
+  out["final"] = last;
+  return out;
+}
+
+}  // namespace
+
+void bind_differential(py::module_& m) {
+  m.def("replay", &replay, py::arg("path"), py::arg("text"), py::arg("backend"), py::arg("optimizer"),
+        py::arg("fastpath"), py::arg("precision"));
+  m.def("noise", &noise, py::arg("options"), py::arg("precision"));
+}
+
+}  // namespace cgad::python
