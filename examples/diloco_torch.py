@@ -5,9 +5,10 @@ K workers are simulated in one process. In every outer round each worker runs H 
 batches of a small character-level language model, starting from the global parameters it last received, and
 sends its pseudo-gradient delta = theta_start - theta_local to the server; the pseudo-gradient arrives some
 rounds later (its staleness tau, drawn per worker and round uniformly from 0..--tau, or --tau for every one with
---delay constant). In each round the server applies what arrives, one outer step per distinct staleness (the mean
-of the pseudo-gradients with that staleness, stepped with it), and then every worker takes the new global
-parameters. --tau 0 is synchronous DiLoCo (Douillard et al. 2023). With --outer pa-cgad each arriving
+--delay constant). In each round the server applies what arrives, one outer step per distinct staleness, each
+worker's pseudo-gradient weighted 1/K (the sum of those with that staleness over K, stepped with it), so that a
+round moves the parameters by as much pseudo-gradient as a synchronous one; then every worker takes the new
+global parameters. --tau 0 is synchronous DiLoCo (Douillard et al. 2023): one step on the mean of the K. With --outer pa-cgad each arriving
 pseudo-gradient carries one fragment of the parameters (round robin over workers and rounds), as a
 bandwidth-limited partial synchronization.
 
@@ -164,7 +165,7 @@ def main(argv):
         for tau in sorted({a[0] for a in arrivals}):
             group = [a for a in arrivals if a[0] == tau]
             for i, p in enumerate(global_params):
-                p.grad = torch.stack([d[i].float() for _, _, d in group]).mean(0).to(dtype)
+                p.grad = (torch.stack([d[i].float() for _, _, d in group]).sum(0) / args.workers).to(dtype)
             if args.outer == "pa-cgad":
                 report = opt.step(staleness=tau, fragment=(group[0][1] + r) % args.fragments, end_round=False)
             else:
