@@ -175,7 +175,9 @@ TEST(FastpathStateFile, ImpossibleContentsUnderAValidChecksumAreRefused) {
              {header + 4 * 6, -inf},           // m[6] -Inf
              {header + 4 * n + 4 * 7, -1.0f},  // v[7] < 0
              {header + 4 * n + 4 * 8, inf},    // v[8] Inf
-             {header + 4 * n, nan}}) {         // v[0] NaN
+             {header + 4 * n, nan},            // v[0] NaN
+             {header + 4 * 9, -0x1p64f},       // |m[9]| = 2^64 > 2^63, past any step's reach (fuzz_state_bytes)
+             {header + 4 * n + 4 * 10, 0x1p127f}}) {  // v[10] = 2^127 > 2^126
       std::vector<char> bad = good;
       put_float(bad, offset, value);
       write_all(path, with_crc(bad));
@@ -183,6 +185,12 @@ TEST(FastpathStateFile, ImpossibleContentsUnderAValidChecksumAreRefused) {
     }
     EXPECT_EQ(state_bytes(*target_owner), before);
     write_all(path, with_crc(good));  // the checksum helper itself is right
+    EXPECT_NO_THROW(target_owner->load(path));
+    // The bounds themselves are reachable (|g| just under 2^63 for long enough), so they load.
+    std::vector<char> edge = good;
+    put_float(edge, header + 4 * 11, -0x1p63f);
+    put_float(edge, header + 4 * n + 4 * 12, 0x1p126f);
+    write_all(path, with_crc(edge));
     EXPECT_NO_THROW(target_owner->load(path));
   }
   {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Installs the Debian packages cgad builds against, skipping what is already there. Idempotent: a second
-# run installs nothing. nvcc is not installed here (it comes with the machine image at /usr/local/cuda);
-# without it the CUDA backend is simply not built.
+# Installs the Debian packages cgad builds against, skipping what is already there, and any further packages named
+# as arguments (scripts/fuzz.sh adds clang and its libFuzzer runtime). Idempotent: a second run installs nothing.
+# nvcc is not installed here (it comes with the machine image at /usr/local/cuda); without it the CUDA backend is
+# simply not built.
 set -euo pipefail
 
 packages=(
@@ -17,6 +18,7 @@ packages=(
   python3-dev pybind11-dev             # the Python package's module (python/)
   python3-torch                        # cgad.torch, its tests and examples/diloco_torch.py
 )
+packages+=("$@")
 
 missing=()
 for p in "${packages[@]}"; do

@@ -150,16 +150,32 @@ std::vector<unsigned char> read_bounded(const std::filesystem::path& path, const
 }
 
 // A checksum proves only that the bytes are the ones written; a hand-made file with a recomputed CRC could still
-// hold a state no step can reach and that would turn the next step's parameters into NaN while it reports
-// "applied". Every moment must be finite, the Adam family's v must be >= 0, and every q8 block's absmax finite
-// and >= 0 (q8 codes are all valid: any byte is an index into the 256-entry map).
-void validate_contents(const HostState& s, bool adam_family, const Reader& r) {
+// hold a state no step can reach and that would turn the next step's parameters into NaN or Inf while it reports
+// "applied". So every moment must lie in the range steps can reach. Every applied pseudo-gradient g = σΔ has
+// |g| < 2^63 (the overflow rule, reference/overflow_rule.hpp), so:
+//   m = β1·m + (1 − β1)·g, a convex combination from m = 0: |m| ≤ 2^63 (rounding can reach 2^63, not pass it);
+//   v = β2·v + (1 − β2)·g²: 0 ≤ v ≤ 2^126;
+//   b = μ·b + g (Nesterov; SDM's g/(1 + τ) is smaller): |b| ≤ 2^63/(1 − μ) in exact arithmetic, and with each step's
+//   two roundings (a factor ≤ (1 + 2^-24)^2 < 1 + 2^-22) below 2^63·(1 + 2^-20)/(1 − μ·(1 + 2^-20)), the
+//   bound used (μ(1 + 2^-20) < 1 for every μ ≤ 1 − 2^-19; above that b is only required to be finite).
+// A q8 block's absmax is the largest magnitude in its block, so it obeys the same bound (and is >= 0); q8 codes
+// are all valid (any byte is an index into the 256-entry map). The fuzzer (fuzz/fuzz_state_bytes.cpp) found a
+// bf16 m of ~1.7e38 with a recomputed CRC that loaded and stepped θ to −Inf before these bounds.
+void validate_contents(const HostState& s, const StepConfig& config, bool adam_family, const Reader& r) {
+  const double slack = 1.0 + 0x1p-20;
+  const double mu = static_cast<double>(config.nesterov.momentum);
+  const double b_bound = mu * slack < 1.0 ? 0x1p63 * slack / (1.0 - mu * slack) : HUGE_VAL;
+  const auto name = [&](int k) { return adam_family ? (k == 0 ? "m" : "v") : "b"; };
+  const auto in_range = [&](double x, int k) {
+    if (!std::isfinite(x)) return false;
+    if (!adam_family) return std::fabs(x) <= b_bound;
+    return k == 0 ? std::fabs(x) <= 0x1p63 : (x >= 0.0 && x <= 0x1p126);
+  };
+  const char* range = adam_family ? "|m| <= 2^63, 0 <= v <= 2^126" : "|b| <= 2^63/(1 - momentum)";
   const auto check = [&](float x, int k, std::size_t i, const char* where) {
-    const bool second = adam_family && k == 1;
-    if (!std::isfinite(x) || (second && x < 0.0f)) {
-      r.fail(std::string("holds an impossible ") + where + " " + (adam_family ? (k == 0 ? "m" : "v") : "b") + "[" +
-             std::to_string(i) + "] = " + reference::to_decimal(x) +
-             (second ? " (v must be finite and >= 0)" : " (moments must be finite)"));
+    if (!in_range(x, k)) {
+      r.fail(std::string("holds an impossible ") + where + " " + name(k) + "[" + std::to_string(i) + "] = " +
+             reference::to_decimal(x) + " (a step can reach only " + range + ")");
     }
   };
   for (int k = 0; k < s.moments; ++k) {
@@ -167,9 +183,9 @@ void validate_contents(const HostState& s, bool adam_family, const Reader& r) {
     for (std::size_t i = 0; i < s.half[k].size(); ++i) check(to_float(s.half[k][i]), k, i, "bf16");
     for (std::size_t i = 0; i < s.absmax[k].size(); ++i) {
       const float a = s.absmax[k][i];
-      if (!std::isfinite(a) || a < 0.0f) {
+      if (!(a >= 0.0f) || !in_range(a, k)) {
         r.fail(std::string("holds an impossible q8 absmax ") + std::to_string(i) + " = " + reference::to_decimal(a) +
-               " of " + (adam_family ? (k == 0 ? "m" : "v") : "b") + " (it must be finite and >= 0)");
+               " of " + name(k) + " (it must be >= 0, and a step can reach only " + range + ")");
       }
     }
   }
@@ -293,7 +309,7 @@ LoadedState parse_state_bytes(std::span<const unsigned char> bytes, const std::s
     }
   }
   if (r.position() != body) r.fail("has " + std::to_string(body - r.position()) + " unexpected trailing bytes");
-  validate_contents(loaded.state, planner.adam_family(), r);
+  validate_contents(loaded.state, planner.config(), planner.adam_family(), r);
   return loaded;
 }
 

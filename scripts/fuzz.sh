@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The fuzzing leg of CI (issue 16): builds the libFuzzer targets of fuzz/ with clang in build-fuzz (the libraries
+# instrumented for coverage, AddressSanitizer and UndefinedBehaviorSanitizer; CUDA, benchmarks, tests and the
+# Python module off) and runs each for FUZZ_SECONDS (default 30) from a copy of its checked-in seed corpus. A
+# crash, sanitizer report, uncaught exception or input slower than 10 s fails the leg; libFuzzer writes the input
+# that did it to build-fuzz/artifacts/, which then belongs in fuzz/corpus/<target>/ once fixed.
+#   bash scripts/fuzz.sh [target ...]      (default: every target)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds="${FUZZ_SECONDS:-30}"
+targets=("$@")
+[ ${#targets[@]} -eq 0 ] && targets=(fuzz_replay_stream fuzz_part_file fuzz_state_bytes fuzz_bf16_text fuzz_decimal_number)
+bash scripts/bootstrap.sh clang libclang-rt-14-dev
+flags="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g1"
+cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1" \
+  -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" \
+  -DCGAD_ENABLE_CUDA=OFF -DCGAD_BUILD_BENCH=OFF -DCGAD_BUILD_TESTS=OFF -DCGAD_BUILD_PYTHON=OFF \
+  -DCGAD_CPU_CLONES=OFF -DCGAD_BUILD_FUZZERS=ON
+cmake --build build-fuzz -j"$(nproc)" --target "${targets[@]}"
+mkdir -p build-fuzz/artifacts
+export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1"
+export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
+for t in "${targets[@]}"; do
+  name="${t#fuzz_}"
+  work="build-fuzz/corpus/$name"
+  rm -rf "$work" && mkdir -p "$work"
+  cp fuzz/corpus/"$name"/* "$work"/
+  echo "== fuzz $t for ${seconds} s (seeds: $(ls fuzz/corpus/"$name" | wc -l)) =="
+  status=0
+  "build-fuzz/fuzz/$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
+    -artifact_prefix="build-fuzz/artifacts/$name-" -print_final_stats=1 "$work" > "build-fuzz/$name.log" 2>&1 || status=$?
+  if [ "$status" -ne 0 ]; then
+    tail -n 60 "build-fuzz/$name.log"
+    echo "fuzz: $t failed (status $status); the input is in build-fuzz/artifacts/" >&2
+    exit 1
+  fi
+  grep -E '^#[0-9]+.*(DONE|pulse)|stat::number_of_executed_units|stat::new_units_added' "build-fuzz/$name.log" | tail -n 3
+done
