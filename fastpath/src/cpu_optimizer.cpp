@@ -375,20 +375,10 @@ StepReport CpuOptimizer::run(const Operands& operands, std::size_t params_size, 
   return report;
 }
 
-std::vector<std::string> CpuOptimizer::buffer_names() const {
-  if (planner_.adam_family()) return {"m", "v"};
-  return {"b"};
-}
+std::vector<std::string> CpuOptimizer::buffer_names() const { return planner_.buffer_names(); }
 
 void CpuOptimizer::read_buffer(std::string_view name, std::span<float> out) const {
-  const auto names = buffer_names();
-  const auto it = std::find(names.begin(), names.end(), name);
-  if (it == names.end()) throw reference::InputError("no state buffer named '" + std::string(name) + "'");
-  if (out.size() != parameters()) {
-    throw reference::InputError("buffer '" + std::string(name) + "' has " + std::to_string(parameters()) +
-                                " elements, the output " + std::to_string(out.size()));
-  }
-  state_.read(planner_, static_cast<int>(it - names.begin()), out);
+  state_.read(planner_, planner_.buffer_to_read(name, out.size()), out);
 }
 
 void require_same_state_layout(const StepConfig& now, const StepConfig& next) {
