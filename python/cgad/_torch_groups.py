@@ -4,7 +4,7 @@ contiguous vector, so a group of several tensors is gathered into one on the dev
 import torch
 
 from . import _cgad
-from ._torch_tensors import gradients, group_layout, param_pointers
+from ._torch_tensors import backend, gradients, group_layout, param_pointers
 
 
 class Group:
@@ -93,6 +93,6 @@ class CudaGroup(Group):
 
 
 def make_group(spec, params, threads, where):
-    from ._torch_tensors import backend
-    fmt, device, sizes = group_layout(params, where)
+    """The Group for a param group's tensors on their device's backend."""
+    _, device, _ = group_layout(params, where)
     return (CudaGroup if backend(device, where) == "cuda" else CpuGroup)(spec, params, threads, where)
