@@ -60,14 +60,12 @@ double gate_double(bool sigma, const std::string& tau, const std::string& alpha,
   return sigma ? reference::sigma(t, gate) : reference::gamma(t, gate);
 }
 
-// `digits` significant digits of an MPFR value. reference::to_decimal<mpfr_real>(x, d) prints d digits after the
-// leading one (Boost's str(d, scientific)), d + 1 significant, where its header promises d, while
-// Interval::lower_string(d) prints d significant; this asks it for one fewer, so that every string here has the
-// digits asked for (test_numerics.py compares them with `cgad gate` / `cgad bound`, which print both kinds).
-// (Asked for 0, Boost prints every digit, so 1 is refused.)
+// `digits` significant digits of an MPFR value, as reference::to_decimal prints them (and Interval::lower_string,
+// which test_numerics.py compares with `cgad gate` / `cgad bound`). Asked for 0, Boost prints every digit, and 1
+// significant digit is too few to read anything from, so both are refused.
 std::string significant(const mpfr_real& x, unsigned digits) {
   if (digits < 2) throw reference::InputError("digits must be >= 2, got " + std::to_string(digits));
-  return reference::to_decimal(x, digits - 1);
+  return reference::to_decimal(x, digits);
 }
 
 // σ or γ in MPFR at `precision` bits, as decimal text (`digits` significant digits, or enough to read the MPFR

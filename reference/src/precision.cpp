@@ -187,7 +187,9 @@ std::string to_decimal<float>(const float& x, unsigned digits) {
 template <>
 std::string to_decimal<mpfr_real>(const mpfr_real& x, unsigned digits) {
   if (!is_finite(x)) return boost::multiprecision::isnan(x) ? "nan" : (x < 0 ? "-inf" : "inf");
-  const std::string text = x.str(static_cast<std::streamsize>(digits), std::ios_base::scientific);
+  // Boost's str(d, scientific) prints d digits after the leading one, d + 1 significant: ask for one fewer. (It
+  // printed one digit more than promised until 2026-12-01, so `cgad gate` showed 75 digits where 74 are meaningful.)
+  const std::string text = x.str(static_cast<std::streamsize>(digits == 0 ? 0 : digits - 1), std::ios_base::scientific);
   // Boost prints -0 without its sign; the hardware formats keep it, and so must the reference.
   if (mpfr_zero_p(x.backend().data()) && mpfr_signbit(x.backend().data()) && text.front() != '-') {
     std::string negative(1, '-');
