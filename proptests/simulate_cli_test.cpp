@@ -93,9 +93,9 @@ TEST_F(SimulateCli, DivergingRunsAreReportedNotFatal) {
 TEST_F(SimulateCli, UnsupportedCombinationsAreRecordedWithTheReason) {
   const Outcome o = ok("simulate --optimizer cgad,delayed-nesterov --params fp32 --state fp32,q8 --tau 2 --size 8 "
                        "--rounds 20 --seeds 1 --csv");
-  EXPECT_NE(o.out.find("delayed-nesterov,2,8,q8,1,1,1,0,0,,,,\"unsupported: delayed-nesterov"), std::string::npos)
+  EXPECT_NE(o.out.find("delayed-nesterov,2,8,q8,1,1,1,0,0,0," + std::string(12, ',') + "\"unsupported: delayed-nesterov"), std::string::npos)
       << o.out;
-  EXPECT_NE(o.out.find("delayed-nesterov,2,8,fp32,1,1,0,0,1,"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("delayed-nesterov,2,8,fp32,1,1,0,0,0,1,"), std::string::npos) << o.out;
 }
 
 TEST_F(SimulateCli, BadInputIsOneLineAndExitTwo) {
@@ -219,16 +219,17 @@ TEST_F(SimulateCli, RecordedDeltasAreAReplayStreamTheFastPathReplays) {
     std::size_t fragments;
     std::vector<std::size_t> tensors;
     bool skips;  // some events skipped at a zero gate, so the counts below compare something
+    std::int64_t idle;  // rounds before the first arrival (constant delays: τ)
   };
   const std::vector<Case> cases = {
       {"--objective teacher-student --size 8 --optimizer pa-cgad --fragments 3 --state q8 --delays uniform --tau 9 "
        "--tau-cut 6 --on-zero-gate skip --rounds 40 --seed 3",
-       40, 3, {128, 8, 8, 1}, true},
+       40, 3, {128, 8, 8, 1}, true, 0},
       {"--objective teacher-student --size 256 --optimizer adam --state q8 --q8-semantics bnb --tau 2 --rounds 12 "
        "--seeds 1",
-       12, 1, {4096, 256, 256, 1}, false},
+       12, 1, {4096, 256, 256, 1}, false, 2},
       {"--size 40 --optimizer nesterov --params fp32 --state fp32 --tau 1 --rounds 15 --seed 9 --rounding stochastic",
-       15, 1, {40}, false},
+       15, 1, {40}, false, 1},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.args);
@@ -237,7 +238,8 @@ TEST_F(SimulateCli, RecordedDeltasAreAReplayStreamTheFastPathReplays) {
     const auto run = nlohmann::json::parse(o.out)["runs"].at(0);
     ASSERT_EQ(run["status"], "finished") << run.dump();
     const std::vector<nlohmann::json> stream = json_lines(dir_ / "d.jsonl");
-    ASSERT_EQ(stream.size(), static_cast<std::size_t>(c.rounds) + 1);
+    const std::int64_t arrivals = c.rounds - c.idle;
+    ASSERT_EQ(stream.size(), static_cast<std::size_t>(arrivals) + 1);
     const nlohmann::json& head = stream.front();
     EXPECT_EQ(head.size(), 2u) << "keys besides params and tensors";
     EXPECT_EQ(head["tensors"].get<std::vector<std::size_t>>(), c.tensors);
@@ -246,14 +248,17 @@ TEST_F(SimulateCli, RecordedDeltasAreAReplayStreamTheFastPathReplays) {
     ASSERT_EQ(head["params"].size(), parameters);
     for (const auto& x : head["params"]) ASSERT_TRUE(x.is_string()) << x;
     std::vector<std::int64_t> taus;
-    for (std::size_t r = 1; r < stream.size(); ++r) {
-      const nlohmann::json& e = stream[r];
+    for (std::size_t line = 1; line < stream.size(); ++line) {
+      const nlohmann::json& e = stream[line];
+      const std::size_t r = line - 1 + static_cast<std::size_t>(c.idle);  // the arrival's round
       taus.push_back(e["tau"].get<std::int64_t>());
-      EXPECT_LE(taus.back(), static_cast<std::int64_t>(r - 1));
-      EXPECT_EQ(e["fragment"].get<std::size_t>(), (r - 1) % c.fragments);
-      const std::size_t f = (r - 1) % c.fragments;  // fragment f is [⌊f·n/P⌋, ⌊(f+1)·n/P⌋)
-      EXPECT_EQ(e["grad"].size(), (f + 1) * parameters / c.fragments - f * parameters / c.fragments)
-          << "event " << r - 1;
+      EXPECT_LE(taus.back(), static_cast<std::int64_t>(r));
+      if (c.idle > 0) EXPECT_EQ(taus.back(), c.idle) << "constant delays: every arrival exactly tau old";
+      // With K = 4 workers keeping fragment progress, round r syncs (⌊r/4⌋ + r mod 4) mod P, which for P = 3
+      // (dividing K − 1) is r mod 3.
+      EXPECT_EQ(e["fragment"].get<std::size_t>(), r % c.fragments);
+      const std::size_t f = r % c.fragments;  // fragment f is [⌊f·n/P⌋, ⌊(f+1)·n/P⌋)
+      EXPECT_EQ(e["grad"].size(), (f + 1) * parameters / c.fragments - f * parameters / c.fragments) << "round " << r;
     }
 
     const std::string replay = replay_arguments(o.err);
@@ -296,7 +301,7 @@ TEST_F(SimulateCli, RecordedDeltasAreAReplayStreamTheFastPathReplays) {
     EXPECT_EQ(flag["--min-q8-size"], std::to_string(outer["min_q8_size"].get<std::size_t>()));
     const Outcome replayed = ok(replay + " --output r.jsonl");
     const std::vector<nlohmann::json> records = json_lines(dir_ / "r.jsonl");
-    ASSERT_EQ(records.size(), static_cast<std::size_t>(c.rounds));
+    ASSERT_EQ(records.size(), static_cast<std::size_t>(arrivals));
     std::int64_t applied = 0, skipped = 0;
     double tau_effective = 0;
     for (std::size_t r = 0; r < records.size(); ++r) {
@@ -309,10 +314,10 @@ TEST_F(SimulateCli, RecordedDeltasAreAReplayStreamTheFastPathReplays) {
     EXPECT_EQ(applied, run["applied"].get<std::int64_t>());
     EXPECT_EQ(skipped, run["skipped_zero_gate"].get<std::int64_t>() + run["skipped_nonfinite"].get<std::int64_t>() +
                            run["skipped_overflowing"].get<std::int64_t>());
-    EXPECT_EQ(tau_effective / static_cast<double>(c.rounds),
+    EXPECT_EQ(tau_effective / static_cast<double>(arrivals),
               std::strtod(run["mean_tau_effective"].get<std::string>().c_str(), nullptr));
     // Nothing of the run was left to chance: every recorded number reads back (the replay parsed them all).
-    EXPECT_NE(replayed.err.find(std::to_string(c.rounds) + " events"), std::string::npos) << replayed.err;
+    EXPECT_NE(replayed.err.find(std::to_string(arrivals) + " events"), std::string::npos) << replayed.err;
   }
 }
 
@@ -340,7 +345,7 @@ TEST_F(SimulateCli, RecordDeltasIsForOneRunAndWritesNothingWhenRefused) {
   // Delayed Nesterov's arrivals are recorded, and the command says the fast path cannot replay them.
   const Outcome dn = ok("simulate --optimizer delayed-nesterov --params fp32 --tau 1 --size 8 --state fp32 --rounds 5 "
                         "--seeds 1 --record-deltas d.jsonl");
-  EXPECT_EQ(json_lines(dir_ / "d.jsonl").size(), 6u);
+  EXPECT_EQ(json_lines(dir_ / "d.jsonl").size(), 5u);  // the start and 4 arrivals (constant tau 1: none in round 0)
   EXPECT_NE(dn.err.find("the fast path cannot replay delayed-nesterov"), std::string::npos) << dn.err;
 }
 
@@ -393,7 +398,7 @@ TEST_F(SimulateCli, MergeRefusesPartsOfAnotherQ8Semantics) {
   expect_refused(cgad("merge bnb1.json bnb8.json"), "first difference: outer.min_q8_size (8 vs 4096)");
   ok("merge cgad0.json cgad1.json");
   const auto part = nlohmann::json::parse(slurp(dir_ / "bnb8.json"));
-  EXPECT_EQ(part["version"], 3);
+  EXPECT_EQ(part["version"], 4);
   EXPECT_EQ(part["grid"]["outer"]["q8_semantics"], "bnb");
   EXPECT_EQ(part["grid"]["outer"]["min_q8_size"], 8);
 }

@@ -191,7 +191,7 @@ TEST(SimulateEngine, NqmGradientNoiseIsUnbiasedWithCovarianceProportionalToTheHe
 TEST(SimulateEngine, OneWorkerWithoutStalenessAndAPlainServerFollowsTheWorker) {
   SimulationSpec spec = plain_server_spec();  // AdamW inner steps, NQM with its default noise
   const auto objective = simulate::make_objective(spec);
-  simulate::Worker worker(spec.inner, spec.size, spec.seed, 0);
+  simulate::Worker worker(spec.inner, {spec.size}, {1.0f}, {}, spec.seed, 0);
   std::vector<float> theta = objective->initial_point(spec.seed);
   std::vector<float> grad(spec.size);
   for (std::int64_t r = 1; r <= 5; ++r) {
@@ -226,7 +226,7 @@ TEST(SimulateEngine, InnerAdamWIsTheReferenceAdamInFloat) {
   const auto objective = simulate::make_objective(spec);
   const auto direct_objective = simulate::make_objective(spec);
   const std::size_t n = objective->parameters();
-  simulate::Worker worker(spec.inner, n, spec.seed, 2);
+  simulate::Worker worker(spec.inner, {n}, {1.0f}, {}, spec.seed, 2);
   reference::PhiloxStream stream(spec.seed, reference::StreamPurpose::worker, 2);  // the worker's stream
   reference::OptimizerConfig<float> config;
   config.kind = reference::OptimizerKind::adam;
@@ -247,7 +247,7 @@ TEST(SimulateEngine, InnerAdamWIsTheReferenceAdamInFloat) {
   // The weight decay acts: without it the same steps end elsewhere.
   simulate::InnerConfig no_decay = spec.inner;
   no_decay.weight_decay = 0;
-  simulate::Worker undecayed(no_decay, n, spec.seed, 2);
+  simulate::Worker undecayed(no_decay, {n}, {1.0f}, {}, spec.seed, 2);
   std::vector<float> y = objective->initial_point(spec.seed);
   undecayed.run(*objective, y, grad);
   undecayed.run(*objective, y, grad);
@@ -261,7 +261,7 @@ TEST(SimulateEngine, SkippedInnerStepsAreCounted) {
   spec.size = 4;
   spec.inner.steps = 3;
   const auto objective = simulate::make_objective(spec);
-  simulate::Worker worker(spec.inner, spec.size, spec.seed, 0);
+  simulate::Worker worker(spec.inner, {spec.size}, {1.0f}, {}, spec.seed, 0);
   std::vector<float> x(spec.size, std::numeric_limits<float>::infinity()), grad(spec.size);
   const std::vector<float> start = x;
   EXPECT_EQ(worker.run(*objective, x, grad), 3);
@@ -282,16 +282,18 @@ TEST(SimulateEngine, SkippedInnerStepsAreCounted) {
   EXPECT_EQ(result.skipped_nonfinite, spec.rounds);
 }
 
+// The clamped constant schedule ("constant-clamped", the old "constant"): τ_r = min(τ, r).
 TEST(SimulateEngine, AStaleWorkerStartsFromTheTauOldSnapshot) {
   constexpr long kTau = 2;
   SimulationSpec spec = plain_server_spec();
+  spec.delays = theory::DelayKind::constant;
   spec.inner.kind = simulate::InnerOptimizerKind::sgd;
   spec.inner.lr = 0.2f;
   spec.nqm_noise = 0;  // the worker is a deterministic function of its start
   spec.tau = kTau;
   const auto objective = simulate::make_objective(spec);
   const auto worker_from = [&](const std::vector<float>& start) {
-    simulate::Worker worker(spec.inner, spec.size, spec.seed, 0);  // SGD keeps no state
+    simulate::Worker worker(spec.inner, {spec.size}, {1.0f}, {}, spec.seed, 0);  // SGD keeps no state
     std::vector<float> local = start, grad(start.size());
     worker.run(*objective, local, grad);
     return local;
@@ -323,30 +325,81 @@ TEST(SimulateEngine, AStaleWorkerStartsFromTheTauOldSnapshot) {
   EXPECT_NE(simulate::run_simulation(spec).final_params, theta.back());
 }
 
-TEST(SimulateEngine, PaCgadRoundRMovesOnlyFragmentRModP) {
-  SimulationSpec spec;
-  spec.size = 10;  // fragments of 2, 3, 2, 3 parameters
-  spec.outer.optimizer = reference::OptimizerKind::pa_cgad;
-  spec.outer.fragments = 4;
-  spec.delays = theory::DelayKind::uniform;
-  spec.tau = 3;
-  const reference::FragmentLayout layout(spec.size, spec.outer.fragments);
-  spec.rounds = 1;
-  std::vector<float> before = simulate::run_simulation(spec).final_params;
-  for (std::int64_t rounds = 2; rounds <= 9; ++rounds) {
-    spec.rounds = rounds;
-    const std::vector<float> after = simulate::run_simulation(spec).final_params;
-    const std::size_t f = static_cast<std::size_t>((rounds - 1) % 4);  // the round just added is rounds − 1
-    std::size_t changed_inside = 0;
-    for (std::size_t i = 0; i < spec.size; ++i) {
-      const bool inside = i >= layout.offset(f) && i < layout.offset(f) + layout.size(f);
-      if (!inside) {
-        EXPECT_EQ(after[i], before[i]) << "round " << rounds - 1 << " element " << i;
-      }
-      if (inside && after[i] != before[i]) ++changed_inside;
+// "constant" delays from round 0: the server receives nothing in rounds 0, …, τ − 1 (its parameters stay θ_0),
+// then round r's arrival is the worker's result from θ_{r−τ}, exactly τ old — no round sees a fresher one.
+TEST(SimulateEngine, ConstantDelaysIdleForTauRoundsThenEveryArrivalIsExactlyTauOld) {
+  constexpr long kTau = 3;
+  SimulationSpec spec = plain_server_spec();
+  ASSERT_EQ(spec.delays, theory::DelayKind::constant_from_start);  // the default
+  spec.inner.kind = simulate::InnerOptimizerKind::sgd;
+  spec.inner.lr = 0.2f;
+  spec.nqm_noise = 0;
+  spec.tau = kTau;
+  const auto objective = simulate::make_objective(spec);
+  const auto worker_from = [&](const std::vector<float>& start) {
+    simulate::Worker worker(spec.inner, {spec.size}, {1.0f}, {}, spec.seed, 0);
+    std::vector<float> local = start, grad(start.size());
+    worker.run(*objective, local, grad);
+    return local;
+  };
+  std::vector<std::vector<float>> theta{objective->initial_point(spec.seed)};
+  for (std::int64_t r = kTau + 1; r <= kTau + 6; ++r) {
+    spec.rounds = r;
+    theta.push_back(simulate::run_simulation(spec).final_params);
+  }
+  // theta[i] is θ after kTau + 1 + i rounds... recomputed here as θ_r for r = 0, …, kTau + 6.
+  std::vector<std::vector<float>> at(kTau + 1, theta.front());
+  at.insert(at.end(), theta.begin() + 1, theta.end());
+  for (std::size_t r = kTau; r + 1 < at.size(); ++r) {
+    const std::vector<float>& start = at[r - kTau];
+    const std::vector<float> local = worker_from(start);
+    for (std::size_t i = 0; i < local.size(); ++i) {
+      EXPECT_EQ(at[r + 1][i], at[r][i] - (start[i] - local[i])) << "round " << r << " element " << i << std::hexfloat;
     }
-    EXPECT_GT(changed_inside, 0u) << "round " << rounds - 1 << " left fragment " << f << " unchanged";
-    before = after;
+  }
+  spec.rounds = 40;
+  const SimulationResult result = simulate::run_simulation(spec);
+  EXPECT_EQ(result.applied, 40 - kTau);
+  EXPECT_EQ(result.mean_tau, static_cast<double>(kTau));
+  // Rounds run ≤ τ leave nothing to arrive: refused.
+  spec.rounds = kTau;
+  EXPECT_THROW(simulate::validate(spec), reference::InputError);
+}
+
+// PA-CGAD's round r moves only the fragment it syncs: r mod P when jobs discard the other fragments' progress;
+// (⌊r/K⌋ + r mod K) mod P when workers keep it (fragment_progress.hpp: each worker goes through every fragment).
+TEST(SimulateEngine, PaCgadRoundRMovesOnlyTheFragmentItSyncs) {
+  for (const auto progress : {simulate::FragmentProgress::discard, simulate::FragmentProgress::keep}) {
+    SCOPED_TRACE(std::string(simulate::to_string(progress)));
+    SimulationSpec spec;
+    spec.size = 10;  // fragments of 2, 3, 2, 3 parameters
+    spec.outer.optimizer = reference::OptimizerKind::pa_cgad;
+    spec.outer.fragments = 4;
+    spec.fragment_progress = progress;
+    spec.delays = theory::DelayKind::uniform;
+    spec.tau = 3;
+    const reference::FragmentLayout layout(spec.size, spec.outer.fragments);
+    const auto synced = [&](std::int64_t r) {
+      const std::int64_t k = r % 4, j = r / 4;  // K = 4 workers
+      return static_cast<std::size_t>(progress == simulate::FragmentProgress::discard ? r % 4 : (j + k) % 4);
+    };
+    spec.rounds = 1;
+    std::vector<float> before = simulate::run_simulation(spec).final_params;
+    for (std::int64_t rounds = 2; rounds <= 13; ++rounds) {
+      spec.rounds = rounds;
+      const std::vector<float> after = simulate::run_simulation(spec).final_params;
+      const std::size_t f = synced(rounds - 1);  // the round just added is rounds − 1
+      std::size_t changed_inside = 0;
+      for (std::size_t i = 0; i < spec.size; ++i) {
+        const bool inside = i >= layout.offset(f) && i < layout.offset(f) + layout.size(f);
+        if (!inside) {
+          EXPECT_EQ(after[i], before[i]) << "round " << rounds - 1 << " element " << i;
+        }
+        if (inside && after[i] != before[i]) ++changed_inside;
+      }
+      EXPECT_GT(changed_inside, 0u) << "round " << rounds - 1 << " left fragment " << f << " unchanged";
+      before = after;
+    }
   }
 }
 
@@ -427,11 +480,15 @@ TEST(SimulateEngine, SkippedEventsAreCountedAndChangeNothing) {
   EXPECT_EQ(result.skipped_nonfinite, 12);
   EXPECT_EQ(result.applied, 0);
   EXPECT_FALSE(result.diverged);
+  // Not a finished run: the server never moved (sweep.hpp's RunStatus::stalled).
+  EXPECT_EQ(result.stalled, "every arrival (12) was refused as non-finite or overflowing");
   EXPECT_EQ(result.final_params, simulate::make_objective(spec)->initial_point(spec.seed));
 
-  // CGAD with τ_cut = 2 gates τ ≥ 2 to zero; with on_zero_gate = skip and τ = 3 only rounds 0 and 1 (τ clamped
-  // to 0 and 1) are applied.
+  // CGAD with τ_cut = 2 gates τ ≥ 2 to zero; with on_zero_gate = skip and τ = 3 clamped (τ_r = min(3, r)) only
+  // rounds 0 and 1 are applied; from the start (constant), none of the 9 arrivals is, and the run is not stalled
+  // (the gate dropped them by design).
   spec = SimulationSpec{};
+  spec.delays = theory::DelayKind::constant;
   spec.tau = 3;
   spec.outer.tau_cut = 2;
   spec.outer.on_zero_gate = reference::ZeroGatePolicy::skip;
@@ -441,6 +498,11 @@ TEST(SimulateEngine, SkippedEventsAreCountedAndChangeNothing) {
   EXPECT_EQ(result.skipped_zero_gate, 10);
   EXPECT_EQ(result.skipped_nonfinite, 0);
   EXPECT_EQ(result.skipped_overflowing, 0);
+  spec.delays = theory::DelayKind::constant_from_start;
+  result = simulate::run_simulation(spec);
+  EXPECT_EQ(result.applied, 0);
+  EXPECT_EQ(result.skipped_zero_gate, 9);
+  EXPECT_EQ(result.stalled, "");
 
   // One inner SGD step of lr 1e20 makes a finite Δ = 1e20·g with elements past 2^64 ≈ 1.8e19 (|g| is O(1) on
   // the stiff coordinates): CGAD refuses every such event whole (|σ·Δ| ≥ 2^64), and counts it as overflowing,
@@ -729,17 +791,23 @@ TEST(SimulateEngine, RecordedArrivalsReplayThroughTheFastPathToTheFinalParameter
                           : x);
     }
     EXPECT_TRUE(same_bits(run.start_params, start)) << c.name;
-    ASSERT_EQ(run.events.size(), static_cast<std::size_t>(spec.rounds)) << c.name;
+    ASSERT_EQ(run.events.size(), static_cast<std::size_t>(simulate::arrival_rounds(spec.delays, spec.tau, spec.rounds)))
+        << c.name;
     const reference::FragmentLayout layout(objective->parameters(), spec.outer.fragments);
     double tau_sum = 0;
-    for (std::size_t r = 0; r < run.events.size(); ++r) {
-      const auto& e = run.events[r];
+    const std::size_t idle = static_cast<std::size_t>(spec.rounds) - run.events.size();
+    for (std::size_t e_index = 0; e_index < run.events.size(); ++e_index) {
+      const auto& e = run.events[e_index];
+      const std::size_t r = idle + e_index;  // the round of this arrival
       EXPECT_LE(e.tau, static_cast<std::int64_t>(r)) << c.name << " round " << r;
-      EXPECT_EQ(e.fragment, r % spec.outer.fragments) << c.name << " round " << r;
+      // Kept fragment progress: worker r mod K goes through its fragments (fragment_progress.hpp).
+      const std::size_t k = r % spec.workers, j = r / spec.workers;
+      EXPECT_EQ(e.fragment, (spec.fragment_progress == simulate::FragmentProgress::keep ? j + k : r) % spec.outer.fragments)
+          << c.name << " round " << r;
       EXPECT_EQ(e.grad.size(), layout.size(e.fragment)) << c.name << " round " << r;
       tau_sum += static_cast<double>(e.tau);
     }
-    EXPECT_EQ(tau_sum / static_cast<double>(spec.rounds), result.mean_tau) << c.name;
+    EXPECT_EQ(tau_sum / static_cast<double>(run.events.size()), result.mean_tau) << c.name;
     for (unsigned threads : {1u, 3u}) {
       EXPECT_TRUE(same_bits(replay(spec.outer, run, run.tensors, threads), result.final_params))
           << c.name << ", " << threads << " threads";
@@ -866,6 +934,7 @@ TEST(SimulateEngine, BadSpecsAreRefusedWithOneLine) {
   }
   // The ring has min(τ, rounds) + 1 slots: a τ that cannot be reached within the run costs nothing.
   SimulationSpec short_run;
+  short_run.delays = theory::DelayKind::uniform;  // constant delays would leave a 5-round run no arrival
   short_run.size = 1 << 20;
   short_run.tau = 1000;
   short_run.rounds = 5;

@@ -135,7 +135,7 @@ SweepGrid wide_grid() {
   grid.sizes = {8, 16};
   grid.states = {StateFormat::fp32, StateFormat::q8};
   grid.seeds = {7, 8, 9};
-  grid.base.rounds = 10;
+  grid.base.rounds = 20;  // past τ = 16, so that constant delays (nothing arrives for τ rounds) have arrivals
   return grid;
 }
 
@@ -322,7 +322,13 @@ RunRecord plausible(const SweepGrid& grid, std::size_t index, double loss) {
   RunRecord r = finished(grid, index, loss);
   r.result.initial_loss = 2 * loss;
   r.result.curve = {{0, 2 * loss}, {grid.base.rounds, loss}};
-  r.result.applied = grid.base.rounds;
+  // Every arrival applied, each exactly τ old (constant delays from the start: none in the first τ rounds).
+  r.result.applied = cgad::simulate::arrival_rounds(grid.base.delays, r.key.tau, grid.base.rounds);
+  r.result.mean_tau = r.result.mean_tau_effective = static_cast<double>(r.key.tau);
+  if (cgad::reference::is_adam_family(cgad::reference::parse_optimizer(r.key.method))) {
+    r.result.v_zero_fraction = r.result.step_over_5lr_fraction = 0.0;
+    r.result.max_step_over_lr = 1.0;
+  }
   return r;
 }
 
@@ -467,7 +473,7 @@ TEST(SimulateSweepJson, PartsRefuseResultsNoRunCouldHave) {
   refused(tame, [](nlohmann::json& r) { r["final_loss"] = hexfloat(parse_hexfloat(r["final_loss"], "") / 2); },
           "run 0: final_loss is not the curve's last loss");
   refused(tame, [](nlohmann::json& r) { r["skipped_overflowing"] = -1; }, "run 0: negative counts");
-  constexpr const char* kSum = "run 0: applied + skipped_nonfinite + skipped_zero_gate + skipped_overflowing is not the 30 rounds";
+  constexpr const char* kSum = "run 0: applied + skipped_nonfinite + skipped_zero_gate + skipped_overflowing is not the 30 arrivals";
   refused(tame, [](nlohmann::json& r) { r["applied"] = r["applied"].get<long>() - 1; }, kSum);
   refused(tame, [](nlohmann::json& r) { r["skipped_nonfinite"] = 1; }, kSum);
   refused(tame, [](nlohmann::json& r) { r["skipped_overflowing"] = 1; }, kSum);
@@ -478,9 +484,9 @@ TEST(SimulateSweepJson, PartsRefuseResultsNoRunCouldHave) {
   EXPECT_NO_THROW(part_from_json(recounted, "p.json"));
   refused(tame, [](nlohmann::json& r) { r["divergence"] = "loss too high"; }, "run 0: finished but with a divergence");
   refused(wild, [](nlohmann::json& r) { r["divergence"] = ""; }, "run 0: diverged without a reason");
-  refused(wild, [](nlohmann::json& r) { r["diverged_at"] = 0; }, "run 0: diverged_at 0 is not in [1, 30]");
-  refused(wild, [](nlohmann::json& r) { r["diverged_at"] = 31; }, "run 0: diverged_at 31 is not in [1, 30]");
-  refused(wild, [](nlohmann::json& r) { r["applied"] = r["applied"].get<long>() + 1; }, "rounds it ran");
+  refused(wild, [](nlohmann::json& r) { r["diverged_at"] = 0; }, "run 0: diverged_at 0 is not a divergence check in [1, 30]");
+  refused(wild, [](nlohmann::json& r) { r["diverged_at"] = 31; }, "run 0: diverged_at 31 is not a divergence check in [1, 30]");
+  refused(wild, [](nlohmann::json& r) { r["applied"] = r["applied"].get<long>() + 1; }, "arrivals of the rounds it ran");
   refused(wild, [](nlohmann::json& r) { r["initial_loss"] = "1.0"; }, "not hexfloat text");
 }
 
@@ -574,7 +580,7 @@ TEST(SimulateSweepJson, PartsOfTheOlderFormatAreRefusedByVersion) {
     part_from_json(nlohmann::json::parse(old.dump()), "old.json");
     ADD_FAILURE() << "accepted a version-2 part";
   } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("old.json: part format version 2, this cgad reads 3"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("old.json: part format version 2, this cgad reads 4"), std::string::npos)
         << e.what();
   }
 }

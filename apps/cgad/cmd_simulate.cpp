@@ -11,12 +11,14 @@
 
 #include "cgad/reference/errors.hpp"
 #include "cgad/reference/real.hpp"
+#include "cgad/simulate/part_lock.hpp"
 #include "cgad/simulate/sweep_json.hpp"
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <numeric>
@@ -48,6 +50,9 @@ struct SimulateOptions {
   std::string inner = std::string(simulate::to_string(simulate::InnerConfig{}.kind));
   std::int64_t inner_steps = simulate::InnerConfig{}.steps;
   std::string params = "bf16";
+  std::string worker_params = std::string(simulate::to_string(simulate::SimulationSpec{}.worker_params));
+  std::string lr_scale = std::string(simulate::to_string(simulate::SimulationSpec{}.lr_scale));
+  std::string fragment_progress = std::string(simulate::to_string(simulate::SimulationSpec{}.fragment_progress));
   std::string rounding = "nearest";
   std::string q8_semantics = "cgad";
   std::optional<std::size_t> min_q8_size;
@@ -72,6 +77,7 @@ const std::vector<MethodSpecificFlag>& method_specific_flags() {
   static const std::vector<std::string> nesterov{"nesterov", "delayed-nesterov", "sdm"};
   static const std::vector<MethodSpecificFlag> flags{
       {"--fragments", {"pa-cgad"}},           {"--buffer", {"delayed-nesterov"}},
+      {"--fragment-progress", {"pa-cgad"}},
       {"--momentum", nesterov},               {"--beta1", adam},
       {"--beta2", adam},                      {"--eps", adam},
       {"--weight-decay", adam},               {"--alpha", {"cgad", "pa-cgad", "adam-decay"}},  // gated by α
@@ -99,6 +105,18 @@ void refuse_unread_flags(const SimulateOptions& o) {
   }
 }
 
+// Each objective's own flags: given with the other objective they would change nothing (the spec carries both
+// values, the objective reads one), so they are refused.
+void refuse_other_objectives_flags(const SimulateOptions& o) {
+  const simulate::ObjectiveKind objective = simulate::parse_objective_kind(o.objective);
+  if (objective != simulate::ObjectiveKind::nqm && o.nqm_noise) {
+    throw InputError("--nqm-noise applies to the nqm objective, not " + o.objective);
+  }
+  if (objective != simulate::ObjectiveKind::teacher_student && o.label_noise) {
+    throw InputError("--label-noise applies to the teacher-student objective, not " + o.objective);
+  }
+}
+
 // --min-q8-size decides which tensors of a q8 state keep fp32 moments; with no q8 state swept it would change
 // nothing but the grid's fingerprint, so it is refused like the method-specific flags above.
 void refuse_unread_q8_size(const SimulateOptions& o) {
@@ -112,6 +130,7 @@ simulate::SweepGrid make_grid(const SimulateOptions& o) {
   simulate::SweepGrid grid;
   simulate::SimulationSpec& b = grid.base;
   b.objective = simulate::parse_objective_kind(o.objective);
+  refuse_other_objectives_flags(o);
   b.problem_seed = o.problem_seed;
   if (o.nqm_noise) b.nqm_noise = reference::parse_real<double>(*o.nqm_noise, "nqm-noise");
   if (o.label_noise) b.label_noise = reference::parse_real<double>(*o.label_noise, "label-noise");
@@ -120,7 +139,10 @@ simulate::SweepGrid make_grid(const SimulateOptions& o) {
   b.inner.kind = simulate::parse_inner_optimizer(o.inner);
   b.inner.steps = o.inner_steps;
   if (o.inner_lr) b.inner.lr = reference::parse_real<float>(*o.inner_lr, "inner-lr");
-  b.delays = theory::parse_delay_kind(o.delays);
+  b.delays = simulate::parse_delays(o.delays);
+  b.worker_params = simulate::parse_worker_params(o.worker_params);
+  b.lr_scale = simulate::parse_lr_scale(o.lr_scale);
+  b.fragment_progress = simulate::parse_fragment_progress(o.fragment_progress);
   if (o.diverge_factor) b.divergence_factor = reference::parse_real<double>(*o.diverge_factor, "diverge-factor");
   b.log_every = o.log_every;
   refuse_unread_flags(o);
@@ -193,10 +215,18 @@ class DeltaStreamWriter final : public simulate::ArrivalRecorder {
 
 // The `cgad replay` flags under which the fast path replays a recorded run to its final parameters bit for bit:
 // the run's optimizer, formats, rounding seed (the run seed) and every hyperparameter, as text that parses back
-// to the same float. Empty for Delayed Nesterov, which the fast path does not implement.
-std::string replay_flags(const simulate::SimulationSpec& spec) {
+// to the same float. Empty for Delayed Nesterov, which the fast path does not implement, and under --lr-scale mup,
+// whose per-tensor learning rates one replay optimizer cannot carry (the reason is `why`).
+std::string replay_flags(const simulate::SimulationSpec& spec, std::string& why) {
   const fastpath::StepConfig& c = spec.outer;
-  if (spec.delayed_nesterov) return "";
+  if (spec.delayed_nesterov) {
+    why = "the fast path cannot replay delayed-nesterov";
+    return "";
+  }
+  if (spec.lr_scale != simulate::LrScale::none) {
+    why = "cgad replay has one learning rate for all tensors and cannot replay --lr-scale mup's per-tensor ones";
+    return "";
+  }
   const bool adam = reference::is_adam_family(c.optimizer);
   const auto real = [](float x) { return reference::to_decimal(x); };
   std::ostringstream out;
@@ -214,6 +244,22 @@ std::string replay_flags(const simulate::SimulationSpec& spec) {
       << " --rounding " << fastpath::to_string(c.rounding) << " --seed " << c.seed << " --q8-semantics "
       << fastpath::to_string(c.q8_semantics) << " --min-q8-size " << fastpath::effective_min_q8_size(c);
   return out.str();
+}
+
+// A part file of this sweep but another shard at `out`: replacing it would lose that shard's runs (issue 16, item
+// 11: two shards given the same --out). Anything else there (no file, another sweep, this very shard, not a part)
+// may be replaced, as any output is.
+void refuse_replacing_another_shard(const std::string& out, const simulate::SweepGrid& grid, simulate::Shard shard) {
+  std::ifstream in(out);
+  if (!in) return;
+  const nlohmann::json existing = nlohmann::json::parse(in, nullptr, false);
+  if (!existing.is_object() || !existing.contains("fingerprint") || !existing.contains("shard")) return;
+  const nlohmann::json& held = existing["shard"];
+  if (existing["fingerprint"] != simulate::grid_fingerprint(grid) || !held.is_object()) return;
+  if (held.value("index", shard.index) == shard.index && held.value("count", shard.count) == shard.count) return;
+  throw InputError("--out " + out + " holds shard " + held.value("index", nlohmann::json()).dump() + "/" +
+                   held.value("count", nlohmann::json()).dump() + " of this sweep; refusing to replace it with shard " +
+                   std::to_string(shard.index) + "/" + std::to_string(shard.count) + ": give each shard its own --out");
 }
 
 // Refused before the runs rather than after them.
@@ -248,6 +294,13 @@ void run_simulate(const SimulateOptions& o) {
   }
   const simulate::Shard shard = sharded ? simulate::parse_shard(o.shard) : simulate::Shard{};
   const std::vector<std::size_t> indices = simulate::shard_runs(grid, shard);
+  // Held from before the first run until the part is committed: a second writer of the same --out is refused
+  // at its start instead of silently replacing this one's runs.
+  std::optional<simulate::PartLock> lock;
+  if (!o.out.empty()) {
+    lock.emplace(o.out);
+    refuse_replacing_another_shard(o.out, grid, shard);
+  }
 
   std::vector<simulate::RunRecord> records;
   {
@@ -265,9 +318,10 @@ void run_simulate(const SimulateOptions& o) {
         records.push_back(std::move(record));
       });
       const simulate::SimulationSpec spec = simulate::run_spec(grid, records.front().key);
-      const std::string flags = replay_flags(spec);
+      std::string why;
+      const std::string flags = replay_flags(spec, why);
       std::cerr << "cgad simulate: " << events << " events written to " << o.record_deltas << "; "
-                << (flags.empty() ? std::string("the fast path cannot replay delayed-nesterov")
+                << (flags.empty() ? why
                                   : "cgad replay --backend fastpath --input " + o.record_deltas + " " + flags +
                                         " --output FILE ends at this run's final parameters")
                 << "\n";
@@ -325,13 +379,29 @@ void add_simulate_command(CLI::App& app) {
   command->add_option("--problem-seed", o->problem_seed, "seed of the objective itself")->capture_default_str();
   command->add_option("--nqm-noise", o->nqm_noise, "NQM gradient noise scale s (default 1; 0: exact gradients)");
   command->add_option("--label-noise", o->label_noise, "teacher-student label noise std (default 0.1)");
-  command->add_option("--delays", o->delays, theory::kDelayKindNames)->capture_default_str();
+  command->add_option("--delays", o->delays,
+                      std::string(simulate::kDelayNames) +
+                          " (constant: nothing arrives in the first tau rounds, then every arrival is tau old; "
+                          "constant-clamped: tau_r = min(tau, r))")
+      ->capture_default_str();
   command->add_option("--workers", o->workers, "workers K")->capture_default_str();
   command->add_option("--rounds", o->rounds, "outer rounds")->capture_default_str();
   command->add_option("--inner", o->inner, "inner optimizer, sgd or adamw")->capture_default_str();
   command->add_option("--inner-steps", o->inner_steps, "inner steps H per round")->capture_default_str();
   command->add_option("--inner-lr", o->inner_lr, "inner learning rate (default 0.01)");
   command->add_option("--params", o->params, "outer parameter format, bf16 or fp32")->capture_default_str();
+  command->add_option("--worker-params", o->worker_params,
+                      "workers' parameters and arithmetic: fp32, or bf16 as a bf16 training run (bf16 parameters, "
+                      "activations and gradients, fp32 accumulation and inner-optimizer state)")
+      ->capture_default_str();
+  command->add_option("--lr-scale", o->lr_scale,
+                      "none, or mup: muP's Adam rules (Yang et al. 2022) relative to width 32 -- the teacher-student "
+                      "readout w2 gets lr x 32/width (outer and inner) and a 32/width smaller init variance")
+      ->capture_default_str();
+  command->add_option("--fragment-progress", o->fragment_progress,
+                      "pa-cgad: keep (torchft's streaming DiLoCo: a worker keeps and later sends its progress on "
+                      "fragments it did not sync) or discard (each job starts from the whole snapshot)")
+      ->capture_default_str();
   command->add_option("--rounding", o->rounding, "nearest or stochastic")->capture_default_str();
   command->add_option("--q8-semantics", o->q8_semantics,
                       "whose Adam every run's outer state follows, one value for the whole sweep (not an axis): cgad "

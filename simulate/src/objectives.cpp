@@ -1,6 +1,7 @@
 #include "cgad/simulate/objectives.hpp"
 
 #include "cgad/reference/errors.hpp"
+#include "cgad/simulate/lr_scale.hpp"
 #include "cgad/theory/objectives.hpp"
 
 #include <cmath>
@@ -16,8 +17,8 @@ std::vector<float> standard_normals(std::size_t n, reference::PhiloxStream strea
 
 class NoisyQuadraticModel final : public Objective {
  public:
-  NoisyQuadraticModel(std::size_t dimension, std::uint64_t problem_seed, double noise)
-      : f_(dimension, problem_seed), noise_scale_(dimension), x_(dimension), exact_(dimension) {
+  NoisyQuadraticModel(std::size_t dimension, std::uint64_t problem_seed, double noise, WorkerRounding round)
+      : f_(dimension, problem_seed), noise_scale_(dimension), x_(dimension), exact_(dimension), round_(round) {
     for (std::size_t i = 0; i < dimension; ++i) noise_scale_[i] = noise * std::sqrt(f_.spectrum()[i]);
   }
   std::size_t parameters() const override { return x_.size(); }
@@ -28,21 +29,25 @@ class NoisyQuadraticModel final : public Objective {
   void gradient(std::span<const float> x, reference::PhiloxStream& stream, std::span<float> g) override {
     x_.assign(x.begin(), x.end());
     f_.gradient(x_, exact_);
-    for (std::size_t i = 0; i < g.size(); ++i) g[i] = static_cast<float>(exact_[i] + noise_scale_[i] * stream.normal());
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      g[i] = round_(static_cast<float>(exact_[i] + noise_scale_[i] * stream.normal()));
+    }
   }
 
  private:
   theory::NoisyQuadratic<double> f_;
   std::vector<double> noise_scale_;  // s·sqrt(λ_i)
   std::vector<double> x_, exact_;    // scratch
+  WorkerRounding round_;
 };
 
-// W1 ~ N(0, 1/inputs), b1 = 0, w2 ~ N(0, 1/hidden), b2 = 0 (LeCun-normal: unit-variance pre-activations).
+// W1 ~ N(0, 1/inputs), b1 = 0, w2 ~ N(0, 1/hidden), b2 = 0 (LeCun-normal: unit-variance pre-activations); w2's
+// standard deviation times `readout_multiplier` (μP's readout, lr_scale.hpp; 1 for the teacher).
 template <class T>
-std::vector<T> mlp_initialization(const MlpShape& shape, reference::PhiloxStream stream) {
+std::vector<T> mlp_initialization(const MlpShape& shape, reference::PhiloxStream stream, double readout_multiplier = 1.0) {
   std::vector<T> p(shape.parameters(), T(0));
   const double w1_scale = 1.0 / std::sqrt(static_cast<double>(shape.inputs));
-  const double w2_scale = 1.0 / std::sqrt(static_cast<double>(shape.hidden));
+  const double w2_scale = readout_multiplier / std::sqrt(static_cast<double>(shape.hidden));
   for (std::size_t k = 0; k < shape.hidden * shape.inputs; ++k) p[shape.w1() + k] = static_cast<T>(w1_scale * stream.normal());
   for (std::size_t j = 0; j < shape.hidden; ++j) p[shape.w2() + j] = static_cast<T>(w2_scale * stream.normal());
   return p;
@@ -50,10 +55,13 @@ std::vector<T> mlp_initialization(const MlpShape& shape, reference::PhiloxStream
 
 class TeacherStudent final : public Objective {
  public:
-  TeacherStudent(std::size_t hidden, std::uint64_t problem_seed, double label_noise)
+  TeacherStudent(std::size_t hidden, std::uint64_t problem_seed, double label_noise, WorkerRounding round,
+                 double readout_multiplier)
       : student_{kTeacherShape.inputs, hidden},
         teacher_(mlp_initialization<double>(kTeacherShape, reference::PhiloxStream(problem_seed, reference::StreamPurpose::teacher))),
         label_noise_(label_noise),
+        round_(round),
+        readout_multiplier_(readout_multiplier),
         inputs_(kMinibatch * student_.inputs),
         targets_(kMinibatch) {
     reference::PhiloxStream stream(problem_seed, reference::StreamPurpose::evaluation);
@@ -68,7 +76,8 @@ class TeacherStudent final : public Objective {
   std::size_t parameters() const override { return student_.parameters(); }
   std::vector<std::size_t> tensor_sizes() const override { return student_.tensor_sizes(); }
   std::vector<float> initial_point(std::uint64_t run_seed) const override {
-    return mlp_initialization<float>(student_, reference::PhiloxStream(run_seed, reference::StreamPurpose::initial_point));
+    return mlp_initialization<float>(student_, reference::PhiloxStream(run_seed, reference::StreamPurpose::initial_point),
+                                     readout_multiplier_);
   }
   double loss(std::span<const float> x) const override {
     const std::vector<double> params(x.begin(), x.end());
@@ -81,19 +90,21 @@ class TeacherStudent final : public Objective {
     sample.resize(student_.inputs);
     for (std::size_t s = 0; s < kMinibatch; ++s) {
       for (std::size_t i = 0; i < student_.inputs; ++i) {
-        inputs_[s * student_.inputs + i] = static_cast<float>(stream.normal());
+        inputs_[s * student_.inputs + i] = round_(static_cast<float>(stream.normal()));
         sample[i] = inputs_[s * student_.inputs + i];
       }
       const double label = mlp_output<double>(kTeacherShape, teacher_, sample.data(), teacher_hidden_);
-      targets_[s] = static_cast<float>(label + label_noise_ * stream.normal());
+      targets_[s] = round_(static_cast<float>(label + label_noise_ * stream.normal()));
     }
-    mlp_loss<float>(student_, x, inputs_, targets_, g, student_hidden_);
+    mlp_loss<float>(student_, x, inputs_, targets_, g, student_hidden_, round_);
   }
 
  private:
   MlpShape student_;
   std::vector<double> teacher_;
   double label_noise_;
+  WorkerRounding round_;
+  double readout_multiplier_;
   std::vector<double> evaluation_inputs_, evaluation_targets_;
   std::vector<float> inputs_, targets_, student_hidden_;  // scratch
   std::vector<double> teacher_input_, teacher_hidden_;    // scratch
@@ -116,11 +127,13 @@ double objective_bytes_per_parameter(ObjectiveKind kind) {
 
 std::unique_ptr<Objective> make_objective(const SimulationSpec& spec) {
   if (spec.size == 0) throw reference::InputError("objective size must be >= 1");
+  const WorkerRounding round{spec.worker_params == WorkerParams::bf16};
   switch (spec.objective) {
     case ObjectiveKind::nqm:
-      return std::make_unique<NoisyQuadraticModel>(spec.size, spec.problem_seed, spec.nqm_noise);
+      return std::make_unique<NoisyQuadraticModel>(spec.size, spec.problem_seed, spec.nqm_noise, round);
     case ObjectiveKind::teacher_student:
-      return std::make_unique<TeacherStudent>(spec.size, spec.problem_seed, spec.label_noise);
+      return std::make_unique<TeacherStudent>(spec.size, spec.problem_seed, spec.label_noise, round,
+                                              readout_init_multiplier(spec.size, spec.lr_scale));
   }
   throw reference::InputError("unknown objective kind");
 }

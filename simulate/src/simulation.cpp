@@ -1,10 +1,14 @@
 #include "cgad/simulate/simulation.hpp"
 
+#include "fragment_progress.hpp"
+#include "outer_step.hpp"
+
 #include "cgad/fastpath/bf16.hpp"
 #include "cgad/fastpath/fastpath.hpp"
 #include "cgad/reference/errors.hpp"
 #include "cgad/reference/fragments.hpp"
 #include "cgad/reference/optimizers.hpp"
+#include "cgad/simulate/lr_scale.hpp"
 #include "cgad/simulate/objectives.hpp"
 #include "cgad/simulate/worker.hpp"
 #include "cgad/theory/trajectory.hpp"
@@ -29,10 +33,6 @@ constexpr std::int64_t kMaxRounds = 100'000'000;
 constexpr std::int64_t kMaxInnerSteps = 1'000'000;
 constexpr long kMaxTau = 1'000'000;
 constexpr double kMaxStateBytes = 1024.0 * 1024.0 * 1024.0;  // every per-parameter buffer of a run
-
-bool runs_delayed_nesterov(const SimulationSpec& spec) {
-  return spec.delayed_nesterov || spec.outer.optimizer == reference::OptimizerKind::delayed_nesterov;
-}
 
 std::string shown(double x) {
   char text[32];
@@ -104,49 +104,6 @@ Param narrow(float x) {
   }
 }
 
-// The server's optimizer: the fast path's step, or the reference's Delayed Nesterov in float.
-class OuterStep {
- public:
-  // `tensors`: the objective's tensor sizes (the fast path's layout; the reference's Delayed Nesterov has none).
-  OuterStep(const SimulationSpec& spec, std::size_t parameters, const std::vector<std::size_t>& tensors) {
-    if (runs_delayed_nesterov(spec)) {
-      reference::OptimizerConfig<float> config = fastpath::reference_config<float>(spec.outer);
-      config.kind = reference::OptimizerKind::delayed_nesterov;
-      config.buffer = spec.delayed_nesterov_buffer;
-      reference_ = reference::make_optimizer<float>(config, parameters);
-    } else {
-      // One thread: the caller parallelizes over runs, and the step's bits do not depend on it.
-      fastpath_ = std::make_unique<fastpath::CpuOptimizer>(spec.outer, tensors, 1);
-      if (fastpath_->parameters() != parameters) throw std::logic_error("objective tensor sizes do not sum to its size");
-    }
-  }
-
-  template <class Param>
-  fastpath::StepReport step(std::span<Param> params, std::span<const float> grad, std::int64_t tau,
-                            std::size_t fragment) {
-    if (fastpath_) return fastpath_->step(params, grad, tau, fragment);
-    if constexpr (std::is_same_v<Param, float>) {
-      return reference_->apply(params, reference::Event<float>{grad, tau, fragment});
-    } else {
-      throw InputError("delayed-nesterov needs fp32 params");  // validate() refuses this first
-    }
-  }
-
-  void advance_round() {
-    if (fastpath_) {
-      fastpath_->advance_round();
-    } else {
-      reference_->advance_round();
-    }
-  }
-
- private:
-  std::unique_ptr<fastpath::CpuOptimizer> fastpath_;
-  std::unique_ptr<reference::OuterOptimizer<float>> reference_;
-};
-
-// For the adversarial schedule: argmax τ·σ(τ) under the CGAD gate of the spec's α and τ_cut, whatever the
-// optimizer, so that every method of a comparison faces the same delays.
 // The snapshot ring's length: θ_r is read by round r + τ_r ≤ r + min(τ_max, rounds − 1), so
 // min(τ_max, rounds) + 1 slots suffice (theory/src/trajectory.cpp sizes its ring the same way).
 std::size_t ring_slots(const SimulationSpec& spec) {
@@ -166,9 +123,10 @@ double q8_fallback_share(const SimulationSpec& spec) {
 
 // The bytes a run holds per parameter, every per-parameter buffer counted: θ and the ring in the parameters'
 // format; the outer optimizer's state in its format (Adam family: m and v; Nesterov and SDM: one momentum;
-// Delayed Nesterov: two float buffers); each worker's inner AdamW m and v; the run's float vectors (start,
-// local, Δ, widened, the shared gradient scratch, the initial point and the result's final parameters); and
-// the objective's own.
+// Delayed Nesterov: two float buffers); each worker's inner AdamW m and v; the run's float vectors (the
+// widened snapshot, Δ, widened θ, the shared gradient scratch, a job's start and local parameters, the initial
+// point, the result's final parameters, and the trap counter's θ before a step and its widened θ); the workers'
+// kept copies (PA-CGAD keeping fragment progress, fragment_progress.hpp); and the objective's own.
 double bytes_per_parameter(const SimulationSpec& spec) {
   const double param_bytes = spec.outer.params == fastpath::ParamFormat::bf16 ? 2.0 : 4.0;
   double outer_state = 0;
@@ -184,17 +142,41 @@ double bytes_per_parameter(const SimulationSpec& spec) {
     outer_state = moments * moment_bytes;
   }
   const double inner_state = spec.inner.kind == InnerOptimizerKind::adamw ? 2 * 4.0 : 0.0;
-  constexpr double kRunFloats = 7;
+  constexpr double kRunFloats = 10;
+  const std::size_t fragments = runs_delayed_nesterov(spec) ? 1 : spec.outer.fragments;
   return static_cast<double>(ring_slots(spec) + 1) * param_bytes + outer_state +
          static_cast<double>(spec.workers) * inner_state + kRunFloats * 4.0 +
+         JobCopies::bytes_per_parameter(spec.fragment_progress, spec.workers, fragments) +
          objective_bytes_per_parameter(spec.objective);
 }
 
+// The bytes of the loss curve a run records: round 0, every log_every-th round, the last and a divergence round.
+double curve_bytes(const SimulationSpec& spec) {
+  return (static_cast<double>(spec.rounds / spec.log_every) + 3.0) * static_cast<double>(sizeof(LossPoint));
+}
+
+// For the adversarial schedule: argmax τ·σ(τ) under the CGAD gate of the spec's α and τ_cut, whatever the
+// optimizer, so that every method of a comparison faces the same delays.
 long adversarial_tau(const SimulationSpec& spec) {
   if (spec.delays != theory::DelayKind::adversarial) return 0;
   fastpath::StepConfig cgad = spec.outer;
   cgad.optimizer = reference::OptimizerKind::cgad;
   return theory::integer_argmax_tau_sigma(fastpath::gate_params<reference::mpfr_real>(cgad), spec.tau);
+}
+
+// Why a run that reached its last round made no progress a finished run could be judged by, or "": every inner step
+// was refused (the workers never moved: Δ = 0), or every arrival was refused as non-finite or overflowing (the
+// server never moved).
+std::string stall_reason(const SimulationResult& result, std::int64_t arrivals, std::int64_t inner_steps) {
+  if (arrivals == 0) return "";
+  if (result.inner_steps_skipped == arrivals * inner_steps) {
+    return "every inner step (" + std::to_string(result.inner_steps_skipped) +
+           ") was refused for a non-finite or overflowing gradient";
+  }
+  if (result.skipped_nonfinite + result.skipped_overflowing == arrivals) {
+    return "every arrival (" + std::to_string(arrivals) + ") was refused as non-finite or overflowing";
+  }
+  return "";
 }
 
 template <class Param>
@@ -203,7 +185,9 @@ SimulationResult run(const SimulationSpec& spec, const std::function<void(std::i
   const std::unique_ptr<Objective> objective = make_objective(spec);
   const std::size_t n = objective->parameters();
   const std::vector<std::size_t> tensors = objective->tensor_sizes();
+  const std::vector<float> multipliers = lr_multipliers(spec.objective, spec.size, spec.lr_scale);
   const reference::FragmentLayout layout(n, runs_delayed_nesterov(spec) ? 1 : spec.outer.fragments);
+  const WorkerRounding worker_round{spec.worker_params == WorkerParams::bf16};
 
   std::vector<Param> theta;
   for (float x : objective->initial_point(spec.seed)) theta.push_back(narrow<Param>(x));
@@ -212,12 +196,15 @@ SimulationResult run(const SimulationSpec& spec, const std::function<void(std::i
   std::vector<std::vector<Param>> ring(static_cast<std::size_t>(slots));
   std::vector<Worker> workers;
   for (std::size_t k = 0; k < spec.workers; ++k) {
-    workers.emplace_back(spec.inner, n, spec.seed, static_cast<std::uint32_t>(k));
+    workers.emplace_back(spec.inner, tensors, multipliers, worker_round, spec.seed, static_cast<std::uint32_t>(k));
   }
-  OuterStep outer(spec, n, tensors);
+  OuterStep outer(spec, tensors, multipliers);
+  JobCopies jobs(spec.fragment_progress, spec.workers, layout, worker_round);
   theory::DelaySchedule delays(spec.delays, spec.tau, spec.seed, adversarial_tau(spec));
+  // The constant schedule's pipeline fills for τ rounds before the first arrival (simulation.hpp).
+  const std::int64_t idle = spec.delays == theory::DelayKind::constant_from_start ? spec.tau : 0;
 
-  std::vector<float> start(n), local(n), delta(n), widened(n), grad(n);
+  std::vector<float> snapshot(n), delta(n), widened(n), grad(n);
   if (recorder != nullptr) {
     for (std::size_t i = 0; i < n; ++i) widened[i] = widen(theta[i]);
     recorder->start(widened, tensors);
@@ -232,33 +219,37 @@ SimulationResult run(const SimulationSpec& spec, const std::function<void(std::i
   result.final_loss = result.initial_loss;
   result.curve.push_back({0, result.initial_loss});
   double tau_sum = 0, tau_effective_sum = 0;
-  std::int64_t rounds_run = 0;
+  std::int64_t rounds_run = 0, arrivals = 0;
   for (std::int64_t r = 0; r < spec.rounds; ++r) {
     ring[static_cast<std::size_t>(r % slots)] = theta;
-    const std::int64_t tau = std::min<std::int64_t>(delays.next(), r);
-    const std::vector<Param>& snapshot = ring[static_cast<std::size_t>((r - tau) % slots)];
-    for (std::size_t i = 0; i < n; ++i) start[i] = local[i] = widen(snapshot[i]);
-    result.inner_steps_skipped +=
-        workers[static_cast<std::size_t>(r % static_cast<std::int64_t>(spec.workers))].run(*objective, local, grad);
-    for (std::size_t i = 0; i < n; ++i) delta[i] = start[i] - local[i];
-
-    const std::size_t fragment = static_cast<std::size_t>(r % static_cast<std::int64_t>(layout.fragments()));
-    const std::span<const float> slice(delta.data() + layout.offset(fragment), layout.size(fragment));
-    if (recorder != nullptr) recorder->arrival(slice, tau, fragment);
-    const fastpath::StepReport report = outer.step(std::span<Param>(theta), slice, tau, fragment);
-    outer.advance_round();
-    if (report.applied) {
-      ++result.applied;
-    } else if (report.reason == reference::SkipReason::nonfinite_gradient) {
-      ++result.skipped_nonfinite;
-    } else if (report.reason == reference::SkipReason::overflowing_gradient) {
-      ++result.skipped_overflowing;
-    } else {
-      ++result.skipped_zero_gate;
-    }
-    tau_sum += static_cast<double>(tau);
-    tau_effective_sum += static_cast<double>(report.tau_effective);
     rounds_run = r + 1;
+    if (r >= idle) {
+      const std::int64_t tau = std::min<std::int64_t>(delays.next(), r);
+      const std::vector<Param>& old = ring[static_cast<std::size_t>((r - tau) % slots)];
+      for (std::size_t i = 0; i < n; ++i) snapshot[i] = widen(old[i]);
+      const std::size_t k = static_cast<std::size_t>(r % static_cast<std::int64_t>(spec.workers));
+      const std::span<float> local = jobs.begin(k, snapshot);
+      result.inner_steps_skipped += workers[k].run(*objective, local, grad);
+
+      const std::size_t fragment = jobs.fragment(r);
+      const std::span<float> slice(delta.data() + layout.offset(fragment), layout.size(fragment));
+      jobs.end(k, fragment, slice);
+      if (recorder != nullptr) recorder->arrival(slice, tau, fragment);
+      const fastpath::StepReport report = outer.step(std::span<Param>(theta), slice, tau, fragment);
+      outer.advance_round();
+      if (report.applied) {
+        ++result.applied;
+      } else if (report.reason == reference::SkipReason::nonfinite_gradient) {
+        ++result.skipped_nonfinite;
+      } else if (report.reason == reference::SkipReason::overflowing_gradient) {
+        ++result.skipped_overflowing;
+      } else {
+        ++result.skipped_zero_gate;
+      }
+      tau_sum += static_cast<double>(tau);
+      tau_effective_sum += static_cast<double>(report.tau_effective);
+      ++arrivals;
+    }
 
     // The loss is evaluated on the union of the logged rounds and the divergence checks; only the checks,
     // whose cadence does not depend on log_every, can end the run.
@@ -281,8 +272,14 @@ SimulationResult run(const SimulationSpec& spec, const std::function<void(std::i
       break;
     }
   }
-  result.mean_tau = rounds_run > 0 ? tau_sum / static_cast<double>(rounds_run) : 0.0;
-  result.mean_tau_effective = rounds_run > 0 ? tau_effective_sum / static_cast<double>(rounds_run) : 0.0;
+  result.mean_tau = arrivals > 0 ? tau_sum / static_cast<double>(arrivals) : 0.0;
+  result.mean_tau_effective = arrivals > 0 ? tau_effective_sum / static_cast<double>(arrivals) : 0.0;
+  if (!result.diverged) result.stalled = stall_reason(result, arrivals, spec.inner.steps);
+  if (const std::optional<TrapSummary> trap = outer.trap()) {
+    result.v_zero_fraction = trap->v_zero_fraction;
+    result.step_over_5lr_fraction = trap->step_over_5lr_fraction;
+    result.max_step_over_lr = trap->max_step_over_lr;
+  }
   result.final_params.resize(n);
   for (std::size_t i = 0; i < n; ++i) result.final_params[i] = widen(theta[i]);
   return result;
@@ -308,6 +305,49 @@ InnerOptimizerKind parse_inner_optimizer(std::string_view name) {
 
 std::string_view to_string(InnerOptimizerKind kind) { return kind == InnerOptimizerKind::sgd ? "sgd" : "adamw"; }
 
+WorkerParams parse_worker_params(std::string_view name) {
+  if (name == "fp32") return WorkerParams::fp32;
+  if (name == "bf16") return WorkerParams::bf16;
+  throw InputError("unknown worker params '" + std::string(name) + "' (expected fp32 or bf16)");
+}
+std::string_view to_string(WorkerParams params) { return params == WorkerParams::fp32 ? "fp32" : "bf16"; }
+
+LrScale parse_lr_scale(std::string_view name) {
+  if (name == "none") return LrScale::none;
+  if (name == "mup") return LrScale::mup;
+  throw InputError("unknown lr scale '" + std::string(name) + "' (expected none or mup)");
+}
+std::string_view to_string(LrScale scale) { return scale == LrScale::none ? "none" : "mup"; }
+
+FragmentProgress parse_fragment_progress(std::string_view name) {
+  if (name == "keep") return FragmentProgress::keep;
+  if (name == "discard") return FragmentProgress::discard;
+  throw InputError("unknown fragment progress '" + std::string(name) + "' (expected keep or discard)");
+}
+std::string_view to_string(FragmentProgress progress) { return progress == FragmentProgress::keep ? "keep" : "discard"; }
+
+theory::DelayKind parse_delays(std::string_view name) {
+  if (name == "constant") return theory::DelayKind::constant_from_start;
+  if (name == "constant-clamped") return theory::DelayKind::constant;
+  try {
+    const theory::DelayKind kind = theory::parse_delay_kind(name);
+    if (kind != theory::DelayKind::constant_from_start) return kind;
+  } catch (const InputError&) {
+  }
+  throw InputError("unknown delay schedule '" + std::string(name) + "' (expected " + kDelayNames + ")");
+}
+
+std::string_view delays_name(theory::DelayKind kind) {
+  if (kind == theory::DelayKind::constant_from_start) return "constant";
+  if (kind == theory::DelayKind::constant) return "constant-clamped";
+  return theory::to_string(kind);
+}
+
+std::int64_t arrival_rounds(theory::DelayKind delays, long tau, std::int64_t rounds_run) {
+  if (delays != theory::DelayKind::constant_from_start) return rounds_run;
+  return std::max<std::int64_t>(rounds_run - tau, 0);
+}
+
 void validate(const SimulationSpec& spec) {
   const std::size_t size_limit = spec.objective == ObjectiveKind::nqm ? kMaxNqmDimension : kMaxHiddenWidth;
   if (spec.size < 1 || spec.size > size_limit) {
@@ -326,13 +366,19 @@ void validate(const SimulationSpec& spec) {
   if (!(spec.divergence_factor > 1) || !std::isfinite(spec.divergence_factor)) {
     throw InputError("divergence factor must be finite and > 1, got " + shown(spec.divergence_factor));
   }
+  if (spec.delays == theory::DelayKind::constant_from_start && spec.rounds <= spec.tau) {
+    throw InputError("with constant delays nothing arrives in the first tau rounds: rounds (" +
+                     std::to_string(spec.rounds) + ") must exceed tau (" + std::to_string(spec.tau) + ")");
+  }
   const std::size_t parameters = parameter_count(spec.objective, spec.size);
-  const double bytes = static_cast<double>(parameters) * bytes_per_parameter(spec);
+  const double bytes = static_cast<double>(parameters) * bytes_per_parameter(spec) + curve_bytes(spec);
   if (bytes > kMaxStateBytes) {
-    throw InputError("the run's buffers (snapshot ring, workers' inner states, optimizer state, scratch) would take " +
-                     shown(bytes / (1024.0 * 1024.0)) + " MiB, over the 1024 MiB limit: lower tau, workers or size");
+    throw InputError("the run's buffers (snapshot ring, workers' inner states and copies, optimizer state, scratch, "
+                     "loss curve) would take " + shown(bytes / (1024.0 * 1024.0)) +
+                     " MiB, over the 1024 MiB limit: lower tau, workers, size or rounds/log-every");
   }
   validate_outer(spec, parameters);
+  validate_lr_scale(spec);
 }
 
 SimulationResult run_simulation(const SimulationSpec& spec,

@@ -3,10 +3,12 @@
 
 #include "cgad/reference/errors.hpp"
 #include "cgad/reference/optimizers.hpp"
+#include "cgad/simulate/objectives.hpp"
 
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <cstdio>
 #include <map>
 #include <optional>
 #include <set>
@@ -22,6 +24,24 @@ void require_axis(const std::vector<T>& axis, const std::string& name) {
   if (axis.empty()) throw InputError("sweep: the " + name + " list is empty");
   const std::set<T> distinct(axis.begin(), axis.end());
   if (distinct.size() != axis.size()) throw InputError("sweep: the " + name + " list repeats a value");
+}
+
+// kMaxSweepRecordBytes (sweep.hpp), estimated from the grid alone.
+void require_record_memory(const SweepGrid& grid) {
+  const SimulationSpec& b = grid.base;
+  if (b.rounds < 1 || b.log_every < 1) return;  // the engine refuses these, with its own message
+  const double points = static_cast<double>(b.rounds / b.log_every) + 3.0;
+  double parameters = 0;
+  for (const std::size_t size : grid.sizes) parameters += static_cast<double>(parameter_count(b.objective, size));
+  const double runs_per_size = static_cast<double>(grid.methods.size() * grid.taus.size() * grid.states.size() * grid.seeds.size());
+  const double bytes = runs_per_size * (static_cast<double>(grid.sizes.size()) * points * kBytesPerCurvePoint + 4.0 * parameters);
+  if (bytes > kMaxSweepRecordBytes) {
+    char text[160];
+    std::snprintf(text, sizeof text, "sweep: its records (loss curves of %.0f points per run, final parameters) would "
+                  "take %.3g GiB, over the %.0f GiB limit: raise --log-every, or fewer runs",
+                  points, bytes / (1024.0 * 1024.0 * 1024.0), kMaxSweepRecordBytes / (1024.0 * 1024.0 * 1024.0));
+    throw InputError(text);
+  }
 }
 
 std::size_t parse_count(std::string_view text, std::string_view whole) {
@@ -46,6 +66,7 @@ void validate(const SweepGrid& grid) {
     runs *= length;
   }
   require_axis(grid.methods, "method");
+  require_record_memory(grid);
   require_axis(grid.taus, "tau");
   require_axis(grid.sizes, "size");
   require_axis(grid.states, "state");
@@ -149,6 +170,7 @@ std::string_view to_string(RunStatus status) {
   switch (status) {
     case RunStatus::finished: return "finished";
     case RunStatus::diverged: return "diverged";
+    case RunStatus::stalled: return "stalled";
     case RunStatus::unsupported: return "unsupported";
   }
   return "unknown";

@@ -1,14 +1,18 @@
 // A sweep as JSON: grid, fingerprint, part files and their merge.
 #include "cgad/simulate/sweep_json.hpp"
 
+#include "record_check.hpp"
+
 #include "cgad/reference/errors.hpp"
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <regex>
+#include <type_traits>
 
 namespace cgad::simulate {
 namespace {
@@ -18,8 +22,11 @@ using ordered = nlohmann::ordered_json;
 
 constexpr const char* kPartFormat = "cgad-simulate-part";
 // 2: inner_steps_skipped and mean_tau_effective in each run; 3: the grid's outer q8_semantics and min_q8_size
-// (the teacher-student's outer state is also per tensor from 3 on), and skipped_overflowing in each run.
-constexpr int kPartVersion = 3;
+// (the teacher-student's outer state is also per tensor from 3 on), and skipped_overflowing in each run; 4: the
+// grid's worker_params, lr_scale and fragment_progress, "constant" delays from the start (the old schedule is
+// "constant-clamped"), the status "stalled" with its reason, and each run's trap metrics (v_zero_fraction,
+// step_over_5lr_fraction, max_step_over_lr; null outside the Adam family).
+constexpr int kPartVersion = 4;
 
 std::string_view policy_name(reference::ZeroGatePolicy policy) {
   return policy == reference::ZeroGatePolicy::skip ? "skip" : "apply";
@@ -51,6 +58,46 @@ std::string first_difference(const ordered& a, const ordered& b, const std::stri
     return text.size() <= 40 ? text : text.substr(0, 37) + "...";
   };
   return path + " (" + shown(a) + " vs " + shown(b) + ")";
+}
+
+// An integer as cgad writes one: a JSON integer (not 1e30, not 2.0) in T's range. nlohmann's get<T>() would
+// convert a float or wrap a negative number without a word (undefined behaviour for 1e30 into size_t).
+template <class T>
+T integer(const nlohmann::json& j, const std::string& what) {
+  static_assert(std::is_integral_v<T>);
+  const auto refuse = [&](const char* expected) {
+    return InputError(what + ": expected " + expected + ", got " + j.dump());
+  };
+  if (j.is_number_unsigned()) {
+    const std::uint64_t v = j.get<std::uint64_t>();
+    if (v > static_cast<std::uint64_t>(std::numeric_limits<T>::max())) throw refuse("an integer in range");
+    return static_cast<T>(v);
+  }
+  if constexpr (std::is_unsigned_v<T>) {
+    throw refuse("a non-negative integer");
+  } else {
+    if (!j.is_number_integer()) throw refuse("an integer");
+    const std::int64_t v = j.get<std::int64_t>();
+    if (v < static_cast<std::int64_t>(std::numeric_limits<T>::min())) throw refuse("an integer in range");
+    return static_cast<T>(v);
+  }
+}
+
+template <class T>
+std::vector<T> integers(const nlohmann::json& j, const std::string& what) {
+  if (!j.is_array()) throw InputError(what + ": expected a list of integers");
+  std::vector<T> out;
+  for (const auto& x : j) out.push_back(integer<T>(x, what));
+  return out;
+}
+
+nlohmann::ordered_json optional_hexfloat(const std::optional<double>& x) {
+  return x ? nlohmann::ordered_json(hexfloat(*x)) : nlohmann::ordered_json(nullptr);
+}
+
+std::optional<double> parse_optional_hexfloat(const nlohmann::json& j, const std::string& what) {
+  if (j.is_null()) return std::nullopt;
+  return parse_hexfloat(j, what);
 }
 
 float parse_float(const nlohmann::json& text, const std::string& what) {
@@ -93,7 +140,10 @@ ordered grid_to_json(const SweepGrid& grid) {
                 {"lr", hexfloat(b.inner.lr)},         {"beta1", hexfloat(b.inner.beta1)},
                 {"beta2", hexfloat(b.inner.beta2)},   {"eps", hexfloat(b.inner.eps)},
                 {"weight_decay", hexfloat(b.inner.weight_decay)}};
-  j["delays"] = theory::to_string(b.delays);
+  j["delays"] = delays_name(b.delays);
+  j["worker_params"] = to_string(b.worker_params);
+  j["lr_scale"] = to_string(b.lr_scale);
+  j["fragment_progress"] = to_string(b.fragment_progress);
   j["outer"] = {{"params", fastpath::to_string(o.params)},
                 {"rounding", fastpath::to_string(o.rounding)},
                 {"adam",
@@ -128,20 +178,23 @@ SweepGrid grid_from_json(const nlohmann::json& j) {
   SimulationSpec& b = grid.base;
   fastpath::StepConfig& o = b.outer;
   b.objective = parse_objective_kind(j.at("objective").get<std::string>());
-  b.problem_seed = j.at("problem_seed").get<std::uint64_t>();
+  b.problem_seed = integer<std::uint64_t>(j.at("problem_seed"), "problem_seed");
   b.nqm_noise = parse_hexfloat(j.at("nqm_noise"), "nqm_noise");
   b.label_noise = parse_hexfloat(j.at("label_noise"), "label_noise");
-  b.workers = j.at("workers").get<std::size_t>();
-  b.rounds = j.at("rounds").get<std::int64_t>();
+  b.workers = integer<std::size_t>(j.at("workers"), "workers");
+  b.rounds = integer<std::int64_t>(j.at("rounds"), "rounds");
   const auto& inner = j.at("inner");
   b.inner.kind = parse_inner_optimizer(inner.at("kind").get<std::string>());
-  b.inner.steps = inner.at("steps").get<std::int64_t>();
+  b.inner.steps = integer<std::int64_t>(inner.at("steps"), "inner.steps");
   b.inner.lr = parse_float(inner.at("lr"), "inner.lr");
   b.inner.beta1 = parse_float(inner.at("beta1"), "inner.beta1");
   b.inner.beta2 = parse_float(inner.at("beta2"), "inner.beta2");
   b.inner.eps = parse_float(inner.at("eps"), "inner.eps");
   b.inner.weight_decay = parse_float(inner.at("weight_decay"), "inner.weight_decay");
-  b.delays = theory::parse_delay_kind(j.at("delays").get<std::string>());
+  b.delays = parse_delays(j.at("delays").get<std::string>());
+  b.worker_params = parse_worker_params(j.at("worker_params").get<std::string>());
+  b.lr_scale = parse_lr_scale(j.at("lr_scale").get<std::string>());
+  b.fragment_progress = parse_fragment_progress(j.at("fragment_progress").get<std::string>());
   const auto& outer = j.at("outer");
   o.params = fastpath::parse_param_format(outer.at("params").get<std::string>());
   o.rounding = fastpath::parse_rounding(outer.at("rounding").get<std::string>());
@@ -157,17 +210,17 @@ SweepGrid grid_from_json(const nlohmann::json& j) {
   o.alpha = parse_float(outer.at("alpha"), "alpha");
   o.tau_cut = parse_float(outer.at("tau_cut"), "tau_cut");
   o.on_zero_gate = parse_policy(outer.at("on_zero_gate").get<std::string>());
-  o.fragments = outer.at("fragments").get<std::size_t>();
+  o.fragments = integer<std::size_t>(outer.at("fragments"), "outer.fragments");
   o.q8_semantics = fastpath::parse_q8_semantics(outer.at("q8_semantics").get<std::string>());
-  o.min_q8_size = outer.at("min_q8_size").get<std::size_t>();
-  b.delayed_nesterov_buffer = j.at("delayed_nesterov_buffer").get<std::int64_t>();
+  o.min_q8_size = integer<std::size_t>(outer.at("min_q8_size"), "outer.min_q8_size");
+  b.delayed_nesterov_buffer = integer<std::int64_t>(j.at("delayed_nesterov_buffer"), "delayed_nesterov_buffer");
   b.divergence_factor = parse_hexfloat(j.at("divergence_factor"), "divergence_factor");
-  b.log_every = j.at("log_every").get<std::int64_t>();
+  b.log_every = integer<std::int64_t>(j.at("log_every"), "log_every");
   grid.methods = j.at("methods").get<std::vector<std::string>>();
-  grid.taus = j.at("taus").get<std::vector<long>>();
-  grid.sizes = j.at("sizes").get<std::vector<std::size_t>>();
+  grid.taus = integers<long>(j.at("taus"), "taus");
+  grid.sizes = integers<std::size_t>(j.at("sizes"), "sizes");
   for (const auto& state : j.at("states")) grid.states.push_back(fastpath::parse_state_format(state.get<std::string>()));
-  grid.seeds = j.at("seeds").get<std::vector<std::uint64_t>>();
+  grid.seeds = integers<std::uint64_t>(j.at("seeds"), "seeds");
   return grid;
 }
 
@@ -195,6 +248,7 @@ ordered record_to_json(const RunRecord& r) {
     return j;
   }
   const SimulationResult& s = r.result;
+  if (r.status == RunStatus::stalled) j["stalled"] = s.stalled;
   j["initial_loss"] = hexfloat(s.initial_loss);
   j["final_loss"] = hexfloat(s.final_loss);
   j["diverged_at"] = s.diverged_at;
@@ -206,6 +260,9 @@ ordered record_to_json(const RunRecord& r) {
   j["inner_steps_skipped"] = s.inner_steps_skipped;
   j["mean_tau"] = hexfloat(s.mean_tau);
   j["mean_tau_effective"] = hexfloat(s.mean_tau_effective);
+  j["v_zero_fraction"] = optional_hexfloat(s.v_zero_fraction);
+  j["step_over_5lr_fraction"] = optional_hexfloat(s.step_over_5lr_fraction);
+  j["max_step_over_lr"] = optional_hexfloat(s.max_step_over_lr);
   ordered curve = ordered::array();
   for (const LossPoint& p : s.curve) curve.push_back(ordered::array({p.round, hexfloat(p.loss)}));
   j["curve"] = curve;
@@ -214,76 +271,45 @@ ordered record_to_json(const RunRecord& r) {
 
 RunRecord record_from_json(const nlohmann::json& j) {
   RunRecord r;
-  r.index = j.at("index").get<std::size_t>();
+  r.index = integer<std::size_t>(j.at("index"), "index");
   r.key.method = j.at("method").get<std::string>();
-  r.key.tau = j.at("tau").get<long>();
-  r.key.size = j.at("size").get<std::size_t>();
+  r.key.tau = integer<long>(j.at("tau"), "tau");
+  r.key.size = integer<std::size_t>(j.at("size"), "size");
   r.key.state = fastpath::parse_state_format(j.at("state").get<std::string>());
-  r.key.seed = j.at("seed").get<std::uint64_t>();
+  r.key.seed = integer<std::uint64_t>(j.at("seed"), "seed");
   const std::string status = j.at("status").get<std::string>();
   if (status == "unsupported") {
     r.status = RunStatus::unsupported;
     r.unsupported_reason = j.at("reason").get<std::string>();
     return r;
   }
-  if (status != "finished" && status != "diverged") throw InputError("unknown run status '" + status + "'");
-  r.status = status == "diverged" ? RunStatus::diverged : RunStatus::finished;
+  if (status != "finished" && status != "diverged" && status != "stalled") {
+    throw InputError("unknown run status '" + status + "'");
+  }
+  r.status = status == "diverged" ? RunStatus::diverged : status == "stalled" ? RunStatus::stalled : RunStatus::finished;
   SimulationResult& s = r.result;
+  if (r.status == RunStatus::stalled) s.stalled = j.at("stalled").get<std::string>();
   s.initial_loss = parse_hexfloat(j.at("initial_loss"), "initial_loss");
   s.final_loss = parse_hexfloat(j.at("final_loss"), "final_loss");
   s.diverged = r.status == RunStatus::diverged;
-  s.diverged_at = j.at("diverged_at").get<std::int64_t>();
+  s.diverged_at = integer<std::int64_t>(j.at("diverged_at"), "diverged_at");
   s.divergence = j.at("divergence").get<std::string>();
-  s.applied = j.at("applied").get<std::int64_t>();
-  s.skipped_nonfinite = j.at("skipped_nonfinite").get<std::int64_t>();
-  s.skipped_zero_gate = j.at("skipped_zero_gate").get<std::int64_t>();
-  s.skipped_overflowing = j.at("skipped_overflowing").get<std::int64_t>();
-  s.inner_steps_skipped = j.at("inner_steps_skipped").get<std::int64_t>();
+  s.applied = integer<std::int64_t>(j.at("applied"), "applied");
+  s.skipped_nonfinite = integer<std::int64_t>(j.at("skipped_nonfinite"), "skipped_nonfinite");
+  s.skipped_zero_gate = integer<std::int64_t>(j.at("skipped_zero_gate"), "skipped_zero_gate");
+  s.skipped_overflowing = integer<std::int64_t>(j.at("skipped_overflowing"), "skipped_overflowing");
+  s.inner_steps_skipped = integer<std::int64_t>(j.at("inner_steps_skipped"), "inner_steps_skipped");
   s.mean_tau = parse_hexfloat(j.at("mean_tau"), "mean_tau");
   s.mean_tau_effective = parse_hexfloat(j.at("mean_tau_effective"), "mean_tau_effective");
+  s.v_zero_fraction = parse_optional_hexfloat(j.at("v_zero_fraction"), "v_zero_fraction");
+  s.step_over_5lr_fraction = parse_optional_hexfloat(j.at("step_over_5lr_fraction"), "step_over_5lr_fraction");
+  s.max_step_over_lr = parse_optional_hexfloat(j.at("max_step_over_lr"), "max_step_over_lr");
   for (const auto& point : j.at("curve")) {
-    s.curve.push_back({point.at(0).get<std::int64_t>(), parse_hexfloat(point.at(1), "curve loss")});
+    if (!point.is_array() || point.size() != 2) throw InputError("curve point: expected [round, loss]");
+    s.curve.push_back({integer<std::int64_t>(point.at(0), "curve round"), parse_hexfloat(point.at(1), "curve loss")});
   }
   return r;
 }
-
-// A record's result must be one the engine could have produced for its grid (simulation.cpp): every round run
-// is applied or skipped for one reason; a finished run ran every round and ended at a finite loss within the
-// divergence bound, its last curve point; a diverged run stopped at a round in [1, rounds] and says why.
-// Without this a hand-edited part could put any number into the table.
-namespace {
-void check_result(const RunRecord& r, const SimulationSpec& base) {
-  const SimulationResult& s = r.result;
-  if (s.applied < 0 || s.skipped_nonfinite < 0 || s.skipped_zero_gate < 0 || s.skipped_overflowing < 0 ||
-      s.inner_steps_skipped < 0) {
-    throw InputError("negative counts");
-  }
-  if (s.curve.empty()) throw InputError("empty loss curve");
-  const std::int64_t rounds_run = r.status == RunStatus::finished ? base.rounds : s.diverged_at;
-  if (r.status == RunStatus::diverged) {
-    if (s.divergence.empty()) throw InputError("diverged without a reason");
-    if (s.diverged_at < 1 || s.diverged_at > base.rounds) {
-      throw InputError("diverged_at " + std::to_string(s.diverged_at) + " is not in [1, " +
-                       std::to_string(base.rounds) + "]");
-    }
-  } else {
-    if (!std::isfinite(s.initial_loss) || !std::isfinite(s.final_loss) ||
-        !(s.final_loss <= base.divergence_factor * s.initial_loss)) {
-      throw InputError("finished with final_loss " + hexfloat(s.final_loss) + ", not finite or above " +
-                       hexfloat(base.divergence_factor) + " x the initial loss " + hexfloat(s.initial_loss));
-    }
-    if (s.final_loss != s.curve.back().loss) throw InputError("final_loss is not the curve's last loss");
-    if (!s.divergence.empty() || s.diverged_at != -1) throw InputError("finished but with a divergence");
-  }
-  // Each count is checked against rounds_run before they are added, so the sum cannot overflow.
-  if (s.applied > rounds_run || s.skipped_nonfinite > rounds_run || s.skipped_zero_gate > rounds_run ||
-      s.skipped_overflowing > rounds_run ||
-      s.applied + s.skipped_nonfinite != rounds_run - s.skipped_zero_gate - s.skipped_overflowing) {
-    throw InputError("applied + skipped_nonfinite + skipped_zero_gate + skipped_overflowing is not the " +
-                     std::to_string(rounds_run) + " rounds it ran");
-  }
-}
-}  // namespace
 
 ordered part_to_json(const SweepPart& part) {
   ordered runs = ordered::array();
@@ -302,7 +328,7 @@ SweepPart part_from_json(const nlohmann::json& j, const std::string& source) {
     if (!j.is_object() || j.value("format", "") != kPartFormat) {
       throw InputError("not a cgad simulate part (no \"format\": \"" + std::string(kPartFormat) + "\")");
     }
-    if (j.at("version").get<int>() != kPartVersion) {
+    if (integer<int>(j.at("version"), "version") != kPartVersion) {
       throw InputError("part format version " + j.at("version").dump() + ", this cgad reads " +
                        std::to_string(kPartVersion));
     }
@@ -313,7 +339,8 @@ SweepPart part_from_json(const nlohmann::json& j, const std::string& source) {
       throw InputError("its fingerprint does not match its grid (edited or corrupt)");
     }
     validate(part.grid);  // a fingerprint is no proof: anyone can compute one for a grid no cgad would write
-    part.shard = {j.at("shard").at("index").get<std::size_t>(), j.at("shard").at("count").get<std::size_t>()};
+    part.shard = {integer<std::size_t>(j.at("shard").at("index"), "shard.index"),
+                  integer<std::size_t>(j.at("shard").at("count"), "shard.count")};
     if (part.shard.count == 0 || part.shard.index >= part.shard.count) throw InputError("bad shard");
     for (const auto& run : j.at("runs")) {
       RunRecord r = record_from_json(run);
@@ -327,12 +354,10 @@ SweepPart part_from_json(const nlohmann::json& j, const std::string& source) {
           r.key.state != expected.state || r.key.seed != expected.seed) {
         throw InputError(where + ": its coordinates differ from the grid's run of that index");
       }
-      if (r.status != RunStatus::unsupported) {
-        try {
-          check_result(r, part.grid.base);
-        } catch (const InputError& e) {
-          throw InputError(where + ": " + e.what() + ": no cgad writes that");
-        }
+      try {
+        check_record(r, part.grid);
+      } catch (const InputError& e) {
+        throw InputError(where + ": " + e.what() + ": no cgad writes that");
       }
       if (!part.records.empty() && r.index <= part.records.back().index) {
         throw InputError(where + ": runs out of order or repeated");
@@ -389,6 +414,9 @@ ordered sweep_to_json(const MergedSweep& sweep) {
   for (const RunRecord& r : sweep.records) runs.push_back(record_to_json(r));
   ordered cells = ordered::array();
   const auto optional_number = [](const std::optional<double>& x) { return x ? ordered(*x) : ordered(nullptr); };
+  const auto optional_interval = [](const std::optional<Interval>& x) {
+    return x ? ordered::array({x->low, x->high}) : ordered(nullptr);
+  };
   for (const CellSummary& c : summarize(sweep.grid, sweep.records)) {
     cells.push_back({{"method", c.key.method},
                      {"tau", c.key.tau},
@@ -398,16 +426,35 @@ ordered sweep_to_json(const MergedSweep& sweep) {
                      {"present", c.present},
                      {"unsupported", c.unsupported},
                      {"diverged", c.diverged},
+                     {"stalled", c.stalled},
                      {"finished", c.finished},
                      {"final_loss_mean", optional_number(c.mean)},
+                     {"final_loss_mean_ci95", optional_interval(c.mean_ci)},
                      {"final_loss_stddev", optional_number(c.stddev)},
+                     {"final_loss_stddev_ci95", optional_interval(c.stddev_ci)},
                      {"single_shot_risk", optional_number(c.risk)},
+                     {"single_shot_risk_ci95", optional_interval(c.risk_ci)},
+                     {"v_zero_fraction", optional_number(c.v_zero_fraction)},
+                     {"step_over_5lr_fraction", optional_number(c.step_over_5lr_fraction)},
+                     {"max_step_over_lr", optional_number(c.max_step_over_lr)},
                      {"note", cell_note(c)}});
+  }
+  ordered comparisons = ordered::array();
+  for (const SigmaComparisonRow& row : compare_cells(sweep.grid, sweep.records)) {
+    comparisons.push_back({{"cell", row.cell},
+                           {"against", row.against},
+                           {"axis", row.axis},
+                           {"sigma_ratio", row.test.ratio},
+                           {"sigma_ratio_ci95", {row.test.ratio_ci.low, row.test.ratio_ci.high}},
+                           {"p_value", row.test.p_value},
+                           {"exact", row.test.exact},
+                           {"splits", row.test.splits}});
   }
   return {{"fingerprint", grid_fingerprint(sweep.grid)},
           {"grid", grid_to_json(sweep.grid)},
           {"runs", runs},
           {"cells", cells},
+          {"sigma_comparisons", comparisons},
           {"missing", sweep.missing}};
 }
 

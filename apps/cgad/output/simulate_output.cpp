@@ -23,7 +23,13 @@ std::string number(const std::optional<double>& x, const char* format) {
 }
 
 std::string tau_label(const simulate::SweepGrid& grid) {
-  return grid.base.delays == theory::DelayKind::constant ? "tau" : "tau_max";
+  const bool fixed = grid.base.delays == theory::DelayKind::constant_from_start || grid.base.delays == theory::DelayKind::constant;
+  return fixed ? "tau" : "tau_max";
+}
+
+std::string interval(const std::optional<simulate::Interval>& x, const char* format) {
+  if (!x) return "-";
+  return "[" + number(x->low, format) + ", " + number(x->high, format) + "]";
 }
 
 std::string missing_line(const MergedSweep& sweep) {
@@ -52,9 +58,14 @@ std::string describe_sweep(const simulate::SweepGrid& grid) {
   std::ostringstream out;
   out << to_string(b.objective) << " objective (problem seed " << b.problem_seed << "), " << b.workers
       << " workers, " << b.rounds << " outer rounds of H = " << b.inner.steps << ' ' << to_string(b.inner.kind)
-      << " inner steps (lr " << b.inner.lr << "), " << theory::to_string(b.delays) << " delays, "
+      << " inner steps (lr " << b.inner.lr << "), " << simulate::delays_name(b.delays) << " delays, "
       << fastpath::to_string(b.outer.params) << " parameters, " << fastpath::to_string(b.outer.rounding)
       << " rounding";
+  // fp32 workers, unscaled learning rates and kept fragment progress are the defaults: said only when not.
+  if (b.worker_params == simulate::WorkerParams::bf16) out << ", bf16 workers";
+  if (b.lr_scale == simulate::LrScale::mup) out << ", muP learning rates (base width 32)";
+  const bool pa = std::find(grid.methods.begin(), grid.methods.end(), "pa-cgad") != grid.methods.end();
+  if (pa && b.fragment_progress == simulate::FragmentProgress::discard) out << ", PA-CGAD discarding unsynced fragments' progress";
   // cgad's semantics with every q8 tensor in 8 bits is what a sweep has always run: said only when it is not.
   const bool q8 = std::find(grid.states.begin(), grid.states.end(), fastpath::StateFormat::q8) != grid.states.end();
   const std::size_t min_q8 = fastpath::effective_min_q8_size(b.outer);
@@ -80,50 +91,89 @@ std::string sweep_axes_command(const simulate::SweepGrid& grid) {
   return out.str();
 }
 
+// "cell" as the table names it: method, τ, size, state.
+std::string cell_name(const simulate::SweepGrid& grid, const CellSummary& c) {
+  return c.key.method + " " + tau_label(grid) + " " + std::to_string(c.key.tau) + " size " + std::to_string(c.key.size) +
+         " " + std::string(fastpath::to_string(c.key.state));
+}
+
+void print_sigma_comparisons(std::ostream& out, const MergedSweep& sweep, const std::vector<CellSummary>& cells) {
+  const std::vector<simulate::SigmaComparisonRow> rows = simulate::compare_cells(sweep.grid, sweep.records);
+  if (rows.empty()) return;
+  out << "\nsigma against the first value of one axis (ratio, 95% bootstrap interval, permutation p on centred "
+         "losses; p < 0.05: beyond seed noise)\n";
+  for (const auto& row : rows) {
+    char line[128];
+    std::snprintf(line, sizeof line, "%.3g [%.3g, %.3g] p=%.3g%s", row.test.ratio, row.test.ratio_ci.low,
+                  row.test.ratio_ci.high, row.test.p_value, row.test.exact ? " (exact)" : "");
+    out << "  " << cell_name(sweep.grid, cells[row.cell]) << " vs " << row.axis << " "
+        << cell_name(sweep.grid, cells[row.against]) << ": " << line << "\n";
+  }
+}
+
 void print_sweep_table(std::ostream& out, const MergedSweep& sweep) {
   out << "cgad simulate: " << describe_sweep(sweep.grid) << "\n"
-      << "final loss over the seeds that did not diverge: mean, sample sigma (n-1), single-shot risk = mean + sigma\n"
+      << "final loss over the seeds that did not diverge or stall: mean, sample sigma (n-1), single-shot risk = mean + sigma, "
+         "each interval a 95% percentile bootstrap; v0 = share of v stored as 0 at the end, >5lr = share of "
+         "element-steps past 5 lr (Adam family)\n"
       << missing_line(sweep);
-  char line[256];
-  std::snprintf(line, sizeof line, "%-16s %7s %6s %5s %9s %8s %12s %12s %12s  %s\n", "method",
-                tau_label(sweep.grid).c_str(), "size", "state", "finished", "diverged", "mean", "sigma", "risk",
-                "note");
+  char line[512];
+  std::snprintf(line, sizeof line, "%-16s %7s %6s %5s %9s %8s %7s %11s %23s %11s %23s %11s %23s %9s %9s  %s\n",
+                "method", tau_label(sweep.grid).c_str(), "size", "state", "finished", "diverged", "stalled", "mean",
+                "mean 95%", "sigma", "sigma 95%", "risk", "risk 95%", "v0", ">5lr", "note");
   out << line;
-  for (const CellSummary& c : simulate::summarize(sweep.grid, sweep.records)) {
+  const std::vector<CellSummary> cells = simulate::summarize(sweep.grid, sweep.records);
+  for (const CellSummary& c : cells) {
     const std::string finished = std::to_string(c.finished) + "/" + std::to_string(c.runs);
-    std::snprintf(line, sizeof line, "%-16s %7ld %6zu %5s %9s %8zu %12s %12s %12s", c.key.method.c_str(),
-                  c.key.tau, c.key.size, std::string(fastpath::to_string(c.key.state)).c_str(), finished.c_str(),
-                  c.diverged, number(c.mean, "%.4e").c_str(), number(c.stddev, "%.4e").c_str(),
-                  number(c.risk, "%.4e").c_str());
+    std::snprintf(line, sizeof line, "%-16s %7ld %6zu %5s %9s %8zu %7zu %11s %23s %11s %23s %11s %23s %9s %9s",
+                  c.key.method.c_str(), c.key.tau, c.key.size, std::string(fastpath::to_string(c.key.state)).c_str(),
+                  finished.c_str(), c.diverged, c.stalled, number(c.mean, "%.4e").c_str(),
+                  interval(c.mean_ci, "%.3e").c_str(), number(c.stddev, "%.4e").c_str(), interval(c.stddev_ci, "%.3e").c_str(),
+                  number(c.risk, "%.4e").c_str(), interval(c.risk_ci, "%.3e").c_str(),
+                  number(c.v_zero_fraction, "%.3g").c_str(), number(c.step_over_5lr_fraction, "%.3g").c_str());
     const std::string note = simulate::cell_note(c);
     out << line << (note.empty() ? "" : "  " + note) << "\n";
   }
+  print_sigma_comparisons(out, sweep, cells);
 }
 
 void print_sweep_csv(std::ostream& out, const MergedSweep& sweep) {
   out << "method," << tau_label(sweep.grid)
-      << ",size,state,runs,present,unsupported,diverged,finished,final_loss_mean,final_loss_stddev,"
-         "single_shot_risk,note\n";
+      << ",size,state,runs,present,unsupported,diverged,stalled,finished,final_loss_mean,mean_ci95_low,"
+         "mean_ci95_high,final_loss_stddev,stddev_ci95_low,stddev_ci95_high,single_shot_risk,risk_ci95_low,risk_ci95_high,v_zero_fraction,"
+         "step_over_5lr_fraction,max_step_over_lr,note\n";
+  const auto field = [](const std::optional<double>& x) { return x ? number(x, "%.17g") : std::string(); };
+  const auto low = [](const std::optional<simulate::Interval>& x) {
+    return x ? std::optional<double>(x->low) : std::nullopt;
+  };
+  const auto high = [](const std::optional<simulate::Interval>& x) {
+    return x ? std::optional<double>(x->high) : std::nullopt;
+  };
   for (const CellSummary& c : simulate::summarize(sweep.grid, sweep.records)) {
     std::string note = simulate::cell_note(c);
     std::replace(note.begin(), note.end(), '"', '\'');
     out << c.key.method << ',' << c.key.tau << ',' << c.key.size << ',' << fastpath::to_string(c.key.state) << ','
-        << c.runs << ',' << c.present << ',' << c.unsupported << ',' << c.diverged << ',' << c.finished << ','
-        << (c.mean ? number(c.mean, "%.17g") : "") << ',' << (c.stddev ? number(c.stddev, "%.17g") : "") << ','
-        << (c.risk ? number(c.risk, "%.17g") : "") << ",\"" << note << "\"\n";
+        << c.runs << ',' << c.present << ',' << c.unsupported << ',' << c.diverged << ',' << c.stalled << ','
+        << c.finished << ',' << field(c.mean) << ',' << field(low(c.mean_ci)) << ',' << field(high(c.mean_ci))
+        << ',' << field(c.stddev) << ',' << field(low(c.stddev_ci)) << ','
+        << field(high(c.stddev_ci)) << ',' << field(c.risk) << ',' << field(low(c.risk_ci)) << ','
+        << field(high(c.risk_ci)) << ',' << field(c.v_zero_fraction) << ',' << field(c.step_over_5lr_fraction)
+        << ',' << field(c.max_step_over_lr) << ",\"" << note << "\"\n";
   }
 }
 
 std::string sweep_markdown_table(const MergedSweep& sweep) {
   std::ostringstream md;
-  md << "| method | " << (sweep.grid.base.delays == theory::DelayKind::constant ? "τ" : "τ_max")
-     << " | size | state | finished | diverged | final loss mean | σ | risk (mean + σ) | note |\n"
+  md << "| method | " << (tau_label(sweep.grid) == "tau" ? "τ" : "τ_max")
+     << " | size | state | finished | diverged | final loss mean [95 %] | σ [95 %] | risk (mean + σ) [95 %] | note |\n"
      << "|---|---:|---:|---|---:|---:|---:|---:|---:|---|\n";
   for (const CellSummary& c : simulate::summarize(sweep.grid, sweep.records)) {
     md << "| " << c.key.method << " | " << c.key.tau << " | " << c.key.size << " | "
        << fastpath::to_string(c.key.state) << " | " << c.finished << "/" << c.runs << " | " << c.diverged << " | "
-       << number(c.mean, "%.4e") << " | " << number(c.stddev, "%.3e") << " | " << number(c.risk, "%.4e") << " | "
-       << simulate::cell_note(c) << " |\n";
+       << number(c.mean, "%.4e") << " " << interval(c.mean_ci, "%.2e") << " | " << number(c.stddev, "%.3e") << " "
+       << interval(c.stddev_ci, "%.2e")
+       << " | " << number(c.risk, "%.4e") << " " << interval(c.risk_ci, "%.2e") << " | " << simulate::cell_note(c)
+       << " |\n";
   }
   return md.str();
 }

@@ -3,6 +3,12 @@
 // ½·mean (y − target)² over a batch and that loss's gradient by backpropagation. Templated on the scalar:
 // workers run it in float, the evaluation and the finite-difference test in double.
 //
+// `round` is applied to the output of every operation a bf16 training run stores in bf16 (objectives.hpp): each
+// layer's output after its fp32-accumulated dot products and bias (a matmul's epilogue), tanh's output, the loss's
+// gradient with respect to y, each backward matmul's output, tanh's backward, and each parameter's gradient after
+// its fp32 accumulation over the batch. The identity (NoRounding) changes no operation, so fp32 and double runs
+// compute exactly what they computed before the hook existed.
+//
 // Parameter layout: one flat vector holding four tensors in this order, W1 row-major (hidden × inputs), b1
 // (hidden), w2 (hidden), b2 (1) — PyTorch's Linear(inputs, hidden).weight and .bias, then Linear(hidden, 1)'s.
 // The outer optimizer gets them as four tensors (tensor_sizes), so that q8 state quantizes each separately and
@@ -26,46 +32,52 @@ struct MlpShape {
   std::vector<std::size_t> tensor_sizes() const { return {hidden * inputs, hidden, hidden, 1}; }
 };
 
+struct NoRounding {
+  template <class T>
+  T operator()(T x) const { return x; }
+};
+
 // The network's output for one input x (shape.inputs values); `hidden` receives tanh(W1·x + b1).
-template <class T>
-T mlp_output(const MlpShape& shape, std::span<const T> params, const T* x, std::vector<T>& hidden) {
+template <class T, class Round = NoRounding>
+T mlp_output(const MlpShape& shape, std::span<const T> params, const T* x, std::vector<T>& hidden, Round round = {}) {
   hidden.resize(shape.hidden);
   T y = params[shape.b2()];
   for (std::size_t j = 0; j < shape.hidden; ++j) {
     const T* row = params.data() + shape.w1() + j * shape.inputs;
     T a = params[shape.b1() + j];
     for (std::size_t i = 0; i < shape.inputs; ++i) a += row[i] * x[i];
-    hidden[j] = std::tanh(a);
+    hidden[j] = round(std::tanh(round(a)));
     y += params[shape.w2() + j] * hidden[j];
   }
-  return y;
+  return round(y);
 }
 
 // ½·mean over the batch of (output − target)². `inputs` holds targets.size() rows of shape.inputs values.
 // When `grad` is not empty it receives the gradient with respect to the parameters (overwritten).
-template <class T>
+template <class T, class Round = NoRounding>
 T mlp_loss(const MlpShape& shape, std::span<const T> params, std::span<const T> inputs, std::span<const T> targets,
-           std::span<T> grad, std::vector<T>& hidden) {
+           std::span<T> grad, std::vector<T>& hidden, Round round = {}) {
   const std::size_t batch = targets.size();
   const T scale = T(1) / T(batch);
   for (T& g : grad) g = T(0);
   T loss(0);
   for (std::size_t s = 0; s < batch; ++s) {
     const T* x = inputs.data() + s * shape.inputs;
-    const T error = mlp_output(shape, params, x, hidden) - targets[s];
+    const T error = mlp_output(shape, params, x, hidden, round) - targets[s];
     loss += error * error;
     if (grad.empty()) continue;
-    const T dy = error * scale;  // ∂loss/∂y for this sample
+    const T dy = round(error * scale);  // ∂loss/∂y for this sample
     grad[shape.b2()] += dy;
     for (std::size_t j = 0; j < shape.hidden; ++j) {
       const T h = hidden[j];
       grad[shape.w2() + j] += dy * h;
-      const T da = dy * params[shape.w2() + j] * (T(1) - h * h);  // tanh' = 1 − tanh²
+      const T da = round(round(dy * params[shape.w2() + j]) * (T(1) - h * h));  // tanh' = 1 − tanh²
       grad[shape.b1() + j] += da;
       T* row = grad.data() + shape.w1() + j * shape.inputs;
       for (std::size_t i = 0; i < shape.inputs; ++i) row[i] += da * x[i];
     }
   }
+  for (T& g : grad) g = round(g);
   return loss * scale / T(2);
 }
 

@@ -11,6 +11,21 @@
 //    A worker's gradient is that of ½·mean squared error on a fresh minibatch of 16 inputs drawn from its
 //    stream, labelled teacher(x) + label_noise·z. Loss: ½·mean squared error against the teacher's (noise-free)
 //    outputs on a fixed evaluation set of 1024 inputs from the problem seed — the excess risk, 0 at the teacher.
+//    Under `--lr-scale mup` the readout w2 starts at μP's smaller scale (lr_scale.hpp).
+//
+// Workers with bf16 parameters (SimulationSpec::worker_params = bf16) compute as a bf16 training run does — the
+// model's parameters stored in bf16, no fp32 master copy, every op's inputs and outputs in bf16 and its arithmetic
+// in fp32, as PyTorch runs a model cast to bfloat16 on a GPU: matmuls take bf16 operands, accumulate in fp32
+// (tensor cores; cuBLAS's CUBLAS_COMPUTE_32F for bf16 GEMMs) and round the result, bias included, to bf16 once;
+// elementwise ops (tanh, its backward, the loss's gradient) compute in fp32 ("opmath") and round once; gradients
+// come out in the parameters' dtype. Here: the minibatch's inputs and labels are rounded to bf16 (the data as the
+// model sees them), mlp.hpp's `round` makes every stored activation and gradient bf16 (round to nearest even, as
+// torch's casts), and the NQM's gradient is rounded to bf16 as it leaves the "model". What stays fp32: every
+// accumulation, the inner optimizer's state and arithmetic (worker.hpp: its new parameters are rounded to bf16,
+// as torch's fused AdamW computes in fp32 and stores bf16 parameters), and the evaluation loss (in double, on the
+// bf16 parameters). Deviation: torch.optim.AdamW on bf16 parameters keeps m and v in bf16 too; here they are fp32,
+// as bitsandbytes' and Megatron's bf16 optimizers keep them.
+#include "cgad/fastpath/bf16.hpp"
 #include "cgad/simulate/mlp.hpp"
 #include "cgad/reference/random.hpp"
 #include "cgad/simulate/simulation.hpp"
@@ -21,6 +36,12 @@
 #include <vector>
 
 namespace cgad::simulate {
+
+// A worker's rounding of every value it stores (see above): round to nearest even to bf16, or none.
+struct WorkerRounding {
+  bool bf16 = false;
+  float operator()(float x) const { return bf16 ? fastpath::to_float(fastpath::round_nearest_even_bf16(x)) : x; }
+};
 
 inline constexpr MlpShape kTeacherShape{16, 32};
 inline constexpr std::size_t kMinibatch = 16;
@@ -54,7 +75,8 @@ std::vector<std::size_t> tensor_sizes(ObjectiveKind kind, std::size_t size);
 // teacher and the 1024-input evaluation set have fixed sizes: none of them grows with the parameters).
 double objective_bytes_per_parameter(ObjectiveKind kind);
 
-// Builds the spec's objective (objective, size, problem_seed, nqm_noise / label_noise); InputError on size 0.
+// Builds the spec's objective (objective, size, problem_seed, nqm_noise / label_noise, worker_params, lr_scale);
+// InputError on size 0.
 std::unique_ptr<Objective> make_objective(const SimulationSpec& spec);
 
 }  // namespace cgad::simulate

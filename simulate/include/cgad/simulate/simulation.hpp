@@ -23,13 +23,22 @@
 // state a real worker could not have had. With τ_r ≤ K the order is causal; SGD keeps no state and is exact
 // for any τ.
 //
-// PA-CGAD with P fragments (streaming DiLoCo): round r syncs fragment f = r mod P only — the event carries
-// Δ's slice for f — and the server advances every fragment's age once per round. The age counts the rounds
-// that passed without a sync (fastpath/step_planner.hpp), so a fragment synced every P rounds arrives with age
-// P − 1 and PA-CGAD's events are gated by σ(max(τ, P − 1)) from round P on (the first P rounds see ages 0, 1,
-// …, P − 1): with P = 1 that is CGAD's σ(τ). The worker's local
-// progress on the other P − 1 fragments in that round is discarded, a simplification of streaming DiLoCo
-// (which keeps the worker's local copy of those fragments running).
+// Delays (`delays`, simulate's names; theory/delays.hpp draws them): "constant" is a pipeline in steady state from
+// round 0 — nothing arrives in rounds 0, …, τ − 1 (the server idles; the loss is still logged), and from round τ
+// on every arrival is exactly τ old, so a constant-τ run has no start-up transient. "constant-clamped" is the old
+// τ_r = min(τ, r) (the first τ rounds see fresher results), kept under that name for runs that used it. Every
+// other schedule draws τ_r and clamps it to r (no result is older than θ_0).
+//
+// PA-CGAD with P fragments (streaming DiLoCo; fragment_progress.hpp has the model and its source): the event of
+// round r carries one fragment's slice of Δ, and the server advances every fragment's age once per round, so a
+// fragment synced every P rounds arrives with age P − 1 (the age counts the rounds that passed without a sync,
+// fastpath/step_planner.hpp) and PA-CGAD gates it by σ(max(τ, P − 1)); with P = 1 that is CGAD's σ(τ).
+// `fragment_progress` says what a worker keeps of the fragments it did not sync: `keep` (default, torchft's
+// streaming DiLoCo) keeps their local progress on the worker and sends it when their turn comes; `discard` (the
+// old model) starts every job from the whole snapshot and throws the other fragments' progress away.
+//
+// Workers compute in fp32 or like a bf16 training run (`worker_params`, objectives.hpp says exactly what is bf16),
+// and the learning rates can follow width by μP (`lr_scale`, lr_scale.hpp).
 //
 // Every run is deterministic in its spec (the problem seed fixes the objective; the run seed fixes the initial
 // point and every worker's stream), whatever the thread count of the caller.
@@ -38,6 +47,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -53,9 +63,30 @@ ObjectiveKind parse_objective_kind(std::string_view name);  // "nqm" | "teacher-
 std::string_view to_string(ObjectiveKind kind);
 
 enum class InnerOptimizerKind { sgd, adamw };
+// What a worker's parameters and arithmetic are (objectives.hpp, worker.hpp): fp32, or bf16 parameters, inputs,
+// activations and gradients with fp32 accumulation and fp32 inner-optimizer state, as a bf16 training run.
+enum class WorkerParams { fp32, bf16 };
+// Whether learning rates and the readout's initialization follow the width (lr_scale.hpp).
+enum class LrScale { none, mup };
+// What a PA-CGAD worker keeps of the fragments it did not sync in a round (fragment_progress.hpp).
+enum class FragmentProgress { keep, discard };
 InnerOptimizerKind parse_inner_optimizer(std::string_view name);  // "sgd" | "adamw"; InputError otherwise
 std::string_view to_string(InnerOptimizerKind kind);
-
+WorkerParams parse_worker_params(std::string_view name);  // "fp32" | "bf16"
+std::string_view to_string(WorkerParams params);
+LrScale parse_lr_scale(std::string_view name);  // "none" | "mup"
+std::string_view to_string(LrScale scale);
+FragmentProgress parse_fragment_progress(std::string_view name);  // "keep" | "discard"
+std::string_view to_string(FragmentProgress progress);
+// The delay schedules by simulate's names (see above): "constant" is theory's constant_from_start,
+// "constant-clamped" theory's constant, the others theory's own names.
+theory::DelayKind parse_delays(std::string_view name);
+std::string_view delays_name(theory::DelayKind kind);
+inline constexpr const char* kDelayNames =
+    "constant|constant-clamped|uniform|geometric|pareto|bursty|adversarial|heavy-tail";
+// The rounds of a run of `rounds_run` rounds in which an event arrived: all of them, except the first τ of the
+// constant schedule.
+std::int64_t arrival_rounds(theory::DelayKind delays, long tau, std::int64_t rounds_run);
 struct InnerConfig {
   InnerOptimizerKind kind = InnerOptimizerKind::adamw;
   std::int64_t steps = 8;  // H
@@ -101,7 +132,7 @@ struct SimulationSpec {
   std::size_t workers = 4;         // K
   std::int64_t rounds = 200;       // outer rounds = server steps
   InnerConfig inner;
-  theory::DelayKind delays = theory::DelayKind::constant;
+  theory::DelayKind delays = theory::DelayKind::constant_from_start;  // "constant" (see above)
   long tau = 0;                    // the fixed τ (constant) or τ_max (every other schedule); τ_r ≤ r always
                                    // (adversarial: argmax τ·σ(τ) under CGAD's gate of outer.alpha/tau_cut,
                                    // whatever the optimizer, so every method of a comparison sees one schedule)
@@ -119,10 +150,14 @@ struct SimulationSpec {
   // curve shows: the loss is evaluated on the union of these rounds and the divergence checks, and the run's
   // outcome (final_loss, diverged, diverged_at) does not depend on it.
   std::int64_t log_every = 10;
+  WorkerParams worker_params = WorkerParams::fp32;
+  LrScale lr_scale = LrScale::none;
+  FragmentProgress fragment_progress = FragmentProgress::keep;
 };
 
-// Throws reference::InputError (one line) for anything that cannot run, including a run whose per-parameter
-// buffers (every one counted: snapshot ring, outer and inner optimizer state, scratch) would exceed 1 GiB.
+// Throws reference::InputError (one line) for anything that cannot run, including a run whose buffers (every
+// per-parameter one counted: snapshot ring, outer and inner optimizer state, the workers' local copies, scratch;
+// and the loss curve it records) would exceed 1 GiB, and a constant-τ run too short for anything to arrive.
 void validate(const SimulationSpec& spec);
 
 struct LossPoint {
@@ -142,8 +177,17 @@ struct SimulationResult {
   // and the reference's overflow rule, DESIGN.md §3): skipped whole, like a NaN/Inf one.
   std::int64_t skipped_overflowing = 0;
   std::int64_t inner_steps_skipped = 0;  // inner AdamW steps refused for a non-finite gradient (x left as is)
-  double mean_tau = 0;            // realized mean staleness
-  double mean_tau_effective = 0;  // realized mean staleness the gate saw (max(τ, age) for PA-CGAD; else τ)
+  double mean_tau = 0;            // realized mean staleness over the arrivals
+  double mean_tau_effective = 0;  // over the arrivals, the staleness the gate saw (max(τ, age) for PA-CGAD; else τ)
+  // The trap the noise study measures (differential/noise_lockstep.hpp's TrapSummary, the same definitions;
+  // trap_metrics.hpp), for the Adam family (absent otherwise): the share of parameters whose stored v decodes to
+  // exactly 0 after the last round run; over every element-step of the arrivals, the share with |Δθ| > 5η and
+  // the largest |Δθ|/η, η being the element's tensor's outer lr.
+  std::optional<double> v_zero_fraction, step_over_5lr_fraction, max_step_over_lr;
+  // Not diverged, yet nothing a finished run is judged by happened: why (every inner step refused for a non-finite
+  // or overflowing gradient, so every Δ was 0; or every arrival refused), else "". Reported as "stalled", never as
+  // a finished run's loss.
+  std::string stalled;
   std::vector<float> final_params;  // the server's parameters after the last round run (bf16 widened exactly)
 };
 

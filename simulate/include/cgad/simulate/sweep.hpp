@@ -5,6 +5,7 @@
 //
 // Runs are numbered once, deterministically, so that a sweep can be cut into shards (`index % N == I`), run on
 // different machines, and merged back (sweep_json.hpp): the index of a run depends only on the grid.
+#include "cgad/simulate/seed_statistics.hpp"
 #include "cgad/simulate/simulation.hpp"
 
 #include <cstddef>
@@ -38,7 +39,14 @@ struct SweepGrid {
 // mistyped --seeds would only fail later, allocating the records.
 inline constexpr std::size_t kMaxRuns = 1'000'000;
 
-// Refuses (InputError, one line) more than kMaxRuns runs, an empty axis, a repeated value on an axis (it would make two runs one),
+// The most memory a sweep's records may take, estimated before any run: each run's loss curve at
+// kBytesPerCurvePoint per point (the point itself, its node in the JSON tree `--json`, `--out` and merge build,
+// and its text) and its final parameters (4 bytes each). Without it `--rounds 1e8 --log-every 1` over a few runs
+// would be accepted and fail hours later, or exhaust the machine.
+inline constexpr double kMaxSweepRecordBytes = 2.0 * 1024 * 1024 * 1024;
+inline constexpr double kBytesPerCurvePoint = 256;
+
+// Refuses (InputError, one line) more than kMaxRuns runs, records over kMaxSweepRecordBytes, an empty axis, a repeated value on an axis (it would make two runs one),
 // an unknown method, τ < 0 or size 0, a grid none of whose runs the engine accepts (a base spec bad for every
 // method), and a value on an axis none of whose runs the engine accepts (τ past its limit, Delayed Nesterov with
 // bf16 parameters), each with the engine's own reason. Combinations the engine refuses while their values run
@@ -67,7 +75,9 @@ struct Shard {
 Shard parse_shard(std::string_view text);  // "I/N", 0 ≤ I < N; InputError otherwise
 std::vector<std::size_t> shard_runs(const SweepGrid& grid, Shard shard);  // ascending
 
-enum class RunStatus { finished, diverged, unsupported };
+// stalled: the run reached its last round without diverging, but made no progress it could be judged by
+// (SimulationResult::stalled says why); like a diverged run it is counted, and left out of the statistics.
+enum class RunStatus { finished, diverged, stalled, unsupported };
 std::string_view to_string(RunStatus status);
 
 struct RunRecord {
@@ -101,10 +111,18 @@ struct CellSummary {
   std::size_t unsupported = 0;
   std::string unsupported_reason;
   std::size_t diverged = 0;
+  std::size_t stalled = 0;
+  std::string stall_reason;      // one of them, when any
   std::size_t finished = 0;      // the seeds the statistics are over
+  std::size_t with_skips = 0;    // finished seeds that had an inner step or an arrival refused as non-finite/overflowing
   std::optional<double> mean;    // final loss over the finished seeds (none finished: none)
   std::optional<double> stddev;  // sample standard deviation, n − 1 in the denominator (needs 2 finished seeds)
   std::optional<double> risk;    // single-shot risk mean + σ, the paper's measure (needs σ)
+  // Percentile-bootstrap 95 % intervals of the mean, σ and the risk (seed_statistics.hpp; 2 finished seeds).
+  std::optional<Interval> mean_ci, stddev_ci, risk_ci;
+  // Over the finished seeds (Adam family only; SimulationResult's trap metrics): the mean share of v stored as 0
+  // at the end, the mean share of element-steps past 5η, the largest step in units of η.
+  std::optional<double> v_zero_fraction, step_over_5lr_fraction, max_step_over_lr;
 };
 
 // Cells in run order (method, τ, size, state). `records` may be any subset of the grid's runs, each at most
@@ -112,8 +130,19 @@ struct CellSummary {
 std::vector<CellSummary> summarize(const SweepGrid& grid, std::span<const RunRecord> records);
 
 // What a reader must know about a cell beyond its numbers, or "" when nothing: unsupported (with the reason),
-// all diverged, some diverged ("2 of 5 diverged; statistics over the 3 finished": the survivors' mean and risk
-// flatter the method), one seed left so no σ, records missing.
+// all diverged, some diverged or stalled ("2 of 5 diverged; statistics over the 3 finished": the survivors' mean
+// and risk flatter the method), finished seeds with refused steps, one seed left so no σ, records missing.
 std::string cell_note(const CellSummary& cell);
+
+// σ of a cell against the cell that differs from it on one axis only, at that axis's first value (method against
+// the first method, size against the first size, …; axes with one value have none): seed_statistics.hpp's test.
+// For every pair where both cells have at least 2 finished seeds, in cell order and then axis order (method, tau,
+// size, state). This is what the docs mean by "σ differs beyond seed noise": p < 0.05.
+struct SigmaComparisonRow {
+  std::size_t cell = 0, against = 0;  // indices into summarize()'s cells
+  std::string axis;                   // "method", "tau", "size" or "state"
+  SigmaComparison test;
+};
+std::vector<SigmaComparisonRow> compare_cells(const SweepGrid& grid, std::span<const RunRecord> records);
 
 }  // namespace cgad::simulate

@@ -1,0 +1,41 @@
+#include "cgad/simulate/lr_scale.hpp"
+
+#include "cgad/reference/errors.hpp"
+#include "cgad/simulate/objectives.hpp"
+
+#include <cmath>
+
+namespace cgad::simulate {
+
+std::vector<float> lr_multipliers(ObjectiveKind kind, std::size_t size, LrScale scale) {
+  std::vector<float> multipliers(tensor_sizes(kind, size).size(), 1.0f);
+  if (scale == LrScale::mup && kind == ObjectiveKind::teacher_student) {
+    // The readout w2 is the third tensor (mlp.hpp's layout: W1, b1, w2, b2).
+    multipliers[2] = static_cast<float>(static_cast<double>(kMupBaseWidth) / static_cast<double>(size));
+  }
+  return multipliers;
+}
+
+double readout_init_multiplier(std::size_t width, LrScale scale) {
+  if (scale == LrScale::none) return 1.0;
+  return std::sqrt(static_cast<double>(kMupBaseWidth) / static_cast<double>(width));
+}
+
+void validate_lr_scale(const SimulationSpec& spec) {
+  if (spec.lr_scale == LrScale::none) return;
+  if (spec.inner.kind != InnerOptimizerKind::adamw) {
+    throw reference::InputError("lr scale mup applies Adam's muP rules; the inner sgd would need its SGD rules");
+  }
+  const reference::OptimizerKind method = spec.delayed_nesterov ? reference::OptimizerKind::delayed_nesterov
+                                                                : spec.outer.optimizer;
+  if (!reference::is_adam_family(method)) {
+    throw reference::InputError("lr scale mup applies Adam's muP rules; " + std::string(reference::to_string(method)) +
+                                " would need its SGD rules");
+  }
+  if (method == reference::OptimizerKind::pa_cgad) {
+    throw reference::InputError("lr scale mup gives each tensor its own optimizer; pa-cgad's fragments are slices of "
+                                "the flat parameter vector");
+  }
+}
+
+}  // namespace cgad::simulate
