@@ -361,9 +361,11 @@ TEST(SimulateEngine, ConstantDelaysIdleForTauRoundsThenEveryArrivalIsExactlyTauO
   const SimulationResult result = simulate::run_simulation(spec);
   EXPECT_EQ(result.applied, 40 - kTau);
   EXPECT_EQ(result.mean_tau, static_cast<double>(kTau));
-  // Rounds run ≤ τ leave nothing to arrive: refused.
+  // A run of at most τ rounds receives nothing: stalled, not a finished run at its initial loss.
   spec.rounds = kTau;
-  EXPECT_THROW(simulate::validate(spec), reference::InputError);
+  const SimulationResult empty = simulate::run_simulation(spec);
+  EXPECT_EQ(empty.applied, 0);
+  EXPECT_EQ(empty.stalled, "nothing arrived: constant delays deliver nothing in the first tau rounds");
 }
 
 // PA-CGAD's round r moves only the fragment it syncs: r mod P when jobs discard the other fragments' progress;
@@ -897,6 +899,8 @@ TEST(SimulateEngine, BadSpecsAreRefusedWithOneLine) {
       // 2^24 NQM parameters: 2 + 2 (θ, ring of 1) + 8 (outer m, v) + 4·8 (inner m, v) + 7·4 (run vectors) +
       // 48 (objective) = 120 bytes each, 1.9 GiB; the ring and inner states alone (the old estimate) are 544 MiB.
       {"largest nqm, every buffer counted", [](SimulationSpec& s) { s.size = std::size_t{1} << 24; s.tau = 0; }},
+      // 10^8 + 3 curve points of 16 bytes: 1.5 GiB for the curve alone (issue 16, item 16).
+      {"loss curve over 1 GiB", [](SimulationSpec& s) { s.rounds = 100'000'000; s.log_every = 1; }},
       {"divergence factor 1", [](SimulationSpec& s) { s.divergence_factor = 1; }},
       {"divergence factor NaN", [](SimulationSpec& s) { s.divergence_factor = NAN; }},
       {"log every 0", [](SimulationSpec& s) { s.log_every = 0; }},
@@ -934,7 +938,6 @@ TEST(SimulateEngine, BadSpecsAreRefusedWithOneLine) {
   }
   // The ring has min(τ, rounds) + 1 slots: a τ that cannot be reached within the run costs nothing.
   SimulationSpec short_run;
-  short_run.delays = theory::DelayKind::uniform;  // constant delays would leave a 5-round run no arrival
   short_run.size = 1 << 20;
   short_run.tau = 1000;
   short_run.rounds = 5;

@@ -295,9 +295,9 @@ void run_simulate(const SimulateOptions& o) {
   const simulate::Shard shard = sharded ? simulate::parse_shard(o.shard) : simulate::Shard{};
   const std::vector<std::size_t> indices = simulate::shard_runs(grid, shard);
   // Held from before the first run until the part is committed: a second writer of the same --out is refused
-  // at its start instead of silently replacing this one's runs.
+  // at its start instead of silently replacing this one's runs ("-", standard output, has nothing to replace).
   std::optional<simulate::PartLock> lock;
-  if (!o.out.empty()) {
+  if (!o.out.empty() && o.out != "-") {
     lock.emplace(o.out);
     refuse_replacing_another_shard(o.out, grid, shard);
   }

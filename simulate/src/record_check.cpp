@@ -109,8 +109,8 @@ void check_counts(const RunRecord& r, const SimulationSpec& spec, std::int64_t a
                        " at tau " + std::to_string(r.key.tau) + " never skips at a zero gate");
     }
   }
-  const bool stall = arrivals > 0 && (s.inner_steps_skipped == arrivals * spec.inner.steps ||
-                                      s.skipped_nonfinite + s.skipped_overflowing == arrivals);
+  const bool stall = arrivals == 0 || s.inner_steps_skipped == arrivals * spec.inner.steps ||
+                     s.skipped_nonfinite + s.skipped_overflowing == arrivals;
   if (r.status == RunStatus::finished && stall) throw InputError("finished, but it made no progress: that is stalled");
   if (r.status == RunStatus::stalled && !stall) throw InputError("stalled, but its counts show progress");
 }

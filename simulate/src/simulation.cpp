@@ -164,11 +164,12 @@ long adversarial_tau(const SimulationSpec& spec) {
   return theory::integer_argmax_tau_sigma(fastpath::gate_params<reference::mpfr_real>(cgad), spec.tau);
 }
 
-// Why a run that reached its last round made no progress a finished run could be judged by, or "": every inner step
-// was refused (the workers never moved: Δ = 0), or every arrival was refused as non-finite or overflowing (the
-// server never moved).
+// Why a run that reached its last round made no progress a finished run could be judged by, or "": nothing arrived
+// (constant delays deliver nothing in the first τ rounds, and the run was no longer), every inner step was refused
+// (the workers never moved: Δ = 0), or every arrival was refused as non-finite or overflowing (the server never
+// moved).
 std::string stall_reason(const SimulationResult& result, std::int64_t arrivals, std::int64_t inner_steps) {
-  if (arrivals == 0) return "";
+  if (arrivals == 0) return "nothing arrived: constant delays deliver nothing in the first tau rounds";
   if (result.inner_steps_skipped == arrivals * inner_steps) {
     return "every inner step (" + std::to_string(result.inner_steps_skipped) +
            ") was refused for a non-finite or overflowing gradient";
@@ -365,10 +366,6 @@ void validate(const SimulationSpec& spec) {
   }
   if (!(spec.divergence_factor > 1) || !std::isfinite(spec.divergence_factor)) {
     throw InputError("divergence factor must be finite and > 1, got " + shown(spec.divergence_factor));
-  }
-  if (spec.delays == theory::DelayKind::constant_from_start && spec.rounds <= spec.tau) {
-    throw InputError("with constant delays nothing arrives in the first tau rounds: rounds (" +
-                     std::to_string(spec.rounds) + ") must exceed tau (" + std::to_string(spec.tau) + ")");
   }
   const std::size_t parameters = parameter_count(spec.objective, spec.size);
   const double bytes = static_cast<double>(parameters) * bytes_per_parameter(spec) + curve_bytes(spec);

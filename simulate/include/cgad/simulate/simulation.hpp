@@ -157,7 +157,7 @@ struct SimulationSpec {
 
 // Throws reference::InputError (one line) for anything that cannot run, including a run whose buffers (every
 // per-parameter one counted: snapshot ring, outer and inner optimizer state, the workers' local copies, scratch;
-// and the loss curve it records) would exceed 1 GiB, and a constant-τ run too short for anything to arrive.
+// and the loss curve it records) would exceed 1 GiB.
 void validate(const SimulationSpec& spec);
 
 struct LossPoint {
@@ -184,9 +184,9 @@ struct SimulationResult {
   // exactly 0 after the last round run; over every element-step of the arrivals, the share with |Δθ| > 5η and
   // the largest |Δθ|/η, η being the element's tensor's outer lr.
   std::optional<double> v_zero_fraction, step_over_5lr_fraction, max_step_over_lr;
-  // Not diverged, yet nothing a finished run is judged by happened: why (every inner step refused for a non-finite
-  // or overflowing gradient, so every Δ was 0; or every arrival refused), else "". Reported as "stalled", never as
-  // a finished run's loss.
+  // Not diverged, yet nothing a finished run is judged by happened: why (nothing arrived — a constant-τ run of at
+  // most τ rounds; every inner step refused for a non-finite or overflowing gradient, so every Δ was 0; or every
+  // arrival refused), else "". Reported as "stalled", never as a finished run's loss.
   std::string stalled;
   std::vector<float> final_params;  // the server's parameters after the last round run (bf16 widened exactly)
 };
