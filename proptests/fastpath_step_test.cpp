@@ -3,6 +3,7 @@
 // the reference.
 #include "fastpath_test_support.hpp"
 
+#include "cgad/fastpath/agent/step_agent.hpp"
 #include "cgad/fastpath/q8_maps.hpp"
 #include "cgad/reference/optimizers.hpp"
 
@@ -11,6 +12,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 
 namespace cgad::fastpath {
@@ -41,10 +43,6 @@ std::vector<unsigned char> run_three_steps(const StepConfig& config, const std::
   const std::vector<unsigned char> state = state_bytes(opt);
   out.insert(out.end(), state.begin(), state.end());
   return out;
-}
-
-std::vector<unsigned char> run_three_steps(const StepConfig& config, std::size_t n, unsigned threads) {
-  return run_three_steps(config, std::vector<std::size_t>{n}, threads);
 }
 
 // Every format configuration, each also with min_q8_size = 300 (so that some tensors of the layouts keep fp32
@@ -297,83 +295,148 @@ TEST(FastpathStep, IndexArithmeticIsSixtyFourBit) {
   EXPECT_EQ(parts.back().second, count);
 }
 
-// The CUDA kernel runs block_step.hpp through RuntimeFormats (formats read from StepArgs), the CPU backend
-// through FixedFormats (one instantiation per configuration). This host emulation of the kernel's block loop —
-// same functions, RuntimeFormats, the kernel's order of operations — must give the CPU backend's bits, so the
-// two policies cannot drift apart even where no GPU is available to compare the real kernel.
-std::vector<unsigned char> emulate_kernel_step(const StepConfig& config, const std::vector<std::size_t>& tensors) {
+// The CUDA kernel (fastpath/src/cuda_kernels.cu) is its agent (agent/step_agent.hpp) run by one block per chunk:
+// each thread loads its elements' operands — vectorized for a full, aligned chunk, guarded and striped otherwise —
+// runs block_step.hpp through RuntimeFormats (formats read from StepArgs), stores θ and the elementwise moments; for
+// q8 the block reduces each moment's absmax (thread 0 finishes and stores it) and every thread stores its codes.
+// The CPU backend runs the same functions through FixedFormats, one instantiation per configuration. This host
+// emulation runs the agent's own code for every thread of every block in the kernel's order (the reduction folded
+// in reverse thread order: a max is exact in any order), so where no GPU is available to compare the real kernel,
+// its logic — both arrangements, the alignment decision, the tail, the q8 absmax — is checked against the CPU
+// backend bit for bit.
+struct KernelPaths {
+  std::size_t vectorized = 0;    // full chunks, every operand aligned
+  std::size_t guarded_full = 0;  // full chunks with a misaligned operand (fragment or tensor boundaries)
+  std::size_t tail = 0;          // partial chunks
+};
+
+struct Event {
+  std::size_t fragment;
+  std::int64_t tau;
+};
+
+std::vector<unsigned char> state_arrays(const HostState& s) {
+  std::vector<unsigned char> out;
+  const auto append = [&out](const void* p, std::size_t bytes) {
+    const auto* b = static_cast<const unsigned char*>(p);
+    out.insert(out.end(), b, b + bytes);
+  };
+  for (int k = 0; k < 2; ++k) {
+    append(s.fp32[k].data(), s.fp32[k].size() * 4);
+    append(s.half[k].data(), s.half[k].size() * 2);
+    append(s.codes[k].data(), s.codes[k].size());
+    append(s.absmax[k].data(), s.absmax[k].size() * 4);
+  }
+  return out;
+}
+
+// Event e's pseudo-gradient for fragment f (its slice only).
+std::vector<float> event_grad(const StepPlanner& planner, const Event& event, std::size_t e) {
+  return random_vector(planner.fragment_size(event.fragment), 100 + static_cast<std::uint32_t>(e));
+}
+
+// Parameter bytes then state bytes after `events` on the CPU backend (2 threads), a round advancing after each.
+std::vector<unsigned char> cpu_steps(const StepConfig& config, const std::vector<std::size_t>& tensors,
+                                     const std::vector<Event>& events) {
+  CpuOptimizer opt(config, tensors, 2);
+  Params params(config, random_vector(opt.parameters(), 11));
+  for (std::size_t e = 0; e < events.size(); ++e) {
+    EXPECT_TRUE(params.step(opt, event_grad(opt.planner(), events[e], e), events[e].tau, events[e].fragment).applied);
+    opt.advance_round();
+  }
+  std::vector<unsigned char> out = params.bytes();
+  const auto state = state_arrays(opt.state());
+  out.insert(out.end(), state.begin(), state.end());
+  return out;
+}
+
+// The same through the emulated kernel.
+std::vector<unsigned char> emulate_kernel_steps(const StepConfig& config, const std::vector<std::size_t>& tensors,
+                                                const std::vector<Event>& events, KernelPaths& paths) {
+  using agent::TilePolicy;
   StepPlanner planner(config, tensors);
   HostState state = HostState::zeros(planner);
   const std::size_t n = planner.parameters();
   Params params(config, random_vector(n, 11));
-  for (const std::int64_t tau : {0, 2, 5}) {
-    const auto grad = random_vector(n, 100 + static_cast<std::uint32_t>(tau));
-    StepPlanner::Plan plan = planner.plan(n, n, tau, 0);
+  for (std::size_t e = 0; e < events.size(); ++e) {
+    const std::size_t f = events[e].fragment;
+    const auto grad = event_grad(planner, events[e], e);
+    StepPlanner::Plan plan = planner.plan(n, grad.size(), events[e].tau, f);
+    EXPECT_TRUE(plan.report.applied);
     state.bind(plan);
     StepArgs& step = plan.args;
     step.grad = grad.data();
     step.params_fp32 = config.params == ParamFormat::fp32 ? params.fp32.data() : nullptr;
     step.params_bf16 = config.params == ParamFormat::bf16 ? params.half.data() : nullptr;
-    for (const StepChunk& chunk : planner.chunks()) {
-      const StepArgs a = chunk_args(step, chunk);
-      const bool q8 = a.state == StateFormat::q8;
-      const std::uint64_t valid = a.size;
-      float old_absmax[2] = {0.0f, 0.0f};
-      if (q8) {
-        for (int k = 0; k < a.moments; ++k) old_absmax[k] = a.moment[k].absmax[0];
-      }
-      float fresh[2][kQ8BlockSize] = {};
-      RandomWords random[kQ8BlockSize];
-      for (std::uint64_t local = 0; local < valid; ++local) {
-        random[local] = random_for(a, local);
-        float out[2];
-        update_element(a, local, a.grad[local], old_absmax, out, random[local]);
-        for (int k = 0; k < a.moments; ++k) {
-          fresh[k][local] = out[k];
-          if (!q8) store_moment_elementwise(a, a.moment[k], local, out[k], random[local]);
-        }
-      }
-      if (!q8) continue;
+    for (std::size_t c = planner.chunk_begin(f); c < planner.chunk_begin(f + 1); ++c) {
+      const StepArgs a = chunk_args(step, planner.chunks()[c]);
+      float old[2];
+      agent::old_absmax(a, old);
+      const bool vectorized = agent::vectorized_tile(a);
+      // Every buffer here starts 16-byte aligned (operator new), so a chunk is vectorized exactly when it is full
+      // and its element, its Δ slice position and (fp32 fallback) its slot are multiples of 4.
+      const StepChunk& chunk = planner.chunks()[c];
+      constexpr std::size_t items = TilePolicy::items;
+      const bool expected = chunk.count == kQ8BlockSize && chunk.begin % items == 0 &&
+                            (chunk.begin - plan.offset) % items == 0 &&
+                            (chunk.fp32_state == 0 || chunk.slot % items == 0);
+      EXPECT_EQ(vectorized, expected) << describe(config) << " chunk at " << chunk.begin;
+      ++(vectorized ? paths.vectorized : a.size == kQ8BlockSize ? paths.guarded_full : paths.tail);
+      agent::TileThread<> threads[TilePolicy::threads];
+      for (int t = 0; t < TilePolicy::threads; ++t) threads[t].update(a, t, vectorized, old);
+      if (a.state != StateFormat::q8) continue;
       for (int k = 0; k < a.moments; ++k) {
-        float absmax = 0.0f;  // the kernel reduces in another order; max is exact, so the order cannot matter
-        for (std::uint64_t local = kQ8BlockSize; local-- > 0;) absmax = absmax_step(absmax, fresh[k][local]);
-        if (a.bnb && k == 0 && valid < kQ8BlockSize) {
-          absmax = absmax_step(absmax, bnb_padding_first_moment(a.adam, old_absmax[0], *a.moment[0].map));
-        }
+        float reduced = 0.0f;
+        for (int t = TilePolicy::threads; t-- > 0;) reduced = absmax_step(reduced, threads[t].partial_absmax(k));
+        const float absmax = agent::finish_absmax(a, k, reduced, old);
         a.moment[k].absmax[0] = absmax;
-        for (std::uint64_t local = 0; local < valid; ++local) {
-          a.moment[k].codes[local] = quantize_moment(a, a.moment[k], k, fresh[k][local], absmax, random[local]);
-        }
+        for (auto& thread : threads) thread.store_codes(a, k, absmax);
       }
     }
     planner.commit(plan);
+    planner.advance_round();
   }
   std::vector<unsigned char> out = params.bytes();
-  for (int k = 0; k < 2; ++k) {
-    const auto append = [&out](const void* p, std::size_t bytes) {
-      const auto* b = static_cast<const unsigned char*>(p);
-      out.insert(out.end(), b, b + bytes);
-    };
-    append(state.fp32[k].data(), state.fp32[k].size() * 4);
-    append(state.half[k].data(), state.half[k].size() * 2);
-    append(state.codes[k].data(), state.codes[k].size());
-    append(state.absmax[k].data(), state.absmax[k].size() * 4);
-  }
+  const auto bytes = state_arrays(state);
+  out.insert(out.end(), bytes.begin(), bytes.end());
   return out;
 }
 
-TEST(FastpathStep, KernelPolicyOnTheHostMatchesTheCpuBackend) {
+// Every optimizer and format configuration (with and without min_q8_size) over the tensor layouts and single
+// tensors around the block size, and PA-CGAD with P = 3 and 7 over sizes whose fragments start at ⌊f·n/P⌋ off any
+// 16-byte boundary (1000, 7·768 + 5) or all on one (7·768, 7·768 + 1), each fragment stepped twice. The emulation
+// must reach the vectorized path, the guarded path of a full but misaligned chunk and the tail.
+TEST(FastpathStep, KernelAgentOnTheHostMatchesTheCpuBackend) {
+  KernelPaths paths;
+  std::vector<std::vector<std::size_t>> layouts = testing::tensor_layouts();
+  for (const std::size_t n : {0u, 1u, 255u, 256u, 257u}) layouts.push_back({n});
   for (const OptimizerKind kind : kKinds) {
     for (const StepConfig& config : configs_with_min_q8_size(kind)) {
-      auto layouts = testing::tensor_layouts();
-      layouts.push_back({0});
       for (const auto& tensors : layouts) {
-        auto cpu = run_three_steps(config, tensors, 2);
-        cpu.resize(cpu.size() - 8 * 2 - 8 - 8);  // drop the counters (t, last sync, round, steps) state_bytes appends
-        ASSERT_EQ(emulate_kernel_step(config, tensors), cpu) << describe(config) << " tensors=" << tensors.size();
+        const std::vector<Event> events = {{0, 0}, {0, 2}, {0, 5}};
+        ASSERT_EQ(emulate_kernel_steps(config, tensors, events, paths), cpu_steps(config, tensors, events))
+            << describe(config) << " tensors=" << tensors.size() << " first=" << tensors[0];
       }
     }
   }
+  for (StepConfig config : configs_with_min_q8_size(OptimizerKind::pa_cgad)) {
+    for (const std::size_t fragments : {3u, 7u}) {
+      config.fragments = fragments;
+      std::vector<Event> events;
+      for (std::size_t f = 0; f < fragments; ++f) events.push_back({f, static_cast<std::int64_t>(f % 3)});
+      for (std::size_t f = fragments; f-- > 0;) events.push_back({f, 1});
+      for (const std::vector<std::size_t>& tensors : {std::vector<std::size_t>{257}, {1000}, {7 * 768}, {7 * 768 + 1},
+                                                       {7 * 768 + 5}, {3 * 256 + 17, 1000, 299}}) {
+        ASSERT_EQ(emulate_kernel_steps(config, tensors, events, paths), cpu_steps(config, tensors, events))
+            << describe(config) << " P=" << fragments << " n=" << tensors[0];
+      }
+    }
+  }
+  EXPECT_GT(paths.vectorized, 0u);
+  EXPECT_GT(paths.guarded_full, 0u);
+  EXPECT_GT(paths.tail, 0u);
+  std::printf("kernel paths emulated: %zu vectorized, %zu guarded full, %zu tail chunks\n", paths.vectorized,
+              paths.guarded_full, paths.tail);
 }
 
 // The v = 0 guard (element_update.hpp): a second moment quantized to 0 under a nonzero first moment. After one

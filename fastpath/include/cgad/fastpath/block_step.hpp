@@ -72,7 +72,8 @@ CGAD_HD inline StepArgs chunk_args(const StepArgs& a, const StepChunk& c) {
   r.size = c.count;
   if (a.params_fp32 != nullptr) r.params_fp32 = a.params_fp32 + c.begin;
   if (a.params_bf16 != nullptr) r.params_bf16 = a.params_bf16 + c.begin;
-  for (int k = 0; k < a.moments; ++k) {
+  // A constant bound (moments is 1 or 2): the GPU then unrolls the loop, and r stays in registers.
+  for (int k = 0; k < 2 && k < a.moments; ++k) {
     MomentView& m = r.moment[k];
     if (c.fp32_state != 0) {
       m.fp32 = a.moment[k].fallback + c.slot;
@@ -118,6 +119,12 @@ struct FixedFormats {
   CGAD_HD static constexpr bool bnb(const StepArgs&) { return Bnb; }
 };
 
+// Word `which` of `random`, by selects: a run-time index into the array would keep the words in local memory on the
+// GPU (a stack frame in ptxas' report), where each thread holds the words of several elements.
+CGAD_HD inline std::uint32_t random_word(const RandomWords& random, int which) {
+  return which == 0 ? random.word[0] : which == 1 ? random.word[1] : which == 2 ? random.word[2] : random.word[3];
+}
+
 template <class F = RuntimeFormats>
 CGAD_HD inline float load_param(const StepArgs& a, std::uint64_t i) {
   return F::params(a) == ParamFormat::fp32 ? a.params_fp32[i] : to_float(a.params_bf16[i]);
@@ -157,7 +164,7 @@ CGAD_HD inline void store_moment_elementwise(const StepArgs& a, const MomentView
   if (F::state(a) == StateFormat::fp32) {
     s.fp32[i] = value;
   } else if (F::state(a) == StateFormat::bf16) {
-    s.half[i] = F::stochastic(a) ? round_stochastic_bf16(value, random.word[s.random_word])
+    s.half[i] = F::stochastic(a) ? round_stochastic_bf16(value, random_word(random, s.random_word))
                                  : round_nearest_even_bf16(value);
   }
 }
@@ -182,7 +189,7 @@ CGAD_HD inline std::uint8_t quantize_moment(const StepArgs& a, const MomentView&
     return moment == 0 ? bnb_sign_fix(code, value, *s.map) : code;
   }
   const float x = q8_normalize(value, absmax);
-  return F::stochastic(a) ? q8_stochastic(x, *s.map, random.word[s.random_word]) : q8_nearest(x, *s.map);
+  return F::stochastic(a) ? q8_stochastic(x, *s.map, random_word(random, s.random_word)) : q8_nearest(x, *s.map);
 }
 
 template <class F = RuntimeFormats>
@@ -213,9 +220,9 @@ CGAD_HD inline float bnb_padding_first_moment(const AdamCoefficients& c, float o
   return m;
 }
 
-// Updates element i (chunk-relative) with pseudo-gradient `delta` (the caller loaded grad[i], the CUDA
-// kernel through a vectorized BlockLoad): reads θ and the decoded moments, writes θ, returns the new fp32
-// moments in `moment_out`.
+// Updates element i (chunk-relative) with pseudo-gradient `delta` (the caller loaded grad[i]): reads θ and the
+// decoded moments, writes θ, returns the new fp32 moments in `moment_out`. The CPU backend passes the chunk's
+// buffers; the CUDA kernel's agent (agent/step_agent.hpp) a view of one thread's registers, loaded beforehand.
 template <class F = RuntimeFormats>
 CGAD_HD inline void update_element(const StepArgs& a, std::uint64_t i, float delta, const float* block_absmax,
                                    float* moment_out, const RandomWords& random) {

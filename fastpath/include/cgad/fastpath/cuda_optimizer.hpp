@@ -8,8 +8,9 @@
 //   StepReport r = opt.report();                             // waits for the last step, tells if it applied
 //
 // A step is two launches on the caller's stream: a grid-wide NaN/Inf scan of the pseudo-gradient into a device
-// flag, then the fused update kernel (one CUDA block per 256-element q8 block: vectorized CUB BlockLoad of Δ,
-// the per-element update, CUB BlockReduce for the new absmax, requantization), which reads the flag and leaves
+// flag, then the fused update kernel (one CUDA block per 256-element chunk: agent/step_agent.hpp loads every
+// operand, 4 wide where the chunk is full and aligned, runs the per-element update and stores; CUB BlockReduce
+// for a q8 moment's new absmax, then requantization), which reads the flag and leaves
 // everything untouched when it is set. Nothing inside a step waits on the host. The host learns whether the
 // step applied (and so whether t advances) when it next needs to: report(), or the start of the next step(),
 // which waits for the previous step's flag — between steps, never inside one.
