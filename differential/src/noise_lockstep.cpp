@@ -1,6 +1,7 @@
 #include "cgad/differential/noise_lockstep.hpp"
 
 #include "cgad/fastpath/fastpath.hpp"
+#include "cgad/fastpath/trap_counter.hpp"
 #include "cgad/reference/optimizers.hpp"
 
 #include <algorithm>
@@ -230,45 +231,45 @@ NoiseRun run_lockstep(const NoiseScenario& scenario, const std::function<void(lo
   for (std::size_t i = 0; i < n; ++i) ideal_theta[i] = mpfr_real(theta[i]);  // the very values the fast path holds
 
   NoiseRun run{scenario, {}, {}};
-  std::vector<float> m(n), v(n), theta_before(n);
+  std::vector<float> m(n), v(n), theta_now(n);
   std::vector<double> ideal_before(n);
   std::int64_t gated_to_zero = 0;
-  std::uint64_t element_steps = 0, over_5lr = 0;
-  double max_step = 0, ideal_max_step = 0;
+  double ideal_max_step = 0;
   const double lr = static_cast<double>(config.adam.lr);
+  fastpath::TrapCounter trap_counter(std::vector<double>(n, lr));
+  const auto widen = [&] {
+    for (std::size_t i = 0; i < n; ++i) theta_now[i] = theta[i];
+    return std::span<const float>(theta_now);
+  };
   const std::int64_t steps = source.events();
   for (std::int64_t step = 1; step <= steps; ++step) {
     const std::int64_t tau = source.next(step - 1, grad);
     for (std::size_t i = 0; i < n; ++i) {
       ideal_grad[i] = mpfr_real(grad[i]);
-      theta_before[i] = theta[i];
       ideal_before[i] = ideal_theta[i].convert_to<double>();
     }
+    trap_counter.before(widen());
     const auto report = theta.step(fast, grad, tau);
     const auto ideal_report = ideal->apply(ideal_theta, {ideal_grad, tau, 0});
     if (report.applied != ideal_report.applied) {
       throw std::logic_error("noise: fast path and reference disagree on applying event " + std::to_string(step));
     }
     if (report.sigma == 0.0f) ++gated_to_zero;
+    trap_counter.after(widen());
     for (std::size_t i = 0; i < n; ++i) {
-      const double moved = std::fabs(static_cast<double>(theta[i]) - static_cast<double>(theta_before[i])) / lr;
-      over_5lr += moved > 5.0;
-      max_step = std::max(max_step, moved);
       ideal_max_step = std::max(ideal_max_step, std::fabs(ideal_theta[i].convert_to<double>() - ideal_before[i]) / lr);
     }
-    element_steps += n;
     if (step % scenario.log_every != 0 && step != steps) continue;
     fast.read_buffer("m", m);
     fast.read_buffer("v", v);
     const auto buffers = ideal->buffers();
     Accumulator ev, em, et;
-    std::size_t v_zero = 0, m_zero = 0;
+    std::size_t m_zero = 0;
     const bool last = step == steps;
     for (std::size_t i = 0; i < n; ++i) {
       const double vr = buffers[1].values[i].convert_to<double>();
       const double mr = buffers[0].values[i].convert_to<double>();
       const double tr = ideal_theta[i].convert_to<double>();
-      v_zero += v[i] == 0.0f;
       m_zero += m[i] == 0.0f;
       if (vr > 0) {
         ev.add((static_cast<double>(v[i]) - vr) / vr);
@@ -284,10 +285,9 @@ NoiseRun run_lockstep(const NoiseScenario& scenario, const std::function<void(lo
         run.last.v_ref.push_back(vr);
       }
     }
-    const TrapSummary trap{static_cast<double>(v_zero) / static_cast<double>(n),
-                           static_cast<double>(m_zero) / static_cast<double>(n),
-                           static_cast<double>(over_5lr) / static_cast<double>(element_steps), max_step,
-                           ideal_max_step};
+    const fastpath::TrapCounts counts = trap_counter.summary(v);
+    const TrapSummary trap{counts.v_zero_fraction, static_cast<double>(m_zero) / static_cast<double>(n),
+                           counts.step_over_5lr_fraction, counts.max_step_over_lr, ideal_max_step};
     run.samples.push_back({step, ev.summary(), em.summary(), et.summary(), trap, gated_to_zero});
     progress(static_cast<long>(step), static_cast<long>(steps));
   }

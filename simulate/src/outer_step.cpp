@@ -123,7 +123,7 @@ void OuterStep::advance_round() {
   for (Group& group : groups_) group.optimizer->advance_round();
 }
 
-std::optional<TrapSummary> OuterStep::trap() const {
+std::optional<fastpath::TrapCounts> OuterStep::trap() const {
   if (!trap_) return std::nullopt;
   // Only the count of zeros matters, so the groups' buffers are read one after the other.
   std::vector<float> v;

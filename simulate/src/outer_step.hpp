@@ -4,11 +4,10 @@
 // CpuOptimizer per group of tensors sharing a multiplier — torch's param groups, the use fastpath::CpuOptimizer's
 // table step and preview exist for: an event refused (NaN/Inf, overflow) or skipped by any group is refused by
 // all before any steps, so it changes nothing anywhere. With one group it is the contiguous step over all tensors.
-// It also measures the trap the noise study measures (trap_metrics.hpp), for the Adam family.
-#include "trap_metrics.hpp"
-
+// It also measures the trap the noise study measures (fastpath/trap_counter.hpp), for the Adam family.
 #include "cgad/fastpath/bf16.hpp"
 #include "cgad/fastpath/fastpath.hpp"
+#include "cgad/fastpath/trap_counter.hpp"
 #include "cgad/reference/outer_optimizer.hpp"
 #include "cgad/simulate/simulation.hpp"
 
@@ -33,7 +32,7 @@ class OuterStep {
   void advance_round();
 
   // The trap metrics so far (SimulationResult's fields; absent outside the Adam family).
-  std::optional<TrapSummary> trap() const;
+  std::optional<fastpath::TrapCounts> trap() const;
 
  private:
   struct Group {
@@ -47,7 +46,7 @@ class OuterStep {
   std::vector<Group> groups_;
   std::unique_ptr<reference::OuterOptimizer<float>> reference_;  // Delayed Nesterov
   std::vector<std::size_t> tensor_begin_;                          // tensor k's first element; one more than tensors
-  std::optional<TrapCounter> trap_;
+  std::optional<fastpath::TrapCounter> trap_;
   std::vector<float> widened_;  // bf16 parameters widened, for the trap counter
 };
 

@@ -276,7 +276,7 @@ SimulationResult run(const SimulationSpec& spec, const std::function<void(std::i
   result.mean_tau = arrivals > 0 ? tau_sum / static_cast<double>(arrivals) : 0.0;
   result.mean_tau_effective = arrivals > 0 ? tau_effective_sum / static_cast<double>(arrivals) : 0.0;
   if (!result.diverged) result.stalled = stall_reason(result, arrivals, spec.inner.steps);
-  if (const std::optional<TrapSummary> trap = outer.trap()) {
+  if (const std::optional<fastpath::TrapCounts> trap = outer.trap()) {
     result.v_zero_fraction = trap->v_zero_fraction;
     result.step_over_5lr_fraction = trap->step_over_5lr_fraction;
     result.max_step_over_lr = trap->max_step_over_lr;

@@ -55,10 +55,10 @@ struct ErrorSummary {
   double mean_abs = 0, rms = 0, max_abs = 0, bias = 0;  // bias: the signed mean
 };
 
-// The fast path's own view of the trap (the reference has no codes): at this step, the share of elements
-// whose stored v (m) decodes to exactly 0; over all element-steps so far, the share whose |Δθ| exceeded 5η
-// (Adam's step is at most ~η·(1−β1)/sqrt(1−β2) ≈ 3.2η in exact arithmetic at the defaults, and ≲ η once the
-// moments warm up), and the largest |Δθ|/η — with the reference's largest beside it.
+// The fast path's own view of the trap (the reference has no codes), counted by fastpath/trap_counter.hpp as the
+// simulation counts it: at this step, the share of elements whose stored v (m) decodes to exactly 0; over all
+// element-steps so far, the share whose |Δθ| exceeded 5η, and the largest |Δθ|/η — with the reference's largest
+// beside it.
 struct TrapSummary {
   double v_zero_fraction = 0, m_zero_fraction = 0;
   double step_over_5lr_fraction = 0, max_step_over_lr = 0, reference_max_step_over_lr = 0;

@@ -1,18 +1,18 @@
 #pragma once
-// The v-zero trap as the noise study measures it (differential/noise_lockstep.hpp's TrapSummary): the share of
+// The v-zero trap of 8-bit state (docs/results/noise.md), counted along a run of the fast path: the share of
 // elements whose stored v decodes to exactly 0, and over every element-step the share whose |Δθ| exceeded 5η
 // (Adam's step is at most ~η·(1−β1)/sqrt(1−β2) ≈ 3.2η in exact arithmetic at the defaults, and ≲ η once the
-// moments warm up) with the largest |Δθ|/η. The same definitions, counted here over a simulation's arrivals, with
-// η the element's tensor's learning rate (per-tensor under μP). The noise study's counting is inline in
-// differential/src/noise_lockstep.cpp, which simulate/ cannot link (DESIGN.md §2: the two are siblings); the
-// shared home for both would be fastpath/.
+// moments warm up) with the largest |Δθ|/η, η the element's learning rate (per tensor under μP). One counter for
+// the rounding-noise study (differential/noise_lockstep.hpp) and the simulation's runs (simulate/), so the two
+// report the same quantity.
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
-namespace cgad::simulate {
+namespace cgad::fastpath {
 
-struct TrapSummary {
+struct TrapCounts {
   double v_zero_fraction = 0, step_over_5lr_fraction = 0, max_step_over_lr = 0;
 };
 
@@ -24,7 +24,7 @@ class TrapCounter {
   void before(std::span<const float> theta) { before_.assign(theta.begin(), theta.end()); }
   void after(std::span<const float> theta);
   // `v`: every element's stored v, decoded.
-  TrapSummary summary(std::span<const float> v) const;
+  TrapCounts summary(std::span<const float> v) const;
 
  private:
   static constexpr double kStepLimit = 5.0;  // in units of η (see above)
@@ -34,4 +34,4 @@ class TrapCounter {
   double max_step_ = 0;
 };
 
-}  // namespace cgad::simulate
+}  // namespace cgad::fastpath

@@ -179,9 +179,8 @@ struct SimulationResult {
   std::int64_t inner_steps_skipped = 0;  // inner AdamW steps refused for a non-finite gradient (x left as is)
   double mean_tau = 0;            // realized mean staleness over the arrivals
   double mean_tau_effective = 0;  // over the arrivals, the staleness the gate saw (max(τ, age) for PA-CGAD; else τ)
-  // The trap the noise study measures (differential/noise_lockstep.hpp's TrapSummary, the same definitions;
-  // trap_metrics.hpp), for the Adam family (absent otherwise): the share of parameters whose stored v decodes to
-  // exactly 0 after the last round run; over every element-step of the arrivals, the share with |Δθ| > 5η and
+  // The trap the noise study measures (fastpath/trap_counter.hpp, the one counter of both), for the Adam family
+  // (absent otherwise): the share of parameters whose stored v decodes to exactly 0 after the last round run; over every element-step of the arrivals, the share with |Δθ| > 5η and
   // the largest |Δθ|/η, η being the element's tensor's outer lr.
   std::optional<double> v_zero_fraction, step_over_5lr_fraction, max_step_over_lr;
   // Not diverged, yet nothing a finished run is judged by happened: why (nothing arrived — a constant-τ run of at
