@@ -52,7 +52,11 @@ mpfr_a="$(static_lib mpfr)" gmp_a="$(static_lib gmp)" mpfi_a="$(static_lib mpfi)
 
 generator=()
 command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
-[ -f "$build/CMakeCache.txt" ] && generator=()  # an existing build folder keeps its generator
+fresh="a fresh build folder"
+if [ -f "$build/CMakeCache.txt" ]; then
+  generator=()  # an existing build folder keeps its generator
+  fresh="an existing build folder (incremental)"
+fi
 targets=(fastpath_cuda_test adversarial_test fastpath_cuda_bench)
 start=$SECONDS
 echo "== gpu-check: configure $build"
@@ -87,7 +91,7 @@ cp "$repo/scripts/gpu/README.txt" "$out/README.txt"
   echo "commit $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$repo" diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)')"
   echo "built $(date -u '+%Y-%m-%d %H:%M UTC') on $(uname -n), $( . /etc/os-release && echo "$PRETTY_NAME"), $(gcc --version | head -n 1)"
   echo "$("$nvcc" --version | grep -o 'release [0-9.]*, V[0-9.]*'), sm_90 SASS + compute_90 PTX, --fmad=false"
-  echo "build of the three targets: ${build_seconds} s with -j$jobs (incremental when $build already existed)"
+  echo "configure and build of the three targets: ${build_seconds} s with -j$jobs in $fresh"
 } >"$out/BUILD_INFO.txt"
 
 # The final check: what the folder needs from the machine it is copied to.
@@ -118,6 +122,13 @@ verify() {
         fi
       done < <(ldd "$file")
       echo "  ldd: $(ldd "$file" | awk '$2 == "=>" {printf "%s => %s; ", $1, $3}')"
+      local inside=""
+      for symbol in mpfr_init2 __gmpz_init mpfi_init2 cudaMalloc; do
+        if readelf -Ws --wide "$file" | awk -v s="$symbol" '$8 == s && $7 != "UND" {found = 1} END {exit !found}'; then
+          inside="$inside $symbol"
+        fi
+      done
+      echo "  statically linked in (defined here):${inside:- none of mpfr_init2, __gmpz_init, mpfi_init2, cudaMalloc}"
       if readelf -S --wide "$file" | grep -q '\.nv_fatbin'; then
         local runtime
         runtime="$(readelf -Ws --wide "$file" | awk '$8 == "cudaGetDeviceCount" && $7 != "UND"' | wc -l)"
