@@ -62,10 +62,11 @@ fi
 
 # 1. The GPU tests. A skip for want of a device would make a green run mean nothing, so it fails here.
 no_device='no usable CUDA device|no CUDA device in this machine'
-for t in "fastpath_cuda_test:" "adversarial_test:--gtest_filter=Item4Overflow.*"; do
-  binary="${t%%:*}" filter="${t#*:}"
+for t in "fastpath_cuda_test:120:" "adversarial_test:30:--gtest_filter=Item4Overflow.*"; do
+  binary="${t%%:*}" rest="${t#*:}"
+  limit="${rest%%:*}" filter="${rest#*:}"
   log="$log_dir/$binary.log"
-  if run_step "$binary" 150 "$log" "./$binary" ${filter:+"$filter"} --gtest_color=no; then
+  if run_step "$binary" "$limit" "$log" "./$binary" ${filter:+"$filter"} --gtest_color=no; then
     if grep -Eq "$no_device" "$log"; then
       record "$binary" FAIL "the tests saw no CUDA device (they skipped)"
     else
@@ -89,7 +90,9 @@ fi
 if [ -z "$sanitizer" ]; then
   sanitizer="$(find / -xdev -maxdepth 7 -name compute-sanitizer -type f -perm -u+x 2>/dev/null | head -n 1)"
 fi
-subset='FastpathCuda.PaCgad*:FastpathCuda.TensorLayouts*:FastpathCuda.NonDefaultStream*:FastpathCuda.StateFiles*'
+# Misaligned and aligned PA-CGAD fragments (the agent's three paths, every format, q8 and its fp32 fallback), a
+# stream of the caller's and the state-file copies: every kernel and copy path in a few hundred steps.
+subset='FastpathCuda.PaCgad*:FastpathCuda.NonDefaultStream*:FastpathCuda.StateFiles*'
 if [ -z "$sanitizer" ]; then
   say "== compute-sanitizer: not found on PATH, under /usr/local/cuda* or /opt/nvidia"
   record "compute-sanitizer" FAIL "not found"
@@ -99,7 +102,7 @@ else
     extra=()
     [ "$tool" = memcheck ] && extra=(--leak-check full)
     log="$log_dir/sanitizer-$tool.log"
-    if run_step "sanitizer $tool" 55 "$log" "$sanitizer" --tool "$tool" "${extra[@]}" --error-exitcode 99 \
+    if run_step "sanitizer $tool" 50 "$log" "$sanitizer" --tool "$tool" "${extra[@]}" --error-exitcode 99 \
          ./fastpath_cuda_test "--gtest_filter=$subset" --gtest_color=no; then
       if grep -Eq "$no_device" "$log"; then
         record "sanitizer $tool" FAIL "the tests saw no CUDA device under the sanitizer"
@@ -110,7 +113,7 @@ else
       status=$?
       why="exit status $status"
       [ "$status" = 99 ] && why="errors reported: $(grep -E 'ERROR SUMMARY' "$log" | tail -n 1)"
-      [ "$status" = 124 ] && why="did not finish within 55 s"
+      [ "$status" = 124 ] && why="did not finish within 50 s"
       record "sanitizer $tool" FAIL "$why"
     fi
   done
@@ -119,7 +122,7 @@ fi
 # 3. The bandwidth benchmark: 2^24 and 2^28 parameters, each configuration against a copy timed in the same run.
 bench_json="$log_dir/bench.json"
 filter='^CudaStep/cgad/(bf16/q8|fp32/fp32)/(16777216|268435456)/manual_time$'
-if run_step "fastpath_cuda_bench" 120 "$log_dir/bench.log" ./fastpath_cuda_bench "--benchmark_filter=$filter" \
+if run_step "fastpath_cuda_bench" 100 "$log_dir/bench.log" ./fastpath_cuda_bench "--benchmark_filter=$filter" \
      --benchmark_min_time=0.2 --benchmark_out="$bench_json" --benchmark_out_format=json --benchmark_color=false; then
   measured="$(grep -c '"ratio_to_copy"' "$bench_json" 2>/dev/null || true)"
   if grep -q 'skipped' "$log_dir/bench.log"; then
