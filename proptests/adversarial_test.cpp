@@ -149,8 +149,9 @@ TEST(Item8SignedZero, SurvivesParsingAndPrintingInEveryFormat) {
   const mpfr_real zero = ref::parse_real<mpfr_real>("-0", "x");
   EXPECT_TRUE(mpfr_signbit(zero.backend().data()));
   EXPECT_EQ(ref::to_decimal(zero).rfind("-0.0", 0), 0u) << ref::to_decimal(zero);
-  EXPECT_EQ(ref::to_decimal(zero, 5), "-0.00000e+00");
-  EXPECT_EQ(ref::to_decimal(mpfr_real(0), 5), "0.00000e+00");
+  EXPECT_EQ(ref::to_decimal(zero, 5), "-0.0000e+00");  // 5 significant digits
+  EXPECT_EQ(ref::to_decimal(mpfr_real(0), 5), "0.0000e+00");
+  EXPECT_EQ(ref::to_decimal(mpfr_real(1) / 3, 5), "3.3333e-01");  // it printed 3.33333e-01 before 2026-12-01
   EXPECT_EQ(ref::to_decimal(-0.0f), "-0");
   EXPECT_TRUE(std::signbit(ref::parse_real<float>("-0", "x")));
 }
