@@ -144,6 +144,28 @@ TEST(Item28OneNumberGrammar, EveryFormatRefusesTheSameTextsAndTakesTheSameOnes) 
   EXPECT_NO_THROW(ref::parse_real<mpfr_real>("1e400", "x"));
 }
 
+// Found by fuzz/fuzz_decimal_number.cpp: MPFR 4.2.0's mpfr_strtofr read a tiny decimal with zeros after the point
+// and an exponent past a long as +Inf, so the reference refused as "out of range" what float and double read as 0.
+TEST(Item28OneNumberGrammar, ADecimalFarBelowEveryRangeIsZeroInEveryFormatAndOneFarAboveIsRefusedInEvery) {
+  const ref::PrecisionScope precision(64);
+  const std::string exponent = "6000000000000000000000008000000000000000000000000684777228";  // 58 digits
+  for (const std::string& tiny : {"0.05e-" + exponent, "-00.0000000500004e-" + exponent, "5e-" + exponent}) {
+    const bool negative = tiny.front() == '-';
+    const mpfr_real r = ref::parse_real<mpfr_real>(tiny, "x");
+    EXPECT_TRUE(mpfr_zero_p(r.backend().data())) << tiny;
+    EXPECT_EQ(mpfr_signbit(r.backend().data()) != 0, negative) << tiny;
+    EXPECT_EQ(ref::parse_real<double>(tiny, "x"), 0.0) << tiny;
+    EXPECT_EQ(std::signbit(ref::parse_real<float>(tiny, "x")), negative) << tiny;
+  }
+  for (const std::string& huge : {"0.05e+" + exponent, "5e" + exponent}) {
+    EXPECT_THROW(ref::parse_real<mpfr_real>(huge, "x"), InputError) << huge;
+    EXPECT_THROW(ref::parse_real<double>(huge, "x"), InputError) << huge;
+  }
+  // Inside MPFR's range, beyond double's: MPFR reads it, double refuses or underflows as before.
+  EXPECT_FALSE(mpfr_zero_p(ref::parse_real<mpfr_real>("0.05e-300000000", "x").backend().data()));
+  EXPECT_EQ(ref::parse_real<double>("0.05e-300000000", "x"), 0.0);
+}
+
 TEST(Item8SignedZero, SurvivesParsingAndPrintingInEveryFormat) {
   ref::set_working_precision_bits(256);
   const mpfr_real zero = ref::parse_real<mpfr_real>("-0", "x");
