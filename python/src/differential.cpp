@@ -26,44 +26,6 @@ namespace py = pybind11;
 namespace cgad::python {
 namespace {
 
-template <class T>
-void take(const py::dict& options, const char* key, T& field) {
-  if (options.contains(key)) field = py::cast<T>(options[key]);
-}
-template <class T>
-void take(const py::dict& options, const char* key, std::optional<T>& field) {
-  if (options.contains(key) && !options[key].is_none()) field = py::cast<T>(options[key]);
-}
-
-differential::OptimizerOptions optimizer_options(const py::dict& o) {
-  differential::OptimizerOptions out;
-  take(o, "optimizer", out.optimizer);
-  take(o, "lr", out.lr);
-  take(o, "beta1", out.beta1);
-  take(o, "beta2", out.beta2);
-  take(o, "eps", out.eps);
-  take(o, "weight_decay", out.weight_decay);
-  take(o, "momentum", out.momentum);
-  take(o, "alpha", out.alpha);
-  take(o, "tau_cut", out.tau_cut);
-  take(o, "buffer", out.buffer);
-  take(o, "fragments", out.fragments);
-  take(o, "on_zero_gate", out.on_zero_gate);
-  return out;
-}
-
-differential::FastpathOptions fastpath_options(const py::dict& o) {
-  differential::FastpathOptions out;
-  take(o, "params", out.params);
-  take(o, "state", out.state);
-  take(o, "rounding", out.rounding);
-  take(o, "seed", out.seed);
-  take(o, "device", out.device);
-  take(o, "q8_semantics", out.q8_semantics);
-  take(o, "min_q8_size", out.min_q8_size);
-  return out;
-}
-
 // `cgad replay` over a stream given as a file (`path`, under the command's rule for inputs) or as JSON-lines text.
 py::dict replay(const std::optional<std::string>& path, const std::optional<std::string>& text,
                 const std::string& backend, const py::dict& optimizer, const py::dict& fastpath, unsigned precision) {

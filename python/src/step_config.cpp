@@ -28,16 +28,6 @@ const std::set<std::string> kKeys{"optimizer", "lr", "beta1", "beta2", "eps", "w
                                   "alpha", "tau_cut", "on_zero_gate", "fragments", "params", "state",
                                   "rounding", "seed", "q8_semantics", "min_q8_size"};
 
-template <class T>
-void take(const py::dict& spec, const char* key, T& field) {
-  if (spec.contains(key)) field = py::cast<T>(spec[key]);
-}
-
-template <class T>
-void take(const py::dict& spec, const char* key, std::optional<T>& field) {
-  if (spec.contains(key) && !spec[key].is_none()) field = py::cast<T>(spec[key]);
-}
-
 }  // namespace
 
 fastpath::StepConfig step_config(const py::dict& spec) {
@@ -45,25 +35,8 @@ fastpath::StepConfig step_config(const py::dict& spec) {
     const std::string key = py::cast<std::string>(item.first);
     if (!kKeys.contains(key)) throw reference::InputError("unknown optimizer option '" + key + "'");
   }
-  differential::OptimizerOptions optimizer;
-  take(spec, "optimizer", optimizer.optimizer);
-  take(spec, "lr", optimizer.lr);
-  take(spec, "beta1", optimizer.beta1);
-  take(spec, "beta2", optimizer.beta2);
-  take(spec, "eps", optimizer.eps);
-  take(spec, "weight_decay", optimizer.weight_decay);
-  take(spec, "momentum", optimizer.momentum);
-  take(spec, "alpha", optimizer.alpha);
-  take(spec, "tau_cut", optimizer.tau_cut);
-  take(spec, "fragments", optimizer.fragments);
-  take(spec, "on_zero_gate", optimizer.on_zero_gate);
-  differential::FastpathOptions formats;
-  take(spec, "params", formats.params);
-  take(spec, "state", formats.state);
-  take(spec, "rounding", formats.rounding);
-  take(spec, "seed", formats.seed);
-  take(spec, "q8_semantics", formats.q8_semantics);
-  take(spec, "min_q8_size", formats.min_q8_size);
+  const differential::OptimizerOptions optimizer = optimizer_options(spec);
+  const differential::FastpathOptions formats = fastpath_options(spec);
   fastpath::StepConfig config = differential::fastpath_step_config(optimizer);
   differential::apply_fastpath_options(formats, config);
   return config;
