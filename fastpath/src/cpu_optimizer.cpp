@@ -1,151 +1,17 @@
 #include "cgad/fastpath/fastpath.hpp"
 
+#include "cpu_blocks.hpp"
+
 #include "cgad/fastpath/state_file.hpp"
 #include "cgad/reference/errors.hpp"
 
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <cstring>
 #include <limits>
 
 namespace cgad::fastpath {
 namespace {
-
-// Each block function is compiled for AVX-512 (x86-64-v4), AVX2 (x86-64-v3) and baseline x86-64, picked at
-// load time by the CPU (GCC function multiversioning), never by -march=native: the binary runs anywhere. The
-// bits cannot depend on the clone: -ffp-contract=off holds for vector code too, and vector division and
-// square root are correctly rounded like the scalar ones.
-// CGAD_NO_CPU_CLONES (CMake option CGAD_CPU_CLONES=OFF) builds one baseline version: ThreadSanitizer's runtime
-// cannot start a binary whose ifunc resolvers run before it (every TSan binary segfaulted in them).
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(CGAD_NO_CPU_CLONES)
-#define CGAD_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define CGAD_CPU_CLONES
-#endif
-
-// absmax_step folded over values[0..count) from 0 (block_step.hpp), as an integer max that vectorizes: the
-// fold is the largest non-NaN |value| (NaN never wins a compare; −0 never beats the initial +0), and for
-// non-NaN magnitudes the float order is the order of their bit patterns as unsigned integers (sign bit
-// clear), so the max of the bit patterns, with NaN's patterns replaced by +0's, is the same float.
-inline std::uint32_t absmax_bits(float value) {
-  const std::uint32_t magnitude = float_to_bits(value) & 0x7FFFFFFFu;
-  // A mask rather than a select: GCC would fold a select into the max and then not vectorize the fold.
-  const std::uint32_t keep = 0u - static_cast<std::uint32_t>(magnitude <= 0x7F800000u);
-  return magnitude & keep;
-}
-
-CGAD_CPU_CLONES float block_absmax(const float* values, std::uint64_t count) {
-  std::uint32_t largest = 0;
-  for (std::uint64_t j = 0; j < count; ++j) {
-    const std::uint32_t bits = absmax_bits(values[j]);
-    largest = largest < bits ? bits : largest;
-  }
-  return bits_to_float(largest);
-}
-
-// A q8 moment's codes for one chunk (quantize_moment, block_step.hpp). They go to a local array first: a
-// byte store through `out` may alias anything, which would stop the vectorizer; one memcpy writes them out.
-template <class F>
-CGAD_CPU_CLONES void quantize_block(const StepArgs& a, int moment, const float* fresh, float absmax,
-                                    std::uint64_t count, const RandomWords* random, std::uint8_t* out) {
-  constexpr bool stochastic = F::stochastic(StepArgs{});
-  const MomentView& view = a.moment[moment];
-  std::uint8_t codes[kQ8BlockSize];
-  for (std::uint64_t j = 0; j < count; ++j) {
-    codes[j] = quantize_moment<F>(a, view, moment, fresh[j], absmax, random[stochastic ? j : 0]);
-  }
-  std::memcpy(out, codes, count);
-}
-
-// One chunk of the step (block_step.hpp; `chunk` is chunk_args() of the step), in three passes so that each is
-// a simple loop the compiler vectorizes: update every element (the per-element update, the same calls the CUDA
-// kernel makes), then each q8 moment's new absmax, then its codes. F fixes the formats at compile time (one
-// instantiation per configuration). Every element reads and writes only its own index of each buffer, so the
-// update loop has no loop-carried dependence (ivdep says so to the vectorizer, which cannot prove that the
-// caller's buffers do not overlap).
-template <class F>
-CGAD_CPU_CLONES void step_block(const StepArgs& chunk) {
-  // A local copy: no store of the step can reach it, so its pointers and coefficients stay in registers and
-  // its fields may be read unconditionally.
-  const StepArgs a = chunk;
-  const std::uint64_t count = a.size;
-  constexpr bool q8 = F::state(StepArgs{}) == StateFormat::q8;
-  constexpr bool stochastic = F::stochastic(StepArgs{});
-  constexpr int moments = F::family(StepArgs{}) == UpdateFamily::adam ? 2 : 1;
-  float old_absmax[2] = {0.0f, 0.0f};
-  if constexpr (q8) {
-    for (int k = 0; k < moments; ++k) old_absmax[k] = a.moment[k].absmax[0];
-  }
-  float fresh[2][kQ8BlockSize];
-  RandomWords random[stochastic ? kQ8BlockSize : 1] = {};  // nearest rounding reads no random bits
-#pragma GCC ivdep
-  for (std::uint64_t i = 0; i < count; ++i) {
-    const RandomWords& bits = random[stochastic ? i : 0];
-    if constexpr (stochastic) random[i] = random_for<F>(a, i);
-    float out[2];
-    update_element<F>(a, i, a.grad[i], old_absmax, out, bits);
-    for (int k = 0; k < moments; ++k) {
-      if constexpr (q8) {
-        fresh[k][i] = out[k];
-      } else {
-        store_moment_elementwise<F>(a, a.moment[k], i, out[k], bits);
-      }
-    }
-  }
-  if constexpr (q8) {
-    for (int k = 0; k < moments; ++k) {
-      float absmax = block_absmax(fresh[k], count);
-      // bnb's partial block: its padding's m takes part in the new absmax (block_step.hpp).
-      if (F::bnb(a) && k == 0 && count < kQ8BlockSize) {
-        absmax = absmax_step(absmax, bnb_padding_first_moment(a.adam, old_absmax[0], *a.moment[0].map));
-      }
-      a.moment[k].absmax[0] = absmax;
-      quantize_block<F>(a, k, fresh[k], absmax, count, random, a.moment[k].codes);
-    }
-  }
-}
-
-// Whether any of values[0..count) would be refused: NaN or ±Inf (all exponent bits set), or — when `sigma`
-// is not 0 (an applied event of any optimizer: the Adam family, and Nesterov and SDM with σ = 1 or 1/(1 + τ)) —
-// the overflow rule (refuses_event, element_update.hpp). A branch-free OR over the
-// chunk, so that the scan vectorizes; the caller then looks for the first such index.
-CGAD_CPU_CLONES bool any_refused(const float* values, std::uint64_t count, float sigma) {
-  std::uint32_t found = 0;
-  for (std::uint64_t j = 0; j < count; ++j) {
-    const std::uint32_t nonfinite = (float_to_bits(values[j]) & 0x7F800000u) == 0x7F800000u;
-    found |= nonfinite | static_cast<std::uint32_t>(refuses_event(sigma, values[j]));
-  }
-  return found != 0;
-}
-
-using BlockFunction = void (*)(const StepArgs&);
-
-// The instantiation of step_block for the step's runtime formats (bnb: Adam family, nearest rounding only).
-template <UpdateFamily Family, ParamFormat Params, StateFormat State>
-BlockFunction pick_rounding(const StepArgs& a) {
-  if constexpr (Family == UpdateFamily::adam && State != StateFormat::bf16) {
-    if (a.bnb) return &step_block<FixedFormats<Family, Params, State, false, true>>;
-  }
-  return a.stochastic ? &step_block<FixedFormats<Family, Params, State, true>>
-                      : &step_block<FixedFormats<Family, Params, State, false>>;
-}
-template <UpdateFamily Family, ParamFormat Params>
-BlockFunction pick_state(const StepArgs& a) {
-  switch (a.state) {
-    case StateFormat::fp32: return pick_rounding<Family, Params, StateFormat::fp32>(a);
-    case StateFormat::bf16: return pick_rounding<Family, Params, StateFormat::bf16>(a);
-    case StateFormat::q8: return pick_rounding<Family, Params, StateFormat::q8>(a);
-  }
-  return nullptr;
-}
-template <UpdateFamily Family>
-BlockFunction pick_params(const StepArgs& a) {
-  return a.params == ParamFormat::fp32 ? pick_state<Family, ParamFormat::fp32>(a) : pick_state<Family, ParamFormat::bf16>(a);
-}
-BlockFunction block_function_for(const StepArgs& a) {
-  return a.family == UpdateFamily::adam ? pick_params<UpdateFamily::adam>(a) : pick_params<UpdateFamily::nesterov>(a);
-}
 
 // Refuses (InputError) a tensor table whose length is not the layout's tensor count, or that holds a null pointer
 // for a tensor of which the step reads or writes anything: tensors[first..last] (empty when first > last).
@@ -199,7 +65,8 @@ CpuOptimizer::CpuOptimizer(const StepConfig& config, std::size_t parameters, uns
     : CpuOptimizer(config, std::vector<std::size_t>{parameters}, threads) {}
 
 CpuOptimizer::CpuOptimizer(const StepConfig& config, std::vector<std::size_t> tensor_sizes, unsigned threads)
-    : planner_(config, std::move(tensor_sizes)), state_(HostState::zeros(planner_)), pool_(threads) {
+    : planner_(config, std::move(tensor_sizes)), state_(HostState::zeros(planner_)), pool_(threads),
+      isa_(selected_cpu_isa()) {
   const std::vector<std::size_t>& sizes = planner_.tensor_sizes();
   tensor_begin_.assign(sizes.size() + 1, 0);
   for (std::size_t k = 0; k < sizes.size(); ++k) tensor_begin_[k + 1] = tensor_begin_[k] + sizes[k];
@@ -310,7 +177,7 @@ StepReport CpuOptimizer::scan(const Operands& operands, const StepPlanner::Plan&
       const std::size_t chunk = first_chunk + n;
       const StepChunk& c = chunks[chunk];
       const float* grad = operands.at(chunk, c).grad;
-      if (!any_refused(grad, c.count, sigma)) continue;
+      if (!any_refused(grad, c.count, sigma, isa_)) continue;
       for (std::uint64_t j = 0; j < c.count; ++j) {
         const std::uint64_t i = c.begin - plan.offset + j;  // counted from the fragment's first element
         if (!std::isfinite(grad[j])) {
@@ -351,8 +218,8 @@ StepReport CpuOptimizer::run(const Operands& operands, std::size_t params_size, 
   state_.bind(plan);
   StepArgs fallback_args = plan.args;
   fallback_args.state = StateFormat::fp32;
-  const BlockFunction step_q8_or_only = block_function_for(plan.args);
-  const BlockFunction step_fallback = block_function_for(fallback_args);
+  const BlockFunction step_q8_or_only = block_function_for(plan.args, isa_);
+  const BlockFunction step_fallback = block_function_for(fallback_args, isa_);
   const StepChunk* chunks = planner_.chunks().data();
   const std::size_t first_chunk = planner_.chunk_begin(fragment);
   pool_.parallel_for(planner_.chunk_begin(fragment + 1) - first_chunk, [&](std::uint64_t begin, std::uint64_t end) {

@@ -101,22 +101,27 @@ CGAD_HD inline std::uint64_t block_count(std::uint64_t size) { return (size + kQ
 // Which formats a step runs is read through a policy F: RuntimeFormats reads StepArgs (the CUDA kernel, where
 // the branches are uniform across a warp and one kernel serves every configuration), FixedFormats<...> fixes
 // them at compile time (the CPU backend instantiates one block loop per configuration so the per-element
-// branches fold away). Both run the very same code below.
+// branches fold away). Both run the very same code below. DecodedQ8: the CPU backend decodes a q8 block's codes
+// beforehand (q8_vector.hpp, the same q8_dequantize values) into the moment view's fp32 array, which the update
+// then reads.
 struct RuntimeFormats {
   CGAD_HD static UpdateFamily family(const StepArgs& a) { return a.family; }
   CGAD_HD static ParamFormat params(const StepArgs& a) { return a.params; }
   CGAD_HD static StateFormat state(const StepArgs& a) { return a.state; }
   CGAD_HD static bool stochastic(const StepArgs& a) { return a.stochastic; }
   CGAD_HD static bool bnb(const StepArgs& a) { return a.bnb; }
+  CGAD_HD static constexpr bool decoded_q8(const StepArgs&) { return false; }
 };
 
-template <UpdateFamily Family, ParamFormat Params, StateFormat State, bool Stochastic, bool Bnb = false>
+template <UpdateFamily Family, ParamFormat Params, StateFormat State, bool Stochastic, bool Bnb = false,
+          bool DecodedQ8 = false>
 struct FixedFormats {
   CGAD_HD static constexpr UpdateFamily family(const StepArgs&) { return Family; }
   CGAD_HD static constexpr ParamFormat params(const StepArgs&) { return Params; }
   CGAD_HD static constexpr StateFormat state(const StepArgs&) { return State; }
   CGAD_HD static constexpr bool stochastic(const StepArgs&) { return Stochastic; }
   CGAD_HD static constexpr bool bnb(const StepArgs&) { return Bnb; }
+  CGAD_HD static constexpr bool decoded_q8(const StepArgs&) { return DecodedQ8; }
 };
 
 // Word `which` of `random`, by selects: a run-time index into the array would keep the words in local memory on the
@@ -152,7 +157,7 @@ CGAD_HD inline float load_moment(const StepArgs& a, const MomentView& s, std::ui
   switch (F::state(a)) {
     case StateFormat::fp32: return s.fp32[i];
     case StateFormat::bf16: return to_float(s.half[i]);
-    case StateFormat::q8: return q8_dequantize(s.codes[i], block_absmax, *s.map);
+    case StateFormat::q8: return F::decoded_q8(a) ? s.fp32[i] : q8_dequantize(s.codes[i], block_absmax, *s.map);
   }
   return 0.0f;
 }

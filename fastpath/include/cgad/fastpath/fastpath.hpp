@@ -32,6 +32,7 @@
 // The step allocates nothing: it reads and writes the caller's spans and the state made at construction.
 #include "cgad/fastpath/bf16.hpp"
 #include "cgad/fastpath/config.hpp"
+#include "cgad/fastpath/cpu_isa.hpp"
 #include "cgad/fastpath/host_state.hpp"
 #include "cgad/fastpath/step_planner.hpp"
 #include "cgad/fastpath/thread_pool.hpp"
@@ -86,6 +87,8 @@ class CpuOptimizer {
   const StepConfig& config() const { return planner_.config(); }
   std::size_t parameters() const { return planner_.parameters(); }
   unsigned threads() const { return pool_.threads(); }
+  // The instruction set its block loops run (selected_cpu_isa() when it was made; the bits do not depend on it).
+  CpuIsa isa() const { return isa_; }
 
   std::vector<std::string> buffer_names() const;
   // Writes the named buffer, dequantized to float, into `out` (parameters() elements); InputError otherwise.
@@ -121,6 +124,7 @@ class CpuOptimizer {
   StepPlanner planner_;
   HostState state_;
   ThreadPool pool_;
+  CpuIsa isa_;
   std::vector<std::size_t> tensor_begin_;   // tensor k's first element; one entry more than tensors
   std::vector<std::size_t> chunk_tensor_;   // the tensor holding each chunk of planner_.chunks()
 };

@@ -1,0 +1,20 @@
+#pragma once
+// The CPU backend's block loops (cpu_blocks.cpp), one set per ISA (cpu_isa.hpp): the step of one chunk and the
+// scan of one chunk's pseudo-gradient for values the step must refuse.
+#include "cgad/fastpath/block_step.hpp"
+#include "cgad/fastpath/cpu_isa.hpp"
+
+#include <cstdint>
+
+namespace cgad::fastpath {
+
+using BlockFunction = void (*)(const StepArgs&);
+
+// The block loop for a step's runtime formats (its chunk_args), compiled for `isa`.
+BlockFunction block_function_for(const StepArgs& a, CpuIsa isa);
+
+// Whether any of values[0..count) would be refused: NaN or ±Inf, or — when `sigma` is not 0 — the overflow
+// rule (refuses_event, element_update.hpp).
+bool any_refused(const float* values, std::uint64_t count, float sigma, CpuIsa isa);
+
+}  // namespace cgad::fastpath

@@ -1,0 +1,82 @@
+// The bit-exact fingerprint of the fast-path CPU step: FNV-1a over the parameter bits and every state byte after
+// 50 steps (3001 parameters, gradients of mixed scales plus steps at 1e-30, 1e30 and 1e-42 for the v = 0 guard,
+// overflow and subnormals), for every optimizer × params × state × rounding × q8 semantics
+// (all_format_configs), with 1 and 2 threads, under every ISA this CPU and build run (cpu_isa.hpp).
+//
+// What it pins: the step's bits do not depend on the thread count or the ISA, and they are those of commit
+// 0cf501d — the step before its q8 blocks were encoded by the vector encoder (q8_vector.hpp) and its loops
+// compiled per ISA — so that change moved no bit. A change that is meant to move bits (a semantics change) must
+// say so in its commit and replace kRecordedTotal with the new total, printed by this test.
+#include "fastpath_test_support.hpp"
+
+#include "cgad/fastpath/cpu_isa.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+namespace cgad::fastpath {
+namespace {
+
+using namespace cgad::fastpath::testing;
+namespace ref = cgad::reference;
+
+constexpr std::uint64_t kRecordedTotal = 0xbe99037798e5218eull;  // TOTAL printed at commit 0cf501d
+
+std::uint64_t fnv(std::uint64_t h, const std::vector<unsigned char>& bytes) {
+  for (unsigned char c : bytes) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+// The fingerprint of one configuration with `threads` threads under the ISA CGAD_CPU_ISA names.
+std::uint64_t fingerprint(StepConfig c, unsigned threads) {
+  const std::size_t n = 3001;
+  CpuOptimizer opt(c, n, threads);
+  Params p(c, random_vector(n, 7));
+  for (int s = 0; s < 50; ++s) {
+    const std::size_t fragment = c.fragments > 1 ? static_cast<std::size_t>(s) % c.fragments : 0;
+    const std::size_t size = opt.planner().fragment_size(fragment);
+    float scale = 1.0f;
+    if (s == 20) scale = 1e-30f;  // v underflow / guard
+    if (s == 30) scale = 1e30f;   // overflow to inf
+    if (s == 31) scale = 1e-42f;  // subnormal gradients
+    const auto grad = random_vector(size, 100 + static_cast<unsigned>(s), scale);
+    p.step(opt, grad, (s * 7) % 41, fragment);
+    if (s % 10 == 9) opt.advance_round();
+  }
+  return fnv(fnv(0xcbf29ce484222325ull, p.bytes()), state_bytes(opt));
+}
+
+TEST(FastpathFingerprint, TheStepsBitsDependOnNeitherThreadsNorIsaAndAreTheRecordedOnes) {
+  const char* before = std::getenv("CGAD_CPU_ISA");
+  const std::string restore = before == nullptr ? "" : before;
+  for (CpuIsa isa : supported_cpu_isas()) {
+    setenv("CGAD_CPU_ISA", std::string(to_string(isa)).c_str(), 1);
+    std::uint64_t total = 0xcbf29ce484222325ull;
+    for (auto kind : {ref::OptimizerKind::cgad, ref::OptimizerKind::pa_cgad, ref::OptimizerKind::adam_decay,
+                      ref::OptimizerKind::adam, ref::OptimizerKind::nesterov, ref::OptimizerKind::sdm}) {
+      for (StepConfig c : all_format_configs(kind)) {
+        if (kind == ref::OptimizerKind::pa_cgad) c.fragments = 3;
+        const std::uint64_t one = fingerprint(c, 1), two = fingerprint(c, 2);
+        EXPECT_EQ(one, two) << describe(c) << " under " << to_string(isa) << ": 1 and 2 threads differ";
+        total = total * 31 + one;
+      }
+    }
+    std::printf("fingerprint under %s: TOTAL %016llx\n", std::string(to_string(isa)).c_str(),
+                static_cast<unsigned long long>(total));
+    EXPECT_EQ(total, kRecordedTotal) << "under " << to_string(isa) << std::hex << ": TOTAL " << total;
+  }
+  if (before == nullptr) {
+    unsetenv("CGAD_CPU_ISA");
+  } else {
+    setenv("CGAD_CPU_ISA", restore.c_str(), 1);
+  }
+}
+
+}  // namespace
+}  // namespace cgad::fastpath
