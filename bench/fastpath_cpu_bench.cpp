@@ -1,10 +1,14 @@
-// The fast-path CPU step against a plain copy of the same bytes, measured in the same run.
+// The fast-path CPU step against its in-place roofline and a plain copy of the same bytes, measured in the same run.
 //
-// Counters (wall-clock rates; every benchmark here uses real time because the work runs on several threads):
+// Counters (wall-clock rates; the step's time is taken by hand around each run, because the work runs on several
+// threads and the roofline runs between the step's runs):
 //   params_per_second, bytes_per_second — decimal, the step's real traffic (bench::step_bytes);
-//   ratio_to_copy — the step's bytes per second over a multi-threaded memcpy moving the same number of
-//   bytes with the same thread count, timed by this process when the benchmark starts.
-// CGAD_BENCH_THREADS sets the thread count of both (default: every core).
+//   ratio_to_roofline — the step's bytes per second over its in-place twin's (bench::InPlaceWorkload: the same
+//   buffers and bytes, no arithmetic), the two run alternately, one twin run after each step run;
+//   ratio_to_copy — the same over a multi-threaded memcpy moving the same number of bytes with the same thread
+//   count, timed by this process when the benchmark starts.
+// The label says the thread count and the ISA the step ran (CGAD_CPU_ISA chooses another, cpu_isa.hpp).
+// CGAD_BENCH_THREADS sets the thread count of all three (default: every core).
 #include "cgad/bench/workloads.hpp"
 
 #include <benchmark/benchmark.h>
@@ -19,6 +23,7 @@ namespace {
 
 using cgad::bench::CopyWorkload;
 using cgad::bench::FastpathCpuWorkload;
+using cgad::bench::InPlaceWorkload;
 namespace fp = cgad::fastpath;
 namespace ref = cgad::reference;
 
@@ -58,21 +63,31 @@ void Step(benchmark::State& state, ref::OptimizerKind optimizer, fp::ParamFormat
   config.params = params;
   config.state = moments;
   FastpathCpuWorkload step(config, static_cast<std::size_t>(state.range(0)), bench_threads());
+  InPlaceWorkload twin(config, static_cast<std::size_t>(state.range(0)), step.threads());
   const double copy = copy_bytes_per_second(step.bytes());
-  const auto start = std::chrono::steady_clock::now();
-  for (auto _ : state) step.run();
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  using clock = std::chrono::steady_clock;
+  double step_seconds = 0, twin_seconds = 0;
+  twin.run();
+  for (auto _ : state) {
+    const auto start = clock::now();
+    step.run();
+    const auto middle = clock::now();
+    twin.run();
+    const double seconds = std::chrono::duration<double>(middle - start).count();
+    state.SetIterationTime(seconds);
+    step_seconds += seconds;
+    twin_seconds += std::chrono::duration<double>(clock::now() - middle).count();
+  }
   state.counters["params_per_second"] = rate(step.parameters());
   state.counters["bytes_per_second"] = rate(step.bytes());
-  state.counters["ratio_to_copy"] = step.bytes() * static_cast<double>(state.iterations()) / seconds / copy;
-  state.SetLabel(std::to_string(step.threads()) + " threads");
+  state.counters["ratio_to_roofline"] = twin_seconds / step_seconds;
+  state.counters["ratio_to_copy"] = step.bytes() * static_cast<double>(state.iterations()) / step_seconds / copy;
+  state.SetLabel(std::to_string(step.threads()) + " threads, " + std::string(fp::to_string(step.isa())));
 }
 
-void sizes(benchmark::internal::Benchmark* b) {
-  b->RangeMultiplier(8)->Range(1 << 10, 1 << 27)->UseRealTime()->Unit(benchmark::kMicrosecond);
-}
+void sizes(benchmark::internal::Benchmark* b) { b->RangeMultiplier(8)->Range(1 << 10, 1 << 27)->Unit(benchmark::kMicrosecond); }
 
-BENCHMARK(Copy)->Apply(sizes);
+BENCHMARK(Copy)->Apply(sizes)->UseRealTime();
 
 const struct Registrar {
   Registrar() {
@@ -81,7 +96,7 @@ const struct Registrar {
         for (auto moments : {fp::StateFormat::fp32, fp::StateFormat::bf16, fp::StateFormat::q8}) {
           const std::string name = "Step/" + std::string(ref::to_string(optimizer)) + "/" +
                                    std::string(fp::to_string(params)) + "/" + std::string(fp::to_string(moments));
-          benchmark::RegisterBenchmark(name.c_str(), Step, optimizer, params, moments)->Apply(sizes);
+          benchmark::RegisterBenchmark(name.c_str(), Step, optimizer, params, moments)->Apply(sizes)->UseManualTime();
         }
       }
     }

@@ -1,5 +1,6 @@
 #include "cgad/bench/workloads.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -26,6 +27,80 @@ void CopyWorkload::run() {
   const unsigned char* source = source_.data();
   pool_.parallel_for(source_.size(), [=](std::uint64_t begin, std::uint64_t end) {
     std::memcpy(target + begin, source + begin, end - begin);
+  });
+}
+
+Spread spread(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  if (values.empty()) return {};
+  return {values.front(), values[values.size() / 2], values.back()};
+}
+
+InPlaceWorkload::InPlaceWorkload(const fastpath::StepConfig& config, std::size_t n, unsigned threads)
+    : config_(config), grad_(n, 1.0f), pool_(threads) {
+  if (config.params == fastpath::ParamFormat::bf16) {
+    params16_.assign(n, 0x3F00);
+  } else {
+    params32_.assign(n, 0x3F000000u);
+  }
+  const int moments = reference::is_adam_family(config.optimizer) ? 2 : 1;
+  for (int k = 0; k < moments; ++k) {
+    switch (config.state) {
+      case fastpath::StateFormat::fp32: moments32_[k].assign(n, 0); break;
+      case fastpath::StateFormat::bf16: moments16_[k].assign(n, 0); break;
+      case fastpath::StateFormat::q8:
+        codes_[k].assign(n, 0);
+        absmax_[k].assign(fastpath::block_count(n), 0.0f);
+        break;
+    }
+  }
+}
+
+namespace {
+// One block of the twin: every element's buffers read and written where they lie, in one loop that GCC
+// vectorizes (the integer op: the parameter and each moment move by the gradient's sign bit, so nothing can be
+// elided); a q8 block's absmax is read and written once.
+template <class Param, class Moment>
+void touch_block(const float* grad, Param* params, Moment* first, Moment* second, std::size_t count) {
+  for (std::size_t i = 0; i < count; ++i) {
+    const auto sign = static_cast<Param>(fastpath::float_to_bits(grad[i]) >> 31);
+    params[i] = static_cast<Param>(params[i] + sign + 1);
+    if (first != nullptr) first[i] = static_cast<Moment>(first[i] + 1);
+    if (second != nullptr) second[i] = static_cast<Moment>(second[i] + 1);
+  }
+}
+
+// Blocks [begin, end) of n elements.
+template <class Param>
+void touch(const float* grad, Param* params, std::vector<std::uint32_t> (&m32)[2], std::vector<std::uint16_t> (&m16)[2],
+           std::vector<std::uint8_t> (&codes)[2], std::vector<float> (&absmax)[2], std::size_t n, std::size_t begin,
+           std::size_t end) {
+  const auto at = [](auto& buffer, std::size_t i) { return buffer.empty() ? nullptr : buffer.data() + i; };
+  for (std::size_t block = begin; block < end; ++block) {
+    const std::size_t i = block * fastpath::kQ8BlockSize;
+    const std::size_t count = std::min(fastpath::kQ8BlockSize, n - i);
+    if (!codes[0].empty()) {
+      touch_block(grad + i, params + i, at(codes[0], i), at(codes[1], i), count);
+      for (int k = 0; k < 2; ++k) {
+        if (!absmax[k].empty()) absmax[k][block] += 1.0f;
+      }
+    } else if (!m16[0].empty()) {
+      touch_block(grad + i, params + i, at(m16[0], i), at(m16[1], i), count);
+    } else {
+      touch_block(grad + i, params + i, at(m32[0], i), at(m32[1], i), count);
+    }
+  }
+}
+}  // namespace
+
+void InPlaceWorkload::run() {
+  const std::size_t n = grad_.size();
+  pool_.parallel_for(fastpath::block_count(n), [&](std::uint64_t begin, std::uint64_t end) {
+    if (!params16_.empty()) {
+      touch(grad_.data(), params16_.data(), moments32_, moments16_, codes_, absmax_, n, begin, end);
+    } else {
+      touch(grad_.data(), params32_.data(), moments32_, moments16_, codes_, absmax_, n, begin, end);
+    }
   });
 }
 
