@@ -37,5 +37,6 @@ void bind_cpu_optimizer(pybind11::module_& m);   // cpu_optimizer.cpp
 void bind_cuda_optimizer(pybind11::module_& m);  // cuda_optimizer.cpp
 void bind_numerics(pybind11::module_& m);        // numerics.cpp
 void bind_differential(pybind11::module_& m);    // differential.cpp
+void bind_bench(pybind11::module_& m);           // bench.cpp
 
 }  // namespace cgad::python

@@ -8,7 +8,7 @@
 namespace py = pybind11;
 
 PYBIND11_MODULE(_cgad, m) {
-  m.doc() = "cgad's C++ libraries (reference, fast path, theory, differential) for the cgad Python package";
+  m.doc() = "cgad's C++ libraries (reference, fast path, theory, differential, bench) for the cgad Python package";
   m.attr("__version__") = CGAD_VERSION;  // the CMake project's version
   py::register_exception<cgad::reference::InputError>(m, "InputError", PyExc_ValueError);
   cgad::python::bind_step_config(m);
@@ -16,4 +16,5 @@ PYBIND11_MODULE(_cgad, m) {
   cgad::python::bind_cuda_optimizer(m);
   cgad::python::bind_numerics(m);
   cgad::python::bind_differential(m);
+  cgad::python::bind_bench(m);
 }

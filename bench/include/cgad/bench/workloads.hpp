@@ -35,7 +35,8 @@ class CopyWorkload {
 // The honest roofline of a step: one pass over buffers laid out as the step's (its parameter and state formats,
 // n elements, a q8 absmax per 256) that reads and writes, in place, exactly the bytes step_bytes() counts — the
 // pseudo-gradient read, the parameters and every moment read and written — with one integer operation per
-// element, split over the same thread pool and the same 256-element blocks as the step. What the step would
+// element, split over the same thread pool and the same 256-element blocks as the step, compiled for the ISA the
+// step runs. What the step would
 // cost if its arithmetic were free; a memcpy is not that (it moves the bytes between two buffers, and glibc
 // switches to non-temporal stores past a size it guesses from the cache, which the step cannot use).
 class InPlaceWorkload {
@@ -43,6 +44,7 @@ class InPlaceWorkload {
   InPlaceWorkload(const fastpath::StepConfig& config, std::size_t n, unsigned threads);
   void run();
   double bytes() const { return step_bytes(config_, grad_.size()); }
+  fastpath::CpuIsa isa() const { return isa_; }
 
  private:
   fastpath::StepConfig config_;
@@ -54,6 +56,7 @@ class InPlaceWorkload {
   std::vector<std::uint8_t> codes_[2];
   std::vector<float> absmax_[2];
   fastpath::ThreadPool pool_;
+  fastpath::CpuIsa isa_;  // the step's (selected_cpu_isa), whose vector width the twin's loop uses too
 };
 
 // One outer step of CpuOptimizer per run over n parameters, on a fixed pseudo-gradient with τ = 1 (σ < 1, so
