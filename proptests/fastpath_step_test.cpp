@@ -4,7 +4,9 @@
 #include "fastpath_test_support.hpp"
 
 #include "cgad/fastpath/agent/step_agent.hpp"
+#include "cgad/fastpath/cpu_isa.hpp"
 #include "cgad/fastpath/q8_maps.hpp"
+#include "cgad/reference/errors.hpp"
 #include "cgad/reference/optimizers.hpp"
 
 #include <gtest/gtest.h>
@@ -13,6 +15,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <limits>
 
 namespace cgad::fastpath {
@@ -497,6 +500,40 @@ TEST(FastpathStep, PaCgadFragmentStepTouchesOnlyItsOwnBlocks) {
       ASSERT_EQ(after.absmax[k][block], before.absmax[k][block]) << "moment " << k << " block " << block;
     }
     EXPECT_NE(after.absmax[k][2], before.absmax[k][2]) << "fragment 1's first block was requantized";
+  }
+}
+
+// CGAD_CPU_ISA picks each ISA the CPU and build can run, and refuses one they cannot (or an unknown name) with an
+// InputError naming the ones they can, before any state exists.
+TEST(FastpathStep, CpuIsaIsChosenByTheEnvironmentAndAnUnrunnableOneIsRefused) {
+  const char* before = std::getenv("CGAD_CPU_ISA");
+  const std::string restore = before == nullptr ? "" : before;
+  const std::vector<CpuIsa> isas = supported_cpu_isas();
+  ASSERT_FALSE(isas.empty());
+  EXPECT_EQ(isas.front(), CpuIsa::generic);
+  unsetenv("CGAD_CPU_ISA");
+  EXPECT_EQ(selected_cpu_isa(), isas.back());
+  for (CpuIsa isa : isas) {
+    setenv("CGAD_CPU_ISA", std::string(to_string(isa)).c_str(), 1);
+    EXPECT_EQ(CpuOptimizer(StepConfig{}, 10, 1).isa(), isa);
+  }
+  for (const char* wrong : {"avx9", "AVX2", " avx2"}) {
+    setenv("CGAD_CPU_ISA", wrong, 1);
+    try {
+      CpuOptimizer opt(StepConfig{}, 10, 1);
+      ADD_FAILURE() << wrong << " was accepted";
+    } catch (const reference::InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("generic"), std::string::npos) << e.what();
+    }
+  }
+  if (isas.back() != CpuIsa::avx512) {
+    setenv("CGAD_CPU_ISA", "avx512", 1);
+    EXPECT_THROW(CpuOptimizer(StepConfig{}, 10, 1), reference::InputError) << "this CPU or build has no AVX-512";
+  }
+  if (before == nullptr) {
+    unsetenv("CGAD_CPU_ISA");
+  } else {
+    setenv("CGAD_CPU_ISA", restore.c_str(), 1);
   }
 }
 

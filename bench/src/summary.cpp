@@ -118,7 +118,7 @@ nlohmann::ordered_json run_summary(const SummaryOptions& options) {
   const unsigned threads = options.threads ? options.threads : std::thread::hardware_concurrency();
   double fastpath_rate = 0;
   nlohmann::ordered_json out;
-  std::cerr << "cgad bench: CPU step vs copy (" << cpu_size << " parameters, " << threads << " threads) ...\n";
+  std::cerr << "cgad bench: CPU step vs its in-place twin (" << cpu_size << " parameters, " << threads << " threads) ...\n";
   out["cpu"] = run_cpu(cpu_size, threads, min_seconds, fastpath_rate);
   std::cerr << "cgad bench: reference vs raw MPFR (256 bits) ...\n";
   out["reference"] = run_reference(options.quick ? 1024 : 8192, min_seconds, fastpath_rate);
