@@ -55,6 +55,66 @@ void fill_buckets(Q8Map& map) {
   }
 }
 
+// q8_nearest_fast's line model (q8.hpp) of a map built as above (zero at index 127 or 0, 1 at 255, groups of 2^g
+// or 2^(g+1) codes), or has_model = 0 when the map is not of that shape or a threshold lies farther than δ/4 from
+// its line. The thresholds' own distance from the line (the maps' float roundings) and pos's float evaluation are
+// ~1e-5 in units of positions; δ = 2^-12 leaves a factor > 10 and sends ~2^-11 of the elements to the search.
+void fill_model(Q8Map& map) {
+  map.has_model = 0;
+  int zero = -1;
+  for (int k = 0; k < kQ8Codes; ++k) {
+    if (map.code[k] == 0.0f) zero = k;
+  }
+  if ((zero != 0 && zero != 127) || map.code[kQ8Codes - 1] != 1.0f) return;
+  const bool is_signed = zero == 127;
+  constexpr int groups = kQ8ModelGroups;
+  int size[groups], first[groups];
+  int rank = 0;
+  for (int g = 0; g < groups; ++g) {
+    size[g] = g == groups - 1 ? 1 : (is_signed ? 1 << g : 2 << g);
+    first[g] = rank;
+    rank += size[g];
+  }
+  if (rank != kQ8Codes - 1 - zero) return;
+  // Thresholds from zero outward: positive(r) lies below the r-th code above 0; negative(r), mirrored and compared
+  // with ≤, is stored as its predecessor for <.
+  const auto positive = [&](int r) { return map.threshold[zero + r]; };
+  const auto negative = [&](int r) {
+    return std::nextafter(-map.threshold[zero - 1 - r], -std::numeric_limits<float>::infinity());
+  };
+  const auto bits = [](float x) { return static_cast<std::int32_t>(std::bit_cast<std::uint32_t>(x)); };
+  Q8Model& model = map.model;
+  model.zero_index = zero;
+  model.negative_groups = is_signed ? groups - 1 : 0;
+  for (int g = 0; g < groups; ++g) {
+    const int f = first[g], n = size[g];
+    model.boundary[g] = bits(positive(f));
+    // The negative boundary is the positive one or one float below it (q8.hpp).
+    const std::int32_t shift = is_signed && g < groups - 1 ? bits(positive(f)) - bits(negative(f)) : 0;
+    if (shift != 0 && shift != 1) return;
+    model.base[g] = f + 1;
+    model.max_internal[g] = n - 1;
+    double k = 0, c = -0.5;  // one code: no internal threshold, pos = 0.5 (never near an integer)
+    if (n == 2) {
+      k = 1.0 / (static_cast<double>(positive(f + 1)) - positive(f));
+      c = positive(f + 1) * k - 1;
+    } else if (n > 2) {
+      k = (n - 2) / (static_cast<double>(positive(f + n - 1)) - positive(f + 1));
+      c = positive(f + 1) * k - 1;
+    }
+    model.k[g] = static_cast<float>(k);
+    model.c[g] = static_cast<float>(c);
+    for (int side = 0; side < (is_signed ? 2 : 1); ++side) {
+      for (int j = 1; j < n; ++j) {
+        const float t = side == 0 ? positive(f + j) : negative(f + j);
+        const float pos = t * model.k[g] - model.c[g];  // q8_model_index's float evaluation
+        if (!(std::fabs(pos - static_cast<float>(j)) <= kQ8ModelNearness / 4)) return;
+      }
+    }
+  }
+  map.has_model = 1;
+}
+
 Q8Map build_dynamic_map(bool is_signed, Q8Semantics semantics) {
   std::vector<float> values;
   for (int i = 0; i < 7; ++i) {
@@ -95,6 +155,7 @@ Q8Map build_dynamic_map(bool is_signed, Q8Semantics semantics) {
     map.threshold[k] = std::numeric_limits<float>::infinity();
   }
   fill_buckets(map);
+  fill_model(map);
   return map;
 }
 

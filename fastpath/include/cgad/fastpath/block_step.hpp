@@ -190,11 +190,11 @@ CGAD_HD inline std::uint8_t quantize_moment(const StepArgs& a, const MomentView&
                                             float absmax, const RandomWords& random) {
   if (F::bnb(a)) {
     // bnb divides with no guard (__fdividef, IEEE here): an all-zero block gives 0/0 = NaN, code 0.
-    const std::uint8_t code = q8_nearest(value / absmax, *s.map);
+    const std::uint8_t code = q8_nearest_fast(value / absmax, *s.map);
     return moment == 0 ? bnb_sign_fix(code, value, *s.map) : code;
   }
   const float x = q8_normalize(value, absmax);
-  return F::stochastic(a) ? q8_stochastic(x, *s.map, random_word(random, s.random_word)) : q8_nearest(x, *s.map);
+  return F::stochastic(a) ? q8_stochastic(x, *s.map, random_word(random, s.random_word)) : q8_nearest_fast(x, *s.map);
 }
 
 template <class F = RuntimeFormats>

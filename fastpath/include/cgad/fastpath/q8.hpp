@@ -22,12 +22,28 @@
 // (1, +Inf) (checked when the map is built). Integer ops and two table reads, no data-dependent branch:
 // it vectorizes on the CPU (gathers) and does not diverge on the GPU.
 //
+// The line model (q8_nearest_fast): the same index without the two table reads, for the four dynamic maps. Each
+// side of zero is 7 groups of codes, group g spanning one decade with its codes means of a linspace (q8_maps.hpp),
+// so its thresholds lie almost exactly on a line. For |x| clamped to 1:
+//   G = the number of group boundaries (the thresholds below each group's first code, and below the code 1)
+//       strictly below |x| — exact integer compares of bit patterns with the map's own thresholds;
+//   pos = |x|·k_g − c_g in float (g = G − 1), the line through the group's internal thresholds, which puts the
+//       j-th one within δ/4 of the integer j (checked when the model is built, for both sides and semantics);
+//   the count below |x| = base_g + clamp(⌊pos⌋, 0, max_internal_g), and the index is zero_index ± that count.
+// That is exact whenever pos lies at least δ = 2^-12 from an integer: pos is monotone in |x|, so every threshold
+// at position ≤ j + δ/4 lies below |x| and every one at ≥ j + 1 − δ/4 above it. The negative side compares with
+// ≤ (mirrored thresholds), i.e. with < against their float predecessors, which are the positive boundaries or one
+// float below them: a negative |x| compares as |x| + one float, which differs only where |x| is a boundary. An
+// element closer than δ to an integer (about 2δ = 2^-11 of them) or on a boundary takes the bucket search.
+// proptests/fastpath_q8_vector_test.cpp checks q8_nearest_fast against q8_nearest on every float, every map.
+//
 // Stochastic rounding picks between the two codes c_lo ≤ x ≤ c_hi around x, rounding up with probability
 // ⌈2^24·(x − c_lo)/(c_hi − c_lo)⌉/2^24: the comparison u·(c_hi − c_lo) < x − c_lo with u = k·2^-24 is exact
 // in double (a 24-bit k times a gap of at most 25 significant bits), so the only bias is that ≤ 2^-24
 // quantization of the probability. Values outside [code[0], code[255]] clamp to the end codes.
 #include "cgad/fastpath/portable.hpp"
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 
@@ -44,6 +60,20 @@ inline constexpr int kQ8BucketShift = 23 - kQ8BucketFractionBits;
 inline constexpr int kQ8BucketsPerSign = static_cast<int>((kQ8BucketHighBits - kQ8BucketLowBits) >> kQ8BucketShift) + 1;
 inline constexpr int kQ8BucketSearch = 1;  // thresholds inside one bucket, at most (checked at build)
 
+inline constexpr int kQ8ModelGroups = 8;          // 7 decades of codes, then the code 1 alone
+inline constexpr float kQ8ModelNearness = 0x1p-12f;  // δ
+
+// The line model of one map (above), built with it (q8_maps.cpp). Tables are indexed by G − 1 and have 8 entries,
+// so that an index −1 (G = 0) wraps to 7 in the CPU's 8-lane permutes; entry 7 (the code 1 alone) has k = 0,
+// c = −0.5: pos = 0.5, never near an integer.
+struct Q8Model {
+  std::int32_t zero_index;      // the index of the code 0 (127 signed, 0 unsigned)
+  std::int32_t negative_groups; // groups below zero: 7 (signed; there is no code −1) or 0 (unsigned)
+  std::int32_t boundary[kQ8ModelGroups];  // bit patterns of the positive boundaries
+  float k[kQ8ModelGroups], c[kQ8ModelGroups];
+  std::int32_t base[kQ8ModelGroups], max_internal[kQ8ModelGroups];
+};
+
 struct Q8Map {
   float code[kQ8Codes];        // strictly increasing
   // cgad semantics: midpoint[k] = (code[k] + code[k+1]) / 2 exactly, threshold[k] = midpoint[k] rounded down to
@@ -54,6 +84,8 @@ struct Q8Map {
   // below[sign·kQ8BucketsPerSign + bucket]: how many thresholds lie below every float of the bucket. int32
   // rather than uint8 so that the CPU's vector gathers (dword only) can read it.
   std::int32_t below[2 * kQ8BucketsPerSign];
+  Q8Model model;
+  std::int32_t has_model;  // 1 when the model of the map's construction holds (the four dynamic maps)
 };
 
 // The bucket of a float (above): its sign, then its clamped magnitude's exponent and top fraction bits. NaN
@@ -75,6 +107,35 @@ CGAD_HD inline std::uint8_t q8_nearest(float x, const Q8Map& map) {
   std::int32_t position = below;
   for (int j = 0; j < kQ8BucketSearch; ++j) position += map.threshold[below + j] < x ? 1 : 0;
   return static_cast<std::uint8_t>(position);
+}
+
+// The line model's index for x (above), or −1 where it does not decide (pos within δ of an integer, a negative |x|
+// on a boundary). NaN gives 0, as q8_nearest. The CPU's vector encoders (q8_vector.cpp) compute exactly this.
+CGAD_HD inline int q8_model_index(float x, const Q8Model& m) {
+  const std::uint32_t bits = float_to_bits(x);
+  const std::int32_t negative = static_cast<std::int32_t>(bits >> 31);
+  const std::uint32_t magnitude = bits & 0x7FFFFFFFu;
+  if (magnitude > 0x7F800000u) return 0;
+  const std::int32_t clamped = static_cast<std::int32_t>(magnitude < 0x3F800000u ? magnitude : 0x3F800000u);
+  const std::int32_t compared = clamped + negative;
+  std::int32_t groups = 0;
+  for (int g = 0; g < kQ8ModelGroups; ++g) groups += compared > m.boundary[g] ? 1 : 0;
+  const std::int32_t most = negative != 0 ? m.negative_groups : kQ8ModelGroups;
+  groups = groups < most ? groups : most;
+  const int g = (groups - 1) & (kQ8ModelGroups - 1);
+  if (negative != 0 && clamped == m.boundary[g]) return -1;
+  const float pos = bits_to_float(static_cast<std::uint32_t>(clamped)) * m.k[g] - m.c[g];
+  if (fabsf(pos - rintf(pos)) < kQ8ModelNearness) return -1;
+  std::int32_t internal = static_cast<std::int32_t>(floorf(pos));
+  internal = internal < 0 ? 0 : (internal > m.max_internal[g] ? m.max_internal[g] : internal);
+  const std::int32_t below = groups == 0 ? 0 : m.base[g] + internal;
+  return negative != 0 ? m.zero_index - below : m.zero_index + below;
+}
+
+// q8_nearest's index through the line model where the map has one and it decides, by the bucket search otherwise.
+CGAD_HD inline std::uint8_t q8_nearest_fast(float x, const Q8Map& map) {
+  const int index = map.has_model != 0 ? q8_model_index(x, map.model) : -1;
+  return index >= 0 ? static_cast<std::uint8_t>(index) : q8_nearest(x, map);
 }
 
 // `random`'s top 24 bits are the uniform variate.
