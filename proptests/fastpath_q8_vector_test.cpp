@@ -8,6 +8,7 @@
 // map and of its negation, where a decision could go wrong; fastpath_q8_vector_long_test (label long,
 // CGAD_Q8_VECTOR_LONG defined) encodes every one of the 2^32 binary32 patterns for each map, split over the
 // hardware threads. The decoder is checked on all 256 codes with absmax values across the whole float range.
+#include "cgad/fastpath/block_step.hpp"
 #include "cgad/fastpath/cpu_isa.hpp"
 #include "cgad/fastpath/q8_maps.hpp"
 #include "cgad/fastpath/q8_vector.hpp"
@@ -158,6 +159,24 @@ TEST(FastpathQ8Vector, DecoderEqualsQ8DequantizeOnEveryCode) {
               << name_of(c) << " " << to_string(isa) << std::hexfloat << " code " << k << " absmax " << absmax;
         }
       }
+    }
+  }
+}
+
+TEST(FastpathQ8Vector, BnbSignFixOfABlockEqualsBnbSignFixForEveryCodeAndValueClass) {
+  const Q8Map& map = dynamic_map(Q8MapKind::signed_map, Q8Semantics::bnb);
+  ASSERT_EQ(map.has_model, 1);
+  const float values[] = {0.0f, -0.0f, 0x1p-149f, -0x1p-149f, 1e-30f, -1e-30f, 0.5f, -0.5f, 1.0f, -1.0f,
+                          std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                          std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::quiet_NaN()};
+  for (float value : values) {
+    std::vector<std::uint8_t> codes(kQ8Codes);
+    std::vector<float> block(kQ8Codes, value);
+    for (int k = 0; k < kQ8Codes; ++k) codes[static_cast<std::size_t>(k)] = static_cast<std::uint8_t>(k);
+    bnb_sign_fix_block(codes.data(), block.data(), codes.size(), map);
+    for (int k = 0; k < kQ8Codes; ++k) {
+      EXPECT_EQ(codes[static_cast<std::size_t>(k)], bnb_sign_fix(static_cast<std::uint8_t>(k), value, map))
+          << std::hexfloat << "code " << k << " value " << value;
     }
   }
 }

@@ -61,7 +61,11 @@ inline void quantize_block(const StepArgs& a, int moment, const float* fresh, fl
     }
     q8_encode_nearest(normalized, count, *view.map, codes, Isa);
     if (F::bnb(a) && moment == 0) {
-      for (std::uint64_t j = 0; j < count; ++j) codes[j] = bnb_sign_fix(codes[j], fresh[j], *view.map);
+      if (view.map->has_model != 0) {
+        bnb_sign_fix_block(codes, fresh, count, *view.map);
+      } else {
+        for (std::uint64_t j = 0; j < count; ++j) codes[j] = bnb_sign_fix(codes[j], fresh[j], *view.map);
+      }
     }
   }
   std::memcpy(out, codes, count);

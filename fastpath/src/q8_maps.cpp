@@ -83,6 +83,7 @@ void fill_model(Q8Map& map) {
     return std::nextafter(-map.threshold[zero - 1 - r], -std::numeric_limits<float>::infinity());
   };
   const auto bits = [](float x) { return static_cast<std::int32_t>(std::bit_cast<std::uint32_t>(x)); };
+  if (static_cast<std::uint32_t>(bits(positive(first[0]))) <= kQ8ModelLowBits) return;  // the clamp must change nothing
   Q8Model& model = map.model;
   model.zero_index = zero;
   model.negative_groups = is_signed ? groups - 1 : 0;

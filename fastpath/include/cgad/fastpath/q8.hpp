@@ -34,7 +34,10 @@
 // at position ≤ j + δ/4 lies below |x| and every one at ≥ j + 1 − δ/4 above it. The negative side compares with
 // ≤ (mirrored thresholds), i.e. with < against their float predecessors, which are the positive boundaries or one
 // float below them: a negative |x| compares as |x| + one float, which differs only where |x| is a boundary. An
-// element closer than δ to an integer (about 2δ = 2^-11 of them) or on a boundary takes the bucket search.
+// element closer than δ to an integer (about 2δ = 2^-11 of them) or on a boundary takes the bucket search. The
+// CPU's vector encoders use the same model, and may differ from q8_model_index only in which elements they send
+// to the search (their near test rounds pos to nearest where this one takes ⌊pos⌋): each is checked exact on
+// its own.
 // proptests/fastpath_q8_vector_test.cpp checks q8_nearest_fast against q8_nearest on every float, every map.
 //
 // Stochastic rounding picks between the two codes c_lo ≤ x ≤ c_hi around x, rounding up with probability
@@ -43,7 +46,6 @@
 // quantization of the probability. Values outside [code[0], code[255]] clamp to the end codes.
 #include "cgad/fastpath/portable.hpp"
 
-#include <cmath>
 #include <cstddef>
 #include <cstdint>
 
@@ -62,6 +64,7 @@ inline constexpr int kQ8BucketSearch = 1;  // thresholds inside one bucket, at m
 
 inline constexpr int kQ8ModelGroups = 8;          // 7 decades of codes, then the code 1 alone
 inline constexpr float kQ8ModelNearness = 0x1p-12f;  // δ
+inline constexpr std::uint32_t kQ8ModelLowBits = 0x30800000u;  // 2^-30: |x| is clamped up to it (q8_model_index)
 
 // The line model of one map (above), built with it (q8_maps.cpp). Tables are indexed by G − 1 and have 8 entries,
 // so that an index −1 (G = 0) wraps to 7 in the CPU's 8-lane permutes; entry 7 (the code 1 alone) has k = 0,
@@ -116,7 +119,10 @@ CGAD_HD inline int q8_model_index(float x, const Q8Model& m) {
   const std::int32_t negative = static_cast<std::int32_t>(bits >> 31);
   const std::uint32_t magnitude = bits & 0x7FFFFFFFu;
   if (magnitude > 0x7F800000u) return 0;
-  const std::int32_t clamped = static_cast<std::int32_t>(magnitude < 0x3F800000u ? magnitude : 0x3F800000u);
+  // |x| clamped to [2^-30, 1]: no threshold lies above 1 or below 2^-30 (the smallest boundary is ~2^-22), so
+  // nothing changes but that pos is never computed from a subnormal (which costs a microcode assist on x86).
+  const std::uint32_t low = kQ8ModelLowBits, high = 0x3F800000u;
+  const std::int32_t clamped = static_cast<std::int32_t>(magnitude < low ? low : (magnitude > high ? high : magnitude));
   const std::int32_t compared = clamped + negative;
   std::int32_t groups = 0;
   for (int g = 0; g < kQ8ModelGroups; ++g) groups += compared > m.boundary[g] ? 1 : 0;
@@ -125,9 +131,12 @@ CGAD_HD inline int q8_model_index(float x, const Q8Model& m) {
   const int g = (groups - 1) & (kQ8ModelGroups - 1);
   if (negative != 0 && clamped == m.boundary[g]) return -1;
   const float pos = bits_to_float(static_cast<std::uint32_t>(clamped)) * m.k[g] - m.c[g];
-  if (fabsf(pos - rintf(pos)) < kQ8ModelNearness) return -1;
-  std::int32_t internal = static_cast<std::int32_t>(floorf(pos));
-  internal = internal < 0 ? 0 : (internal > m.max_internal[g] ? m.max_internal[g] : internal);
+  // ⌊pos⌋ and pos's distance above it without libm (|pos| < 2^8 here): truncate, step down for a negative pos.
+  const std::int32_t truncated = static_cast<std::int32_t>(pos);
+  const std::int32_t floor = truncated - (pos < static_cast<float>(truncated) ? 1 : 0);
+  const float fraction = pos - static_cast<float>(floor);  // in [0, 1]; 1 only where pos + 1 rounded up
+  if (fraction < kQ8ModelNearness || fraction > 1.0f - kQ8ModelNearness) return -1;
+  const std::int32_t internal = floor < 0 ? 0 : (floor > m.max_internal[g] ? m.max_internal[g] : floor);
   const std::int32_t below = groups == 0 ? 0 : m.base[g] + internal;
   return negative != 0 ? m.zero_index - below : m.zero_index + below;
 }
