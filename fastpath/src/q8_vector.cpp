@@ -47,7 +47,7 @@ __attribute__((target("avx2"))) void encode_avx2(const float* x, std::size_t cou
     // |x| clamped to [2^-30, 1] as q8_model_index does, as bits: non-negative floats order as their bit patterns.
     const __m256i clamped = _mm256_max_epi32(_mm256_min_epi32(magnitude, one_bits), low_bits);
     const __m256 y = _mm256_castsi256_ps(clamped);
-    // P < |x| on the positive side, P ≤ |x| (P < |x| + one float) on the negative side (see VectorModel).
+    // P < |x| on the positive side, P ≤ |x| (P < |x| + one float) on the negative side (q8.hpp).
     const __m256i compared = _mm256_add_epi32(clamped, _mm256_and_si256(negative, ones));
     __m256i minus_groups = zeros;  // −G
     for (int g = 0; g < kQ8ModelGroups; ++g) minus_groups = _mm256_add_epi32(minus_groups, _mm256_cmpgt_epi32(compared, boundary[g]));
