@@ -14,7 +14,6 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 
 namespace cgad::fastpath {
@@ -53,10 +52,9 @@ std::uint64_t fingerprint(StepConfig c, unsigned threads) {
 }
 
 TEST(FastpathFingerprint, TheStepsBitsDependOnNeitherThreadsNorIsaAndAreTheRecordedOnes) {
-  const char* before = std::getenv("CGAD_CPU_ISA");
-  const std::string restore = before == nullptr ? "" : before;
+  const CpuIsaEnvironment environment;
   for (CpuIsa isa : supported_cpu_isas()) {
-    setenv("CGAD_CPU_ISA", std::string(to_string(isa)).c_str(), 1);
+    environment.set(std::string(to_string(isa)));
     std::uint64_t total = 0xcbf29ce484222325ull;
     for (auto kind : {ref::OptimizerKind::cgad, ref::OptimizerKind::pa_cgad, ref::OptimizerKind::adam_decay,
                       ref::OptimizerKind::adam, ref::OptimizerKind::nesterov, ref::OptimizerKind::sdm}) {
@@ -70,11 +68,6 @@ TEST(FastpathFingerprint, TheStepsBitsDependOnNeitherThreadsNorIsaAndAreTheRecor
     std::printf("fingerprint under %s: TOTAL %016llx\n", std::string(to_string(isa)).c_str(),
                 static_cast<unsigned long long>(total));
     EXPECT_EQ(total, kRecordedTotal) << "under " << to_string(isa) << std::hex << ": TOTAL " << total;
-  }
-  if (before == nullptr) {
-    unsetenv("CGAD_CPU_ISA");
-  } else {
-    setenv("CGAD_CPU_ISA", restore.c_str(), 1);
   }
 }
 

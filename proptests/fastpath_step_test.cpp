@@ -15,7 +15,6 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <limits>
 
 namespace cgad::fastpath {
@@ -506,19 +505,18 @@ TEST(FastpathStep, PaCgadFragmentStepTouchesOnlyItsOwnBlocks) {
 // CGAD_CPU_ISA picks each ISA the CPU and build can run, and refuses one they cannot (or an unknown name) with an
 // InputError naming the ones they can, before any state exists.
 TEST(FastpathStep, CpuIsaIsChosenByTheEnvironmentAndAnUnrunnableOneIsRefused) {
-  const char* before = std::getenv("CGAD_CPU_ISA");
-  const std::string restore = before == nullptr ? "" : before;
+  const testing::CpuIsaEnvironment environment;
   const std::vector<CpuIsa> isas = supported_cpu_isas();
   ASSERT_FALSE(isas.empty());
   EXPECT_EQ(isas.front(), CpuIsa::generic);
-  unsetenv("CGAD_CPU_ISA");
+  environment.clear();
   EXPECT_EQ(selected_cpu_isa(), isas.back());
   for (CpuIsa isa : isas) {
-    setenv("CGAD_CPU_ISA", std::string(to_string(isa)).c_str(), 1);
+    environment.set(std::string(to_string(isa)));
     EXPECT_EQ(CpuOptimizer(StepConfig{}, 10, 1).isa(), isa);
   }
   for (const char* wrong : {"avx9", "AVX2", " avx2"}) {
-    setenv("CGAD_CPU_ISA", wrong, 1);
+    environment.set(wrong);
     try {
       CpuOptimizer opt(StepConfig{}, 10, 1);
       ADD_FAILURE() << wrong << " was accepted";
@@ -527,13 +525,8 @@ TEST(FastpathStep, CpuIsaIsChosenByTheEnvironmentAndAnUnrunnableOneIsRefused) {
     }
   }
   if (isas.back() != CpuIsa::avx512) {
-    setenv("CGAD_CPU_ISA", "avx512", 1);
+    environment.set("avx512");
     EXPECT_THROW(CpuOptimizer(StepConfig{}, 10, 1), reference::InputError) << "this CPU or build has no AVX-512";
-  }
-  if (before == nullptr) {
-    unsetenv("CGAD_CPU_ISA");
-  } else {
-    setenv("CGAD_CPU_ISA", restore.c_str(), 1);
   }
 }
 

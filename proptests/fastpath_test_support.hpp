@@ -3,12 +3,32 @@
 // snapshots of an optimizer (parameter bits, state bytes, counters) for bit-identity checks.
 #include "cgad/fastpath/fastpath.hpp"
 
+#include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
 namespace cgad::fastpath::testing {
+
+// CGAD_CPU_ISA (cpu_isa.hpp) for the scope of a test: set() or clear() it; the value it had is restored on every
+// exit, an early return of a failed ASSERT included, so that no later test runs under another ISA.
+class CpuIsaEnvironment {
+ public:
+  CpuIsaEnvironment() {
+    if (const char* now = std::getenv(kName)) before_ = now;
+  }
+  ~CpuIsaEnvironment() { before_ ? (void)setenv(kName, before_->c_str(), 1) : (void)unsetenv(kName); }
+  CpuIsaEnvironment(const CpuIsaEnvironment&) = delete;
+  CpuIsaEnvironment& operator=(const CpuIsaEnvironment&) = delete;
+  void set(const std::string& value) const { setenv(kName, value.c_str(), 1); }
+  void clear() const { unsetenv(kName); }
+
+ private:
+  static constexpr const char* kName = "CGAD_CPU_ISA";
+  std::optional<std::string> before_;
+};
 
 inline std::vector<StepConfig> all_format_configs(reference::OptimizerKind kind) {
   std::vector<StepConfig> configs;

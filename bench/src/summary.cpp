@@ -49,6 +49,7 @@ nlohmann::ordered_json run_cpu(std::size_t n, unsigned threads, double min_secon
   CopyWorkload copy(static_cast<std::size_t>(q8.step_bytes), q8.threads);
   const double copy_bytes_per_second = copy.bytes() / measure(copy, min_seconds);
   params_per_second = q8.params_per_second.median;
+  const double step_bytes_per_second = q8.step_bytes * params_per_second / static_cast<double>(n);
   nlohmann::ordered_json out = {
       {"config", "cgad, bf16 params, q8 state, nearest"},
       {"isa", fastpath::to_string(q8.isa)},
@@ -57,9 +58,9 @@ nlohmann::ordered_json run_cpu(std::size_t n, unsigned threads, double min_secon
       {"params_per_second", params_per_second},
       {"roofline_ratio", spread_json(q8.ratio)},
       {"roofline_bytes_per_second", q8.twin_bytes_per_second},
-      {"step_bytes_per_second", q8.step_bytes * params_per_second / static_cast<double>(n)},
+      {"step_bytes_per_second", step_bytes_per_second},
       {"copy_bytes_per_second", copy_bytes_per_second},
-      {"copy_ratio", q8.step_bytes * params_per_second / static_cast<double>(n) / copy_bytes_per_second}};
+      {"copy_ratio", step_bytes_per_second / copy_bytes_per_second}};
   nlohmann::ordered_json formats = nlohmann::ordered_json::array();
   for (const auto& [params, state] : {std::pair{fastpath::ParamFormat::bf16, fastpath::StateFormat::fp32},
                                       std::pair{fastpath::ParamFormat::fp32, fastpath::StateFormat::fp32},
