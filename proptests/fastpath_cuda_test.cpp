@@ -1,14 +1,18 @@
-// CUDA backend against the CPU backend: the same bits for every optimizer, format and rounding, over sizes
-// around the block, with a NaN event and a zero-gate event in the stream. Skips, saying why, where this
-// process sees no CUDA device (or the build has no CUDA backend).
+// CUDA backend against the CPU backend: the same bits and reports for every optimizer, format and rounding, over
+// sizes around the block, with a NaN event and a zero-gate event in the stream; PA-CGAD's fragments, a caller's
+// stream, two streams, a captured CUDA graph replayed, state files, and a device fault. Skips, saying why, where
+// this process sees no CUDA device (or the build has no CUDA backend).
 #include "fastpath_test_support.hpp"
 
 #include "cgad/fastpath/cuda_optimizer.hpp"
 
 #include <gtest/gtest.h>
 
+#include <bit>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <stdexcept>
 #include <limits>
 #include <string>
 #include <vector>
@@ -62,6 +66,15 @@ std::vector<unsigned char> host_state_bytes(const HostState& s) {
   return out;
 }
 
+// The whole report: the schedule (σ, τ_eff) and the refusals are decided on the device.
+void expect_same_report(const StepReport& got, const StepReport& want, const std::string& where) {
+  EXPECT_EQ(got.applied, want.applied) << where;
+  EXPECT_EQ(got.reason, want.reason) << where;
+  EXPECT_EQ(got.nonfinite_index, want.nonfinite_index) << where;
+  EXPECT_EQ(got.tau_effective, want.tau_effective) << where;
+  EXPECT_EQ(std::bit_cast<std::uint32_t>(got.sigma), std::bit_cast<std::uint32_t>(want.sigma)) << where;
+}
+
 TEST(FastpathCuda, BitIdenticalToTheCpuBackend) {
   if (!cuda_device_available()) GTEST_SKIP() << "CUDA-vs-CPU bit identity not checked: " << cuda_unavailable_reason();
   for (const auto kind : {reference::OptimizerKind::cgad, reference::OptimizerKind::adam_decay,
@@ -87,9 +100,8 @@ TEST(FastpathCuda, BitIdenticalToTheCpuBackend) {
           } else {
             gpu.step(static_cast<bf16*>(device_params), n, device_grad, n, taus[e], 0, nullptr);
           }
-          const StepReport got = gpu.report();
-          EXPECT_EQ(got.applied, want.applied) << describe(config) << " n=" << n << " event " << e;
-          EXPECT_EQ(got.reason, want.reason) << describe(config) << " n=" << n << " event " << e;
+          expect_same_report(gpu.report(), want, describe(config) + " n=" + std::to_string(n) + " event " +
+                                                     std::to_string(e));
           cudaFree(device_grad);
         }
         Params back = params;
@@ -118,7 +130,7 @@ struct Event {
 void expect_same_as_cpu(const StepConfig& config, const std::vector<std::size_t>& tensors,
                         const std::vector<Event>& events, cudaStream_t stream, const std::string& what) {
   CpuOptimizer cpu(config, tensors, 4);
-  CudaOptimizer gpu(config, tensors);
+  CudaOptimizer gpu(config, tensors, stream);
   const std::size_t n = cpu.parameters();
   Params params(config, random_vector(n, 21));
   void* device_params = config.params == ParamFormat::fp32 ? static_cast<void*>(to_device(params.fp32))
@@ -133,12 +145,12 @@ void expect_same_as_cpu(const StepConfig& config, const std::vector<std::size_t>
     } else {
       gpu.step(static_cast<bf16*>(device_params), n, device_grad, grad.size(), event.tau, event.fragment, stream);
     }
-    const StepReport got = gpu.report();  // waits for the step, so the gradient can be freed
-    EXPECT_EQ(got.applied, want.applied) << what << " event " << e;
-    EXPECT_EQ(got.reason, want.reason) << what << " event " << e;
+    // On the legacy default stream: ordered after the step on `stream` all the same (cuda_optimizer.hpp). It waits
+    // for the step, so the gradient can be freed.
+    expect_same_report(gpu.report(), want, what + " event " + std::to_string(e));
     cudaFree(device_grad);
     cpu.advance_round();
-    gpu.advance_round();
+    gpu.advance_round(stream);
   }
   Params back = params;
   if (config.params == ParamFormat::fp32) {
@@ -213,6 +225,167 @@ TEST(FastpathCuda, GridStridePastTwoToTheTwentyFourIsBitIdentical) {
     expect_same_as_cpu(configs[index], {(std::size_t{1} << 24) + 257}, {{0, 0}, {0, 2}}, nullptr,
                        describe(configs[index]) + " n=2^24+257");
   }
+}
+
+// Device parameters of `config`'s format, and their bytes back on the host.
+struct DeviceParams {
+  DeviceParams(const StepConfig& config, const Params& host)
+      : fp32(config.params == ParamFormat::fp32),
+        data(fp32 ? static_cast<void*>(to_device(host.fp32)) : static_cast<void*>(to_device(host.half))),
+        n(fp32 ? host.fp32.size() : host.half.size()) {}
+  ~DeviceParams() { cudaFree(data); }
+  DeviceParams(const DeviceParams&) = delete;
+  DeviceParams& operator=(const DeviceParams&) = delete;
+  void step(CudaOptimizer& gpu, const float* grad, std::size_t grad_size, std::int64_t tau, std::size_t fragment,
+            cudaStream_t stream) const {
+    if (fp32) {
+      gpu.step(static_cast<float*>(data), n, grad, grad_size, tau, fragment, stream);
+    } else {
+      gpu.step(static_cast<bf16*>(data), n, grad, grad_size, tau, fragment, stream);
+    }
+  }
+  Params back(const Params& like) const {
+    Params out = like;
+    if (fp32) {
+      out.fp32 = to_host(static_cast<float*>(data), n);
+    } else {
+      out.half = to_host(static_cast<bf16*>(data), n);
+    }
+    return out;
+  }
+  bool fp32;
+  void* data;
+  std::size_t n;
+};
+
+// One round of events (every fragment once, then advance_round) captured into a CUDA graph and the graph launched
+// three times: the counters advance on the device at each replay, so the result is three rounds of uncaptured
+// steps on the CPU backend, bit for bit, counters included.
+TEST(FastpathCuda, CapturedGraphReplayedThreeTimesIsBitIdentical) {
+  if (!cuda_device_available()) GTEST_SKIP() << "CUDA graph capture not checked: " << cuda_unavailable_reason();
+  std::vector<StepConfig> configs;
+  for (const auto kind : {reference::OptimizerKind::cgad, reference::OptimizerKind::nesterov}) {
+    for (const StepConfig& config : all_format_configs(kind)) configs.push_back(config);
+  }
+  for (StepConfig config : all_format_configs(reference::OptimizerKind::pa_cgad)) {
+    config.fragments = 3;
+    configs.push_back(config);
+  }
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  for (const StepConfig& config : configs) {
+    const std::string what = describe(config) + " P=" + std::to_string(config.fragments);
+    const std::size_t n = 3 * 256 + 41;
+    CpuOptimizer cpu(config, n, 2);
+    CudaOptimizer gpu(config, n, stream);
+    Params params(config, random_vector(n, 51));
+    const DeviceParams device(config, params);
+    std::vector<std::vector<float>> grads;
+    std::vector<float*> device_grads;
+    for (std::size_t f = 0; f < config.fragments; ++f) {
+      grads.push_back(random_vector(cpu.planner().fragment_size(f), 60 + static_cast<std::uint32_t>(f)));
+      device_grads.push_back(to_device(grads.back()));
+    }
+    StepReport want;
+    for (int round = 0; round < 3; ++round) {
+      for (std::size_t f = 0; f < config.fragments; ++f) want = params.step(cpu, grads[f], 1, f);
+      cpu.advance_round();
+    }
+    cudaGraph_t graph = nullptr;
+    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+    for (std::size_t f = 0; f < config.fragments; ++f) {
+      device.step(gpu, device_grads[f], grads[f].size(), 1, f, stream);
+    }
+    gpu.advance_round(stream);
+    ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess) << what;
+    cudaGraphExec_t exec = nullptr;
+    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess) << what;
+    for (int replay = 0; replay < 3; ++replay) ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess) << what;
+    expect_same_report(gpu.report(stream), want, what + " last replay");
+    ASSERT_EQ(device.back(params).bytes(), params.bytes()) << what << ": parameters differ";
+    ASSERT_EQ(host_state_bytes(gpu.download(stream)), host_state_bytes(cpu.state())) << what << ": state differs";
+    const auto got_counters = gpu.counters(stream), want_counters = cpu.counters();
+    ASSERT_EQ(got_counters.size(), want_counters.size()) << what;
+    for (std::size_t c = 0; c < got_counters.size(); ++c) {
+      EXPECT_EQ(got_counters[c].values, want_counters[c].values) << what << " counter " << got_counters[c].name;
+    }
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    for (float* g : device_grads) cudaFree(g);
+  }
+  cudaStreamDestroy(stream);
+}
+
+// Calls that wait for the device cannot be captured: refused with InputError, and the capture stays valid.
+TEST(FastpathCuda, ReadsInsideACaptureAreRefused) {
+  if (!cuda_device_available()) GTEST_SKIP() << "CUDA capture refusals not checked: " << cuda_unavailable_reason();
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  CudaOptimizer gpu(StepConfig{}, 300, stream);
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+  EXPECT_THROW(gpu.report(stream), reference::InputError);
+  EXPECT_THROW(gpu.download(stream), reference::InputError);
+  EXPECT_THROW(gpu.counters(stream), reference::InputError);
+  EXPECT_THROW(CudaOptimizer(StepConfig{}, 10, stream), reference::InputError);
+  cudaGraph_t graph = nullptr;
+  EXPECT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  if (graph != nullptr) cudaGraphDestroy(graph);
+  EXPECT_NO_THROW(gpu.report(stream));
+  cudaStreamDestroy(stream);
+}
+
+// Steps alternating between two non-blocking streams (which do not order each other) over 2^22 parameters, read on
+// the legacy stream: each call waits on the device for the optimizer's previous one, so the result is the CPU's.
+TEST(FastpathCuda, StepsOnTwoStreamsAreOrdered) {
+  if (!cuda_device_available()) GTEST_SKIP() << "CUDA stream ordering not checked: " << cuda_unavailable_reason();
+  cudaStream_t streams[2] = {nullptr, nullptr};
+  for (auto& s : streams) ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  const StepConfig config = all_format_configs(reference::OptimizerKind::cgad)[10];  // bf16 params, q8 state
+  const std::size_t n = std::size_t{1} << 22;
+  CpuOptimizer cpu(config, n, 2);
+  CudaOptimizer gpu(config, n, streams[1]);
+  Params params(config, random_vector(n, 70));
+  const DeviceParams device(config, params);
+  std::vector<float*> device_grads;
+  for (int e = 0; e < 4; ++e) {
+    const auto grad = random_vector(n, 71 + static_cast<std::uint32_t>(e));
+    params.step(cpu, grad, e);
+    device_grads.push_back(to_device(grad));
+    device.step(gpu, device_grads.back(), n, e, 0, streams[e % 2]);
+  }
+  ASSERT_EQ(host_state_bytes(gpu.download()), host_state_bytes(cpu.state()));
+  ASSERT_EQ(device.back(params).bytes(), params.bytes());
+  for (float* g : device_grads) cudaFree(g);
+  for (auto& s : streams) cudaStreamDestroy(s);
+}
+
+// A kernel fault (here: the pseudo-gradient at an address in the never-mapped first page) makes the optimizer unusable with
+// a message saying so at the next call and every call after, instead of a misleading error one step later. A
+// fault corrupts the process's CUDA context, so it runs in a child process (a re-executed test binary).
+TEST(FastpathCuda, AFaultMakesTheOptimizerUnusable) {
+  if (!cuda_device_available()) GTEST_SKIP() << "CUDA fault latching not checked: " << cuda_unavailable_reason();
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const auto child = [] {
+    const StepConfig config = all_format_configs(reference::OptimizerKind::cgad)[0];
+    const std::size_t n = 1 << 16;
+    CudaOptimizer gpu(config, n);
+    Params params(config, random_vector(n, 90));
+    const DeviceParams device(config, params);
+    const auto* nowhere = reinterpret_cast<const float*>(std::uintptr_t{64});  // in the never-mapped first page
+    device.step(gpu, nowhere, n, 0, 0, nullptr);
+    for (int call = 0; call < 2; ++call) {
+      try {
+        gpu.report();
+        std::fprintf(stderr, "call %d after the fault did not throw\n", call);
+        std::exit(1);
+      } catch (const std::runtime_error& e) {
+        std::fprintf(stderr, "call %d: %s\n", call, e.what());
+        if (std::string(e.what()).find("unusable") == std::string::npos) std::exit(1);
+      }
+    }
+    std::exit(0);
+  };
+  EXPECT_EXIT(child(), ::testing::ExitedWithCode(0), "call 1: this CUDA optimizer is unusable");
 }
 
 // A state saved by one backend loads into the other bit for bit (one file format).

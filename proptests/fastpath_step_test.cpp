@@ -364,7 +364,7 @@ std::vector<unsigned char> emulate_kernel_steps(const StepConfig& config, const 
     const std::size_t f = events[e].fragment;
     const auto grad = event_grad(planner, events[e], e);
     StepPlanner::Plan plan = planner.plan(n, grad.size(), events[e].tau, f);
-    EXPECT_TRUE(plan.report.applied);
+    EXPECT_TRUE(plan.scheduled.applied);
     state.bind(plan);
     StepArgs& step = plan.args;
     step.grad = grad.data();
@@ -395,7 +395,7 @@ std::vector<unsigned char> emulate_kernel_steps(const StepConfig& config, const 
         for (auto& thread : threads) thread.store_codes(a, k, absmax);
       }
     }
-    planner.commit(plan);
+    planner.commit(plan, StepOutcome::applied);
     planner.advance_round();
   }
   std::vector<unsigned char> out = params.bytes();

@@ -30,6 +30,10 @@ void validate(const StepConfig& config) {
                                 std::to_string(config.fragments) +
                                 ", tau_cut = " + reference::show(config.tau_cut));
   }
+  if (config.optimizer == OptimizerKind::pa_cgad && !(config.tau_cut <= kMaxPaCgadTauCut)) {
+    throw reference::InputError("the fast path's pa-cgad takes tau_cut <= 2^20 outer rounds (it tabulates sigma over "
+                                "the ages below tau_cut); got " + reference::show(config.tau_cut));
+  }
   if (config.q8_semantics == Q8Semantics::bnb) {
     if (!reference::is_adam_family(config.optimizer)) {
       throw reference::InputError("q8 semantics bnb is bitsandbytes' Adam; " +

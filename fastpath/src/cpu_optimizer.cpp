@@ -125,7 +125,9 @@ StepReport CpuOptimizer::step(std::span<bf16* const> params, std::span<const flo
 
 StepReport CpuOptimizer::preview(std::span<const float* const> grads, std::int64_t tau, std::size_t fragment) {
   const Operands o = table(grads, fragment);
-  return scan(o, planner_.plan(parameters(), table_grad_size(fragment), tau, fragment), tau);
+  const StepPlanner::Plan plan = planner_.plan(parameters(), table_grad_size(fragment), tau, fragment);
+  const auto [outcome, index] = scan(o, plan);
+  return StepPlanner::report_of(plan.event, plan.scheduled, outcome, index);
 }
 
 CpuOptimizer::Operands CpuOptimizer::contiguous(std::span<float* const> fp32, std::span<bf16* const> half,
@@ -156,14 +158,13 @@ CpuOptimizer::Operands CpuOptimizer::table(std::span<const float* const> grads, 
   return o;
 }
 
-StepReport CpuOptimizer::scan(const Operands& operands, const StepPlanner::Plan& plan, std::int64_t tau) {
-  // One scan finds the first NaN/Inf and the first overflowing element. The order of the reports is the
-  // reference's: a NaN/Inf event is reported as such even when the gate would have skipped it; then a zero-gate
-  // skip (which still synchronizes the fragment); then an overflow.
+std::pair<StepOutcome, std::uint64_t> CpuOptimizer::scan(const Operands& operands, const StepPlanner::Plan& plan) {
+  // One scan finds the first NaN/Inf and the first overflowing element; outcome_of (step_schedule.hpp) orders
+  // them as the reference reports them.
   constexpr std::uint64_t kNone = std::numeric_limits<std::uint64_t>::max();
   // The overflow rule of every optimizer (the Adam family's, and since issue 16 Nesterov's and SDM's, whose σ is
   // 1 or 1/(1 + τ)); σ = 0 where the event is not applied, so that only NaN/Inf is looked for.
-  const float sigma = plan.report.applied ? plan.report.sigma : 0.0f;
+  const float sigma = plan.scheduled.applied ? plan.scheduled.sigma : 0.0f;
   std::atomic<std::uint64_t> first_nonfinite{kNone}, first_overflow{kNone};
   const auto lower_to = [](std::atomic<std::uint64_t>& first, std::uint64_t i) {
     std::uint64_t seen = first.load();
@@ -188,30 +189,18 @@ StepReport CpuOptimizer::scan(const Operands& operands, const StepPlanner::Plan&
       }
     }
   });
-  if (first_nonfinite.load() != kNone) {
-    StepReport report;
-    report.applied = false;
-    report.reason = reference::SkipReason::nonfinite_gradient;
-    report.nonfinite_index = first_nonfinite.load();
-    report.tau_effective = tau;  // as the reference: such an event never reaches the gate
-    report.sigma = 0.0f;
-    return report;
-  }
-  StepReport report = plan.report;
-  if (report.applied && first_overflow.load() != kNone) {
-    report.applied = false;
-    report.reason = reference::SkipReason::overflowing_gradient;
-    report.nonfinite_index = first_overflow.load();
-  }
-  return report;
+  const std::uint64_t nonfinite = first_nonfinite.load(), overflow = first_overflow.load();
+  const StepOutcome outcome = outcome_of(plan.scheduled, nonfinite != kNone, overflow != kNone);
+  return {outcome, outcome == StepOutcome::nonfinite ? nonfinite : overflow};
 }
 
 StepReport CpuOptimizer::run(const Operands& operands, std::size_t params_size, std::size_t grad_size,
                              std::int64_t tau, std::size_t fragment) {
   StepPlanner::Plan plan = planner_.plan(params_size, grad_size, tau, fragment);
-  const StepReport report = scan(operands, plan, tau);
-  if (!report.applied) {
-    if (report.reason == reference::SkipReason::zero_gate) planner_.commit_zero_gate_skip(plan);
+  const auto [outcome, index] = scan(operands, plan);
+  const StepReport report = StepPlanner::report_of(plan.event, plan.scheduled, outcome, index);
+  if (outcome != StepOutcome::applied) {
+    planner_.commit(plan, outcome);
     return report;
   }
 
@@ -238,7 +227,7 @@ StepReport CpuOptimizer::run(const Operands& operands, std::size_t params_size, 
       (c.fp32_state != 0 ? step_fallback : step_q8_or_only)(a);
     }
   });
-  planner_.commit(plan);
+  planner_.commit(plan, outcome);
   return report;
 }
 

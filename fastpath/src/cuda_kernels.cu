@@ -1,8 +1,9 @@
-// The fused CUDA step (DESIGN.md §5), in CUB's layering: block_step.hpp's per-element functions (the CPU backend's)
+// The CUDA step (DESIGN.md §5), in CUB's layering: block_step.hpp's per-element functions (the CPU backend's)
 // → the agent (agent/step_agent.hpp: every operand of a full, aligned chunk moved with vector width, a guarded
-// striped path otherwise) → this kernel, one CUDA block of TilePolicy::threads per chunk (a chunk never crosses a
-// tensor or fragment boundary), grid-stride over the chunks → the launch functions the host calls on the caller's
-// stream. Formats are read at run time (RuntimeFormats), uniformly across the block.
+// striped path otherwise) → the fused kernel, one CUDA block of TilePolicy::threads per chunk (a chunk never crosses
+// a tensor or fragment boundary), grid-stride over the chunks → the launch functions the host calls on the caller's
+// stream. Formats are read at run time (RuntimeFormats), uniformly across the block. The schedule and commit
+// kernels run step_schedule.hpp's functions, the CPU backend's, on the counters in device memory.
 #include "cuda_kernels.hpp"
 
 #include "cgad/fastpath/agent/step_agent.hpp"
@@ -27,11 +28,31 @@ struct IndexMinOp {
   __device__ unsigned long long operator()(unsigned long long a, unsigned long long b) const { return b < a ? b : a; }
 };
 
+__global__ void schedule_kernel(ScheduleConstants constants, CounterView counters, StepEvent event,
+                                StepRecord* record) {
+  const CounterValues values{counters.t, counters.last_sync, *counters.round, *counters.steps};
+  record->event = event;
+  record->scheduled = schedule_step(constants, values, event);
+  record->first_refused[0] = record->first_refused[1] = kNoRefusal;
+}
+
+__global__ void commit_kernel(ScheduleConstants constants, CounterView counters, StepRecord* record) {
+  const StepOutcome outcome = outcome_of(record->scheduled, record->first_refused[0] != kNoRefusal,
+                                         record->first_refused[1] != kNoRefusal);
+  record->outcome = outcome;
+  commit_step(constants, counters, record->event.fragment, outcome);
+}
+
+__global__ void advance_round_kernel(std::int64_t* round) { *round += 1; }
+
 // Each thread keeps the first NaN/Inf and the first overflowing index it sees, the block reduces them, and one
 // atomicMin per block and kind publishes them: a Δ that is NaN everywhere costs one atomic per block, not one per
 // element serialized on the same address.
-__global__ void __launch_bounds__(kScanThreads)
-    refusal_scan_kernel(const float* grad, std::uint64_t n, float sigma, unsigned long long* first) {
+__global__ void __launch_bounds__(kScanThreads) refusal_scan_kernel(const float* grad, std::uint64_t n,
+                                                                     StepRecord* record) {
+  // σ = 0 where the event is not applied, so that only NaN/Inf is looked for (cpu_optimizer.cpp's scan).
+  const float sigma = record->scheduled.applied ? record->scheduled.sigma : 0.0f;
+  unsigned long long* first = record->first_refused;
   using Reduce = cub::BlockReduce<unsigned long long, kScanThreads>;
   __shared__ typename Reduce::TempStorage reduce;
   unsigned long long found[2] = {kNoRefusal, kNoRefusal};
@@ -54,13 +75,15 @@ __global__ void __launch_bounds__(kScanThreads)
 }
 
 __global__ void __launch_bounds__(TilePolicy::threads)
-    fused_step_kernel(StepArgs step, const StepChunk* chunks, std::uint64_t chunk_count,
-                      const unsigned long long* first_refused) {
+    fused_step_kernel(StepArgs step, const StepChunk* chunks, std::uint64_t chunk_count, const StepRecord* record) {
   using Reduce = cub::BlockReduce<float, TilePolicy::threads>;
   __shared__ typename Reduce::TempStorage reduce;
   __shared__ float shared_absmax;
-  // The same for every block: a refused step changes nothing.
-  if (first_refused[0] != kNoRefusal || first_refused[1] != kNoRefusal) return;
+  // The same for every block: a skipped or refused step changes nothing.
+  if (!record->scheduled.applied || record->first_refused[0] != kNoRefusal || record->first_refused[1] != kNoRefusal) {
+    return;
+  }
+  apply_schedule(step, record->scheduled);
   for (std::uint64_t c = blockIdx.x; c < chunk_count; c += gridDim.x) {
     const StepArgs a = chunk_args(step, chunks[c]);
     float old[2];
@@ -89,19 +112,34 @@ unsigned grid_for(std::uint64_t blocks) {
 
 }  // namespace
 
-cudaError_t launch_refusal_scan(const float* grad, std::uint64_t n, float sigma, unsigned long long* first_refused,
-                                cudaStream_t stream) {
+cudaError_t launch_schedule(const ScheduleConstants& constants, const CounterView& counters, const StepEvent& event,
+                            StepRecord* record, cudaStream_t stream) {
+  schedule_kernel<<<1, 1, 0, stream>>>(constants, counters, event, record);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_refusal_scan(const float* grad, std::uint64_t n, StepRecord* record, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   const unsigned grid = grid_for((n + kScanThreads - 1) / kScanThreads);
-  refusal_scan_kernel<<<grid, kScanThreads, 0, stream>>>(grad, n, sigma, first_refused);
+  refusal_scan_kernel<<<grid, kScanThreads, 0, stream>>>(grad, n, record);
   return cudaGetLastError();
 }
 
 cudaError_t launch_fused_step(const StepArgs& args, const StepChunk* chunks, std::uint64_t chunk_count,
-                              const unsigned long long* first_refused, cudaStream_t stream) {
+                              const StepRecord* record, cudaStream_t stream) {
   if (chunk_count == 0) return cudaSuccess;
-  fused_step_kernel<<<grid_for(chunk_count), TilePolicy::threads, 0, stream>>>(args, chunks, chunk_count,
-                                                                               first_refused);
+  fused_step_kernel<<<grid_for(chunk_count), TilePolicy::threads, 0, stream>>>(args, chunks, chunk_count, record);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_commit(const ScheduleConstants& constants, const CounterView& counters, StepRecord* record,
+                          cudaStream_t stream) {
+  commit_kernel<<<1, 1, 0, stream>>>(constants, counters, record);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_advance_round(std::int64_t* round, cudaStream_t stream) {
+  advance_round_kernel<<<1, 1, 0, stream>>>(round);
   return cudaGetLastError();
 }
 

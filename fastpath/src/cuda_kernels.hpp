@@ -1,6 +1,13 @@
 #pragma once
-// The two kernels of a CUDA step, behind plain launch functions so the host code compiles with g++.
+// The kernels of a CUDA step, behind plain launch functions so the host code compiles with g++. A step is four
+// launches on one stream, none of which waits on the host (so a step can be captured in a CUDA graph):
+//   schedule  (one thread): step_schedule.hpp's schedule_step on the device's counters → record.scheduled;
+//             record.first_refused reset;
+//   scan      (grid): the first NaN/Inf and the first overflowing element of Δ → record.first_refused;
+//   fused step (grid): the update, skipped entirely unless the schedule applies and nothing was refused;
+//   commit    (one thread): the outcome (outcome_of) → record.outcome, and commit_step on the counters.
 #include "cgad/fastpath/block_step.hpp"
+#include "cgad/fastpath/step_schedule.hpp"
 
 #include <cuda_runtime_api.h>
 
@@ -10,13 +17,23 @@ namespace cgad::fastpath::cuda {
 
 inline constexpr unsigned long long kNoRefusal = ~0ull;
 
-// first_refused[0] = min(itself, index of every NaN/Inf in grad[0, n)); first_refused[1] = the same for every
-// finite element the overflow rule refuses (refuses_event, element_update.hpp). The caller sets both to
-// kNoRefusal first.
-cudaError_t launch_refusal_scan(const float* grad, std::uint64_t n, float sigma, unsigned long long* first_refused,
-                                cudaStream_t stream);
-// The fused step over the fragment's chunks (device memory), skipped entirely when either refusal was found.
+// The latest step, in device memory. first_refused[0]: the smallest index of a NaN/Inf in Δ; [1]: of a finite
+// element the overflow rule refuses (refuses_event, element_update.hpp); kNoRefusal where there is none.
+struct StepRecord {
+  StepEvent event;
+  ScheduledStep scheduled;
+  unsigned long long first_refused[2];
+  StepOutcome outcome;
+};
+
+cudaError_t launch_schedule(const ScheduleConstants& constants, const CounterView& counters, const StepEvent& event,
+                            StepRecord* record, cudaStream_t stream);
+cudaError_t launch_refusal_scan(const float* grad, std::uint64_t n, StepRecord* record, cudaStream_t stream);
 cudaError_t launch_fused_step(const StepArgs& args, const StepChunk* chunks, std::uint64_t chunk_count,
-                              const unsigned long long* first_refused, cudaStream_t stream);
+                              const StepRecord* record, cudaStream_t stream);
+cudaError_t launch_commit(const ScheduleConstants& constants, const CounterView& counters, StepRecord* record,
+                          cudaStream_t stream);
+// ++round on the device (PA-CGAD's ages).
+cudaError_t launch_advance_round(std::int64_t* round, cudaStream_t stream);
 
 }  // namespace cgad::fastpath::cuda

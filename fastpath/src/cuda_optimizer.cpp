@@ -10,12 +10,10 @@
 
 #include <cuda_runtime_api.h>
 
-#include <algorithm>
-#include <optional>
 #include <stdexcept>
+#include <string>
 
 namespace cgad::fastpath {
-using detail::check;
 using detail::DeviceBuffer;
 
 bool cuda_device_available() { return cuda_unavailable_reason().empty(); }
@@ -28,6 +26,33 @@ std::string cuda_unavailable_reason() {
   return {};
 }
 
+namespace {
+
+// The device's counters are one int64 array: t[P], last_sync[P], round, steps (the count's bits).
+std::vector<std::int64_t> pack(const StepPlanner::Counters& c) {
+  std::vector<std::int64_t> out(c.t);
+  out.insert(out.end(), c.last_sync.begin(), c.last_sync.end());
+  out.push_back(c.round);
+  out.push_back(static_cast<std::int64_t>(c.steps));
+  return out;
+}
+StepPlanner::Counters unpack(const std::vector<std::int64_t>& packed, std::size_t fragments) {
+  StepPlanner::Counters c;
+  c.t.assign(packed.begin(), packed.begin() + static_cast<std::ptrdiff_t>(fragments));
+  c.last_sync.assign(packed.begin() + static_cast<std::ptrdiff_t>(fragments),
+                     packed.begin() + static_cast<std::ptrdiff_t>(2 * fragments));
+  c.round = packed[2 * fragments];
+  c.steps = static_cast<std::uint64_t>(packed[2 * fragments + 1]);
+  return c;
+}
+
+bool capturing(cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  return cudaStreamIsCapturing(stream, &status) == cudaSuccess && status != cudaStreamCaptureStatusNone;
+}
+
+}  // namespace
+
 struct CudaOptimizer::Impl {
   StepPlanner planner;
   StateFormat format;
@@ -38,72 +63,126 @@ struct CudaOptimizer::Impl {
   DeviceBuffer<float> absmax[2];
   DeviceBuffer<Q8Map> maps{2};
   DeviceBuffer<StepChunk> chunks;
-  DeviceBuffer<unsigned long long> first_refused{2};  // first NaN/Inf, first overflowing element
-  unsigned long long* host_first_refused = nullptr;  // pinned (2), written by an async copy after each step
-  cudaEvent_t done = nullptr;
-  std::optional<StepPlanner::Plan> pending;
-  std::int64_t pending_tau = 0;
-  StepReport last_report;
+  DeviceBuffer<float> age_sigma;
+  DeviceBuffer<std::int64_t> counters;
+  DeviceBuffer<cuda::StepRecord> record{1};
+  ScheduleConstants constants;  // age_sigma in device memory
+  bool stepped = false;         // record holds a step
+  // Every call orders itself after the optimizer's previous work, whichever stream that ran on: `last` is recorded
+  // after each call's work (outside a stream capture) and a call on another stream waits for it on the device.
+  cudaEvent_t last = nullptr;
+  cudaStream_t last_stream = nullptr;
+  // Set by the first failed CUDA call: from then on every call refuses with it (the device state is lost).
+  std::string fault;
 
-  Impl(const StepConfig& config, std::vector<std::size_t> tensor_sizes)
+  Impl(const StepConfig& config, std::vector<std::size_t> tensor_sizes, cudaStream_t stream)
       : planner(config, std::move(tensor_sizes)), format(config.state), moments(planner.moments()) {
-    // The initial state is HostState::zeros, uploaded.
+    guard(cudaEventCreateWithFlags(&last, cudaEventDisableTiming), "cudaEventCreate");
+    // The initial state is HostState::zeros (a q8 zero is the map's code of 0, not byte 0), uploaded.
     const HostState zeros = HostState::zeros(planner);
     for (int k = 0; k < moments; ++k) {
       fp32[k] = DeviceBuffer<float>(zeros.fp32[k].size());
       half[k] = DeviceBuffer<bf16>(zeros.half[k].size());
       codes[k] = DeviceBuffer<std::uint8_t>(zeros.codes[k].size());
       absmax[k] = DeviceBuffer<float>(zeros.absmax[k].size());
-      fp32[k].upload(zeros.fp32[k]);
-      half[k].upload(zeros.half[k]);
-      codes[k].upload(zeros.codes[k]);
-      absmax[k].upload(zeros.absmax[k]);
     }
+    upload_state(zeros, stream);
     const Q8Semantics semantics = config.q8_semantics;
-    maps.upload({dynamic_map(Q8MapKind::signed_map, semantics), dynamic_map(Q8MapKind::unsigned_map, semantics)});
+    guard(maps.upload_async({dynamic_map(Q8MapKind::signed_map, semantics),
+                             dynamic_map(Q8MapKind::unsigned_map, semantics)},
+                            stream),
+          "map upload");
     chunks = DeviceBuffer<StepChunk>(planner.chunks().size());
-    chunks.upload(planner.chunks());
-    check(cudaMallocHost(reinterpret_cast<void**>(&host_first_refused), 2 * sizeof(unsigned long long)),
-          "cudaMallocHost");
-    host_first_refused[0] = host_first_refused[1] = cuda::kNoRefusal;
-    check(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "cudaEventCreate");
+    guard(chunks.upload_async(planner.chunks(), stream), "chunk upload");
+    age_sigma = DeviceBuffer<float>(planner.age_sigma().size());
+    guard(age_sigma.upload_async(planner.age_sigma(), stream), "sigma table upload");
+    constants = planner.schedule_constants();
+    constants.age_sigma = age_sigma.data();
+    counters = DeviceBuffer<std::int64_t>(2 * config.fragments + 2);
+    guard(counters.upload_async(pack(planner.raw_counters()), stream), "counter upload");
+    finish(stream);
   }
   ~Impl() {
-    if (done != nullptr) {
-      cudaEventSynchronize(done);
-      cudaEventDestroy(done);
-    }
-    if (host_first_refused != nullptr) cudaFreeHost(host_first_refused);
+    if (last == nullptr) return;
+    if (fault.empty()) cudaEventSynchronize(last);  // no kernel of ours may run on memory being freed
+    cudaEventDestroy(last);
   }
 
-  // Waits for the pending step, if any, and records whether it applied.
-  void resolve() {
-    if (!pending) return;
-    check(cudaEventSynchronize(done), "cudaEventSynchronize");
-    last_report = pending->report;
-    // The CPU backend's order of reports (cpu_optimizer.cpp): NaN/Inf, then a zero-gate skip, then overflow.
-    if (host_first_refused[0] != cuda::kNoRefusal) {
-      last_report.applied = false;
-      last_report.reason = reference::SkipReason::nonfinite_gradient;
-      last_report.nonfinite_index = static_cast<std::size_t>(host_first_refused[0]);
-      last_report.tau_effective = pending_tau;
-      last_report.sigma = 0.0f;
-    } else if (!pending->report.applied) {
-      planner.commit_zero_gate_skip(*pending);
-    } else if (host_first_refused[1] != cuda::kNoRefusal) {
-      last_report.applied = false;
-      last_report.reason = reference::SkipReason::overflowing_gradient;
-      last_report.nonfinite_index = static_cast<std::size_t>(host_first_refused[1]);
-    } else {
-      planner.commit(*pending);
+  // A failed call latches the optimizer's fault and throws it.
+  void guard(cudaError_t status, const std::string& what) {
+    if (status == cudaSuccess) return;
+    fault = what + ": " + cudaGetErrorString(status);
+    throw std::runtime_error("CUDA " + fault + "; this CUDA optimizer is unusable from now on");
+  }
+
+  // Before a call's work on `stream`: refuses once faulted, surfaces a fault of earlier work as such (not as the
+  // failure of this call), and orders the work after the optimizer's previous work.
+  void start(cudaStream_t stream) {
+    if (!fault.empty()) {
+      throw std::runtime_error("this CUDA optimizer is unusable: an earlier call failed (" + fault +
+                               "); its device state is lost, load a saved state into a new optimizer");
     }
-    pending.reset();
+    if (capturing(stream)) return;  // ordering inside a graph is the graph's
+    const cudaError_t earlier = cudaEventQuery(last);
+    if (earlier != cudaErrorNotReady) guard(earlier, "the device failed work enqueued earlier (this optimizer's or other work in the process)");
+    if (stream != last_stream) guard(cudaStreamWaitEvent(stream, last, 0), "cudaStreamWaitEvent");
+  }
+  // After it: marks the optimizer's latest work (not inside a capture: the event would name a graph node).
+  void finish(cudaStream_t stream) {
+    if (capturing(stream)) return;
+    guard(cudaEventRecord(last, stream), "cudaEventRecord");
+    last_stream = stream;
+  }
+  // Reads block the host, which a stream capture cannot.
+  void start_read(cudaStream_t stream, const char* what) {
+    if (capturing(stream)) {
+      throw reference::InputError(std::string(what) + " cannot run inside a stream capture (it waits for the "
+                                  "device); call it on a stream that is not capturing");
+    }
+    start(stream);
+  }
+  void wait(cudaStream_t stream) { guard(cudaStreamSynchronize(stream), "cudaStreamSynchronize"); }
+
+  CounterView counter_view() const {
+    const std::size_t fragments = planner.config().fragments;
+    std::int64_t* base = counters.data();
+    return {base, base + fragments, base + 2 * fragments, reinterpret_cast<std::uint64_t*>(base + 2 * fragments + 1)};
+  }
+
+  void upload_state(const HostState& state, cudaStream_t stream) {
+    for (int k = 0; k < moments; ++k) {
+      guard(fp32[k].upload_async(state.fp32[k], stream), "state upload");
+      guard(half[k].upload_async(state.half[k], stream), "state upload");
+      guard(codes[k].upload_async(state.codes[k], stream), "state upload");
+      guard(absmax[k].upload_async(state.absmax[k], stream), "state upload");
+    }
+  }
+
+  // The device's state and counters on the host; the planner takes the counters (its own are not kept up to date
+  // by steps, which count on the device).
+  HostState download(cudaStream_t stream) {
+    start_read(stream, "reading the CUDA optimizer's state");
+    HostState host;
+    host.format = format;
+    host.moments = moments;
+    for (int k = 0; k < moments; ++k) {
+      guard(fp32[k].download_async(host.fp32[k], stream), "state download");
+      guard(half[k].download_async(host.half[k], stream), "state download");
+      guard(codes[k].download_async(host.codes[k], stream), "state download");
+      guard(absmax[k].download_async(host.absmax[k], stream), "state download");
+    }
+    std::vector<std::int64_t> packed;
+    guard(counters.download_async(packed, stream), "counter download");
+    wait(stream);
+    finish(stream);
+    planner.set_raw_counters(unpack(packed, planner.config().fragments));
+    return host;
   }
 
   void step(std::size_t params_size, float* params_fp32, bf16* params_bf16, const float* grad, std::size_t grad_size,
             std::int64_t tau, std::size_t fragment, cudaStream_t stream) {
-    resolve();
-    StepPlanner::Plan plan = planner.plan(params_size, grad_size, tau, fragment);
+    StepPlanner::Plan plan = planner.prepare(params_size, grad_size, tau, fragment);  // InputError before any work
+    start(stream);
     StepArgs& a = plan.args;
     a.grad = grad;
     a.params_fp32 = params_fp32;
@@ -121,39 +200,61 @@ struct CudaOptimizer::Impl {
       }
       view.map = maps.data() + (planner.adam_family() && k == 1 ? 1 : 0);
     }
+    const CounterView view = counter_view();
+    cuda::StepRecord* r = record.data();
     // The scan runs even when the gate skips the event: the reference reports NaN/Inf first.
-    // The overflow rule of every optimizer (the Adam family's, and since issue 16 Nesterov's and SDM's, whose σ is
-    // 1 or 1/(1 + τ)); σ = 0 where the event is not applied, so that only NaN/Inf is looked for.
-    const float sigma = plan.report.applied ? plan.report.sigma : 0.0f;
-    check(cudaMemsetAsync(first_refused.data(), 0xFF, 2 * sizeof(unsigned long long), stream), "cudaMemsetAsync");
-    check(cuda::launch_refusal_scan(grad, grad_size, sigma, first_refused.data(), stream), "refusal scan launch");
-    if (plan.report.applied) {
-      const std::size_t first = planner.chunk_begin(fragment);
-      check(cuda::launch_fused_step(a, chunks.data() + first, planner.chunk_begin(fragment + 1) - first,
-                                    first_refused.data(), stream),
-            "fused step launch");
-    }
-    check(cudaMemcpyAsync(host_first_refused, first_refused.data(), 2 * sizeof(unsigned long long),
-                          cudaMemcpyDeviceToHost, stream),
-          "cudaMemcpyAsync");
-    check(cudaEventRecord(done, stream), "cudaEventRecord");
-    pending = plan;
-    pending_tau = tau;
+    guard(cuda::launch_schedule(constants, view, plan.event, r, stream), "schedule launch");
+    guard(cuda::launch_refusal_scan(grad, grad_size, r, stream), "refusal scan launch");
+    const std::size_t first = planner.chunk_begin(fragment);
+    guard(cuda::launch_fused_step(a, chunks.data() + first, planner.chunk_begin(fragment + 1) - first, r, stream),
+          "fused step launch");
+    guard(cuda::launch_commit(constants, view, r, stream), "commit launch");
+    stepped = true;
+    finish(stream);
+  }
+
+  StepReport report(cudaStream_t stream) {
+    start_read(stream, "report()");
+    if (!stepped) return StepReport{};
+    cuda::StepRecord host;
+    guard(cudaMemcpyAsync(&host, record.data(), sizeof host, cudaMemcpyDeviceToHost, stream), "record download");
+    wait(stream);
+    finish(stream);
+    const unsigned long long index =
+        host.outcome == StepOutcome::nonfinite ? host.first_refused[0] : host.first_refused[1];
+    return StepPlanner::report_of(host.event, host.scheduled, host.outcome, index);
+  }
+
+  void advance_round(cudaStream_t stream) {
+    start(stream);
+    guard(cuda::launch_advance_round(counter_view().round, stream), "advance_round launch");
+    finish(stream);
+  }
+
+  void load(const std::filesystem::path& path, cudaStream_t stream) {
+    // The file is read and checked completely on the host before anything on the device changes.
+    LoadedState loaded = read_state_file(path, planner, download(stream));
+    planner.set_raw_counters(std::move(loaded.counters));
+    start(stream);
+    upload_state(loaded.state, stream);
+    guard(counters.upload_async(pack(planner.raw_counters()), stream), "counter upload");
+    finish(stream);
   }
 };
 
 namespace {
-// Checked before any member of Impl allocates device memory.
-void require_device() {
+// Checked before any member of Impl allocates device memory (an allocation would also invalidate a capture).
+void require_device(cudaStream_t stream) {
   const std::string why = cuda_unavailable_reason();
   if (!why.empty()) throw reference::InputError("the CUDA backend is unavailable: " + why);
+  if (capturing(stream)) throw reference::InputError("a CUDA optimizer cannot be built inside a stream capture");
 }
 }  // namespace
 
-CudaOptimizer::CudaOptimizer(const StepConfig& config, std::size_t parameters)
-    : CudaOptimizer(config, std::vector<std::size_t>{parameters}) {}
-CudaOptimizer::CudaOptimizer(const StepConfig& config, std::vector<std::size_t> tensor_sizes)
-    : impl_((require_device(), std::make_unique<Impl>(config, std::move(tensor_sizes)))) {}
+CudaOptimizer::CudaOptimizer(const StepConfig& config, std::size_t parameters, CUstream_st* stream)
+    : CudaOptimizer(config, std::vector<std::size_t>{parameters}, stream) {}
+CudaOptimizer::CudaOptimizer(const StepConfig& config, std::vector<std::size_t> tensor_sizes, CUstream_st* stream)
+    : impl_((require_device(stream), std::make_unique<Impl>(config, std::move(tensor_sizes), stream))) {}
 CudaOptimizer::~CudaOptimizer() = default;
 
 void CudaOptimizer::step(float* params, std::size_t params_size, const float* grad, std::size_t grad_size,
@@ -172,59 +273,31 @@ void CudaOptimizer::step(bf16* params, std::size_t params_size, const float* gra
   impl_->step(params_size, nullptr, params, grad, grad_size, tau, fragment, stream);
 }
 
-StepReport CudaOptimizer::report() {
-  impl_->resolve();
-  return impl_->last_report;
-}
-
-void CudaOptimizer::advance_round() {
-  impl_->resolve();
-  impl_->planner.advance_round();
-}
+StepReport CudaOptimizer::report(CUstream_st* stream) { return impl_->report(stream); }
+void CudaOptimizer::advance_round(CUstream_st* stream) { impl_->advance_round(stream); }
 
 const StepConfig& CudaOptimizer::config() const { return impl_->planner.config(); }
 std::size_t CudaOptimizer::parameters() const { return impl_->planner.parameters(); }
 
-std::vector<reference::StateCounter> CudaOptimizer::counters() {
-  impl_->resolve();
+std::vector<reference::StateCounter> CudaOptimizer::counters(CUstream_st* stream) {
+  impl_->download(stream);
   return impl_->planner.counters();
 }
 
 std::vector<std::string> CudaOptimizer::buffer_names() const { return impl_->planner.buffer_names(); }
 
-void CudaOptimizer::read_buffer(std::string_view name, std::span<float> out) {
+void CudaOptimizer::read_buffer(std::string_view name, std::span<float> out, CUstream_st* stream) {
   const int k = impl_->planner.buffer_to_read(name, out.size());
-  download().read(impl_->planner, k, out);
+  impl_->download(stream).read(impl_->planner, k, out);
 }
 
-void CudaOptimizer::save(const std::filesystem::path& path) {
-  write_state_file(path, impl_->planner, download());
+void CudaOptimizer::save(const std::filesystem::path& path, CUstream_st* stream) {
+  const HostState state = impl_->download(stream);
+  write_state_file(path, impl_->planner, state);
 }
 
-void CudaOptimizer::load(const std::filesystem::path& path) {
-  // The file is read and checked completely on the host before anything on the device changes.
-  LoadedState loaded = read_state_file(path, impl_->planner, download());
-  for (int k = 0; k < impl_->moments; ++k) {
-    impl_->fp32[k].upload(loaded.state.fp32[k]);
-    impl_->half[k].upload(loaded.state.half[k]);
-    impl_->codes[k].upload(loaded.state.codes[k]);
-    impl_->absmax[k].upload(loaded.state.absmax[k]);
-  }
-  impl_->planner.set_raw_counters(std::move(loaded.counters));
-}
+void CudaOptimizer::load(const std::filesystem::path& path, CUstream_st* stream) { impl_->load(path, stream); }
 
-HostState CudaOptimizer::download() {
-  impl_->resolve();
-  HostState host;
-  host.format = impl_->format;
-  host.moments = impl_->moments;
-  for (int k = 0; k < host.moments; ++k) {
-    host.fp32[k] = impl_->fp32[k].download();
-    host.half[k] = impl_->half[k].download();
-    host.codes[k] = impl_->codes[k].download();
-    host.absmax[k] = impl_->absmax[k].download();
-  }
-  return host;
-}
+HostState CudaOptimizer::download(CUstream_st* stream) { return impl_->download(stream); }
 
 }  // namespace cgad::fastpath

@@ -13,10 +13,10 @@ std::string cuda_unavailable_reason() { return "this build has no CUDA backend (
 
 struct CudaOptimizer::Impl {};
 
-CudaOptimizer::CudaOptimizer(const StepConfig&, std::size_t) {
+CudaOptimizer::CudaOptimizer(const StepConfig&, std::size_t, CUstream_st*) {
   throw reference::InputError("the CUDA backend is unavailable: " + cuda_unavailable_reason());
 }
-CudaOptimizer::CudaOptimizer(const StepConfig&, std::vector<std::size_t>) {
+CudaOptimizer::CudaOptimizer(const StepConfig&, std::vector<std::size_t>, CUstream_st*) {
   throw reference::InputError("the CUDA backend is unavailable: " + cuda_unavailable_reason());
 }
 CudaOptimizer::~CudaOptimizer() = default;
@@ -31,15 +31,15 @@ void CudaOptimizer::step(float*, std::size_t, const float*, std::size_t, std::in
 void CudaOptimizer::step(bf16*, std::size_t, const float*, std::size_t, std::int64_t, std::size_t, CUstream_st*) {
   unreachable();
 }
-StepReport CudaOptimizer::report() { unreachable(); }
-void CudaOptimizer::advance_round() { unreachable(); }
+StepReport CudaOptimizer::report(CUstream_st*) { unreachable(); }
+void CudaOptimizer::advance_round(CUstream_st*) { unreachable(); }
 const StepConfig& CudaOptimizer::config() const { unreachable(); }
 std::size_t CudaOptimizer::parameters() const { unreachable(); }
-std::vector<reference::StateCounter> CudaOptimizer::counters() { unreachable(); }
-HostState CudaOptimizer::download() { unreachable(); }
+std::vector<reference::StateCounter> CudaOptimizer::counters(CUstream_st*) { unreachable(); }
+HostState CudaOptimizer::download(CUstream_st*) { unreachable(); }
 std::vector<std::string> CudaOptimizer::buffer_names() const { unreachable(); }
-void CudaOptimizer::read_buffer(std::string_view, std::span<float>) { unreachable(); }
-void CudaOptimizer::save(const std::filesystem::path&) { unreachable(); }
-void CudaOptimizer::load(const std::filesystem::path&) { unreachable(); }
+void CudaOptimizer::read_buffer(std::string_view, std::span<float>, CUstream_st*) { unreachable(); }
+void CudaOptimizer::save(const std::filesystem::path&, CUstream_st*) { unreachable(); }
+void CudaOptimizer::load(const std::filesystem::path&, CUstream_st*) { unreachable(); }
 
 }  // namespace cgad::fastpath

@@ -22,10 +22,10 @@ class CudaEngine final : public FastpathEngine {
   CudaEngine(const StepConfig& config, FastpathParams params)
       : params_(std::move(params)),
         n_(params_.size()),
-        optimizer_(config, params_.tensor_sizes()),
+        stream_(new_stream()),
+        optimizer_(config, params_.tensor_sizes(), stream_),
         device_params_(param_bytes()),
         device_grad_(n_) {
-    check(cudaStreamCreate(&stream_), "cudaStreamCreate");
     check(cudaMemcpy(device_params_.data(), host_params(), param_bytes(), cudaMemcpyHostToDevice), "params upload");
   }
   ~CudaEngine() override { cudaStreamDestroy(stream_); }
@@ -42,17 +42,25 @@ class CudaEngine final : public FastpathEngine {
       optimizer_.step(reinterpret_cast<bf16*>(device_params_.data()), n_, device_grad, grad.size(), tau, fragment,
                       stream_);
     }
-    const StepReport report = optimizer_.report();
+    const StepReport report = optimizer_.report(stream_);
     check(cudaMemcpy(host_params(), device_params_.data(), param_bytes(), cudaMemcpyDeviceToHost), "params download");
     return report;
   }
-  void advance_round() override { optimizer_.advance_round(); }
+  void advance_round() override { optimizer_.advance_round(stream_); }
   const FastpathParams& params() override { return params_; }
   std::vector<std::string> buffer_names() const override { return optimizer_.buffer_names(); }
-  void read_buffer(const std::string& name, std::span<float> out) override { optimizer_.read_buffer(name, out); }
-  std::vector<reference::StateCounter> counters() override { return optimizer_.counters(); }
+  void read_buffer(const std::string& name, std::span<float> out) override {
+    optimizer_.read_buffer(name, out, stream_);
+  }
+  std::vector<reference::StateCounter> counters() override { return optimizer_.counters(stream_); }
 
  private:
+  static cudaStream_t new_stream() {
+    cudaStream_t stream = nullptr;
+    check(cudaStreamCreate(&stream), "cudaStreamCreate");
+    return stream;
+  }
+
   void* host_params() { return params_.bf16.empty() ? static_cast<void*>(params_.fp32.data()) : params_.bf16.data(); }
   std::size_t param_bytes() const {
     return params_.bf16.empty() ? n_ * sizeof(float) : n_ * sizeof(bf16);
@@ -60,10 +68,10 @@ class CudaEngine final : public FastpathEngine {
 
   FastpathParams params_;
   std::size_t n_;
+  cudaStream_t stream_;  // before the optimizer, which is built on it
   CudaOptimizer optimizer_;
   detail::DeviceBuffer<std::byte> device_params_;  // fp32 or bf16, as params_
   detail::DeviceBuffer<float> device_grad_;
-  cudaStream_t stream_ = nullptr;
 };
 
 }  // namespace

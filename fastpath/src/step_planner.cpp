@@ -5,7 +5,6 @@
 #include "cgad/reference/gate.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <limits>
 #include <string>
 
@@ -73,14 +72,22 @@ StepPlanner::StepPlanner(const StepConfig& config, std::vector<std::size_t> tens
   }
   counters_.t.assign(config.fragments, 0);
   counters_.last_sync.assign(config.fragments, -1);
+  // The ages whose γ is not 0 are those below τ_cut (gate.hpp); validate() bounds τ_cut for PA-CGAD.
+  if (config.optimizer == reference::OptimizerKind::pa_cgad) {
+    for (double age = 0; reference::gamma(age, gate_) != 0.0; ++age) {
+      age_sigma_.push_back(static_cast<float>(reference::sigma(age, gate_)));
+    }
+  }
 }
 
-std::int64_t StepPlanner::age(std::size_t fragment) const {
-  return std::max<std::int64_t>(0, counters_.round - counters_.last_sync[fragment] - 1);
+std::int64_t StepPlanner::age(std::size_t fragment) const { return fragment_age(values(), fragment); }
+
+CounterValues StepPlanner::values() const {
+  return {counters_.t.data(), counters_.last_sync.data(), counters_.round, counters_.steps};
 }
 
-StepPlanner::Plan StepPlanner::plan(std::size_t params_size, std::size_t grad_size, std::int64_t tau,
-                                    std::size_t fragment) const {
+StepPlanner::Plan StepPlanner::prepare(std::size_t params_size, std::size_t grad_size, std::int64_t tau,
+                                       std::size_t fragment) const {
   const std::size_t parameters = empty_ ? 0 : layout_.parameters();
   if (params_size != parameters) {
     throw reference::InputError("parameter vector has " + std::to_string(params_size) + " elements, the optimizer " +
@@ -100,6 +107,9 @@ StepPlanner::Plan StepPlanner::plan(std::size_t params_size, std::size_t grad_si
   Plan plan;
   plan.fragment = fragment;
   plan.offset = empty_ ? 0 : layout_.offset(fragment);
+  StepEvent& e = plan.event;
+  e.tau = tau;
+  e.fragment = fragment;
   StepArgs& a = plan.args;
   a.params = config_.params;
   a.state = config_.state;
@@ -107,72 +117,89 @@ StepPlanner::Plan StepPlanner::plan(std::size_t params_size, std::size_t grad_si
   a.bnb = config_.q8_semantics == Q8Semantics::bnb;
   a.moments = moments();
   a.seed = config_.seed;
-  a.step = counters_.steps + 1;
   a.first_index = plan.offset;
   a.size = size;
-  plan.report.tau_effective = tau;
-
   if (adam_family()) {
-    const bool ages = config_.optimizer == reference::OptimizerKind::pa_cgad;
-    const std::int64_t tau_effective = ages ? std::max(tau, age(fragment)) : tau;
-    const float sigma = static_cast<float>(reference::sigma(static_cast<double>(tau_effective), gate_));
-    plan.report.tau_effective = tau_effective;
-    plan.report.sigma = sigma;
-    // `skip` drops an event whose gate is zero (γ = 0, the cosine gate at τ ≥ τ_cut), exactly as the
-    // reference decides it; a σ that only rounds to 0 in float (Adam-Decay past ατ ≈ 104) is applied.
-    if (config_.on_zero_gate == reference::ZeroGatePolicy::skip &&
-        reference::gamma(static_cast<double>(tau_effective), gate_) == 0.0) {
-      plan.report.applied = false;
-      plan.report.reason = reference::SkipReason::zero_gate;
-      return plan;
-    }
-    const auto& h = config_.adam;
-    const double t = static_cast<double>(counters_.t[fragment] + 1);
-    // bnb's corrections in float from β^t evaluated in double and rounded once (its GPU uses __powf/powf).
-    const float correction1 = 1.0f - static_cast<float>(std::pow(static_cast<double>(h.beta1), t));
-    const float correction2 = std::sqrt(1.0f - static_cast<float>(std::pow(static_cast<double>(h.beta2), t)));
+    const double staleness = static_cast<double>(tau);
+    e.sigma_tau = static_cast<float>(reference::sigma(staleness, gate_));
+    // `skip` drops an event whose gate is zero (γ = 0, the cosine gate at τ ≥ τ_cut), exactly as the reference
+    // decides it; a σ that only rounds to 0 in float (Adam-Decay past ατ ≈ 104) is applied.
+    e.zero_gate_tau = config_.on_zero_gate == reference::ZeroGatePolicy::skip && reference::gamma(staleness, gate_) == 0.0;
     a.family = UpdateFamily::adam;
-    a.adam = AdamCoefficients{
-        .sigma = sigma,
-        .beta1 = h.beta1,
-        .one_minus_beta1 = static_cast<float>(1.0 - static_cast<double>(h.beta1)),
-        .beta2 = h.beta2,
-        .one_minus_beta2 = static_cast<float>(1.0 - static_cast<double>(h.beta2)),
-        .bias1 = static_cast<float>(1.0 - std::pow(static_cast<double>(h.beta1), t)),
-        .bias2 = static_cast<float>(1.0 - std::pow(static_cast<double>(h.beta2), t)),
-        .lr = h.lr,
-        .eps = h.eps,
-        .weight_decay = h.weight_decay,
-        .step_size = (-h.lr * correction2) / correction1,
-        .eps_term = correction2 * h.eps,
-        .decay = 1.0f - h.lr * h.weight_decay,
-    };
     a.moment[0].map = &dynamic_map(Q8MapKind::signed_map, config_.q8_semantics);
     a.moment[0].random_word = kWordFirstMoment;
     a.moment[1].map = &dynamic_map(Q8MapKind::unsigned_map, config_.q8_semantics);
     a.moment[1].random_word = kWordSecondMoment;
   } else {
     // SDM: Δ scaled by 1/(1 + τ) (reference/nesterov.hpp); Nesterov is staleness-blind.
-    const float sigma = config_.optimizer == reference::OptimizerKind::sdm
-                            ? static_cast<float>(1.0 / (1.0 + static_cast<double>(tau)))
-                            : 1.0f;
-    plan.report.sigma = sigma;
+    e.sigma_tau = config_.optimizer == reference::OptimizerKind::sdm
+                      ? static_cast<float>(1.0 / (1.0 + static_cast<double>(tau)))
+                      : 1.0f;
     a.family = UpdateFamily::nesterov;
-    a.nesterov = NesterovCoefficients{.sigma = sigma, .momentum = config_.nesterov.momentum, .lr = config_.nesterov.lr};
     a.moment[0].map = &dynamic_map(Q8MapKind::signed_map);
     a.moment[0].random_word = kWordFirstMoment;
   }
   return plan;
 }
 
-void StepPlanner::commit(const Plan& plan) {
-  ++counters_.steps;
-  if (adam_family()) ++counters_.t[plan.fragment];
-  commit_zero_gate_skip(plan);
+StepPlanner::Plan StepPlanner::plan(std::size_t params_size, std::size_t grad_size, std::int64_t tau,
+                                    std::size_t fragment) const {
+  Plan plan = prepare(params_size, grad_size, tau, fragment);
+  plan.scheduled = schedule_step(schedule_constants(), values(), plan.event);
+  apply_schedule(plan.args, plan.scheduled);
+  return plan;
 }
 
-void StepPlanner::commit_zero_gate_skip(const Plan& plan) {
-  if (config_.optimizer == reference::OptimizerKind::pa_cgad) counters_.last_sync[plan.fragment] = counters_.round;
+void StepPlanner::commit(const Plan& plan, StepOutcome outcome) {
+  const CounterView view{counters_.t.data(), counters_.last_sync.data(), &counters_.round, &counters_.steps};
+  commit_step(schedule_constants(), view, plan.fragment, outcome);
+}
+
+StepReport StepPlanner::report_of(const StepEvent& event, const ScheduledStep& scheduled, StepOutcome outcome,
+                                  std::uint64_t index) {
+  StepReport report;
+  report.tau_effective = scheduled.tau_effective;
+  report.sigma = scheduled.sigma;
+  switch (outcome) {
+    case StepOutcome::applied: break;
+    case StepOutcome::zero_gate:
+      report.applied = false;
+      report.reason = reference::SkipReason::zero_gate;
+      break;
+    case StepOutcome::nonfinite:
+      report.applied = false;
+      report.reason = reference::SkipReason::nonfinite_gradient;
+      report.nonfinite_index = static_cast<std::size_t>(index);
+      report.tau_effective = event.tau;  // as the reference: such an event never reaches the gate
+      report.sigma = 0.0f;
+      break;
+    case StepOutcome::overflow:
+      report.applied = false;
+      report.reason = reference::SkipReason::overflowing_gradient;
+      report.nonfinite_index = static_cast<std::size_t>(index);
+      break;
+  }
+  return report;
+}
+
+ScheduleConstants StepPlanner::schedule_constants() const {
+  ScheduleConstants c;
+  c.family = adam_family() ? UpdateFamily::adam : UpdateFamily::nesterov;
+  c.ages = config_.optimizer == reference::OptimizerKind::pa_cgad;
+  c.skip_zero_gate = config_.on_zero_gate == reference::ZeroGatePolicy::skip;
+  const auto& h = config_.adam;
+  c.lr = h.lr;
+  c.beta1 = h.beta1;
+  c.beta2 = h.beta2;
+  c.eps = h.eps;
+  c.weight_decay = h.weight_decay;
+  c.one_minus_beta1 = static_cast<float>(1.0 - static_cast<double>(h.beta1));
+  c.one_minus_beta2 = static_cast<float>(1.0 - static_cast<double>(h.beta2));
+  c.momentum = config_.nesterov.momentum;
+  c.nesterov_lr = config_.nesterov.lr;
+  c.age_sigma = age_sigma_.data();
+  c.age_sigma_size = age_sigma_.size();
+  return c;
 }
 
 std::vector<reference::StateCounter> StepPlanner::counters() const {

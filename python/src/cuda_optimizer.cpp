@@ -85,7 +85,7 @@ class CudaGroup {
         optimizer_->step(reinterpret_cast<fastpath::bf16*>(params), n, reinterpret_cast<const float*>(grad),
                          grad_size, tau, fragment, s);
       }
-      report = optimizer_->report();
+      report = optimizer_->report(s);
     }
     return report_dict(report);
   }

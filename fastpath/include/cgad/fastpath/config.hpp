@@ -44,6 +44,9 @@ struct StepConfig {
   std::optional<std::size_t> min_q8_size;
 };
 
+// PA-CGAD's largest τ_cut in the fast path: σ is tabulated over the ages below it (step_schedule.hpp), 4 MiB at most.
+inline constexpr float kMaxPaCgadTauCut = 1u << 20;
+
 // The min_q8_size in force (see StepConfig).
 std::size_t effective_min_q8_size(const StepConfig& config);
 

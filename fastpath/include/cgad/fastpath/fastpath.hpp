@@ -116,7 +116,8 @@ class CpuOptimizer {
   std::pair<std::size_t, std::size_t> touched(std::size_t fragment) const;
   std::size_t table_grad_size(std::size_t fragment) const;
   // The event's report if it is refused (NaN/Inf, overflow) or skipped (zero gate), else its plan's; changes nothing.
-  StepReport scan(const Operands& operands, const StepPlanner::Plan& plan, std::int64_t tau);
+  // How the planned step ends, and the first refused element's index (nonfinite, overflow).
+  std::pair<StepOutcome, std::uint64_t> scan(const Operands& operands, const StepPlanner::Plan& plan);
   StepReport run(const Operands& operands, std::size_t params_size, std::size_t grad_size, std::int64_t tau,
                  std::size_t fragment);
   void adopt(LoadedState&& loaded);

@@ -1,8 +1,9 @@
 #pragma once
-// The host side of a step that both backends share: argument checks, the gate, the step counts and ages,
-// and the step-wide fp32 constants. σ(τ) and the bias corrections 1 − β^t are evaluated once per step in
-// double (reference::sigma<double>, std::pow) and rounded once to float: their relative error is then at
-// most 2^-24 (the final rounding) plus a few units of 2^-53, far below one float ulp.
+// The host side of a step that both backends share: argument checks, the gate at the event's τ, the layout, and
+// (for the CPU backend) the counters, which step_schedule.hpp turns into the step-wide fp32 constants and advances
+// after the step; the CUDA backend keeps its counters on the device and runs the same schedule there. σ(τ) and
+// σ(a) for PA-CGAD's ages are evaluated in double (reference::sigma<double>) and rounded once to float: their
+// relative error is then at most 2^-24 (the final rounding) plus a few units of 2^-53, far below one float ulp.
 //
 // Ages (PA-CGAD) follow the reference's GatedAdam exactly (gated_adam.hpp): a_f = max(0, round − last_sync_f − 1),
 // an event for fragment f is gated by σ(max(τ, a_f)) and synchronizes f whether it is applied or skipped for a
@@ -14,6 +15,7 @@
 // configuration the chunks of a tensor under min_q8_size keep fp32 moments in a separate fallback buffer.
 #include "cgad/fastpath/block_step.hpp"
 #include "cgad/fastpath/config.hpp"
+#include "cgad/fastpath/step_schedule.hpp"
 #include "cgad/reference/fragments.hpp"
 #include "cgad/reference/outer_optimizer.hpp"
 
@@ -35,19 +37,27 @@ class StepPlanner {
   StepPlanner(const StepConfig& config, std::vector<std::size_t> tensor_sizes);
 
   struct Plan {
-    StepReport report;         // applied = false when the zero gate skips the event
-    StepArgs args;             // coefficients, formats and counters; the caller fills the pointers
+    StepEvent event;
+    ScheduledStep scheduled;   // plan() only; applied = false when the zero gate skips the event
+    StepArgs args;             // formats, sizes and (plan() only) coefficients; the caller fills the pointers
     std::size_t fragment = 0;
     std::size_t offset = 0;    // first element of the fragment
   };
 
-  // Checks the event's shape (InputError) and computes the step's constants; changes nothing.
+  // Checks the event's shape (InputError) and fills everything but the schedule; changes nothing.
+  Plan prepare(std::size_t params_size, std::size_t grad_size, std::int64_t tau, std::size_t fragment) const;
+  // prepare() and the schedule from this planner's counters; changes nothing.
   Plan plan(std::size_t params_size, std::size_t grad_size, std::int64_t tau, std::size_t fragment) const;
-  // Records an applied step: t_f and the step count advance, the fragment is synchronized.
-  void commit(const Plan& plan);
-  // Records an event skipped for a zero gate: the fragment is synchronized all the same.
-  void commit_zero_gate_skip(const Plan& plan);
+  // Records the outcome of a planned step in the counters (step_schedule.hpp's commit_step).
+  void commit(const Plan& plan, StepOutcome outcome);
   void advance_round() { ++counters_.round; }
+  // The report of an event that ended so; `index` is the first refused element's (nonfinite, overflow).
+  static StepReport report_of(const StepEvent& event, const ScheduledStep& scheduled, StepOutcome outcome,
+                              std::uint64_t index);
+
+  // What the schedule needs of the configuration; age_sigma points into this planner's table of σ(a).
+  ScheduleConstants schedule_constants() const;
+  const std::vector<float>& age_sigma() const { return age_sigma_; }
 
   const StepConfig& config() const { return config_; }
   const reference::FragmentLayout& layout() const { return layout_; }
@@ -81,6 +91,8 @@ class StepPlanner {
   void set_raw_counters(Counters counters);
 
  private:
+  CounterValues values() const;
+
   StepConfig config_;
   reference::GateParams<double> gate_;  // built once: the step itself parses and allocates nothing
   reference::FragmentLayout layout_;
@@ -90,6 +102,7 @@ class StepPlanner {
   std::vector<std::size_t> chunk_begin_;  // P + 1 entries
   std::size_t q8_blocks_ = 0;
   std::size_t fallback_size_ = 0;
+  std::vector<float> age_sigma_;  // PA-CGAD: σ(a) for every age a whose γ(a) is not 0
   Counters counters_;
 };
 

@@ -49,6 +49,17 @@ class DeviceBuffer {
     if (size_ != 0) check(cudaMemcpy(host.data(), data_, bytes(), cudaMemcpyDeviceToHost), "download");
     return host;
   }
+  // Ordered on `stream`, for callers that check the status themselves. From pageable memory the copy has taken
+  // the host bytes when it returns (the driver stages them), so `host` may go at once.
+  cudaError_t upload_async(const std::vector<T>& host, cudaStream_t stream) {
+    if (host.size() != size_) throw std::logic_error("DeviceBuffer::upload_async: size mismatch");
+    return size_ == 0 ? cudaSuccess : cudaMemcpyAsync(data_, host.data(), bytes(), cudaMemcpyHostToDevice, stream);
+  }
+  // Into `host` (resized), ordered on `stream`; the bytes are there once `stream` is synchronized.
+  cudaError_t download_async(std::vector<T>& host, cudaStream_t stream) const {
+    host.resize(size_);
+    return size_ == 0 ? cudaSuccess : cudaMemcpyAsync(host.data(), data_, bytes(), cudaMemcpyDeviceToHost, stream);
+  }
 
  private:
   T* data_ = nullptr;
