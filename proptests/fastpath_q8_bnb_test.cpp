@@ -268,9 +268,8 @@ TEST(FastpathQ8Bnb, SignFixIsItsDefinitionOnEveryCode) {
 // m → sign_fix(quantize_2D<1>(m / absmax)), v → quantize_2D<0>(v / absmax), the division unguarded (IEEE,
 // where the GPU uses __fdividef): an all-zero block's 0/0 = NaN goes to code 0 and, for m = +0, wraps to 255.
 TEST(FastpathQ8Bnb, QuantizeMomentIsTheSearchThenTheSignFix) {
-  StepArgs a;
-  a.bnb = true;
-  a.state = StateFormat::q8;
+  using Bnb = FixedFormats<UpdateFamily::adam, ParamFormat::bf16, StateFormat::q8, false, true>;
+  const StepArgs a;
   MomentView views[2];
   views[0].map = &bnb_map(Q8MapKind::signed_map);
   views[1].map = &bnb_map(Q8MapKind::unsigned_map);
@@ -289,15 +288,15 @@ TEST(FastpathQ8Bnb, QuantizeMomentIsTheSearchThenTheSignFix) {
     const float x = value / absmax;
     const auto m_expected = sign_fix_definition(static_cast<std::uint8_t>(oracle(x, Q8MapKind::signed_map)), value,
                                                 *views[0].map);
-    ASSERT_EQ(quantize_moment(a, views[0], 0, value, absmax, no_random), m_expected)
+    ASSERT_EQ(quantize_moment<Bnb>(a, views[0], 0, value, absmax, no_random), m_expected)
         << "m = " << show(value) << " absmax " << show(absmax);
     const float magnitude = std::fabs(value);
-    ASSERT_EQ(quantize_moment(a, views[1], 1, magnitude, absmax, no_random),
+    ASSERT_EQ(quantize_moment<Bnb>(a, views[1], 1, magnitude, absmax, no_random),
               oracle(magnitude / absmax, Q8MapKind::unsigned_map))
         << "v = " << show(magnitude) << " absmax " << show(absmax);
   }
-  EXPECT_EQ(quantize_moment(a, views[0], 0, 0.0f, 0.0f, no_random), 255) << "0/0 = NaN → code 0 → wraps to 255";
-  EXPECT_EQ(quantize_moment(a, views[1], 1, 0.0f, 0.0f, no_random), 0) << "0/0 = NaN → code 0 (= 0)";
+  EXPECT_EQ(quantize_moment<Bnb>(a, views[0], 0, 0.0f, 0.0f, no_random), 255) << "0/0 = NaN → code 0 → wraps to 255";
+  EXPECT_EQ(quantize_moment<Bnb>(a, views[1], 1, 0.0f, 0.0f, no_random), 0) << "0/0 = NaN → code 0 (= 0)";
 }
 
 #else  // CGAD_Q8_BNB_LONG

@@ -299,10 +299,10 @@ TEST(FastpathStep, IndexArithmeticIsSixtyFourBit) {
 
 // The CUDA kernel (fastpath/src/cuda_kernels.cu) is its agent (agent/step_agent.hpp) run by one block per chunk:
 // each thread loads its elements' operands — vectorized for a full, aligned chunk, guarded and striped otherwise —
-// runs block_step.hpp through RuntimeFormats (formats read from StepArgs), stores θ and the elementwise moments; for
+// runs block_step.hpp in the configuration's FixedFormats (chosen by with_fixed_formats and, for a q8 configuration's
+// fp32-fallback chunk, with_chunk_formats, as the kernel chooses them), stores θ and the elementwise moments; for
 // q8 the block reduces each moment's absmax (thread 0 finishes and stores it) and every thread stores its codes.
-// The CPU backend runs the same functions through FixedFormats, one instantiation per configuration. This host
-// emulation runs the agent's own code for every thread of every block in the kernel's order (the reduction folded
+// This host emulation runs the agent's own code for every thread of every block in the kernel's order (the reduction folded
 // in reverse thread order: a max is exact in any order), so where no GPU is available to compare the real kernel,
 // its logic — both arrangements, the alignment decision, the tail, the q8 absmax — is checked against the CPU
 // backend bit for bit.
@@ -352,10 +352,37 @@ std::vector<unsigned char> cpu_steps(const StepConfig& config, const std::vector
   return out;
 }
 
+// One block of the kernel (cuda_kernels.cu's step_chunk) on chunk `a`, every thread in turn, formats F.
+template <class F>
+void emulate_block(StepArgs& a, const StepChunk& chunk, std::size_t fragment_offset, KernelPaths& paths,
+                   const std::string& what) {
+  using agent::TilePolicy;
+  float old[2];
+  agent::old_absmax<F>(a, old);
+  const bool vectorized = agent::vectorized_tile<F>(a);
+  // Every buffer here starts 16-byte aligned (operator new), so a chunk is vectorized exactly when it is full and
+  // its element, its Δ slice position and (fp32 fallback) its slot are multiples of 4.
+  constexpr std::size_t items = TilePolicy::items;
+  const bool expected = chunk.count == kQ8BlockSize && chunk.begin % items == 0 &&
+                        (chunk.begin - fragment_offset) % items == 0 && (chunk.fp32_state == 0 || chunk.slot % items == 0);
+  EXPECT_EQ(vectorized, expected) << what << " chunk at " << chunk.begin;
+  ++(vectorized ? paths.vectorized : a.size == kQ8BlockSize ? paths.guarded_full : paths.tail);
+  agent::TileThread<F> threads[TilePolicy::threads];
+  for (int t = 0; t < TilePolicy::threads; ++t) threads[t].update(a, t, vectorized, old);
+  if constexpr (F::kState == StateFormat::q8) {
+    for (int k = 0; k < a.moments; ++k) {
+      float reduced = 0.0f;
+      for (int t = TilePolicy::threads; t-- > 0;) reduced = absmax_step(reduced, threads[t].partial_absmax(k));
+      const float absmax = agent::finish_absmax<F>(a, k, reduced, old);
+      a.moment[k].absmax[0] = absmax;
+      for (auto& thread : threads) thread.store_codes(a, k, absmax);
+    }
+  }
+}
+
 // The same through the emulated kernel.
 std::vector<unsigned char> emulate_kernel_steps(const StepConfig& config, const std::vector<std::size_t>& tensors,
                                                 const std::vector<Event>& events, KernelPaths& paths) {
-  using agent::TilePolicy;
   StepPlanner planner(config, tensors);
   HostState state = HostState::zeros(planner);
   const std::size_t n = planner.parameters();
@@ -371,29 +398,13 @@ std::vector<unsigned char> emulate_kernel_steps(const StepConfig& config, const 
     step.params_fp32 = config.params == ParamFormat::fp32 ? params.fp32.data() : nullptr;
     step.params_bf16 = config.params == ParamFormat::bf16 ? params.half.data() : nullptr;
     for (std::size_t c = planner.chunk_begin(f); c < planner.chunk_begin(f + 1); ++c) {
-      const StepArgs a = chunk_args(step, planner.chunks()[c]);
-      float old[2];
-      agent::old_absmax(a, old);
-      const bool vectorized = agent::vectorized_tile(a);
-      // Every buffer here starts 16-byte aligned (operator new), so a chunk is vectorized exactly when it is full
-      // and its element, its Δ slice position and (fp32 fallback) its slot are multiples of 4.
       const StepChunk& chunk = planner.chunks()[c];
-      constexpr std::size_t items = TilePolicy::items;
-      const bool expected = chunk.count == kQ8BlockSize && chunk.begin % items == 0 &&
-                            (chunk.begin - plan.offset) % items == 0 &&
-                            (chunk.fp32_state == 0 || chunk.slot % items == 0);
-      EXPECT_EQ(vectorized, expected) << describe(config) << " chunk at " << chunk.begin;
-      ++(vectorized ? paths.vectorized : a.size == kQ8BlockSize ? paths.guarded_full : paths.tail);
-      agent::TileThread<> threads[TilePolicy::threads];
-      for (int t = 0; t < TilePolicy::threads; ++t) threads[t].update(a, t, vectorized, old);
-      if (a.state != StateFormat::q8) continue;
-      for (int k = 0; k < a.moments; ++k) {
-        float reduced = 0.0f;
-        for (int t = TilePolicy::threads; t-- > 0;) reduced = absmax_step(reduced, threads[t].partial_absmax(k));
-        const float absmax = agent::finish_absmax(a, k, reduced, old);
-        a.moment[k].absmax[0] = absmax;
-        for (auto& thread : threads) thread.store_codes(a, k, absmax);
-      }
+      StepArgs a = chunk_args(step, chunk);
+      with_fixed_formats(step, [&](auto formats) {
+        agent::with_chunk_formats<typename decltype(formats)::type>(chunk, [&](auto chunk_formats) {
+          emulate_block<typename decltype(chunk_formats)::type>(a, chunk, plan.offset, paths, describe(config));
+        });
+      });
     }
     planner.commit(plan, StepOutcome::applied);
     planner.advance_round();

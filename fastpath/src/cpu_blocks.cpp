@@ -161,36 +161,10 @@ BlockFunction for_isa(CpuIsa isa) {
   return &step_block_generic<F>;
 }
 
-// The instantiation of step_block for the step's runtime formats (bnb: Adam family, nearest rounding only).
-template <UpdateFamily Family, ParamFormat Params, StateFormat State>
-BlockFunction pick_rounding(const StepArgs& a, CpuIsa isa) {
-  constexpr bool decoded = State == StateFormat::q8;
-  if constexpr (Family == UpdateFamily::adam && State != StateFormat::bf16) {
-    if (a.bnb) return for_isa<FixedFormats<Family, Params, State, false, true, decoded>>(isa);
-  }
-  return a.stochastic ? for_isa<FixedFormats<Family, Params, State, true, false, decoded>>(isa)
-                      : for_isa<FixedFormats<Family, Params, State, false, false, decoded>>(isa);
-}
-template <UpdateFamily Family, ParamFormat Params>
-BlockFunction pick_state(const StepArgs& a, CpuIsa isa) {
-  switch (a.state) {
-    case StateFormat::fp32: return pick_rounding<Family, Params, StateFormat::fp32>(a, isa);
-    case StateFormat::bf16: return pick_rounding<Family, Params, StateFormat::bf16>(a, isa);
-    case StateFormat::q8: return pick_rounding<Family, Params, StateFormat::q8>(a, isa);
-  }
-  return nullptr;
-}
-template <UpdateFamily Family>
-BlockFunction pick_params(const StepArgs& a, CpuIsa isa) {
-  return a.params == ParamFormat::fp32 ? pick_state<Family, ParamFormat::fp32>(a, isa)
-                                       : pick_state<Family, ParamFormat::bf16>(a, isa);
-}
-
 }  // namespace
 
 BlockFunction block_function_for(const StepArgs& a, CpuIsa isa) {
-  return a.family == UpdateFamily::adam ? pick_params<UpdateFamily::adam>(a, isa)
-                                        : pick_params<UpdateFamily::nesterov>(a, isa);
+  return with_fixed_formats(a, [isa](auto formats) { return for_isa<typename decltype(formats)::type::Decoded>(isa); });
 }
 
 bool any_refused(const float* values, std::uint64_t count, float sigma, CpuIsa isa) {

@@ -2,7 +2,8 @@
 // → the agent (agent/step_agent.hpp: every operand of a full, aligned chunk moved with vector width, a guarded
 // striped path otherwise) → the fused kernel, one CUDA block of TilePolicy::threads per chunk (a chunk never crosses
 // a tensor or fragment boundary), grid-stride over the chunks → the launch functions the host calls on the caller's
-// stream. Formats are read at run time (RuntimeFormats), uniformly across the block. The schedule and commit
+// stream. The fused kernel is instantiated per format configuration (FixedFormats through with_fixed_formats, the
+// CPU block loops' dispatch); a q8 configuration's fp32-fallback chunks run its Fp32State formats. The schedule and commit
 // kernels run step_schedule.hpp's functions, the CPU backend's, on the counters in device memory.
 #include "cuda_kernels.hpp"
 
@@ -74,10 +75,36 @@ __global__ void __launch_bounds__(kScanThreads) refusal_scan_kernel(const float*
   }
 }
 
+using Reduce = cub::BlockReduce<float, TilePolicy::threads>;
+
+// Chunk `a` by the whole block in formats F.
+template <class F>
+__device__ void step_chunk(StepArgs& a, Reduce::TempStorage& reduce, float& shared_absmax) {
+  float old[2];
+  agent::old_absmax<F>(a, old);
+  TileThread<F> thread;
+  thread.update(a, static_cast<int>(threadIdx.x), agent::vectorized_tile<F>(a), old);
+  if constexpr (F::kState == StateFormat::q8) {
+#pragma unroll
+    for (int k = 0; k < 2 && k < a.moments; ++k) {  // a constant bound: k indexes registers
+      // Reduce's own barrier orders every thread's read of the old absmax before thread 0 replaces it.
+      const float reduced = Reduce(reduce).Reduce(thread.partial_absmax(k), AbsmaxOp{});
+      if (threadIdx.x == 0) {
+        shared_absmax = agent::finish_absmax<F>(a, k, reduced, old);
+        a.moment[k].absmax[0] = shared_absmax;
+      }
+      __syncthreads();
+      thread.store_codes(a, k, shared_absmax);
+      __syncthreads();  // shared_absmax and the reduction's storage are reused for the next moment / chunk
+    }
+  }
+}
+
+// One instantiation per format configuration F (with_fixed_formats, block_step.hpp), as the CPU's block loops.
+template <class F>
 __global__ void __launch_bounds__(TilePolicy::threads)
     fused_step_kernel(StepArgs step, const StepChunk* chunks, std::uint64_t chunk_count, const StepRecord* record) {
-  using Reduce = cub::BlockReduce<float, TilePolicy::threads>;
-  __shared__ typename Reduce::TempStorage reduce;
+  __shared__ Reduce::TempStorage reduce;
   __shared__ float shared_absmax;
   // The same for every block: a skipped or refused step changes nothing.
   if (!record->scheduled.applied || record->first_refused[0] != kNoRefusal || record->first_refused[1] != kNoRefusal) {
@@ -85,24 +112,10 @@ __global__ void __launch_bounds__(TilePolicy::threads)
   }
   apply_schedule(step, record->scheduled);
   for (std::uint64_t c = blockIdx.x; c < chunk_count; c += gridDim.x) {
-    const StepArgs a = chunk_args(step, chunks[c]);
-    float old[2];
-    agent::old_absmax(a, old);
-    TileThread<> thread;
-    thread.update(a, static_cast<int>(threadIdx.x), agent::vectorized_tile(a), old);
-    if (a.state != StateFormat::q8) continue;
-#pragma unroll
-    for (int k = 0; k < 2 && k < a.moments; ++k) {  // a constant bound: k indexes registers
-      // Reduce's own barrier orders every thread's read of the old absmax before thread 0 replaces it.
-      const float reduced = Reduce(reduce).Reduce(thread.partial_absmax(k), AbsmaxOp{});
-      if (threadIdx.x == 0) {
-        shared_absmax = agent::finish_absmax(a, k, reduced, old);
-        a.moment[k].absmax[0] = shared_absmax;
-      }
-      __syncthreads();
-      thread.store_codes(a, k, shared_absmax);
-      __syncthreads();  // shared_absmax and the reduction's storage are reused for the next moment / chunk
-    }
+    const StepChunk chunk = chunks[c];
+    StepArgs a = chunk_args(step, chunk);
+    agent::with_chunk_formats<F>(
+        chunk, [&](auto formats) { step_chunk<typename decltype(formats)::type>(a, reduce, shared_absmax); });
   }
 }
 
@@ -128,8 +141,11 @@ cudaError_t launch_refusal_scan(const float* grad, std::uint64_t n, StepRecord* 
 cudaError_t launch_fused_step(const StepArgs& args, const StepChunk* chunks, std::uint64_t chunk_count,
                               const StepRecord* record, cudaStream_t stream) {
   if (chunk_count == 0) return cudaSuccess;
-  fused_step_kernel<<<grid_for(chunk_count), TilePolicy::threads, 0, stream>>>(args, chunks, chunk_count, record);
-  return cudaGetLastError();
+  return with_fixed_formats(args, [&](auto formats) {
+    fused_step_kernel<typename decltype(formats)::type>
+        <<<grid_for(chunk_count), TilePolicy::threads, 0, stream>>>(args, chunks, chunk_count, record);
+    return cudaGetLastError();
+  });
 }
 
 cudaError_t launch_commit(const ScheduleConstants& constants, const CounterView& counters, StepRecord* record,

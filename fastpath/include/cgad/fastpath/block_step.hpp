@@ -98,21 +98,11 @@ CGAD_HD inline float absmax_step(float accumulated, float value) {
 
 CGAD_HD inline std::uint64_t block_count(std::uint64_t size) { return (size + kQ8BlockSize - 1) / kQ8BlockSize; }
 
-// Which formats a step runs is read through a policy F: RuntimeFormats reads StepArgs (the CUDA kernel, where
-// the branches are uniform across a warp and one kernel serves every configuration), FixedFormats<...> fixes
-// them at compile time (the CPU backend instantiates one block loop per configuration so the per-element
-// branches fold away). Both run the very same code below. DecodedQ8: the CPU backend decodes a q8 block's codes
-// beforehand (q8_vector.hpp, the same q8_dequantize values) into the moment view's fp32 array, which the update
-// then reads.
-struct RuntimeFormats {
-  CGAD_HD static UpdateFamily family(const StepArgs& a) { return a.family; }
-  CGAD_HD static ParamFormat params(const StepArgs& a) { return a.params; }
-  CGAD_HD static StateFormat state(const StepArgs& a) { return a.state; }
-  CGAD_HD static bool stochastic(const StepArgs& a) { return a.stochastic; }
-  CGAD_HD static bool bnb(const StepArgs& a) { return a.bnb; }
-  CGAD_HD static constexpr bool decoded_q8(const StepArgs&) { return false; }
-};
-
+// Which formats a step runs is fixed at compile time by a policy F = FixedFormats<...>, so that the per-element
+// branches fold away: both backends instantiate their step once per configuration through with_fixed_formats
+// below (the CPU's block loops, the CUDA kernel) and run the very same code below. DecodedQ8: the CPU backend
+// decodes a q8 block's codes beforehand (q8_vector.hpp, the same q8_dequantize values) into the moment view's fp32
+// array, which the update then reads.
 template <UpdateFamily Family, ParamFormat Params, StateFormat State, bool Stochastic, bool Bnb = false,
           bool DecodedQ8 = false>
 struct FixedFormats {
@@ -122,7 +112,52 @@ struct FixedFormats {
   CGAD_HD static constexpr bool stochastic(const StepArgs&) { return Stochastic; }
   CGAD_HD static constexpr bool bnb(const StepArgs&) { return Bnb; }
   CGAD_HD static constexpr bool decoded_q8(const StepArgs&) { return DecodedQ8; }
+  static constexpr StateFormat kState = State;
+  // The same configuration for a q8 configuration's chunks that keep fp32 state (tensors under min_q8_size), and
+  // with q8 moments decoded beforehand (the CPU's block loop).
+  using Fp32State = FixedFormats<Family, Params, StateFormat::fp32, Stochastic, Bnb, false>;
+  using Decoded = FixedFormats<Family, Params, State, Stochastic, Bnb, State == StateFormat::q8>;
 };
+
+// A format policy passed as a value, so that a generic lambda can take it (the device code is C++17, without
+// template lambdas): fn(FormatsTag<F>{}), then typename decltype(tag)::type inside.
+template <class F>
+struct FormatsTag {
+  using type = F;
+};
+
+namespace detail {
+template <UpdateFamily Family, ParamFormat Params, StateFormat State, class Fn>
+decltype(auto) pick_rounding(const StepArgs& a, Fn&& fn) {
+  if constexpr (Family == UpdateFamily::adam && State != StateFormat::bf16) {
+    if (a.bnb) return fn(FormatsTag<FixedFormats<Family, Params, State, false, true>>{});
+  }
+  return a.stochastic ? fn(FormatsTag<FixedFormats<Family, Params, State, true>>{})
+                      : fn(FormatsTag<FixedFormats<Family, Params, State, false>>{});
+}
+template <UpdateFamily Family, ParamFormat Params, class Fn>
+decltype(auto) pick_state(const StepArgs& a, Fn&& fn) {
+  switch (a.state) {
+    case StateFormat::fp32: return pick_rounding<Family, Params, StateFormat::fp32>(a, fn);
+    case StateFormat::bf16: return pick_rounding<Family, Params, StateFormat::bf16>(a, fn);
+    case StateFormat::q8: break;
+  }
+  return pick_rounding<Family, Params, StateFormat::q8>(a, fn);
+}
+template <UpdateFamily Family, class Fn>
+decltype(auto) pick_params(const StepArgs& a, Fn&& fn) {
+  return a.params == ParamFormat::fp32 ? pick_state<Family, ParamFormat::fp32>(a, fn)
+                                       : pick_state<Family, ParamFormat::bf16>(a, fn);
+}
+}  // namespace detail
+
+// fn(FormatsTag<F>{}) for F = the FixedFormats of a's run-time configuration, one of the 28 that exist (bnb: Adam
+// family, nearest rounding, no bf16 state, as config.cpp's validate() allows). Host code.
+template <class Fn>
+decltype(auto) with_fixed_formats(const StepArgs& a, Fn&& fn) {
+  return a.family == UpdateFamily::adam ? detail::pick_params<UpdateFamily::adam>(a, fn)
+                                        : detail::pick_params<UpdateFamily::nesterov>(a, fn);
+}
 
 // Word `which` of `random`, by selects: a run-time index into the array would keep the words in local memory on the
 // GPU (a stack frame in ptxas' report), where each thread holds the words of several elements.
@@ -130,12 +165,12 @@ CGAD_HD inline std::uint32_t random_word(const RandomWords& random, int which) {
   return which == 0 ? random.word[0] : which == 1 ? random.word[1] : which == 2 ? random.word[2] : random.word[3];
 }
 
-template <class F = RuntimeFormats>
+template <class F>
 CGAD_HD inline float load_param(const StepArgs& a, std::uint64_t i) {
   return F::params(a) == ParamFormat::fp32 ? a.params_fp32[i] : to_float(a.params_bf16[i]);
 }
 
-template <class F = RuntimeFormats>
+template <class F>
 CGAD_HD inline void store_param(const StepArgs& a, std::uint64_t i, float value, const RandomWords& random) {
   if (F::params(a) == ParamFormat::fp32) {
     a.params_fp32[i] = value;
@@ -146,13 +181,13 @@ CGAD_HD inline void store_param(const StepArgs& a, std::uint64_t i, float value,
 }
 
 // A value rounded to the parameter format and widened back (bnb rounds θ before its weight decay).
-template <class F = RuntimeFormats>
+template <class F>
 CGAD_HD inline float round_param(const StepArgs& a, float value) {
   return F::params(a) == ParamFormat::fp32 ? value : to_float(round_nearest_even_bf16(value));
 }
 
 // `block_absmax` is the block's stored absmax (used by q8 only).
-template <class F = RuntimeFormats>
+template <class F>
 CGAD_HD inline float load_moment(const StepArgs& a, const MomentView& s, std::uint64_t i, float block_absmax) {
   switch (F::state(a)) {
     case StateFormat::fp32: return s.fp32[i];
@@ -163,7 +198,7 @@ CGAD_HD inline float load_moment(const StepArgs& a, const MomentView& s, std::ui
 }
 
 // fp32 and bf16 moments are stored element by element; q8 ones after the block's absmax is known.
-template <class F = RuntimeFormats>
+template <class F>
 CGAD_HD inline void store_moment_elementwise(const StepArgs& a, const MomentView& s, std::uint64_t i, float value,
                                              const RandomWords& random) {
   if (F::state(a) == StateFormat::fp32) {
@@ -185,7 +220,7 @@ CGAD_HD inline std::uint8_t bnb_sign_fix(std::uint8_t code, float value, const Q
 }
 
 // `moment` is 0 for m (the signed map) and 1 for v.
-template <class F = RuntimeFormats>
+template <class F>
 CGAD_HD inline std::uint8_t quantize_moment(const StepArgs& a, const MomentView& s, int moment, float value,
                                             float absmax, const RandomWords& random) {
   if (F::bnb(a)) {
@@ -197,7 +232,7 @@ CGAD_HD inline std::uint8_t quantize_moment(const StepArgs& a, const MomentView&
   return F::stochastic(a) ? q8_stochastic(x, *s.map, random_word(random, s.random_word)) : q8_nearest_fast(x, *s.map);
 }
 
-template <class F = RuntimeFormats>
+template <class F>
 CGAD_HD inline RandomWords random_for(const StepArgs& a, std::uint64_t i) {
   if (!F::stochastic(a)) return RandomWords{{0, 0, 0, 0}};
   return philox_words(a.seed, a.step, a.first_index + i);
@@ -205,7 +240,7 @@ CGAD_HD inline RandomWords random_for(const StepArgs& a, std::uint64_t i) {
 
 // bnb's update of one element (element_update.hpp): its moment order for the q8 or the fp32 kernel, θ rounded
 // to the parameter format, then its decoupled decay rounded again.
-template <class F = RuntimeFormats>
+template <class F>
 CGAD_HD inline void bnb_adam_element(const StepArgs& a, float delta, float& theta, float& m, float& v) {
   const float g = a.adam.sigma * delta;
   if (F::state(a) == StateFormat::q8) {
@@ -228,7 +263,7 @@ CGAD_HD inline float bnb_padding_first_moment(const AdamCoefficients& c, float o
 // Updates element i (chunk-relative) with pseudo-gradient `delta` (the caller loaded grad[i]): reads θ and the
 // decoded moments, writes θ, returns the new fp32 moments in `moment_out`. The CPU backend passes the chunk's
 // buffers; the CUDA kernel's agent (agent/step_agent.hpp) a view of one thread's registers, loaded beforehand.
-template <class F = RuntimeFormats>
+template <class F>
 CGAD_HD inline void update_element(const StepArgs& a, std::uint64_t i, float delta, const float* block_absmax,
                                    float* moment_out, const RandomWords& random) {
   float theta = load_param<F>(a, i);

@@ -79,7 +79,7 @@ CGAD_HD inline bool aligned_for(const T* p) {
 
 // Whether chunk `a` (chunk_args() of a step) is a full tile whose every operand can be moved vectorized. The same
 // for every thread of the block, so the branch on it does not diverge.
-template <class F = RuntimeFormats, class P = TilePolicy>
+template <class F, class P = TilePolicy>
 CGAD_HD inline bool vectorized_tile(const StepArgs& a) {
   constexpr int N = P::items;
   if (a.size != static_cast<std::uint64_t>(P::threads * N)) return false;
@@ -98,8 +98,21 @@ CGAD_HD inline bool vectorized_tile(const StepArgs& a) {
   return aligned;
 }
 
+// fn(FormatsTag<G>{}) with the formats G chunk c runs in a configuration F: F, or F::Fp32State for a q8
+// configuration's chunk that keeps fp32 state (a tensor under min_q8_size). Uniform across the block.
+template <class F, class Fn>
+CGAD_HD inline void with_chunk_formats(const StepChunk& c, Fn&& fn) {
+  if constexpr (F::kState == StateFormat::q8) {
+    if (c.fp32_state != 0) {
+      fn(FormatsTag<typename F::Fp32State>{});
+      return;
+    }
+  }
+  fn(FormatsTag<F>{});
+}
+
 // A chunk's stored absmax per moment, read before any thread of the block replaces it (0 outside q8).
-template <class F = RuntimeFormats>
+template <class F>
 CGAD_HD inline void old_absmax(const StepArgs& a, float (&out)[2]) {
   out[0] = out[1] = 0.0f;
   if (F::state(a) != StateFormat::q8) return;
@@ -109,7 +122,7 @@ CGAD_HD inline void old_absmax(const StepArgs& a, float (&out)[2]) {
 
 // The block's new absmax of moment k from the max over its elements (a BlockReduce on the device): bnb's partial
 // block adds its padding's first moment (block_step.hpp).
-template <class F = RuntimeFormats>
+template <class F>
 CGAD_HD inline float finish_absmax(const StepArgs& a, int k, float reduced, const float (&old)[2]) {
   if (F::bnb(a) && k == 0 && a.size < kQ8BlockSize) {
     return absmax_step(reduced, bnb_padding_first_moment(a.adam, old[0], *a.moment[0].map));
@@ -118,7 +131,7 @@ CGAD_HD inline float finish_absmax(const StepArgs& a, int k, float reduced, cons
 }
 
 // One thread's elements of one chunk, in registers from load to store.
-template <class F = RuntimeFormats, class P = TilePolicy>
+template <class F, class P = TilePolicy>
 class TileThread {
  public:
   static constexpr int items = P::items;
