@@ -158,8 +158,8 @@ struct CudaOptimizer::Impl {
     }
   }
 
-  // The device's state and counters on the host; the planner takes the counters (its own are not kept up to date
-  // by steps, which count on the device).
+  // The device's state on the host, and its counters into the planner (whose own are not kept up to date by
+  // steps, which count on the device).
   HostState download(cudaStream_t stream) {
     start_read(stream, "reading the CUDA optimizer's state");
     HostState host;
@@ -171,12 +171,20 @@ struct CudaOptimizer::Impl {
       guard(codes[k].download_async(host.codes[k], stream), "state download");
       guard(absmax[k].download_async(host.absmax[k], stream), "state download");
     }
+    take_counters(stream);
+    return host;
+  }
+  void pull_counters(cudaStream_t stream) {
+    start_read(stream, "reading the CUDA optimizer's counters");
+    take_counters(stream);
+  }
+  // Copies the counters after what is enqueued on `stream`, waits for all of it, and hands them to the planner.
+  void take_counters(cudaStream_t stream) {
     std::vector<std::int64_t> packed;
     guard(counters.download_async(packed, stream), "counter download");
     wait(stream);
     finish(stream);
     planner.set_raw_counters(unpack(packed, planner.config().fragments));
-    return host;
   }
 
   void step(std::size_t params_size, float* params_fp32, bf16* params_bf16, const float* grad, std::size_t grad_size,
@@ -280,7 +288,7 @@ const StepConfig& CudaOptimizer::config() const { return impl_->planner.config()
 std::size_t CudaOptimizer::parameters() const { return impl_->planner.parameters(); }
 
 std::vector<reference::StateCounter> CudaOptimizer::counters(CUstream_st* stream) {
-  impl_->download(stream);
+  impl_->pull_counters(stream);
   return impl_->planner.counters();
 }
 
