@@ -91,8 +91,9 @@ if [ -z "$sanitizer" ]; then
   sanitizer="$(find / -xdev -maxdepth 7 -name compute-sanitizer -type f -perm -u+x 2>/dev/null | head -n 1)"
 fi
 # Misaligned and aligned PA-CGAD fragments (the agent's three paths, every format, q8 and its fp32 fallback), a
-# stream of the caller's and the state-file copies: every kernel and copy path in a few hundred steps.
-subset='FastpathCuda.PaCgad*:FastpathCuda.NonDefaultStream*:FastpathCuda.StateFiles*'
+# stream of the caller's, a captured graph replayed (the schedule and commit kernels on device counters) and the
+# state-file copies: every kernel and copy path in a few hundred steps.
+subset='FastpathCuda.PaCgad*:FastpathCuda.NonDefaultStream*:FastpathCuda.CapturedGraph*:FastpathCuda.StateFiles*'
 if [ -z "$sanitizer" ]; then
   say "== compute-sanitizer: not found on PATH, under /usr/local/cuda* or /opt/nvidia"
   record "compute-sanitizer" FAIL "not found"
