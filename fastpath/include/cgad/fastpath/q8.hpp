@@ -147,9 +147,16 @@ CGAD_HD inline std::uint8_t q8_nearest_fast(float x, const Q8Map& map) {
   return index >= 0 ? static_cast<std::uint8_t>(index) : q8_nearest(x, map);
 }
 
-// `random`'s top 24 bits are the uniform variate.
+// `random`'s top 24 bits are the uniform variate. Its nearest index is the same on both backends by proof, not by
+// the same code: the device computes it by the line model, which reads the ~47 KB bucket table only on fallback;
+// the host by the bucket search, the faster of the two in scalar code there (~2.7 vs ~11 ns, issue 14's wave). Both
+// give q8_nearest's index on every one of the 2^32 floats for each map (fastpath_q8_vector_long_test).
 CGAD_HD inline std::uint8_t q8_stochastic(float x, const Q8Map& map, std::uint32_t random) {
+#if defined(__CUDA_ARCH__)
+  const int nearest = q8_nearest_fast(x, map);
+#else
   const int nearest = q8_nearest(x, map);
+#endif
   int low = map.code[nearest] > x ? nearest - 1 : nearest;
   low = low < 0 ? 0 : (low > kQ8Codes - 2 ? kQ8Codes - 2 : low);
   const double below = static_cast<double>(x) - static_cast<double>(map.code[low]);
