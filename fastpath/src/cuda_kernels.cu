@@ -11,6 +11,8 @@
 
 #include <cub/block/block_reduce.cuh>
 
+#include <tuple>
+
 namespace cgad::fastpath::cuda {
 namespace {
 
@@ -123,40 +125,48 @@ unsigned grid_for(std::uint64_t blocks) {
   return static_cast<unsigned>(blocks < kMaxGrid ? blocks : kMaxGrid);
 }
 
+// kernel<<<grid, block, 0, stream>>>(args...) through cudaLaunchKernel, whose status is this launch's own:
+// cudaGetLastError after <<<>>> would also return (and clear) an error some earlier call of the thread left.
+template <class... Params, class... Args>
+cudaError_t launch(void (*kernel)(Params...), unsigned grid, unsigned block, cudaStream_t stream, const Args&... args) {
+  std::tuple<Params...> values(args...);
+  return std::apply(
+      [&](auto&... value) {
+        void* pointers[] = {static_cast<void*>(&value)...};
+        return cudaLaunchKernel(reinterpret_cast<const void*>(kernel), dim3(grid), dim3(block), pointers, 0, stream);
+      },
+      values);
+}
+
 }  // namespace
 
 cudaError_t launch_schedule(const ScheduleConstants& constants, const CounterView& counters, const StepEvent& event,
                             StepRecord* record, cudaStream_t stream) {
-  schedule_kernel<<<1, 1, 0, stream>>>(constants, counters, event, record);
-  return cudaGetLastError();
+  return launch(schedule_kernel, 1, 1, stream, constants, counters, event, record);
 }
 
 cudaError_t launch_refusal_scan(const float* grad, std::uint64_t n, StepRecord* record, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   const unsigned grid = grid_for((n + kScanThreads - 1) / kScanThreads);
-  refusal_scan_kernel<<<grid, kScanThreads, 0, stream>>>(grad, n, record);
-  return cudaGetLastError();
+  return launch(refusal_scan_kernel, grid, kScanThreads, stream, grad, n, record);
 }
 
 cudaError_t launch_fused_step(const StepArgs& args, const StepChunk* chunks, std::uint64_t chunk_count,
                               const StepRecord* record, cudaStream_t stream) {
   if (chunk_count == 0) return cudaSuccess;
   return with_fixed_formats(args, [&](auto formats) {
-    fused_step_kernel<typename decltype(formats)::type>
-        <<<grid_for(chunk_count), TilePolicy::threads, 0, stream>>>(args, chunks, chunk_count, record);
-    return cudaGetLastError();
+    return launch(fused_step_kernel<typename decltype(formats)::type>, grid_for(chunk_count), TilePolicy::threads,
+                  stream, args, chunks, chunk_count, record);
   });
 }
 
 cudaError_t launch_commit(const ScheduleConstants& constants, const CounterView& counters, StepRecord* record,
                           cudaStream_t stream) {
-  commit_kernel<<<1, 1, 0, stream>>>(constants, counters, record);
-  return cudaGetLastError();
+  return launch(commit_kernel, 1, 1, stream, constants, counters, record);
 }
 
 cudaError_t launch_advance_round(std::int64_t* round, cudaStream_t stream) {
-  advance_round_kernel<<<1, 1, 0, stream>>>(round);
-  return cudaGetLastError();
+  return launch(advance_round_kernel, 1, 1, stream, round);
 }
 
 }  // namespace cgad::fastpath::cuda

@@ -46,10 +46,30 @@ StepPlanner::Counters unpack(const std::vector<std::int64_t>& packed, std::size_
   return c;
 }
 
+// Whether `stream` is capturing. A stream that cannot be used now (the legacy default stream while a blocking
+// stream captures: cudaErrorStreamCaptureImplicit) is refused as the caller's mistake, not latched as a fault; the
+// query's error is cleared so that it is not taken for a later call's.
 bool capturing(cudaStream_t stream) {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  return cudaStreamIsCapturing(stream, &status) == cudaSuccess && status != cudaStreamCaptureStatusNone;
+  const cudaError_t query = cudaStreamIsCapturing(stream, &status);
+  if (query != cudaSuccess) {
+    (void)cudaGetLastError();
+    throw reference::InputError(std::string("this stream cannot be used now (cudaStreamIsCapturing: ") +
+                                cudaGetErrorString(query) + ")");
+  }
+  return status != cudaStreamCaptureStatusNone;
 }
+
+// The ordering event, destroyed with the optimizer (also when its constructor throws).
+struct Event {
+  cudaEvent_t handle = nullptr;
+  Event() = default;
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  ~Event() {
+    if (handle != nullptr) cudaEventDestroy(handle);
+  }
+};
 
 }  // namespace
 
@@ -70,7 +90,8 @@ struct CudaOptimizer::Impl {
   bool stepped = false;         // record holds a step
   // Every call orders itself after the optimizer's previous work, whichever stream that ran on: `last` is recorded
   // after each call's work (outside a stream capture) and a call on another stream waits for it on the device.
-  cudaEvent_t last = nullptr;
+  Event last_event;
+  cudaEvent_t& last = last_event.handle;
   cudaStream_t last_stream = nullptr;
   // Set by the first failed CUDA call: from then on every call refuses with it (the device state is lost).
   std::string fault;
@@ -100,12 +121,15 @@ struct CudaOptimizer::Impl {
     constants.age_sigma = age_sigma.data();
     counters = DeviceBuffer<std::int64_t>(2 * config.fragments + 2);
     guard(counters.upload_async(pack(planner.raw_counters()), stream), "counter upload");
+    guard(cudaMemsetAsync(record.data(), 0, record.bytes(), stream), "record initialization");
+    // The uploads' host sources are temporaries: wait, rather than rely on the driver having staged them.
+    wait(stream);
     finish(stream);
   }
   ~Impl() {
-    if (last == nullptr) return;
-    if (fault.empty()) cudaEventSynchronize(last);  // no kernel of ours may run on memory being freed
-    cudaEventDestroy(last);
+    // No kernel of ours may run on memory being freed. (A graph launched with our steps is the caller's to wait for;
+    // cudaFree waits for the device in any case.)
+    if (last != nullptr && fault.empty()) cudaEventSynchronize(last);
   }
 
   // A failed call latches the optimizer's fault and throws it.
@@ -141,7 +165,9 @@ struct CudaOptimizer::Impl {
     }
     start(stream);
   }
-  void wait(cudaStream_t stream) { guard(cudaStreamSynchronize(stream), "cudaStreamSynchronize"); }
+  void wait(cudaStream_t stream) {
+    guard(cudaStreamSynchronize(stream), "the device failed work enqueued on this stream (cudaStreamSynchronize)");
+  }
 
   CounterView counter_view() const {
     const std::size_t fragments = planner.config().fragments;
@@ -246,6 +272,7 @@ struct CudaOptimizer::Impl {
     start(stream);
     upload_state(loaded.state, stream);
     guard(counters.upload_async(pack(planner.raw_counters()), stream), "counter upload");
+    wait(stream);  // the sources are the loaded file's host copies
     finish(stream);
   }
 };

@@ -218,9 +218,17 @@ void StepPlanner::set_raw_counters(Counters counters) {
     throw reference::InputError("state has counters for " + std::to_string(counters.t.size()) +
                                 " fragments, the optimizer has " + std::to_string(config_.fragments));
   }
-  if (counters.round < 0) throw reference::InputError("state has a negative round count");
+  // No run reaches 2^62 steps or rounds; the bound keeps t + 1, round + 1 and the ages from overflowing.
+  constexpr std::int64_t kMaxCount = std::int64_t{1} << 62;
+  if (counters.round < 0 || counters.round >= kMaxCount) {
+    throw reference::InputError("state has an impossible round count " + std::to_string(counters.round));
+  }
+  if (counters.steps >= static_cast<std::uint64_t>(kMaxCount)) {
+    throw reference::InputError("state has an impossible step count " + std::to_string(counters.steps));
+  }
   for (std::size_t f = 0; f < config_.fragments; ++f) {
-    if (counters.t[f] < 0 || counters.last_sync[f] < -1 || counters.last_sync[f] > counters.round) {
+    if (counters.t[f] < 0 || counters.t[f] >= kMaxCount || counters.last_sync[f] < -1 ||
+        counters.last_sync[f] > counters.round) {
       throw reference::InputError("state has an impossible step count or synchronization round in fragment " +
                                   std::to_string(f));
     }

@@ -23,8 +23,8 @@
 // the next call (or synchronize it). The calls that return host data (report, counters, download, read_buffer,
 // save, load) wait for their stream and are refused inside a capture.
 //
-// Faults: the first CUDA call that fails (an asynchronous fault of a kernel surfaces at the next call, named as
-// such) makes the optimizer unusable: that call and every later one throw std::runtime_error saying so, instead of
+// Faults: the first CUDA call that fails (an asynchronous fault of a kernel surfaces at a later launch of the same
+// step or at the next call, named as a failure of earlier work) makes the optimizer unusable: that call and every later one throw std::runtime_error saying so, instead of
 // an unrelated error one step later. Its device state is then lost; a saved state loads into a new optimizer.
 //
 // Built only when CGAD_ENABLE_CUDA is on; otherwise every constructor throws InputError. Without a device,

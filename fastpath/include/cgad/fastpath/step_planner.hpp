@@ -87,7 +87,8 @@ class StepPlanner {
     std::uint64_t steps = 0;
   };
   const Counters& raw_counters() const { return counters_; }
-  // InputError on a length mismatch, a negative count or round, or a synchronization after the current round.
+  // InputError on a length mismatch, a negative count or round, one of 2^62 or more, or a synchronization after
+  // the current round.
   void set_raw_counters(Counters counters);
 
  private:
