@@ -148,7 +148,9 @@ struct CudaOptimizer::Impl {
     }
     if (capturing(stream)) return;  // ordering inside a graph is the graph's
     const cudaError_t earlier = cudaEventQuery(last);
-    if (earlier != cudaErrorNotReady) guard(earlier, "the device failed work enqueued earlier (this optimizer's or other work in the process)");
+    if (earlier != cudaErrorNotReady) {
+      guard(earlier, "the device failed work enqueued earlier (this optimizer's or other work in the process)");
+    }
     if (stream != last_stream) guard(cudaStreamWaitEvent(stream, last, 0), "cudaStreamWaitEvent");
   }
   // After it: marks the optimizer's latest work (not inside a capture: the event would name a graph node).

@@ -12,12 +12,12 @@
 //     ages whose γ is not 0, built once (step_planner.cpp); an age past it has γ = 0.
 // The bias corrections 1 − β^t are computed here, for any t: β^t by binary powering in double-double (error-free
 // products with fma; a squaring doubles the relative error it is given, so the errors add up to about t·2^-104,
-// below 2^-70 wherever β^t is not 0 in double for a float β < 1), correctly rounded to double except that close to
-// a midpoint, so the floats the step uses
-// (1 − RN_f(β^t), RN_f(1 − β^t)) are those of std::pow: over t ≤ 2^24 and β ∈ {0, 0.5, 0.9, 0.95, 0.99, 0.995,
-// 0.999, 0.9999, 0.99999, 0.999999} not one of the 3.4·10^8 floats differs from glibc's pow's, while the doubles
-// differ in up to 14366 of 2^24 t for one β (glibc's pow is within 0.52 ulp, not correctly rounded). The test
-// (proptests/fastpath_schedule_test.cpp) checks the power against MPFR and a sample against std::pow.
+// below 2^-70 wherever β^t is not 0 in double for a float β < 1), correctly rounded to double except close to a
+// midpoint. The floats the step uses, 1 − RN_f(β^t) and RN_f(1 − β^t), are then those std::pow gave: over t ≤ 2^24
+// and β ∈ {0, 0.5, 0.9, 0.95, 0.99, 0.995, 0.999, 0.9999, 0.99999, 0.999999} not one of the 3.4·10^8 floats
+// differs, while the doubles differ in up to 14366 of 2^24 t for one β (glibc's pow is not correctly rounded).
+// The test (proptests/fastpath_schedule_test.cpp) checks the power against MPFR and the floats against std::pow's
+// (t ≤ 2^16; fastpath_schedule_long_test t ≤ 2^24).
 //
 // Ages follow the reference's GatedAdam (gated_adam.hpp): a_f = max(0, round − last_sync_f − 1); an event for
 // fragment f synchronizes f whether it is applied or skipped for a zero gate; an event refused for a NaN/Inf or
