@@ -46,12 +46,22 @@ for _ in $(seq 50); do [ -S "$work/munge/munge.socket" ] && break; sleep 0.1; do
 
 node="$(hostname -s)"
 cpus="$(nproc)"
-# Ports away from Slurm's defaults (6817/6818), so that a cluster already on this machine is not disturbed.
+# Two ports free right now (the kernel picks them), neither Slurm's defaults (6817/6818) nor fixed ones: a cluster
+# already on this machine is not disturbed, and daemons a killed earlier run left behind do not make this one fail
+# with "Address already in use" (which is how a fixed pair 16817/16818 failed once).
+free_ports() {
+  /usr/bin/python3 -c '
+import socket
+held = [socket.socket() for _ in range(2)]
+for s in held: s.bind(("127.0.0.1", 0))
+print(*(s.getsockname()[1] for s in held))'
+}
+read -r ctld_port slurmd_port < <(free_ports)
 cat > "$work/slurm.conf" <<CONF
 ClusterName=cgadtest
 SlurmctldHost=${node}(127.0.0.1)
-SlurmctldPort=16817
-SlurmdPort=16818
+SlurmctldPort=${ctld_port}
+SlurmdPort=${slurmd_port}
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
