@@ -26,6 +26,7 @@ namespace {
 
 using testing::all_format_configs;
 using testing::describe;
+using testing::expect_same_report;  // the whole report: σ, τ_eff and the refusals are decided on the device
 using testing::Params;
 using testing::random_vector;
 
@@ -69,13 +70,44 @@ std::vector<unsigned char> host_state_bytes(const HostState& s) {
   return out;
 }
 
-// The whole report: the schedule (σ, τ_eff) and the refusals are decided on the device.
-void expect_same_report(const StepReport& got, const StepReport& want, const std::string& where) {
-  EXPECT_EQ(got.applied, want.applied) << where;
-  EXPECT_EQ(got.reason, want.reason) << where;
-  EXPECT_EQ(got.nonfinite_index, want.nonfinite_index) << where;
-  EXPECT_EQ(got.tau_effective, want.tau_effective) << where;
-  EXPECT_EQ(std::bit_cast<std::uint32_t>(got.sigma), std::bit_cast<std::uint32_t>(want.sigma)) << where;
+// Device parameters of `config`'s format, and their bytes back on the host.
+struct DeviceParams {
+  DeviceParams(const StepConfig& config, const Params& host)
+      : fp32(config.params == ParamFormat::fp32),
+        data(fp32 ? static_cast<void*>(to_device(host.fp32)) : static_cast<void*>(to_device(host.half))),
+        n(fp32 ? host.fp32.size() : host.half.size()) {}
+  ~DeviceParams() { cudaFree(data); }
+  DeviceParams(const DeviceParams&) = delete;
+  DeviceParams& operator=(const DeviceParams&) = delete;
+  void step(CudaOptimizer& gpu, const float* grad, std::size_t grad_size, std::int64_t tau, std::size_t fragment,
+            cudaStream_t stream) const {
+    if (fp32) {
+      gpu.step(static_cast<float*>(data), n, grad, grad_size, tau, fragment, stream);
+    } else {
+      gpu.step(static_cast<bf16*>(data), n, grad, grad_size, tau, fragment, stream);
+    }
+  }
+  Params back(const Params& like) const {
+    Params out = like;
+    if (fp32) {
+      out.fp32 = to_host(static_cast<float*>(data), n);
+    } else {
+      out.half = to_host(static_cast<bf16*>(data), n);
+    }
+    return out;
+  }
+  bool fp32;
+  void* data;
+  std::size_t n;
+};
+
+// The counters of both backends, name by name.
+void expect_same_counters(CudaOptimizer& gpu, const CpuOptimizer& cpu, cudaStream_t stream, const std::string& what) {
+  const auto got = gpu.counters(stream), want = cpu.counters();
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (std::size_t c = 0; c < got.size(); ++c) {
+    EXPECT_EQ(got[c].values, want[c].values) << what << " counter " << got[c].name;
+  }
 }
 
 TEST(FastpathCuda, BitIdenticalToTheCpuBackend) {
@@ -90,31 +122,19 @@ TEST(FastpathCuda, BitIdenticalToTheCpuBackend) {
         CpuOptimizer cpu(config, n, 2);
         CudaOptimizer gpu(config, n);
         Params params(config, random_vector(n, 21));
-        void* device_params = config.params == ParamFormat::fp32 ? static_cast<void*>(to_device(params.fp32))
-                                                                 : static_cast<void*>(to_device(params.half));
+        const DeviceParams device(config, params);
         const std::int64_t taus[] = {0, 3, 40, 1, 7};
         for (int e = 0; e < 5; ++e) {
           auto grad = random_vector(n, 30 + static_cast<std::uint32_t>(e));
           if (e == 3 && n > 0) grad[n / 2] = std::numeric_limits<float>::quiet_NaN();
           float* device_grad = to_device(grad);
           const StepReport want = params.step(cpu, grad, taus[e]);
-          if (config.params == ParamFormat::fp32) {
-            gpu.step(static_cast<float*>(device_params), n, device_grad, n, taus[e], 0, nullptr);
-          } else {
-            gpu.step(static_cast<bf16*>(device_params), n, device_grad, n, taus[e], 0, nullptr);
-          }
+          device.step(gpu, device_grad, n, taus[e], 0, nullptr);
           expect_same_report(gpu.report(), want, describe(config) + " n=" + std::to_string(n) + " event " +
                                                      std::to_string(e));
           cudaFree(device_grad);
         }
-        Params back = params;
-        if (config.params == ParamFormat::fp32) {
-          back.fp32 = to_host(static_cast<float*>(device_params), n);
-        } else {
-          back.half = to_host(static_cast<bf16*>(device_params), n);
-        }
-        cudaFree(device_params);
-        ASSERT_EQ(back.bytes(), params.bytes()) << describe(config) << " n=" << n << ": parameters differ";
+        ASSERT_EQ(device.back(params).bytes(), params.bytes()) << describe(config) << " n=" << n << ": parameters differ";
         ASSERT_EQ(host_state_bytes(gpu.download()), host_state_bytes(cpu.state()))
             << describe(config) << " n=" << n << ": state differs";
         EXPECT_EQ(gpu.counters().size(), cpu.counters().size());
@@ -136,18 +156,13 @@ void expect_same_as_cpu(const StepConfig& config, const std::vector<std::size_t>
   CudaOptimizer gpu(config, tensors, stream);
   const std::size_t n = cpu.parameters();
   Params params(config, random_vector(n, 21));
-  void* device_params = config.params == ParamFormat::fp32 ? static_cast<void*>(to_device(params.fp32))
-                                                           : static_cast<void*>(to_device(params.half));
+  const DeviceParams device(config, params);
   for (std::size_t e = 0; e < events.size(); ++e) {
     const Event& event = events[e];
     const auto grad = random_vector(cpu.planner().fragment_size(event.fragment), 30 + static_cast<std::uint32_t>(e));
     float* device_grad = to_device(grad);
     const StepReport want = params.step(cpu, grad, event.tau, event.fragment);
-    if (config.params == ParamFormat::fp32) {
-      gpu.step(static_cast<float*>(device_params), n, device_grad, grad.size(), event.tau, event.fragment, stream);
-    } else {
-      gpu.step(static_cast<bf16*>(device_params), n, device_grad, grad.size(), event.tau, event.fragment, stream);
-    }
+    device.step(gpu, device_grad, grad.size(), event.tau, event.fragment, stream);
     // On the legacy default stream: ordered after the step on `stream` all the same (cuda_optimizer.hpp). It waits
     // for the step, so the gradient can be freed.
     expect_same_report(gpu.report(), want, what + " event " + std::to_string(e));
@@ -155,20 +170,9 @@ void expect_same_as_cpu(const StepConfig& config, const std::vector<std::size_t>
     cpu.advance_round();
     gpu.advance_round(stream);
   }
-  Params back = params;
-  if (config.params == ParamFormat::fp32) {
-    back.fp32 = to_host(static_cast<float*>(device_params), n);
-  } else {
-    back.half = to_host(static_cast<bf16*>(device_params), n);
-  }
-  cudaFree(device_params);
-  ASSERT_EQ(back.bytes(), params.bytes()) << what << ": parameters differ";
+  ASSERT_EQ(device.back(params).bytes(), params.bytes()) << what << ": parameters differ";
   ASSERT_EQ(host_state_bytes(gpu.download()), host_state_bytes(cpu.state())) << what << ": state differs";
-  const auto got_counters = gpu.counters(), want_counters = cpu.counters();
-  ASSERT_EQ(got_counters.size(), want_counters.size()) << what;
-  for (std::size_t c = 0; c < got_counters.size(); ++c) {
-    EXPECT_EQ(got_counters[c].values, want_counters[c].values) << what << " counter " << got_counters[c].name;
-  }
+  expect_same_counters(gpu, cpu, nullptr, what);
 }
 
 // Every format configuration with and without an fp32 fallback (min_q8_size), over layouts whose tensor
@@ -230,37 +234,6 @@ TEST(FastpathCuda, GridStridePastTwoToTheTwentyFourIsBitIdentical) {
   }
 }
 
-// Device parameters of `config`'s format, and their bytes back on the host.
-struct DeviceParams {
-  DeviceParams(const StepConfig& config, const Params& host)
-      : fp32(config.params == ParamFormat::fp32),
-        data(fp32 ? static_cast<void*>(to_device(host.fp32)) : static_cast<void*>(to_device(host.half))),
-        n(fp32 ? host.fp32.size() : host.half.size()) {}
-  ~DeviceParams() { cudaFree(data); }
-  DeviceParams(const DeviceParams&) = delete;
-  DeviceParams& operator=(const DeviceParams&) = delete;
-  void step(CudaOptimizer& gpu, const float* grad, std::size_t grad_size, std::int64_t tau, std::size_t fragment,
-            cudaStream_t stream) const {
-    if (fp32) {
-      gpu.step(static_cast<float*>(data), n, grad, grad_size, tau, fragment, stream);
-    } else {
-      gpu.step(static_cast<bf16*>(data), n, grad, grad_size, tau, fragment, stream);
-    }
-  }
-  Params back(const Params& like) const {
-    Params out = like;
-    if (fp32) {
-      out.fp32 = to_host(static_cast<float*>(data), n);
-    } else {
-      out.half = to_host(static_cast<bf16*>(data), n);
-    }
-    return out;
-  }
-  bool fp32;
-  void* data;
-  std::size_t n;
-};
-
 // One round of events (every fragment once, then advance_round) captured into a CUDA graph and the graph launched
 // three times: the counters advance on the device at each replay, so the result is three rounds of uncaptured
 // steps on the CPU backend, bit for bit, counters included.
@@ -307,11 +280,7 @@ TEST(FastpathCuda, CapturedGraphReplayedThreeTimesIsBitIdentical) {
     expect_same_report(gpu.report(stream), want, what + " last replay");
     ASSERT_EQ(device.back(params).bytes(), params.bytes()) << what << ": parameters differ";
     ASSERT_EQ(host_state_bytes(gpu.download(stream)), host_state_bytes(cpu.state())) << what << ": state differs";
-    const auto got_counters = gpu.counters(stream), want_counters = cpu.counters();
-    ASSERT_EQ(got_counters.size(), want_counters.size()) << what;
-    for (std::size_t c = 0; c < got_counters.size(); ++c) {
-      EXPECT_EQ(got_counters[c].values, want_counters[c].values) << what << " counter " << got_counters[c].name;
-    }
+    expect_same_counters(gpu, cpu, stream, what);
     cudaGraphExecDestroy(exec);
     cudaGraphDestroy(graph);
     for (float* g : device_grads) cudaFree(g);

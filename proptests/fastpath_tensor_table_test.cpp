@@ -25,6 +25,7 @@ namespace {
 using reference::OptimizerKind;
 using testing::all_format_configs;
 using testing::describe;
+using testing::expect_same_report;
 using testing::Params;
 using testing::random_vector;
 using testing::state_bytes;
@@ -93,14 +94,6 @@ std::vector<std::vector<float>> split(const std::vector<float>& whole, const std
     at += n;
   }
   return out;
-}
-
-void expect_same_report(const StepReport& a, const StepReport& b, const std::string& where) {
-  EXPECT_EQ(a.applied, b.applied) << where;
-  EXPECT_EQ(a.reason, b.reason) << where;
-  EXPECT_EQ(a.nonfinite_index, b.nonfinite_index) << where;
-  EXPECT_EQ(a.tau_effective, b.tau_effective) << where;
-  EXPECT_EQ(std::bit_cast<std::uint32_t>(a.sigma), std::bit_cast<std::uint32_t>(b.sigma)) << where;
 }
 
 // Every format configuration of `kind` (both q8 semantics), each also with min_q8_size = 300.

@@ -3,6 +3,10 @@
 // snapshots of an optimizer (parameter bits, state bytes, counters) for bit-identity checks.
 #include "cgad/fastpath/fastpath.hpp"
 
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -11,6 +15,15 @@
 #include <vector>
 
 namespace cgad::fastpath::testing {
+
+// Two reports agree in every field, σ bit for bit.
+inline void expect_same_report(const StepReport& got, const StepReport& want, const std::string& where) {
+  EXPECT_EQ(got.applied, want.applied) << where;
+  EXPECT_EQ(got.reason, want.reason) << where;
+  EXPECT_EQ(got.nonfinite_index, want.nonfinite_index) << where;
+  EXPECT_EQ(got.tau_effective, want.tau_effective) << where;
+  EXPECT_EQ(std::bit_cast<std::uint32_t>(got.sigma), std::bit_cast<std::uint32_t>(want.sigma)) << where;
+}
 
 // CGAD_CPU_ISA (cpu_isa.hpp) for the scope of a test: set() or clear() it; the value it had is restored on every
 // exit, an early return of a failed ASSERT included, so that no later test runs under another ISA.

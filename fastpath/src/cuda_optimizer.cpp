@@ -60,10 +60,10 @@ bool capturing(cudaStream_t stream) {
   return status != cudaStreamCaptureStatusNone;
 }
 
-// The ordering event, destroyed with the optimizer (also when its constructor throws).
+// The ordering event, created with the optimizer and destroyed with it (also when its constructor throws).
 struct Event {
   cudaEvent_t handle = nullptr;
-  Event() = default;
+  Event() { detail::check(cudaEventCreateWithFlags(&handle, cudaEventDisableTiming), "cudaEventCreate"); }
   Event(const Event&) = delete;
   Event& operator=(const Event&) = delete;
   ~Event() {
@@ -90,15 +90,13 @@ struct CudaOptimizer::Impl {
   bool stepped = false;         // record holds a step
   // Every call orders itself after the optimizer's previous work, whichever stream that ran on: `last` is recorded
   // after each call's work (outside a stream capture) and a call on another stream waits for it on the device.
-  Event last_event;
-  cudaEvent_t& last = last_event.handle;
+  Event last;
   cudaStream_t last_stream = nullptr;
   // Set by the first failed CUDA call: from then on every call refuses with it (the device state is lost).
   std::string fault;
 
   Impl(const StepConfig& config, std::vector<std::size_t> tensor_sizes, cudaStream_t stream)
       : planner(config, std::move(tensor_sizes)), format(config.state), moments(planner.moments()) {
-    guard(cudaEventCreateWithFlags(&last, cudaEventDisableTiming), "cudaEventCreate");
     // The initial state is HostState::zeros (a q8 zero is the map's code of 0, not byte 0), uploaded.
     const HostState zeros = HostState::zeros(planner);
     for (int k = 0; k < moments; ++k) {
@@ -129,7 +127,7 @@ struct CudaOptimizer::Impl {
   ~Impl() {
     // No kernel of ours may run on memory being freed. (A graph launched with our steps is the caller's to wait for;
     // cudaFree waits for the device in any case.)
-    if (last != nullptr && fault.empty()) cudaEventSynchronize(last);
+    if (fault.empty()) cudaEventSynchronize(last.handle);
   }
 
   // A failed call latches the optimizer's fault and throws it.
@@ -147,16 +145,16 @@ struct CudaOptimizer::Impl {
                                "); its device state is lost, load a saved state into a new optimizer");
     }
     if (capturing(stream)) return;  // ordering inside a graph is the graph's
-    const cudaError_t earlier = cudaEventQuery(last);
+    const cudaError_t earlier = cudaEventQuery(last.handle);
     if (earlier != cudaErrorNotReady) {
       guard(earlier, "the device failed work enqueued earlier (this optimizer's or other work in the process)");
     }
-    if (stream != last_stream) guard(cudaStreamWaitEvent(stream, last, 0), "cudaStreamWaitEvent");
+    if (stream != last_stream) guard(cudaStreamWaitEvent(stream, last.handle, 0), "cudaStreamWaitEvent");
   }
   // After it: marks the optimizer's latest work (not inside a capture: the event would name a graph node).
   void finish(cudaStream_t stream) {
     if (capturing(stream)) return;
-    guard(cudaEventRecord(last, stream), "cudaEventRecord");
+    guard(cudaEventRecord(last.handle, stream), "cudaEventRecord");
     last_stream = stream;
   }
   // Reads block the host, which a stream capture cannot.

@@ -124,7 +124,8 @@ StepPlanner::Plan StepPlanner::prepare(std::size_t params_size, std::size_t grad
     e.sigma_tau = static_cast<float>(reference::sigma(staleness, gate_));
     // `skip` drops an event whose gate is zero (γ = 0, the cosine gate at τ ≥ τ_cut), exactly as the reference
     // decides it; a σ that only rounds to 0 in float (Adam-Decay past ατ ≈ 104) is applied.
-    e.zero_gate_tau = config_.on_zero_gate == reference::ZeroGatePolicy::skip && reference::gamma(staleness, gate_) == 0.0;
+    e.zero_gate_tau =
+        config_.on_zero_gate == reference::ZeroGatePolicy::skip && reference::gamma(staleness, gate_) == 0.0;
     a.family = UpdateFamily::adam;
     a.moment[0].map = &dynamic_map(Q8MapKind::signed_map, config_.q8_semantics);
     a.moment[0].random_word = kWordFirstMoment;
