@@ -398,7 +398,7 @@ TEST_F(SimulateCli, MergeRefusesPartsOfAnotherQ8Semantics) {
   expect_refused(cgad("merge bnb1.json bnb8.json"), "first difference: outer.min_q8_size (8 vs 4096)");
   ok("merge cgad0.json cgad1.json");
   const auto part = nlohmann::json::parse(slurp(dir_ / "bnb8.json"));
-  EXPECT_EQ(part["version"], 4);
+  EXPECT_EQ(part["version"], 5);
   EXPECT_EQ(part["grid"]["outer"]["q8_semantics"], "bnb");
   EXPECT_EQ(part["grid"]["outer"]["min_q8_size"], 8);
 }
@@ -433,6 +433,48 @@ TEST_F(SimulateCli, PlotWritesPngFigures) {
     ASSERT_GE(png.size(), 8u) << name;
     EXPECT_EQ(png.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8)) << name;
   }
+}
+
+}  // namespace
+
+namespace {
+
+// The share of v stored as 0 in each tensor of each run of a `simulate --json` output, by tensor name.
+std::vector<std::map<std::string, double>> v_zero_by_tensor(const std::string& json) {
+  std::vector<std::map<std::string, double>> runs;
+  for (const auto& run : nlohmann::json::parse(json)["runs"]) {
+    std::map<std::string, double> tensors;
+    for (const auto& t : run["tensor_traps"]) {
+      tensors[t["name"].get<std::string>()] = std::strtod(t["v_zero_fraction"].get<std::string>().c_str(), nullptr);
+    }
+    runs.push_back(tensors);
+  }
+  return runs;
+}
+
+// What drives the v-zero trap in training (docs/results/simulate.md): four input features of scale 1000 widen
+// the in-block range of the first layer's Δ under inner SGD, whose steps carry the gradient's scale, so 8-bit v
+// stores zeros in W1; inner AdamW normalizes each coordinate and the same features fire nothing; without
+// outliers (scale 1) SGD fires nothing either. Both q8 semantics, two seeds, 30 rounds (a few seconds), a depth-2
+// student whose W1 (256 × 16) and W2 (256 × 256) are 8-bit.
+TEST_F(SimulateCli, OutlierFeaturesFireTheVZeroTrapUnderInnerSgdAndNotUnderAdamw) {
+  const std::string base = "simulate --objective teacher-student --size 256 --depth 2 --state q8 --optimizer cgad "
+                           "--tau 4 --rounds 30 --seeds 2 --outlier-features 4 --json";
+  for (const std::string semantics : {"cgad", "bnb"}) {
+    const std::string run = base + " --q8-semantics " + semantics;
+    for (const auto& tensors : v_zero_by_tensor(ok(run + " --inner sgd --outlier-scale 1000").out)) {
+      EXPECT_GT(tensors.at("W1"), 0.1) << semantics;
+      EXPECT_EQ(tensors.at("W2"), 0.0) << semantics;  // its inputs are tanh outputs, inside [−1, 1]
+    }
+    for (const std::string control : {" --inner adamw --outlier-scale 1000", " --inner sgd --outlier-scale 1"}) {
+      for (const auto& tensors : v_zero_by_tensor(ok(run + control).out)) {
+        for (const auto& [name, share] : tensors) EXPECT_EQ(share, 0.0) << semantics << control << ": " << name;
+      }
+    }
+  }
+  expect_refused(cgad("simulate --objective nqm --depth 2"), "depth applies to the teacher-student objective");
+  expect_refused(cgad("simulate --objective teacher-student --outlier-features 17"), "outlier features must lie in [0, 16]");
+  expect_refused(cgad("simulate --objective teacher-student --inner sgd --inner-eps 1e-3"), "--inner-eps applies to --inner adamw");
 }
 
 }  // namespace

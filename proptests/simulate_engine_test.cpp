@@ -111,27 +111,29 @@ TEST(SimulateEngine, RunsAreBitForBitReproducibleWhateverTheCallersThreads) {
   EXPECT_NE(simulate::run_simulation(spec).final_params, first.final_params);
 }
 
-TEST(SimulateEngine, MlpBackpropMatchesCentralDifferencesInDouble) {
-  const simulate::MlpShape shape{16, 5};
-  reference::PhiloxStream stream(3, reference::StreamPurpose::evaluation);
-  std::vector<double> params(shape.parameters()), inputs(7 * shape.inputs), targets(7);
-  for (double& p : params) p = 0.5 * stream.normal();
-  for (double& x : inputs) x = stream.normal();
-  for (double& t : targets) t = stream.normal();
-  std::vector<double> grad(params.size()), hidden;
-  simulate::mlp_loss<double>(shape, params, inputs, targets, grad, hidden);
-  // Central difference with h = 2^-17: truncation error h²/6·|∂³L| ≈ 9.7e-12·|∂³L|, rounding error about
-  // ε·|L|/h ≈ 2.9e-11·|L| (|L| = O(1) here). 1e-8·(1 + |g|) leaves a factor of ~100 for |∂³L| up to 10,
-  // while a wrong term (a missing tanh', a misplaced index) is off by O(|g|) ~ 1e-1.
-  const double h = 0x1p-17;
-  for (std::size_t k = 0; k < params.size(); ++k) {
-    std::vector<double> plus = params, minus = params;
-    plus[k] += h;
-    minus[k] -= h;
-    const double fd = (simulate::mlp_loss<double>(shape, plus, inputs, targets, {}, hidden) -
-                       simulate::mlp_loss<double>(shape, minus, inputs, targets, {}, hidden)) /
-                      (2 * h);
-    EXPECT_NEAR(grad[k], fd, 1e-8 * (1 + std::abs(fd))) << "parameter " << k;
+TEST(SimulateEngine, MlpBackpropMatchesCentralDifferencesInDoubleAtEveryDepth) {
+  for (const std::size_t depth : {1u, 2u, 3u}) {
+    const simulate::MlpShape shape{16, 5, depth};
+    reference::PhiloxStream stream(3, reference::StreamPurpose::evaluation);
+    std::vector<double> params(shape.parameters()), inputs(7 * shape.inputs), targets(7);
+    for (double& p : params) p = 0.5 * stream.normal();
+    for (double& x : inputs) x = stream.normal();
+    for (double& t : targets) t = stream.normal();
+    std::vector<double> grad(params.size()), hidden;
+    simulate::mlp_loss<double>(shape, params, inputs, targets, grad, hidden);
+    // Central difference with h = 2^-17: truncation error h²/6·|∂³L| ≈ 9.7e-12·|∂³L|, rounding error about
+    // ε·|L|/h ≈ 2.9e-11·|L| (|L| = O(1) here). 1e-8·(1 + |g|) leaves a factor of ~100 for |∂³L| up to 10,
+    // while a wrong term (a missing tanh', a misplaced index, a transposed hidden matrix) is off by O(|g|) ~ 1e-1.
+    const double h = 0x1p-17;
+    for (std::size_t k = 0; k < params.size(); ++k) {
+      std::vector<double> plus = params, minus = params;
+      plus[k] += h;
+      minus[k] -= h;
+      const double fd = (simulate::mlp_loss<double>(shape, plus, inputs, targets, {}, hidden) -
+                         simulate::mlp_loss<double>(shape, minus, inputs, targets, {}, hidden)) /
+                        (2 * h);
+      EXPECT_NEAR(grad[k], fd, 1e-8 * (1 + std::abs(fd))) << "depth " << depth << ", parameter " << k;
+    }
   }
 }
 
@@ -648,10 +650,10 @@ TEST(SimulateEngine, TeacherStudentTensorsAreTheMlpsWeightMatricesAndBiases) {
     EXPECT_EQ(objective->parameters(), simulate::parameter_count(spec.objective, width));
     const simulate::MlpShape shape{16, width};
     ASSERT_EQ(sizes.size(), 4u);
-    EXPECT_EQ(shape.w1(), 0u);
-    EXPECT_EQ(shape.b1(), sizes[0]);
-    EXPECT_EQ(shape.w2(), sizes[0] + sizes[1]);
-    EXPECT_EQ(shape.b2(), sizes[0] + sizes[1] + sizes[2]);
+    EXPECT_EQ(shape.weight(0), 0u);
+    EXPECT_EQ(shape.bias(0), sizes[0]);
+    EXPECT_EQ(shape.readout(), sizes[0] + sizes[1]);
+    EXPECT_EQ(shape.readout_bias(), sizes[0] + sizes[1] + sizes[2]);
 
     reference::PhiloxStream stream(width, reference::StreamPurpose::evaluation);
     std::vector<double> params(shape.parameters()), x(16), y(16), hidden;
@@ -671,7 +673,7 @@ TEST(SimulateEngine, TeacherStudentTensorsAreTheMlpsWeightMatricesAndBiases) {
     EXPECT_NE(output(params, x), output(params, y)) << "width " << width;
     EXPECT_EQ(output(no_w2, x), params.back()) << "width " << width;
     double expected = params.back();  // b2
-    for (std::size_t j = 0; j < width; ++j) expected += params[shape.w2() + j] * std::tanh(params[shape.b1() + j]);
+    for (std::size_t j = 0; j < width; ++j) expected += params[shape.readout() + j] * std::tanh(params[shape.bias(0) + j]);
     EXPECT_EQ(output(no_w1, x), expected) << "width " << width;
   }
   SimulationSpec nqm;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "cgad/reference/errors.hpp"
+#include "cgad/simulate/objectives.hpp"
 #include "cgad/simulate/sweep_json.hpp"
 
 #include <algorithm>
@@ -326,8 +327,15 @@ RunRecord plausible(const SweepGrid& grid, std::size_t index, double loss) {
   r.result.applied = cgad::simulate::arrival_rounds(grid.base.delays, r.key.tau, grid.base.rounds);
   r.result.mean_tau = r.result.mean_tau_effective = static_cast<double>(r.key.tau);
   if (cgad::reference::is_adam_family(cgad::reference::parse_optimizer(r.key.method))) {
-    r.result.v_zero_fraction = r.result.step_over_5lr_fraction = 0.0;
+    r.result.v_zero_fraction = r.result.step_over_5lr_fraction = r.result.m_zero_fraction = 0.0;
     r.result.max_step_over_lr = 1.0;
+    const auto sizes = cgad::simulate::tensor_sizes(grid.base.objective, r.key.size, grid.base.depth);
+    const auto names = cgad::simulate::tensor_names(grid.base.objective, r.key.size, grid.base.depth);
+    for (std::size_t k = 0; k < sizes.size(); ++k) {
+      cgad::fastpath::TrapCounts counts;
+      counts.max_step_over_lr = 1.0;
+      r.result.tensor_traps.push_back({names[k], sizes[k], counts});
+    }
   }
   return r;
 }
@@ -580,7 +588,7 @@ TEST(SimulateSweepJson, PartsOfTheOlderFormatAreRefusedByVersion) {
     part_from_json(nlohmann::json::parse(old.dump()), "old.json");
     ADD_FAILURE() << "accepted a version-2 part";
   } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("old.json: part format version 2, this cgad reads 4"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("old.json: part format version 2, this cgad reads 5"), std::string::npos)
         << e.what();
   }
 }

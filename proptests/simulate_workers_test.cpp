@@ -119,7 +119,7 @@ TEST(SimulateWorkers, MupGivesTheReadoutItsLearningRateAndScale) {
   const simulate::MlpShape shape{16, 128};
   for (std::size_t i = 0; i < x.size(); ++i) {
     if (grad[i] == 0) continue;
-    const double lr = i >= shape.w2() && i < shape.b2() ? 0.0025 : 0.01;
+    const double lr = i >= shape.readout() && i < shape.readout_bias() ? 0.0025 : 0.01;
     const double g = std::fabs(static_cast<double>(grad[i]));
     EXPECT_NEAR(std::fabs(x[i] - start[i]), lr * g / (g + 1e-8), lr * 1e-4) << i;
   }
@@ -129,7 +129,7 @@ TEST(SimulateWorkers, MupGivesTheReadoutItsLearningRateAndScale) {
   const std::vector<float> w = simulate::make_objective(wide)->initial_point(1);
   const simulate::MlpShape wide_shape{16, 4096};
   double squares = 0;
-  for (std::size_t i = wide_shape.w2(); i < wide_shape.b2(); ++i) squares += static_cast<double>(w[i]) * w[i];
+  for (std::size_t i = wide_shape.readout(); i < wide_shape.readout_bias(); ++i) squares += static_cast<double>(w[i]) * w[i];
   EXPECT_NEAR(std::sqrt(squares / 4096), std::sqrt(32.0) / 4096, 0.05 * std::sqrt(32.0) / 4096);
 }
 

@@ -43,7 +43,9 @@ struct SimulateOptions {
   std::vector<std::uint64_t> seeds;
   std::uint64_t problem_seed = simulate::SimulationSpec{}.problem_seed;
   // Reals stay text until parsed exactly; absent, the SimulationSpec defaults hold.
-  std::optional<std::string> nqm_noise, label_noise, inner_lr, diverge_factor;
+  std::optional<std::string> nqm_noise, label_noise, inner_lr, inner_eps, diverge_factor, outlier_scale;
+  std::size_t depth = simulate::SimulationSpec{}.depth;
+  std::size_t outlier_features = simulate::SimulationSpec{}.outlier_features;
   std::string delays = "constant";
   std::size_t workers = simulate::SimulationSpec{}.workers;
   std::int64_t rounds = simulate::SimulationSpec{}.rounds;
@@ -139,6 +141,13 @@ simulate::SweepGrid make_grid(const SimulateOptions& o) {
   b.inner.kind = simulate::parse_inner_optimizer(o.inner);
   b.inner.steps = o.inner_steps;
   if (o.inner_lr) b.inner.lr = reference::parse_real<float>(*o.inner_lr, "inner-lr");
+  if (o.inner_eps) {
+    if (b.inner.kind != simulate::InnerOptimizerKind::adamw) throw InputError("--inner-eps applies to --inner adamw");
+    b.inner.eps = reference::parse_real<float>(*o.inner_eps, "inner-eps");
+  }
+  b.depth = o.depth;
+  b.outlier_features = o.outlier_features;
+  if (o.outlier_scale) b.outlier_scale = reference::parse_real<double>(*o.outlier_scale, "outlier-scale");
   b.delays = simulate::parse_delays(o.delays);
   b.worker_params = simulate::parse_worker_params(o.worker_params);
   b.lr_scale = simulate::parse_lr_scale(o.lr_scale);
@@ -389,6 +398,13 @@ void add_simulate_command(CLI::App& app) {
   command->add_option("--inner", o->inner, "inner optimizer, sgd or adamw")->capture_default_str();
   command->add_option("--inner-steps", o->inner_steps, "inner steps H per round")->capture_default_str();
   command->add_option("--inner-lr", o->inner_lr, "inner learning rate (default 0.01)");
+  command->add_option("--inner-eps", o->inner_eps, "inner AdamW epsilon (default 1e-8; raise it to reach the eps regime)");
+  command->add_option("--depth", o->depth, "teacher-student: the student's hidden layers, each --size wide")
+      ->capture_default_str();
+  command->add_option("--outlier-features", o->outlier_features,
+                      "teacher-student: how many of the 16 input dimensions are outlier features (scaled by --outlier-scale)")
+      ->capture_default_str();
+  command->add_option("--outlier-scale", o->outlier_scale, "teacher-student: the outlier features' standard deviation R (default 1)");
   command->add_option("--params", o->params, "outer parameter format, bf16 or fp32")->capture_default_str();
   command->add_option("--worker-params", o->worker_params,
                       "workers' parameters and arithmetic: fp32, or bf16 as a bf16 training run (bf16 parameters, "
@@ -429,16 +445,16 @@ void add_simulate_command(CLI::App& app) {
       [](std::string& value) { return value.empty() ? std::string("empty value, expected a number") : std::string(); },
       "NOT_EMPTY");
   // CLI11 2.1 reads "-1" into an unsigned option as 2^64 − 1; for --min-q8-size that would be a valid size (every
-  // tensor in fp32 state), so a sign is refused outright.
-  command->get_option("--min-q8-size")
-      ->check(CLI::Validator(
-          [](std::string& value) {
-            return value.find('-') != std::string::npos ? std::string("must be a non-negative integer") : std::string();
-          },
-          "NON_NEGATIVE"));
+  // tensor in fp32 state), so a sign is refused outright (and for the other unsigned counts alike).
+  const CLI::Validator non_negative(
+      [](std::string& value) {
+        return value.find('-') != std::string::npos ? std::string("must be a non-negative integer") : std::string();
+      },
+      "NON_NEGATIVE");
+  for (const char* name : {"--min-q8-size", "--depth", "--outlier-features"}) command->get_option(name)->check(non_negative);
   for (const char* name : {"--tau", "--size", "--seeds", "--seed", "--problem-seed", "--workers", "--rounds",
                            "--inner-steps", "--log-every", "--jobs", "--tau-cut", "--buffer", "--fragments",
-                           "--min-q8-size"}) {
+                           "--min-q8-size", "--depth", "--outlier-features"}) {
     command->get_option(name)->check(not_empty);
   }
   command->callback([o] { run_simulate(*o); });

@@ -7,11 +7,14 @@
 
 namespace cgad::simulate {
 
-std::vector<float> lr_multipliers(ObjectiveKind kind, std::size_t size, LrScale scale) {
-  std::vector<float> multipliers(tensor_sizes(kind, size).size(), 1.0f);
+std::vector<float> lr_multipliers(ObjectiveKind kind, std::size_t size, LrScale scale, std::size_t depth) {
+  std::vector<float> multipliers(tensor_sizes(kind, size, depth).size(), 1.0f);
   if (scale == LrScale::mup && kind == ObjectiveKind::teacher_student) {
-    // The readout w2 is the third tensor (mlp.hpp's layout: W1, b1, w2, b2).
-    multipliers[2] = static_cast<float>(static_cast<double>(kMupBaseWidth) / static_cast<double>(size));
+    const float base_over_width = static_cast<float>(static_cast<double>(kMupBaseWidth) / static_cast<double>(size));
+    // mlp.hpp's layout: W_1, b_1, ..., W_depth, b_depth, w_out, b_out. The hidden weights W_2..W_depth (size ×
+    // size) and the readout w_out get η·n₀/n; W_1 and every bias keep η.
+    for (std::size_t l = 1; l < depth; ++l) multipliers[2 * l] = base_over_width;
+    multipliers[2 * depth] = base_over_width;
   }
   return multipliers;
 }

@@ -5,6 +5,8 @@
 #include "cgad/theory/objectives.hpp"
 
 #include <cmath>
+#include <string>
+#include <utility>
 
 namespace cgad::simulate {
 namespace {
@@ -41,23 +43,37 @@ class NoisyQuadraticModel final : public Objective {
   WorkerRounding round_;
 };
 
-// W1 ~ N(0, 1/inputs), b1 = 0, w2 ~ N(0, 1/hidden), b2 = 0 (LeCun-normal: unit-variance pre-activations); w2's
-// standard deviation times `readout_multiplier` (μP's readout, lr_scale.hpp; 1 for the teacher).
+// Every W_l ~ N(0, 1/fan_in), biases 0, w_out ~ N(0, 1/hidden) (LeCun-normal: unit-variance pre-activations),
+// drawn in the layout's order; w_out's standard deviation times `readout_multiplier` (μP's readout, lr_scale.hpp;
+// 1 for the teacher).
 template <class T>
 std::vector<T> mlp_initialization(const MlpShape& shape, reference::PhiloxStream stream, double readout_multiplier = 1.0) {
   std::vector<T> p(shape.parameters(), T(0));
-  const double w1_scale = 1.0 / std::sqrt(static_cast<double>(shape.inputs));
-  const double w2_scale = readout_multiplier / std::sqrt(static_cast<double>(shape.hidden));
-  for (std::size_t k = 0; k < shape.hidden * shape.inputs; ++k) p[shape.w1() + k] = static_cast<T>(w1_scale * stream.normal());
-  for (std::size_t j = 0; j < shape.hidden; ++j) p[shape.w2() + j] = static_cast<T>(w2_scale * stream.normal());
+  for (std::size_t l = 0; l < shape.depth; ++l) {
+    const double scale = 1.0 / std::sqrt(static_cast<double>(shape.fan_in(l)));
+    for (std::size_t k = 0; k < shape.hidden * shape.fan_in(l); ++k) {
+      p[shape.weight(l) + k] = static_cast<T>(scale * stream.normal());
+    }
+  }
+  const double readout_scale = readout_multiplier / std::sqrt(static_cast<double>(shape.hidden));
+  for (std::size_t j = 0; j < shape.hidden; ++j) p[shape.readout() + j] = static_cast<T>(readout_scale * stream.normal());
   return p;
+}
+
+// The input features' scales: the first `outlier_features` of the inputs' dimensions are drawn with standard
+// deviation `outlier_scale`, the rest with 1 (SimulationSpec::outlier_features).
+std::vector<double> feature_scales(const SimulationSpec& spec) {
+  std::vector<double> scales(kTeacherShape.inputs, 1.0);
+  for (std::size_t i = 0; i < spec.outlier_features; ++i) scales[i] = spec.outlier_scale;
+  return scales;
 }
 
 class TeacherStudent final : public Objective {
  public:
-  TeacherStudent(std::size_t hidden, std::uint64_t problem_seed, double label_noise, WorkerRounding round,
-                 double readout_multiplier)
-      : student_{kTeacherShape.inputs, hidden},
+  TeacherStudent(MlpShape student, std::vector<double> feature_scales, std::uint64_t problem_seed, double label_noise,
+                 WorkerRounding round, double readout_multiplier)
+      : student_(student),
+        feature_scales_(std::move(feature_scales)),
         teacher_(mlp_initialization<double>(kTeacherShape, reference::PhiloxStream(problem_seed, reference::StreamPurpose::teacher))),
         label_noise_(label_noise),
         round_(round),
@@ -66,7 +82,9 @@ class TeacherStudent final : public Objective {
         targets_(kMinibatch) {
     reference::PhiloxStream stream(problem_seed, reference::StreamPurpose::evaluation);
     evaluation_inputs_.resize(kEvaluationSamples * student_.inputs);
-    for (double& x : evaluation_inputs_) x = stream.normal();
+    for (std::size_t k = 0; k < evaluation_inputs_.size(); ++k) {
+      evaluation_inputs_[k] = scaled(stream.normal(), k % student_.inputs);
+    }
     std::vector<double> hidden_values;
     for (std::size_t s = 0; s < kEvaluationSamples; ++s) {
       evaluation_targets_.push_back(
@@ -90,7 +108,7 @@ class TeacherStudent final : public Objective {
     sample.resize(student_.inputs);
     for (std::size_t s = 0; s < kMinibatch; ++s) {
       for (std::size_t i = 0; i < student_.inputs; ++i) {
-        inputs_[s * student_.inputs + i] = round_(static_cast<float>(stream.normal()));
+        inputs_[s * student_.inputs + i] = round_(static_cast<float>(scaled(stream.normal(), i)));
         sample[i] = inputs_[s * student_.inputs + i];
       }
       const double label = mlp_output<double>(kTeacherShape, teacher_, sample.data(), teacher_hidden_);
@@ -100,7 +118,11 @@ class TeacherStudent final : public Objective {
   }
 
  private:
+  // A standard normal draw as input feature i; a feature of scale 1 is the draw itself.
+  double scaled(double z, std::size_t i) const { return feature_scales_[i] == 1.0 ? z : z * feature_scales_[i]; }
+
   MlpShape student_;
+  std::vector<double> feature_scales_;  // one per input dimension
   std::vector<double> teacher_;
   double label_noise_;
   WorkerRounding round_;
@@ -112,13 +134,18 @@ class TeacherStudent final : public Objective {
 
 }  // namespace
 
-std::size_t parameter_count(ObjectiveKind kind, std::size_t size) {
-  return kind == ObjectiveKind::nqm ? size : MlpShape{kTeacherShape.inputs, size}.parameters();
+std::size_t parameter_count(ObjectiveKind kind, std::size_t size, std::size_t depth) {
+  return kind == ObjectiveKind::nqm ? size : MlpShape{kTeacherShape.inputs, size, depth}.parameters();
 }
 
-std::vector<std::size_t> tensor_sizes(ObjectiveKind kind, std::size_t size) {
+std::vector<std::size_t> tensor_sizes(ObjectiveKind kind, std::size_t size, std::size_t depth) {
   if (kind == ObjectiveKind::nqm) return {size};
-  return MlpShape{kTeacherShape.inputs, size}.tensor_sizes();
+  return MlpShape{kTeacherShape.inputs, size, depth}.tensor_sizes();
+}
+
+std::vector<std::string> tensor_names(ObjectiveKind kind, std::size_t size, std::size_t depth) {
+  if (kind == ObjectiveKind::nqm) return {"x"};
+  return MlpShape{kTeacherShape.inputs, size, depth}.tensor_names();
 }
 
 double objective_bytes_per_parameter(ObjectiveKind kind) {
@@ -132,7 +159,8 @@ std::unique_ptr<Objective> make_objective(const SimulationSpec& spec) {
     case ObjectiveKind::nqm:
       return std::make_unique<NoisyQuadraticModel>(spec.size, spec.problem_seed, spec.nqm_noise, round);
     case ObjectiveKind::teacher_student:
-      return std::make_unique<TeacherStudent>(spec.size, spec.problem_seed, spec.label_noise, round,
+      return std::make_unique<TeacherStudent>(MlpShape{kTeacherShape.inputs, spec.size, spec.depth}, feature_scales(spec),
+                                              spec.problem_seed, spec.label_noise, round,
                                               readout_init_multiplier(spec.size, spec.lr_scale));
   }
   throw reference::InputError("unknown objective kind");

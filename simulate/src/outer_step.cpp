@@ -3,6 +3,8 @@
 #include "cgad/reference/errors.hpp"
 #include "cgad/reference/optimizers.hpp"
 
+#include <algorithm>
+#include <cstddef>
 #include <stdexcept>
 #include <type_traits>
 
@@ -58,7 +60,7 @@ OuterStep::OuterStep(const SimulationSpec& spec, const std::vector<std::size_t>&
   if (groups_.size() > 1 && spec.outer.fragments != 1) {
     throw std::logic_error("per-tensor learning rates with fragments");  // validate_lr_scale refuses it first
   }
-  if (adam) trap_.emplace(std::move(element_lr));
+  if (adam) trap_.emplace(std::move(element_lr), tensors);
 }
 
 template <class Param>
@@ -123,16 +125,25 @@ void OuterStep::advance_round() {
   for (Group& group : groups_) group.optimizer->advance_round();
 }
 
-std::optional<fastpath::TrapCounts> OuterStep::trap() const {
-  if (!trap_) return std::nullopt;
-  // Only the count of zeros matters, so the groups' buffers are read one after the other.
-  std::vector<float> v;
+std::vector<float> OuterStep::moment_in_layout(const char* name) const {
+  std::vector<float> out(tensor_begin_.back());
   for (const Group& group : groups_) {
     std::vector<float> buffer(group.optimizer->parameters());
-    group.optimizer->read_buffer("v", buffer);
-    v.insert(v.end(), buffer.begin(), buffer.end());
+    group.optimizer->read_buffer(name, buffer);
+    std::size_t at = 0;
+    for (const std::size_t t : group.tensors) {
+      const std::size_t size = tensor_begin_[t + 1] - tensor_begin_[t];
+      std::copy_n(buffer.begin() + static_cast<std::ptrdiff_t>(at), size, out.begin() + static_cast<std::ptrdiff_t>(tensor_begin_[t]));
+      at += size;
+    }
   }
-  return trap_->summary(v);
+  return out;
+}
+
+std::optional<OuterStep::TrapReport> OuterStep::trap() const {
+  if (!trap_) return std::nullopt;
+  const std::vector<float> v = moment_in_layout("v"), m = moment_in_layout("m");
+  return TrapReport{trap_->summary(v, m), trap_->tensor_summaries(v, m)};
 }
 
 }  // namespace cgad::simulate

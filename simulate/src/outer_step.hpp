@@ -31,8 +31,13 @@ class OuterStep {
                             std::size_t fragment);
   void advance_round();
 
-  // The trap metrics so far (SimulationResult's fields; absent outside the Adam family).
-  std::optional<fastpath::TrapCounts> trap() const;
+  // The trap metrics so far, over every element and per tensor (SimulationResult's fields; absent outside the
+  // Adam family).
+  struct TrapReport {
+    fastpath::TrapCounts all;
+    std::vector<fastpath::TrapCounts> tensors;
+  };
+  std::optional<TrapReport> trap() const;
 
  private:
   struct Group {
@@ -48,6 +53,8 @@ class OuterStep {
   std::vector<std::size_t> tensor_begin_;                          // tensor k's first element; one more than tensors
   std::optional<fastpath::TrapCounter> trap_;
   std::vector<float> widened_;  // bf16 parameters widened, for the trap counter
+  // A decoded moment ("m" or "v") of every group, in the tensors' layout order (groups hold their tensors in order).
+  std::vector<float> moment_in_layout(const char* name) const;
 };
 
 }  // namespace cgad::simulate

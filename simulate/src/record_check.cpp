@@ -2,8 +2,10 @@
 
 #include "cgad/reference/errors.hpp"
 #include "cgad/reference/optimizers.hpp"
+#include "cgad/simulate/objectives.hpp"
 #include "cgad/simulate/sweep_json.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <string>
@@ -115,6 +117,40 @@ void check_counts(const RunRecord& r, const SimulationSpec& spec, std::int64_t a
   if (r.status == RunStatus::stalled && !stall) throw InputError("stalled, but its counts show progress");
 }
 
+// Per-tensor trap metrics: one per tensor of the objective, in its order and with its names and sizes, each a
+// possible value; the whole-run largest step is the largest of the tensors'.
+void check_tensor_traps(const SimulationResult& s, const SimulationSpec& spec, bool trap) {
+  if (!trap) {
+    if (!s.tensor_traps.empty()) throw InputError("tensor_traps present outside the Adam family");
+    return;
+  }
+  const std::vector<std::size_t> sizes = tensor_sizes(spec.objective, spec.size, spec.depth);
+  const std::vector<std::string> names = tensor_names(spec.objective, spec.size, spec.depth);
+  if (s.tensor_traps.size() != sizes.size()) {
+    throw InputError("tensor_traps has " + std::to_string(s.tensor_traps.size()) + " entries for " +
+                     std::to_string(sizes.size()) + " tensors");
+  }
+  double largest = 0;
+  for (std::size_t k = 0; k < sizes.size(); ++k) {
+    const TensorTrap& t = s.tensor_traps[k];
+    if (t.name != names[k] || t.size != sizes[k]) {
+      throw InputError("tensor_traps entry " + std::to_string(k) + " is '" + t.name + "' of " + std::to_string(t.size) +
+                       ", the objective's is '" + names[k] + "' of " + std::to_string(sizes[k]));
+    }
+    for (const double fraction : {t.counts.v_zero_fraction, t.counts.m_zero_fraction, t.counts.step_over_5lr_fraction}) {
+      if (!(fraction >= 0 && fraction <= 1)) throw InputError("tensor " + t.name + ": a fraction " + hexfloat(fraction) + " is impossible");
+    }
+    if (!(t.counts.max_step_over_lr >= 0 && std::isfinite(t.counts.max_step_over_lr))) {
+      throw InputError("tensor " + t.name + ": max_step_over_lr " + hexfloat(t.counts.max_step_over_lr) + " is impossible");
+    }
+    largest = std::max(largest, t.counts.max_step_over_lr);
+  }
+  if (s.max_step_over_lr && *s.max_step_over_lr != largest) {
+    throw InputError("max_step_over_lr " + hexfloat(*s.max_step_over_lr) + " is not the largest of its tensors' (" +
+                     hexfloat(largest) + ")");
+  }
+}
+
 void check_staleness_and_trap(const RunRecord& r, const SimulationSpec& spec, std::int64_t arrivals) {
   const SimulationResult& s = r.result;
   const double tau = static_cast<double>(r.key.tau);
@@ -130,7 +166,7 @@ void check_staleness_and_trap(const RunRecord& r, const SimulationSpec& spec, st
   const bool trap = !spec.delayed_nesterov && reference::is_adam_family(spec.outer.optimizer);
   for (const auto& [name, value, fraction] :
        {std::tuple{"v_zero_fraction", s.v_zero_fraction, true}, std::tuple{"step_over_5lr_fraction", s.step_over_5lr_fraction, true},
-        std::tuple{"max_step_over_lr", s.max_step_over_lr, false}}) {
+        std::tuple{"max_step_over_lr", s.max_step_over_lr, false}, std::tuple{"m_zero_fraction", s.m_zero_fraction, true}}) {
     if (value.has_value() != trap) {
       throw InputError(std::string(name) + (trap ? " missing for " : " present for ") + r.key.method);
     }
@@ -138,6 +174,7 @@ void check_staleness_and_trap(const RunRecord& r, const SimulationSpec& spec, st
       throw InputError(std::string(name) + " " + hexfloat(*value) + " is impossible");
     }
   }
+  check_tensor_traps(s, spec, trap);
 }
 
 }  // namespace

@@ -28,6 +28,8 @@ using reference::InputError;
 // Limits that keep one run's memory and time bounded (the CLI runs many of them side by side).
 constexpr std::size_t kMaxNqmDimension = std::size_t{1} << 24;
 constexpr std::size_t kMaxHiddenWidth = 4096;
+constexpr std::size_t kMaxDepth = 16;
+constexpr double kMaxOutlierScale = 1e6;  // x·R stays far inside float for any normal draw (|z| < 40)
 constexpr std::size_t kMaxWorkers = 4096;
 constexpr std::int64_t kMaxRounds = 100'000'000;
 constexpr std::int64_t kMaxInnerSteps = 1'000'000;
@@ -92,6 +94,25 @@ void validate_outer(const SimulationSpec& spec, std::size_t parameters) {
   }
 }
 
+// Depth and input features belong to the teacher-student's network; the NQM has neither.
+void validate_objective_shape(const SimulationSpec& spec) {
+  const bool mlp = spec.objective == ObjectiveKind::teacher_student;
+  if (spec.depth < 1 || spec.depth > kMaxDepth) {
+    throw InputError("depth must lie in [1, " + std::to_string(kMaxDepth) + "], got " + std::to_string(spec.depth));
+  }
+  if (!mlp && spec.depth != 1) throw InputError("depth applies to the teacher-student objective, not nqm");
+  if (spec.outlier_features > kTeacherShape.inputs) {
+    throw InputError("outlier features must lie in [0, " + std::to_string(kTeacherShape.inputs) + "] (the inputs' "
+                     "dimensions), got " + std::to_string(spec.outlier_features));
+  }
+  if (!(spec.outlier_scale > 0) || spec.outlier_scale > kMaxOutlierScale) {
+    throw InputError("outlier scale must lie in (0, 1e6], got " + shown(spec.outlier_scale));
+  }
+  if (!mlp && (spec.outlier_features != 0 || spec.outlier_scale != 1.0)) {
+    throw InputError("outlier features apply to the teacher-student objective's inputs, not nqm");
+  }
+}
+
 float widen(float x) { return x; }
 float widen(fastpath::bf16 x) { return fastpath::to_float(x); }
 
@@ -114,7 +135,7 @@ std::size_t ring_slots(const SimulationSpec& spec) {
 double q8_fallback_share(const SimulationSpec& spec) {
   const std::size_t min_q8 = fastpath::effective_min_q8_size(spec.outer);
   double total = 0, fallback = 0;
-  for (const std::size_t size : tensor_sizes(spec.objective, spec.size)) {
+  for (const std::size_t size : tensor_sizes(spec.objective, spec.size, spec.depth)) {
     total += static_cast<double>(size);
     if (size < min_q8) fallback += static_cast<double>(size);
   }
@@ -186,7 +207,7 @@ SimulationResult run(const SimulationSpec& spec, const std::function<void(std::i
   const std::unique_ptr<Objective> objective = make_objective(spec);
   const std::size_t n = objective->parameters();
   const std::vector<std::size_t> tensors = objective->tensor_sizes();
-  const std::vector<float> multipliers = lr_multipliers(spec.objective, spec.size, spec.lr_scale);
+  const std::vector<float> multipliers = lr_multipliers(spec.objective, spec.size, spec.lr_scale, spec.depth);
   const reference::FragmentLayout layout(n, runs_delayed_nesterov(spec) ? 1 : spec.outer.fragments);
   const WorkerRounding worker_round{spec.worker_params == WorkerParams::bf16};
 
@@ -276,10 +297,13 @@ SimulationResult run(const SimulationSpec& spec, const std::function<void(std::i
   result.mean_tau = arrivals > 0 ? tau_sum / static_cast<double>(arrivals) : 0.0;
   result.mean_tau_effective = arrivals > 0 ? tau_effective_sum / static_cast<double>(arrivals) : 0.0;
   if (!result.diverged) result.stalled = stall_reason(result, arrivals, spec.inner.steps);
-  if (const std::optional<fastpath::TrapCounts> trap = outer.trap()) {
-    result.v_zero_fraction = trap->v_zero_fraction;
-    result.step_over_5lr_fraction = trap->step_over_5lr_fraction;
-    result.max_step_over_lr = trap->max_step_over_lr;
+  if (const std::optional<OuterStep::TrapReport> trap = outer.trap()) {
+    result.v_zero_fraction = trap->all.v_zero_fraction;
+    result.m_zero_fraction = trap->all.m_zero_fraction;
+    result.step_over_5lr_fraction = trap->all.step_over_5lr_fraction;
+    result.max_step_over_lr = trap->all.max_step_over_lr;
+    const std::vector<std::string> names = tensor_names(spec.objective, spec.size, spec.depth);
+    for (std::size_t k = 0; k < tensors.size(); ++k) result.tensor_traps.push_back({names[k], tensors[k], trap->tensors[k]});
   }
   result.final_params.resize(n);
   for (std::size_t i = 0; i < n; ++i) result.final_params[i] = widen(theta[i]);
@@ -367,7 +391,8 @@ void validate(const SimulationSpec& spec) {
   if (!(spec.divergence_factor > 1) || !std::isfinite(spec.divergence_factor)) {
     throw InputError("divergence factor must be finite and > 1, got " + shown(spec.divergence_factor));
   }
-  const std::size_t parameters = parameter_count(spec.objective, spec.size);
+  validate_objective_shape(spec);
+  const std::size_t parameters = parameter_count(spec.objective, spec.size, spec.depth);
   const double bytes = static_cast<double>(parameters) * bytes_per_parameter(spec) + curve_bytes(spec);
   if (bytes > kMaxStateBytes) {
     throw InputError("the run's buffers (snapshot ring, workers' inner states and copies, optimizer state, scratch, "

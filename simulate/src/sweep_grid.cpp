@@ -32,7 +32,7 @@ void require_record_memory(const SweepGrid& grid) {
   if (b.rounds < 1 || b.log_every < 1) return;  // the engine refuses these, with its own message
   const double points = static_cast<double>(b.rounds / b.log_every) + 3.0;
   double parameters = 0;
-  for (const std::size_t size : grid.sizes) parameters += static_cast<double>(parameter_count(b.objective, size));
+  for (const std::size_t size : grid.sizes) parameters += static_cast<double>(parameter_count(b.objective, size, b.depth));
   const double runs_per_size = static_cast<double>(grid.methods.size() * grid.taus.size() * grid.states.size() * grid.seeds.size());
   const double bytes = runs_per_size * (static_cast<double>(grid.sizes.size()) * points * kBytesPerCurvePoint + 4.0 * parameters);
   if (bytes > kMaxSweepRecordBytes) {

@@ -25,8 +25,9 @@ constexpr const char* kPartFormat = "cgad-simulate-part";
 // (the teacher-student's outer state is also per tensor from 3 on), and skipped_overflowing in each run; 4: the
 // grid's worker_params, lr_scale and fragment_progress, "constant" delays from the start (the old schedule is
 // "constant-clamped"), the status "stalled" with its reason, and each run's trap metrics (v_zero_fraction,
-// step_over_5lr_fraction, max_step_over_lr; null outside the Adam family).
-constexpr int kPartVersion = 4;
+// step_over_5lr_fraction, max_step_over_lr; null outside the Adam family); 5: the grid's depth, outlier_features
+// and outlier_scale, and each run's m_zero_fraction and per-tensor trap metrics (tensor_traps).
+constexpr int kPartVersion = 5;
 
 std::string_view policy_name(reference::ZeroGatePolicy policy) {
   return policy == reference::ZeroGatePolicy::skip ? "skip" : "apply";
@@ -134,6 +135,9 @@ ordered grid_to_json(const SweepGrid& grid) {
   j["problem_seed"] = b.problem_seed;
   j["nqm_noise"] = hexfloat(b.nqm_noise);
   j["label_noise"] = hexfloat(b.label_noise);
+  j["depth"] = b.depth;
+  j["outlier_features"] = b.outlier_features;
+  j["outlier_scale"] = hexfloat(b.outlier_scale);
   j["workers"] = b.workers;
   j["rounds"] = b.rounds;
   j["inner"] = {{"kind", to_string(b.inner.kind)},    {"steps", b.inner.steps},
@@ -181,6 +185,9 @@ SweepGrid grid_from_json(const nlohmann::json& j) {
   b.problem_seed = integer<std::uint64_t>(j.at("problem_seed"), "problem_seed");
   b.nqm_noise = parse_hexfloat(j.at("nqm_noise"), "nqm_noise");
   b.label_noise = parse_hexfloat(j.at("label_noise"), "label_noise");
+  b.depth = integer<std::size_t>(j.at("depth"), "depth");
+  b.outlier_features = integer<std::size_t>(j.at("outlier_features"), "outlier_features");
+  b.outlier_scale = parse_hexfloat(j.at("outlier_scale"), "outlier_scale");
   b.workers = integer<std::size_t>(j.at("workers"), "workers");
   b.rounds = integer<std::int64_t>(j.at("rounds"), "rounds");
   const auto& inner = j.at("inner");
@@ -263,6 +270,17 @@ ordered record_to_json(const RunRecord& r) {
   j["v_zero_fraction"] = optional_hexfloat(s.v_zero_fraction);
   j["step_over_5lr_fraction"] = optional_hexfloat(s.step_over_5lr_fraction);
   j["max_step_over_lr"] = optional_hexfloat(s.max_step_over_lr);
+  j["m_zero_fraction"] = optional_hexfloat(s.m_zero_fraction);
+  ordered tensors = ordered::array();
+  for (const TensorTrap& t : s.tensor_traps) {
+    tensors.push_back({{"name", t.name},
+                       {"size", t.size},
+                       {"v_zero_fraction", hexfloat(t.counts.v_zero_fraction)},
+                       {"m_zero_fraction", hexfloat(t.counts.m_zero_fraction)},
+                       {"step_over_5lr_fraction", hexfloat(t.counts.step_over_5lr_fraction)},
+                       {"max_step_over_lr", hexfloat(t.counts.max_step_over_lr)}});
+  }
+  j["tensor_traps"] = tensors;
   ordered curve = ordered::array();
   for (const LossPoint& p : s.curve) curve.push_back(ordered::array({p.round, hexfloat(p.loss)}));
   j["curve"] = curve;
@@ -304,6 +322,20 @@ RunRecord record_from_json(const nlohmann::json& j) {
   s.v_zero_fraction = parse_optional_hexfloat(j.at("v_zero_fraction"), "v_zero_fraction");
   s.step_over_5lr_fraction = parse_optional_hexfloat(j.at("step_over_5lr_fraction"), "step_over_5lr_fraction");
   s.max_step_over_lr = parse_optional_hexfloat(j.at("max_step_over_lr"), "max_step_over_lr");
+  s.m_zero_fraction = parse_optional_hexfloat(j.at("m_zero_fraction"), "m_zero_fraction");
+  const auto& tensors = j.at("tensor_traps");
+  if (!tensors.is_array()) throw InputError("tensor_traps: expected an array");
+  for (const auto& t : tensors) {
+    TensorTrap trap;
+    trap.name = t.at("name").get<std::string>();
+    trap.size = integer<std::size_t>(t.at("size"), "tensor_traps size");
+    trap.counts.v_zero_fraction = parse_hexfloat(t.at("v_zero_fraction"), "tensor_traps v_zero_fraction");
+    trap.counts.m_zero_fraction = parse_hexfloat(t.at("m_zero_fraction"), "tensor_traps m_zero_fraction");
+    trap.counts.step_over_5lr_fraction =
+        parse_hexfloat(t.at("step_over_5lr_fraction"), "tensor_traps step_over_5lr_fraction");
+    trap.counts.max_step_over_lr = parse_hexfloat(t.at("max_step_over_lr"), "tensor_traps max_step_over_lr");
+    s.tensor_traps.push_back(std::move(trap));
+  }
   for (const auto& point : j.at("curve")) {
     if (!point.is_array() || point.size() != 2) throw InputError("curve point: expected [round, loss]");
     s.curve.push_back({integer<std::int64_t>(point.at(0), "curve round"), parse_hexfloat(point.at(1), "curve loss")});

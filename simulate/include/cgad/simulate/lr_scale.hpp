@@ -9,10 +9,11 @@
 // weights (both dimensions grow with width) get lr η/fan_in; the output (readout) weights get lr η/fan_in and
 // initialization variance 1/fan_in². Written relative to a base width n₀ (Table 8; the `mup` package's MuReadout
 // and MuAdam), where the parametrization is the standard one, at width n:
-//   * teacher-student 16 → n → 1: W1 (n × 16) is the input layer, its fan_in 16 does not grow: lr η, init
-//     N(0, 1/16). b1 and b2 are biases: lr η, init 0. w2 (1 × n) is the readout, fan_in n: lr η·n₀/n and init
-//     N(0, (1/n)·(n₀/n)), which is 1/n at n = n₀ and ∝ 1/n² as n grows. The network has no hidden (n × n) matrix,
-//     so μP's hidden-weight rule has nothing to act on here.
+//   * teacher-student 16 → n → … → n → 1: W1 (n × 16) is the input layer, its fan_in 16 does not grow: lr η, init
+//     N(0, 1/16). Biases: lr η, init 0. The hidden matrices W2..W_depth (n × n, present from depth 2) are hidden
+//     weights: lr η·n₀/n, init N(0, 1/n) (the standard variance, which is μP's for hidden weights under Adam).
+//     The readout w_out (1 × n), fan_in n: lr η·n₀/n and init N(0, (1/n)·(n₀/n)), which is 1/n at n = n₀ and
+//     ∝ 1/n² as n grows.
 //   * nqm: x is one vector (a bias-like tensor, one dimension that grows): lr η, unchanged.
 // n₀ = 32, the teacher's width and the default student's, where the default learning rates were derived
 // (simulation.hpp): at width 32 `mup` is `none` bit for bit.
@@ -30,8 +31,8 @@ namespace cgad::simulate {
 
 inline constexpr std::size_t kMupBaseWidth = 32;
 
-// Per tensor of tensor_sizes(kind, size), in that order: the factor on every Adam learning rate.
-std::vector<float> lr_multipliers(ObjectiveKind kind, std::size_t size, LrScale scale);
+// Per tensor of tensor_sizes(kind, size, depth), in that order: the factor on every Adam learning rate.
+std::vector<float> lr_multipliers(ObjectiveKind kind, std::size_t size, LrScale scale, std::size_t depth = 1);
 
 // The factor on the teacher-student readout's initialization standard deviation (1/sqrt(n) in the standard
 // parametrization): sqrt(n₀/n) under mup, 1 otherwise.

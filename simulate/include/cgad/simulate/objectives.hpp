@@ -6,12 +6,15 @@
 //    from the problem seed) with the stochastic gradient g_i = λ_i(x_i − c_i) + s·sqrt(λ_i)·z_i of Zhang et al.
 //    2019 (noise covariance s²·H, see SimulationSpec::nqm_noise). Loss: f(x) exactly (in double).
 //    Start: x_i ~ N(0, 1) from the run seed.
-//  * teacher-student: inputs x ~ N(0, I_16); a fixed teacher tanh MLP 16→32→1 (weights N(0, 1/fan_in), biases
-//    0, from the problem seed); the student is a tanh MLP 16→size→1 (same initialization, from the run seed).
+//  * teacher-student: inputs x ~ N(0, D²) with D = diag(R, …, R, 1, …, 1), the first K of the 16 dimensions
+//    scaled by R (SimulationSpec::outlier_features, outlier_scale: a proxy for the massive activations of large
+//    models, which widen a weight row's range of Δ; K = 0 by default, x ~ N(0, I_16)); a fixed teacher tanh MLP
+//    16→32→1 (weights N(0, 1/fan_in), biases 0, from the problem seed); the student is a tanh MLP with `depth`
+//    hidden layers of `size` units, 16→size→…→size→1 (same initialization, from the run seed).
 //    A worker's gradient is that of ½·mean squared error on a fresh minibatch of 16 inputs drawn from its
 //    stream, labelled teacher(x) + label_noise·z. Loss: ½·mean squared error against the teacher's (noise-free)
 //    outputs on a fixed evaluation set of 1024 inputs from the problem seed — the excess risk, 0 at the teacher.
-//    Under `--lr-scale mup` the readout w2 starts at μP's smaller scale (lr_scale.hpp).
+//    Under `--lr-scale mup` the readout starts at μP's smaller scale (lr_scale.hpp).
 //
 // Workers with bf16 parameters (SimulationSpec::worker_params = bf16) compute as a bf16 training run does — the
 // model's parameters stored in bf16, no fp32 master copy, every op's inputs and outputs in bf16 and its arithmetic
@@ -33,6 +36,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace cgad::simulate {
@@ -64,10 +68,13 @@ class Objective {
   virtual void gradient(std::span<const float> x, reference::PhiloxStream& stream, std::span<float> g) = 0;
 };
 
-// The number of parameters of the spec's objective, without building it.
-std::size_t parameter_count(ObjectiveKind kind, std::size_t size);
+// The number of parameters of the spec's objective, without building it (`depth`: the teacher-student's hidden
+// layers, SimulationSpec::depth).
+std::size_t parameter_count(ObjectiveKind kind, std::size_t size, std::size_t depth = 1);
 // Its tensor sizes (Objective::tensor_sizes), without building it.
-std::vector<std::size_t> tensor_sizes(ObjectiveKind kind, std::size_t size);
+std::vector<std::size_t> tensor_sizes(ObjectiveKind kind, std::size_t size, std::size_t depth = 1);
+// Its tensors' names, for per-tensor reports: "x" for the NQM, MlpShape::tensor_names for the teacher-student.
+std::vector<std::string> tensor_names(ObjectiveKind kind, std::size_t size, std::size_t depth = 1);
 
 // The bytes an objective of this kind holds or allocates per parameter (for SimulationSpec's memory estimate):
 // NQM: λ, c, the noise scale and two gradient scratch vectors in double, plus loss()'s double copy of x;

@@ -43,6 +43,7 @@
 // Every run is deterministic in its spec (the problem seed fixes the objective; the run seed fixes the initial
 // point and every worker's stream), whatever the thread count of the caller.
 #include "cgad/fastpath/config.hpp"
+#include "cgad/fastpath/trap_counter.hpp"
 #include "cgad/theory/delays.hpp"
 
 #include <cstdint>
@@ -128,6 +129,11 @@ struct SimulationSpec {
   // Default 1: the per-example noise of their model, so the noise floor, not the start, decides the final loss.
   double nqm_noise = 1.0;
   double label_noise = 0.1;        // teacher-student: standard deviation of the training labels' noise
+  std::size_t depth = 1;           // teacher-student: the student's hidden layers (mlp.hpp), each `size` wide
+  // teacher-student: the first `outlier_features` input dimensions have standard deviation `outlier_scale`
+  // (objectives.hpp); 0 features or a scale of 1 give the plain N(0, I) inputs.
+  std::size_t outlier_features = 0;
+  double outlier_scale = 1.0;
   std::uint64_t seed = 1;          // the run: initial point, worker gradient streams, delay schedule
   std::size_t workers = 4;         // K
   std::int64_t rounds = 200;       // outer rounds = server steps
@@ -165,6 +171,12 @@ struct LossPoint {
   double loss = 0;
 };
 
+struct TensorTrap {
+  std::string name;  // objectives.hpp's tensor_names
+  std::size_t size = 0;
+  fastpath::TrapCounts counts;
+};
+
 struct SimulationResult {
   double initial_loss = 0;
   double final_loss = 0;        // at the last round run (the divergence round for a diverged run)
@@ -183,6 +195,10 @@ struct SimulationResult {
   // (absent otherwise): the share of parameters whose stored v decodes to exactly 0 after the last round run; over every element-step of the arrivals, the share with |Δθ| > 5η and
   // the largest |Δθ|/η, η being the element's tensor's outer lr.
   std::optional<double> v_zero_fraction, step_over_5lr_fraction, max_step_over_lr;
+  std::optional<double> m_zero_fraction;  // the share whose stored m decodes to exactly 0, likewise
+  // The same four metrics per tensor of the objective (Objective::tensor_sizes, named by tensor_names), so that
+  // a trap that fires in one 8-bit tensor is not averaged away over the others (empty outside the Adam family).
+  std::vector<TensorTrap> tensor_traps;
   // Not diverged, yet nothing a finished run is judged by happened: why (nothing arrived — a constant-τ run of at
   // most τ rounds; every inner step refused for a non-finite or overflowing gradient, so every Δ was 0; or every
   // arrival refused), else "". Reported as "stalled", never as a finished run's loss.
