@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -66,23 +67,26 @@ void release_memory_reserve() {
 // failure ("GNU MP: Cannot allocate memory", exit status 134), and an exception cannot pass through their C
 // frames. This one gives back the reserve and tries again once, then reports and exits with status 2 (an output
 // not yet committed is an unnamed temporary, atomic_file.hpp: nothing is left behind).
-void* retry_or_exit(void* memory, std::size_t bytes) {
-  if (memory != nullptr || bytes == 0) return memory;
+void give_back_reserve_or_exit() {
   if (memory_reserve == nullptr) {
     report_out_of_memory();
     std::_Exit(2);
   }
   std::free(memory_reserve);
   memory_reserve = nullptr;
-  return nullptr;
 }
 void* gmp_allocate(std::size_t bytes) {
-  void* memory = retry_or_exit(std::malloc(bytes), bytes);
-  return memory != nullptr ? memory : retry_or_exit(std::malloc(bytes), bytes);
+  for (;;) {
+    if (void* memory = std::malloc(bytes); memory != nullptr || bytes == 0) return memory;
+    give_back_reserve_or_exit();
+  }
 }
-void* gmp_reallocate(void* old, std::size_t /*old_bytes*/, std::size_t bytes) {
-  void* memory = retry_or_exit(std::realloc(old, bytes), bytes);
-  return memory != nullptr ? memory : retry_or_exit(std::realloc(old, bytes), bytes);
+// A new block and a copy (GMP says the old size), so that the old block is never touched after a realloc.
+void* gmp_reallocate(void* old, std::size_t old_bytes, std::size_t bytes) {
+  void* memory = gmp_allocate(bytes);
+  if (old != nullptr && memory != nullptr) std::memcpy(memory, old, std::min(old_bytes, bytes));
+  std::free(old);
+  return memory;
 }
 void gmp_free(void* memory, std::size_t /*bytes*/) { std::free(memory); }
 
