@@ -1,7 +1,8 @@
 // Issue 16's adversarial classes, at the level of the libraries: one number grammar, the stream parser's
 // refusals, the atomic writer's rules for targets and temporaries, the report folder's swap, the input rule for
 // pipes and FIFOs, the thread pool under thread-creation failure, and the overflow rule and hyperparameter ranges
-// that keep finite input finite. Each test failed before its fix (the issue's item number is in its name).
+// that keep finite input finite; from a second pass, the report folder's swap across mounts, links and owners.
+// Each test failed before its fix.
 #include "fastpath_test_support.hpp"
 
 #include "cgad/differential/noise_lockstep.hpp"
@@ -19,6 +20,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -26,7 +28,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -566,6 +570,109 @@ TEST(Item4Ranges, HyperparametersThatMakeFiniteInputInfiniteAreRefusedWithTheirR
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("2^38"), std::string::npos) << "the message states the range: " << e.what();
   }
+}
+
+
+// --- the report folder's swap never deletes through a mount or a link, and keeps who owns it -------------------
+
+// A tmpfs mounted at `at` for the scope (root only: where mount(2) is not permitted, mounted() is false and the
+// test says why it is skipped), unmounted on the way out whatever the test did.
+class TmpfsMount {
+ public:
+  explicit TmpfsMount(const fs::path& at) : at_(at) {
+    fs::create_directories(at);
+    mounted_ = ::mount("cgad-test", at.c_str(), "tmpfs", 0, "size=1m") == 0;
+  }
+  ~TmpfsMount() {
+    if (mounted_) ::umount2(at_.c_str(), MNT_DETACH);
+  }
+  TmpfsMount(const TmpfsMount&) = delete;
+  TmpfsMount& operator=(const TmpfsMount&) = delete;
+  bool mounted() const { return mounted_; }
+
+ private:
+  fs::path at_;
+  bool mounted_ = false;
+};
+
+using ReportFolderSwap = Folder;
+
+TEST_F(ReportFolderSwap, AFolderThatIsOrHoldsAMountPointIsRefusedAndTheMountedFilesStay) {
+  const fs::path report = dir_ / "report";
+  fs::create_directories(report);
+  put(report / "report.md", "old report");
+  TmpfsMount mount(report / "data");
+  if (!mount.mounted()) GTEST_SKIP() << "mounting a tmpfs is not permitted here (needs root): " << std::strerror(errno);
+  put(report / "data" / "results.csv", "the user's results");
+  try {
+    fp::AtomicFolder folder(report, "report");
+    folder.write_file("report.md", "new report");
+    folder.commit();
+    ADD_FAILURE() << "a folder holding a mount point was replaced";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("holds a mount point"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(slurp(report / "data" / "results.csv"), "the user's results");
+  EXPECT_EQ(slurp(report / "report.md"), "old report");
+  EXPECT_EQ(others({"report"}), std::vector<std::string>{}) << "a temporary left beside the report";
+  // The report folder itself a mount point: refused alike.
+  TmpfsMount whole(dir_ / "mounted");
+  ASSERT_TRUE(whole.mounted());
+  put(dir_ / "mounted" / "notes.txt", "kept");
+  EXPECT_THROW(fp::AtomicFolder(dir_ / "mounted", "report"), InputError);
+  EXPECT_EQ(slurp(dir_ / "mounted" / "notes.txt"), "kept");
+}
+
+TEST_F(ReportFolderSwap, ALinkToAFolderIsWrittenThroughAndStaysALink) {
+  const fs::path real = dir_ / "real";
+  fs::create_directories(real);
+  put(real / "report.md", "old report");
+  put(real / "notes.txt", "the user's");
+  fs::create_symlink("real", dir_ / "link");
+  {
+    fp::AtomicFolder folder(dir_ / "link", "report");
+    folder.write_file("report.md", "new report");
+    folder.commit();
+  }
+  EXPECT_TRUE(fs::is_symlink(fs::symlink_status(dir_ / "link")));
+  EXPECT_EQ(slurp(real / "report.md"), "new report");
+  EXPECT_EQ(slurp(real / "notes.txt"), "the user's");
+  EXPECT_EQ(others({"real", "link"}), std::vector<std::string>{});
+  // A link in a loop, and one to a missing folder, are refused with what they are.
+  fs::create_symlink("loop", dir_ / "loop");
+  try {
+    fp::AtomicFolder folder(dir_ / "loop", "report");
+    ADD_FAILURE() << "a link loop was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("in a loop"), std::string::npos) << e.what();
+  }
+  fs::create_symlink("absent", dir_ / "dangling");
+  EXPECT_THROW(fp::AtomicFolder(dir_ / "dangling", "report"), InputError);
+  EXPECT_FALSE(fs::exists(dir_ / "absent"));
+}
+
+TEST_F(ReportFolderSwap, TheReplacedFolderKeepsItsOwnerGroupAndSetgidMode) {
+  if (::geteuid() != 0) GTEST_SKIP() << "giving a folder to another owner needs root";
+  const fs::path report = dir_ / "report";
+  fs::create_directories(report);
+  put(report / "notes.txt", "the user's");
+  const uid_t owner = 12345;
+  const gid_t group = 23456;
+  ASSERT_EQ(::chown(report.c_str(), owner, group), 0);
+  ASSERT_EQ(::chmod(report.c_str(), 02775), 0);
+  {
+    fp::AtomicFolder folder(report, "report");
+    folder.write_file("report.md", "new report");
+    folder.commit();
+  }
+  struct stat st;
+  ASSERT_EQ(::stat(report.c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, owner);
+  EXPECT_EQ(st.st_gid, group);
+  EXPECT_EQ(st.st_mode & 07777, 02775u) << std::oct << (st.st_mode & 07777);
+  ASSERT_EQ(::stat((report / "report.md").c_str(), &st), 0);
+  EXPECT_EQ(st.st_gid, group) << "a file written into a setgid folder gets its group";
+  EXPECT_EQ(slurp(report / "notes.txt"), "the user's");
 }
 
 }  // namespace

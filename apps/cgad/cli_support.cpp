@@ -1,19 +1,26 @@
 #include "cli_support.hpp"
 
 #include "cgad/fastpath/atomic_file.hpp"
+#include "cgad/fastpath/input_file.hpp"
 #include "cgad/reference/errors.hpp"
 #include "cgad/reference/real.hpp"
 
 #include <fcntl.h>
+#include <gmp.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
+#include <new>
 #include <iostream>
+#include <map>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -34,64 +41,122 @@ namespace {
 
 std::string why(int error) { return std::strerror(error); }
 
-// An unnamed temporary file for the standard-output spool: O_TMPFILE where the filesystem has it, else a
-// mkstemp file unlinked at once (so a crash leaves nothing either way).
-int unnamed_temporary() {
-  const char* env = std::getenv("TMPDIR");
-  const std::string dir = env != nullptr && env[0] != '\0' ? env : "/tmp";
-  int fd = ::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-  if (fd >= 0) return fd;
-  std::string pattern = dir + "/.cgad-stdout.XXXXXX";
-  fd = ::mkostemp(pattern.data(), O_CLOEXEC);
-  if (fd < 0) throw InputError("cannot create a temporary file in " + dir + " for standard output: " + why(errno));
-  ::unlink(pattern.c_str());
-  return fd;
+// The stream std::cout writes through once route_standard_output() ran (null before). Never destroyed: std::cout
+// is flushed after every static destructor has run, and must still have its buffer then.
+fastpath::FdOutputStream* routed_output = nullptr;
+
+// The errno of the first failed write to standard output, 0 if none (or if it was never routed).
+int standard_output_error() { return routed_output != nullptr ? routed_output->error() : 0; }
+
+constexpr char kOutOfMemory[] =
+    "cgad: out of memory: this input needs more memory than the process may use (ulimit -v, a cgroup or the "
+    "machine; docs/testing.md says what each input takes)\n";
+
+// Memory set aside at start and given back on the first failed allocation, so that unwinding and reporting have
+// some to work with (a second std::bad_alloc while unwinding ended in std::terminate, exit status 134).
+void* memory_reserve = nullptr;
+constexpr std::size_t kMemoryReserveBytes = std::size_t{8} << 20;
+
+void release_memory_reserve() {
+  std::free(memory_reserve);
+  memory_reserve = nullptr;
+  std::set_new_handler(nullptr);  // the failed allocation is retried once; failing again, it throws
+}
+
+// The allocator GMP and MPFR use for every number (the reference's MPFR values): theirs aborts the process on
+// failure ("GNU MP: Cannot allocate memory", exit status 134), and an exception cannot pass through their C
+// frames. This one gives back the reserve and tries again once, then reports and exits with status 2 (an output
+// not yet committed is an unnamed temporary, atomic_file.hpp: nothing is left behind).
+void give_back_reserve_or_exit() {
+  if (memory_reserve == nullptr) {
+    report_out_of_memory();
+    std::_Exit(2);
+  }
+  std::free(memory_reserve);
+  memory_reserve = nullptr;
+}
+void* gmp_allocate(std::size_t bytes) {
+  for (;;) {
+    if (void* memory = std::malloc(bytes); memory != nullptr || bytes == 0) return memory;
+    give_back_reserve_or_exit();
+  }
+}
+// A new block and a copy (GMP says the old size), so that the old block is never touched after a realloc.
+void* gmp_reallocate(void* old, std::size_t old_bytes, std::size_t bytes) {
+  void* memory = gmp_allocate(bytes);
+  if (old != nullptr && memory != nullptr) std::memcpy(memory, old, std::min(old_bytes, bytes));
+  std::free(old);
+  return memory;
+}
+void gmp_free(void* memory, std::size_t /*bytes*/) { std::free(memory); }
+
+[[noreturn]] void terminate_handler() {
+  // An exception that escaped where none may (a destructor, a thread): out of memory is still bad input's exit.
+  if (const std::exception_ptr error = std::current_exception()) {
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::bad_alloc&) {
+      report_out_of_memory();
+      std::_Exit(2);
+    } catch (...) {
+    }
+  }
+  std::abort();
 }
 
 }  // namespace
 
-// --- OutputFile -------------------------------------------------------------------------------------------------
+void install_out_of_memory_handling() {
+  memory_reserve = std::malloc(kMemoryReserveBytes);
+  if (memory_reserve != nullptr) std::memset(memory_reserve, 0, kMemoryReserveBytes);  // really mapped
+  std::set_new_handler(release_memory_reserve);
+  std::set_terminate(terminate_handler);
+  ::mp_set_memory_functions(gmp_allocate, gmp_reallocate, gmp_free);
+}
 
-OutputFile::OutputFile(const std::string& path) : path_(path) {
-  if (path == "-") {
-    spool_fd_ = unnamed_temporary();
-    spool_ = std::make_unique<fastpath::FdOutputStream>(spool_fd_);
-  } else {
-    file_ = std::make_unique<fastpath::AtomicFile>(path);
+void report_out_of_memory() noexcept {
+  (void)!::write(STDERR_FILENO, kOutOfMemory, sizeof kOutOfMemory - 1);
+}
+
+void route_standard_output() {
+  if (routed_output != nullptr) return;
+  routed_output = new fastpath::FdOutputStream(STDOUT_FILENO);
+  std::cout.flush();
+  std::cout.rdbuf(routed_output->rdbuf());
+}
+
+bool standard_output_is(dev_t device, ino_t inode) {
+  struct stat st;
+  return ::fstat(STDOUT_FILENO, &st) == 0 && S_ISREG(st.st_mode) && st.st_dev == device && st.st_ino == inode;
+}
+
+void refuse_standard_output_onto(const fastpath::InputFile& input, const std::string& path) {
+  if (standard_output_is(input.device(), input.inode())) {
+    throw InputError("standard output is the input file '" + path + "' (a redirection such as >> " + path +
+                     "): the output would be written into the file being read");
   }
 }
 
-OutputFile::~OutputFile() {
-  spool_.reset();
-  if (spool_fd_ >= 0) ::close(spool_fd_);
+// --- OutputFile -------------------------------------------------------------------------------------------------
+
+OutputFile::OutputFile(const std::string& path) : path_(path) {
+  if (path != "-") file_ = std::make_unique<fastpath::AtomicFile>(path);
 }
 
-std::ostream& OutputFile::stream() { return file_ ? file_->stream() : *spool_; }
+OutputFile::~OutputFile() = default;
 
-bool OutputFile::replaces(dev_t device, ino_t inode) const { return file_ && file_->replaces(device, inode); }
+std::ostream& OutputFile::stream() { return file_ ? file_->stream() : std::cout; }
+
+bool OutputFile::replaces(dev_t device, ino_t inode) const {
+  return file_ ? file_->replaces(device, inode) : standard_output_is(device, inode);
+}
 
 void OutputFile::commit() {
   if (file_) {
     file_->commit();
     return;
   }
-  auto& spool = static_cast<fastpath::FdOutputStream&>(*spool_);
-  spool.flush();
-  if (!spool) throw InputError("cannot spool standard output to a temporary file: " + why(spool.error()));
-  // Whatever else went to std::cout before comes first.
-  std::cout.flush();
-  std::fflush(stdout);
-  if (::lseek(spool_fd_, 0, SEEK_SET) != 0) throw InputError("cannot read back the standard-output spool: " + why(errno));
-  std::vector<char> chunk(1 << 16);
-  for (;;) {
-    const ssize_t n = ::read(spool_fd_, chunk.data(), chunk.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw InputError("cannot read back the standard-output spool: " + why(errno));
-    if (n == 0) break;
-    if (!fastpath::write_all(STDOUT_FILENO, chunk.data(), static_cast<std::size_t>(n))) {
-      throw InputError("cannot write to standard output: " + why(errno));
-    }
-  }
+  finish_standard_output();
 }
 
 void write_atomically(const std::filesystem::path& path, const std::function<void(std::ostream&)>& write) {
@@ -126,7 +191,16 @@ std::string check_value(std::string& value, const std::string& type) {
     if (unsigned_type && value.front() == '-') return "must be a non-negative integer, got '" + value + "'";
     const std::size_t first = value.find_first_not_of('0', sign ? 1 : 0);
     const std::string digits = first == std::string::npos ? "0" : value.substr(first);
-    value = (sign && value.front() == '-' ? "-" : "") + digits;
+    // Past 64 bits CLI11 would saturate the value (99999999999999999999 became 9223372036854775807, and the
+    // range check after it quoted that number): refuse it here, in the user's words.
+    const bool negative = value.front() == '-';
+    const std::string limit = unsigned_type ? "18446744073709551615" : negative ? "9223372036854775808"
+                                                                                : "9223372036854775807";
+    if (digits.size() > limit.size() || (digits.size() == limit.size() && digits > limit)) {
+      return "'" + value + "' is out of range (a " + std::string(unsigned_type ? "64-bit unsigned" : "64-bit") +
+             " integer is at most " + (negative ? "-" : "") + limit + (negative ? " in magnitude" : "") + ")";
+    }
+    value = (negative ? "-" : "") + digits;
   } else if (type.rfind("FLOAT", 0) == 0) {
     if (reference::classify_number_text(value) == reference::NumberText::invalid) {
       return "'" + value + "' is not a number";
@@ -148,9 +222,27 @@ void install_on(CLI::App& app) {
 
 void install_value_checks(CLI::App& app) { install_on(app); }
 
+namespace {
+
+// A list item as the value it stands for: an integer without its sign '+' and leading zeros ("01" is seed 1), any
+// other item as written, less surrounding blanks.
+std::string list_item_value(const std::string& item) {
+  const std::size_t first = item.find_first_not_of(" \t");
+  const std::string text = item.substr(first, item.find_last_not_of(" \t") - first + 1);
+  const bool sign = text.front() == '+' || text.front() == '-';
+  if (!all_digits(text, sign ? 1 : 0)) return text;
+  const std::size_t digits = text.find_first_not_of('0', sign ? 1 : 0);
+  if (digits == std::string::npos) return "0";
+  return (text.front() == '-' ? "-" : "") + text.substr(digits);
+}
+
+}  // namespace
+
 void check_list_items(const CLI::App& app, int argc, const char* const* argv) {
   const CLI::App* command = &app;
-  const auto check = [](const CLI::Option* option, const std::string& value) {
+  // The items seen so far of each list option, over all its occurrences (--seeds 1 --seeds 1 repeats too).
+  std::map<const CLI::Option*, std::set<std::string>> seen;
+  const auto check = [&seen](const CLI::Option* option, const std::string& value) {
     const char delimiter = option->get_delimiter();
     if (delimiter == '\0') return;
     std::size_t start = 0;
@@ -160,6 +252,10 @@ void check_list_items(const CLI::App& app, int argc, const char* const* argv) {
       if (value.empty()) throw InputError(option->get_name() + ": empty value, expected a list");
       if (item.find_first_not_of(" \t") == std::string::npos) {
         throw InputError(option->get_name() + ": an empty item in the list '" + value + "'");
+      }
+      if (!seen[option].insert(list_item_value(item)).second) {
+        throw InputError(option->get_name() + ": the list repeats a value ('" + item + "' in '" + value +
+                         "'): each item is one run or one row, so a repeated one is a typo, not a second run");
       }
       if (end == std::string::npos) return;
       start = end + 1;
@@ -203,13 +299,14 @@ void check_list_items(const CLI::App& app, int argc, const char* const* argv) {
 }
 
 void finish_standard_output() {
-  const int earlier = errno;  // the error of the write that failed, if one did (best effort: errno may be stale)
+  const int earlier = errno;  // where standard output was not routed: the failed write's error, if still there
   std::cout.flush();
   const bool stream_ok = static_cast<bool>(std::cout);
   errno = 0;
   const bool flushed = std::fflush(stdout) == 0;
-  const int error = errno != 0 ? errno : (stream_ok ? 0 : earlier);
-  if (!stream_ok || !flushed || std::ferror(stdout)) {
+  const int routed = standard_output_error();
+  const int error = routed != 0 ? routed : errno != 0 ? errno : (stream_ok || routed_output != nullptr ? 0 : earlier);
+  if (!stream_ok || !flushed || std::ferror(stdout) || routed != 0) {
     throw InputError("cannot write to standard output" + (error != 0 ? ": " + why(error) : std::string()));
   }
 }

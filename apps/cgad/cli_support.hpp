@@ -13,6 +13,7 @@
 
 namespace cgad::fastpath {
 class AtomicFile;
+class InputFile;
 }
 
 namespace cgad::cli {
@@ -27,10 +28,10 @@ unsigned apply_precision(unsigned requested_bits);
 // An output file as every command writes one. A path is replaced atomically by fastpath::AtomicFile
 // (atomic_file.hpp: a missing or regular file, or a symlink to one, which is written through; a directory, a
 // device node, a FIFO, a socket or "" is refused, exit status 2), with the contents written as they are produced,
-// so memory does not grow with them. "-" is standard output: the contents are spooled to an unnamed temporary
-// file (in $TMPDIR, else /tmp; it has no name, so nothing is left behind) and copied to standard output by
-// commit(), so a command refused half-way prints nothing, and a write error on standard output (a full disk,
-// /dev/full, a closed descriptor) is an InputError rather than a silent exit status 0.
+// so memory does not grow with them. "-" is standard output, written as the contents are produced (no temporary
+// copy anywhere, so neither $TMPDIR nor the space on /tmp matters): a command refused half-way may have printed
+// the records before the refusal, and its exit status 2 says they are not a result. A write error on standard
+// output (a full disk, /dev/full, a closed descriptor) is an InputError naming the error, never exit status 0.
 class OutputFile {
  public:
   explicit OutputFile(const std::string& path);
@@ -38,15 +39,13 @@ class OutputFile {
   OutputFile(const OutputFile&) = delete;
   OutputFile& operator=(const OutputFile&) = delete;
   std::ostream& stream();
-  // Whether committing would overwrite the file with this identity (a command's own input).
+  // Whether committing would overwrite, or "-" append to, the file with this identity (a command's own input).
   bool replaces(dev_t device, ino_t inode) const;
   void commit();
 
  private:
   std::string path_;
   std::unique_ptr<fastpath::AtomicFile> file_;
-  int spool_fd_ = -1;
-  std::unique_ptr<std::ostream> spool_;
 };
 
 // Writes `path` by calling `write` on the stream of an OutputFile, then commits it. If `write` throws, or any
@@ -60,13 +59,33 @@ void write_atomically(const std::filesystem::path& path, const std::function<voi
 //     "0x10" as 16 and " 8" as 8; an unsigned one refuses a minus sign ("-1" would wrap to 2^64 - 1);
 //   - a floating-point option takes the one decimal grammar of reference::is_decimal_number;
 //   - a list option (a delimiter, as --seeds 1,2,3) refuses an empty item (--tau 0,,1; a trailing comma):
-//     CLI11 drops empty items silently, so these are found in argv before CLI11 splits them (check_list_items).
+//     CLI11 drops empty items silently, so these are found in argv before CLI11 splits them (check_list_items);
+//   - a list option refuses a repeated item, over all its occurrences (--seeds 1,1; --optimizers cgad,cgad;
+//     --seeds 1 --seeds 01): every list names runs or rows, and a repeated one would be computed and printed
+//     twice. Integers compare by value, other items as written.
 void install_value_checks(CLI::App& app);
-// InputError for the first empty item of a list option in argv (see install_value_checks).
+// InputError for the first empty or repeated item of a list option in argv (see install_value_checks).
 void check_list_items(const CLI::App& app, int argc, const char* const* argv);
+
+// Out of memory ends like bad input: one line on stderr, written without allocating, and exit status 2. Installed
+// first thing in main.cpp: a reserve of a few MiB is given back at the first failed allocation (so that
+// unwinding, which allocates too, does not fail a second time and terminate), and an out-of-memory exception
+// that reaches std::terminate (from a destructor or a thread) exits with status 2 as well.
+void install_out_of_memory_handling();
+void report_out_of_memory() noexcept;
+
+// Makes std::cout write through a fastpath::FdOutputStream on descriptor 1 (main.cpp, once), so that a failed
+// write keeps its own errno: glibc's stdio leaves errno to whatever call came after the write (on /dev/full the
+// message said "Inappropriate ioctl for device" instead of "No space left on device").
+void route_standard_output();
 
 // Flushes standard output and refuses (InputError) a write error on it, which would otherwise end in exit
 // status 0 with a truncated or missing result.
 void finish_standard_output();
+
+// Whether standard output is the regular file with this identity, and InputError if it is the input `input`
+// (cgad replay --input s.jsonl --output - >> s.jsonl would append to the stream it reads, without end).
+bool standard_output_is(dev_t device, ino_t inode);
+void refuse_standard_output_onto(const fastpath::InputFile& input, const std::string& path);
 
 }  // namespace cgad::cli

@@ -48,13 +48,24 @@ nlohmann::json sup_json(const theory::SupConstant& c, unsigned digits) {
           {"cutoff_bound_enclosure", enclosure_json(c.cutoff_bound, digits)}};
 }
 
-// A short rendering of a certified value for the tables: 6 significant digits of its midpoint ("inf" for +∞).
-// The enclosures themselves are in --json; the tables say how wide the widest one is.
-std::string short_value(const Interval& x) {
-  if (x.is_point_infinite()) return "inf";
+// A short rendering of a certified value for the tables: 6 significant digits of its midpoint ("inf" for +∞),
+// in double where it is a normal double, else in MPFR, so that a value below double's range (E[sigma] at a large
+// alpha) is not printed as 0. The enclosures
+// themselves are in --json; the tables say how wide the widest one is.
+std::string short_value(const reference::mpfr_real& x) {
+  const double rounded = x.convert_to<double>();
+  if (x != 0 && !std::isnormal(rounded)) return reference::to_decimal(x, 6);
   std::ostringstream out;
-  out << std::setprecision(6) << x.midpoint().convert_to<double>();
+  out << std::setprecision(6) << rounded;
   return out.str();
+}
+std::string short_value(const Interval& x) { return x.is_point_infinite() ? "inf" : short_value(x.midpoint()); }
+
+// One right-aligned table cell of `width` characters, wider when the text needs it, always after at least one
+// space: a value longer than its column (7.27153e+173) never runs into the one before it.
+std::string cell(const std::string& text, std::size_t width) {
+  const std::size_t pad = text.size() + 1 >= width ? 1 : width - text.size();
+  return std::string(pad, ' ') + text;
 }
 
 nlohmann::json eta_json(const theory::OptimizedEtaComparison& c, unsigned digits) {
@@ -88,14 +99,14 @@ void print_eta_table(const std::vector<theory::OptimizedEtaComparison>& rows) {
                "1/2))) >= 1 always.\n"
             << "  (6-digit midpoints of certified enclosures; widest relative width of R: "
             << theory::decimal_up(widest, 2) << ")\n"
-            << "  " << std::left << std::setw(58) << "delay law" << std::right << std::setw(12) << "E[sigma]"
-            << std::setw(14) << "E[sigma*tau]" << std::setw(12) << "E[tau]" << std::setw(12) << "R"
-            << std::setw(14) << "eta*_g/eta*_u" << "\n";
+            << "  " << std::left << std::setw(58) << "delay law" << std::right << cell("E[sigma]", 12)
+            << cell("E[sigma*tau]", 14) << cell("E[tau]", 12) << cell("R", 12) << cell("eta*_g/eta*_u", 14) << "\n";
   for (const auto& c : rows) {
-    std::cout << "  " << std::left << std::setw(58) << c.law.name << std::right << std::setw(12)
-              << short_value(c.law.mean_sigma) << std::setw(14) << short_value(c.law.mean_sigma_tau) << std::setw(12)
-              << short_value(c.law.mean_tau) << std::setw(12) << short_value(c.bound_ratio) << std::setw(14)
-              << (c.gated_vacuous || c.ungated_vacuous ? std::string("-") : short_value(c.eta_ratio));
+    std::cout << "  " << std::left << std::setw(58) << c.law.name << std::right
+              << cell(short_value(c.law.mean_sigma), 12)
+              << cell(short_value(c.law.mean_sigma_tau), 14) << cell(short_value(c.law.mean_tau), 12)
+              << cell(short_value(c.bound_ratio), 12)
+              << cell(c.gated_vacuous || c.ungated_vacuous ? std::string("-") : short_value(c.eta_ratio), 14);
     if (c.gated_vacuous) std::cout << "  (every delay >= tau_cut: sigma = 0, the gated bound is vacuous)";
     if (c.ungated_vacuous) std::cout << "  (E[tau] = inf: the ungated bound is vacuous)";
     std::cout << "\n";
@@ -135,17 +146,17 @@ void print_alpha_scan(const std::vector<theory::AlphaScanRow>& rows, long tau_cu
                "e^{-alpha} barely moves;\n"
             << "  only past that, where sigma(1) < 1/2 and the integer maximizer is tau = 1 (B1_int = sigma(1) = "
                "gamma(1)*e^{-alpha}), do W and B1_int decay like e^{-alpha}\n"
-            << std::setw(8) << "alpha" << std::setw(12) << "B1" << std::setw(12) << "alpha*B1" << std::setw(12)
-            << "B1_int" << std::setw(6) << "at" << std::setw(16) << "e^alpha*B1_int" << std::setw(12) << "W"
-            << std::setw(12) << "alpha*W" << std::setw(12) << "e^alpha*W" << std::setw(12) << "e^-alpha" << "\n";
+            << cell("alpha", 8) << cell("B1", 12) << cell("alpha*B1", 12) << cell("B1_int", 12) << cell("at", 6)
+            << cell("e^alpha*B1_int", 16) << cell("W", 12) << cell("alpha*W", 12) << cell("e^alpha*W", 12)
+            << cell("e^-alpha", 12) << "\n";
   for (const auto& r : rows) {
-    std::ostringstream decay;
-    decay << std::setprecision(6) << std::exp(-std::stod(r.alpha));
-    std::cout << std::setw(8) << r.alpha << std::setw(12) << short_value(r.b1) << std::setw(12)
-              << short_value(r.alpha_b1) << std::setw(12) << short_value(r.b1_integer) << std::setw(6)
-              << r.b1_integer_argmax << std::setw(16) << short_value(r.exp_alpha_b1_integer) << std::setw(12)
-              << short_value(r.w) << std::setw(12) << short_value(r.alpha_w) << std::setw(12)
-              << short_value(r.exp_alpha_w) << std::setw(12) << decay.str() << "\n";
+    const reference::mpfr_real alpha = reference::parse_real<reference::mpfr_real>(r.alpha, "alpha");
+    const std::string decay = short_value(reference::mpfr_real(exp(-alpha)));
+    std::cout << cell(r.alpha, 8) << cell(short_value(r.b1), 12) << cell(short_value(r.alpha_b1), 12)
+              << cell(short_value(r.b1_integer), 12) << cell(std::to_string(r.b1_integer_argmax), 6)
+              << cell(short_value(r.exp_alpha_b1_integer), 16) << cell(short_value(r.w), 12)
+              << cell(short_value(r.alpha_w), 12) << cell(short_value(r.exp_alpha_w), 12) << cell(decay, 12)
+              << "\n";
   }
 }
 

@@ -1,15 +1,23 @@
 // `cgad merge`: combines the part files of a sharded `cgad simulate` run and prints what the unsharded run
 // would have printed. Parts of different sweeps and runs held twice are refused; missing runs are refused too
 // unless --allow-partial, and then the table says which cells are incomplete.
+#include "cli_support.hpp"
 #include "commands.hpp"
 #include "simulate_output.hpp"
 
+#include "cgad/differential/strict_json.hpp"
+#include "cgad/fastpath/input_file.hpp"
 #include "cgad/reference/errors.hpp"
 #include "cgad/simulate/sweep_json.hpp"
 
-#include <filesystem>
-#include <fstream>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
 #include <memory>
+#include <string>
+#include <vector>
 
 namespace cgad::cli {
 namespace {
@@ -24,20 +32,19 @@ struct MergeOptions {
 };
 
 simulate::SweepPart read_part(const std::string& path) {
-  // A directory opens as a stream on Linux and fails only on reading; a FIFO could block. Parts are files.
-  std::error_code ignored;  // a path that cannot be examined is left to the open below to report
-  const std::filesystem::file_status status = std::filesystem::status(path, ignored);
-  if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status)) {
-    throw InputError("merge: '" + path + "' is not a regular file");
+  // A part is the regular file cgad simulate --out wrote, never a pipe, FIFO or directory.
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) throw InputError("merge: cannot read '" + path + "': " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) throw InputError("merge: '" + path + "' is not a regular file");
+  if (static_cast<std::uintmax_t>(st.st_size) > simulate::kMaxPartFileBytes) {
+    throw InputError("merge: '" + path + "' is larger than " + std::to_string(simulate::kMaxPartFileBytes >> 20) +
+                     " MiB, the most a part file may hold (a sweep's records are bounded before it runs, so no part "
+                     "cgad simulate writes is this large)");
   }
-  std::ifstream in(path);
-  if (!in) throw InputError("merge: cannot read '" + path + "'");
-  nlohmann::json json;
-  try {
-    json = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw InputError(path + ": not JSON: " + e.what());
-  }
+  // Parsed as it is read: the text is never held beside its tree.
+  fastpath::InputFile in(path);
+  refuse_standard_output_onto(in, path);
+  const nlohmann::json json = differential::parse_json_document(in.stream(), path);
   return simulate::part_from_json(json, path);
 }
 

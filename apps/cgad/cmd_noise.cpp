@@ -93,6 +93,7 @@ void run_noise(const NoiseOptions& o) {
   std::shared_ptr<const differential::PseudoGradientStream> stream;
   if (!o.stream.empty()) {
     fastpath::InputFile in(o.stream);  // the one rule for inputs (cli_support.hpp): files, pipes, FIFOs with a writer
+    refuse_standard_output_onto(in, o.stream);
     stream = std::make_shared<const differential::PseudoGradientStream>(differential::read_stream(in.stream(), o.stream));
   }
   std::vector<differential::NoiseScenario> scenarios;

@@ -37,8 +37,12 @@ void run_replay(const ReplayOptions& options) {
   OutputFile output(options.output);
   // Replacing the input by the output would destroy it (the same path, a symlink or a hard link to it).
   if (output.replaces(input.device(), input.inode())) {
-    throw reference::InputError("--output '" + options.output + "' is the input file '" + options.input +
-                                "': it would be overwritten by the replay");
+    throw reference::InputError(
+        (options.output == "-" ? "standard output (--output -, a redirection such as >> " + options.input + ")"
+                               : "--output '" + options.output + "'") +
+        " is the input file '" + options.input + "': " +
+        (options.output == "-" ? "the records would be written into the stream being read"
+                               : "it would be overwritten by the replay"));
   }
   differential::StreamReader reader(input.stream(), options.input);
   // Each record goes to the output's temporary as soon as it is computed (memory does not grow with the stream),
@@ -46,7 +50,10 @@ void run_replay(const ReplayOptions& options) {
   // 899-line file that looks like a result, and never clobbers an earlier output.
   const bool reference_backend = options.backend == "reference";
   const auto next = [&] { return reader.next(); };
-  const auto sink = [&](const nlohmann::ordered_json& record) { output.stream() << record.dump() << "\n"; };
+  const auto sink = [&](const differential::EventRecord& record) {
+    record.write(output.stream());
+    output.stream() << "\n";
+  };
   const differential::ReplayCounts result =
       reference_backend
           ? differential::replay_reference(reader.header(), next, options.input, options.optimizer, std::cerr, sink)

@@ -13,6 +13,7 @@
 #include <cerrno>
 
 #include <exception>
+#include <new>
 #include <iostream>
 
 int main(int argc, char** argv) {
@@ -28,6 +29,8 @@ int main(int argc, char** argv) {
       }
     }
   }
+  cgad::cli::install_out_of_memory_handling();
+  cgad::cli::route_standard_output();
   CLI::App app{"cgad: Cosine-Gated Adam-Decay for asynchronous DiLoCo -- reference, fast path, theory, checks"};
   app.require_subcommand(1);
   cgad::cli::add_gate_command(app);
@@ -58,6 +61,9 @@ int main(int argc, char** argv) {
     return 2;
   } catch (const cgad::reference::InputError& e) {
     std::cerr << "cgad: " << e.what() << "\n";
+    return 2;
+  } catch (const std::bad_alloc&) {
+    cgad::cli::report_out_of_memory();
     return 2;
   } catch (const std::exception& e) {
     std::cerr << "cgad: internal error: " << e.what() << "\n";

@@ -160,7 +160,8 @@ class EventSource {
   explicit EventSource(const NoiseScenario& s)
       : scenario_(s), events_(s.seed, reference::StreamPurpose::noise_events), delays_(s.delays, s.seed) {
     if (s.stream) {
-      initial_ = parse_numbers<float>(s.stream->params, s.stream_name + ":params");
+      initial_ =
+          parse_numbers<float>(s.stream->params, s.stream_name + ":" + std::to_string(s.stream->line) + ": params");
       tensors_ = s.stream->tensors;
       return;
     }

@@ -15,10 +15,8 @@ fastpath::StepConfig step_config(const OptimizerOptions& optimizer, const Fastpa
   return config;
 }
 
-nlohmann::ordered_json float_array(std::span<const float> values) {
-  nlohmann::ordered_json out = nlohmann::ordered_json::array();
-  for (float x : values) out.push_back(reference::to_decimal(x));
-  return out;
+EventRecord::Array float_array(std::string name, std::span<const float> values) {
+  return {std::move(name), values.size(), [values](std::size_t i) { return reference::to_decimal(values[i]); }};
 }
 
 }  // namespace
@@ -39,16 +37,17 @@ ReplayCounts replay_fastpath(const StreamHeader& header, const EventSource& next
   const fastpath::StepConfig config = step_config(optimizer, options);
   fastpath::FastpathParams params;
   params.tensors = header.tensors;
+  const std::string header_where = source + ":" + std::to_string(header.line) + ": params";
   if (config.params == fastpath::ParamFormat::bf16) {
     for (std::size_t i = 0; i < header.params.size(); ++i) {
-      params.bf16.push_back(fastpath::parse_bf16(header.params[i], source + ":params[" + std::to_string(i) + "]"));
+      params.bf16.push_back(fastpath::parse_bf16(header.params[i], header_where + "[" + std::to_string(i) + "]"));
     }
   } else {
-    params.fp32 = parse_numbers<float>(header.params, source + ":params");
+    params.fp32 = parse_numbers<float>(header.params, header_where);
   }
   const std::unique_ptr<fastpath::FastpathEngine> engine = fastpath::make_fastpath_engine(options.device, config, std::move(params));
   ReplayCounts counts;
-  std::vector<float> buffer(header.params.size());
+  std::vector<std::vector<float>> buffers;
   for (std::size_t i = 0;; ++i) {
     const std::optional<StreamEvent> event = next();
     if (!event) break;
@@ -61,24 +60,26 @@ ReplayCounts replay_fastpath(const StreamHeader& header, const EventSource& next
       throw reference::InputError(where + ": " + e.what());
     }
     engine->advance_round();
-    nlohmann::ordered_json record = event_record(i, *event, report, where, counts, notes);
+    nlohmann::ordered_json head = event_record(i, *event, report, where, counts, notes);
     const fastpath::FastpathParams& now = engine->params();
-    if (!now.bf16.empty()) {
-      nlohmann::ordered_json values = nlohmann::ordered_json::array();
-      for (fastpath::bf16 x : now.bf16) values.push_back(fastpath::bf16_to_decimal(x));
-      record["params"] = std::move(values);
-    } else {
-      record["params"] = float_array(now.fp32);
+    EventRecord::Array values =
+        now.bf16.empty() ? float_array("params", now.fp32)
+                         : EventRecord::Array{"params", now.bf16.size(), [&now](std::size_t k) {
+                             return fastpath::bf16_to_decimal(now.bf16[k]);
+                           }};
+    // Each buffer widened to float (4 bytes an element) while the record is written.
+    const std::vector<std::string> names = engine->buffer_names();
+    buffers.resize(names.size());
+    std::vector<EventRecord::Array> arrays;
+    for (std::size_t b = 0; b < names.size(); ++b) {
+      buffers[b].resize(header.params.size());
+      engine->read_buffer(names[b], buffers[b]);
+      arrays.push_back(float_array(names[b], buffers[b]));
     }
-    nlohmann::ordered_json state = nlohmann::ordered_json::object();
-    for (const std::string& name : engine->buffer_names()) {
-      engine->read_buffer(name, buffer);
-      state[name] = float_array(buffer);
-    }
-    for (const auto& counter : engine->counters()) state[counter.name] = counter.values;
-    record["state"] = std::move(state);
+    nlohmann::ordered_json counters = nlohmann::ordered_json::object();
+    for (const auto& counter : engine->counters()) counters[counter.name] = counter.values;
     ++counts.events;
-    sink(record);
+    sink(EventRecord(std::move(head), std::move(values), std::move(arrays), std::move(counters)));
   }
   return counts;
 }

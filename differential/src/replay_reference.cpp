@@ -9,10 +9,8 @@ namespace {
 
 using reference::mpfr_real;
 
-nlohmann::ordered_json decimal_array(std::span<const mpfr_real> values) {
-  nlohmann::ordered_json out = nlohmann::ordered_json::array();
-  for (const mpfr_real& x : values) out.push_back(reference::to_decimal(x));
-  return out;
+EventRecord::Array decimal_array(std::string name, std::span<const mpfr_real> values) {
+  return {std::move(name), values.size(), [values](std::size_t i) { return reference::to_decimal(values[i]); }};
 }
 
 }  // namespace
@@ -51,7 +49,8 @@ template nlohmann::ordered_json event_record<mpfr_real>(std::size_t, const Strea
 ReplayCounts replay_reference(const StreamHeader& header, const EventSource& next, const std::string& source,
                               const OptimizerOptions& options, std::ostream& notes, const RecordSink& sink) {
   const auto config = optimizer_config<mpfr_real>(options);
-  std::vector<mpfr_real> params = parse_numbers<mpfr_real>(header.params, source + ":params");
+  std::vector<mpfr_real> params =
+      parse_numbers<mpfr_real>(header.params, source + ":" + std::to_string(header.line) + ": params");
   const auto optimizer = reference::make_optimizer(config, params.size());
   ReplayCounts counts;
   for (std::size_t i = 0;; ++i) {
@@ -66,14 +65,14 @@ ReplayCounts replay_reference(const StreamHeader& header, const EventSource& nex
       throw reference::InputError(where + ": " + e.what());
     }
     optimizer->advance_round();
-    nlohmann::ordered_json record = event_record(i, *event, report, where, counts, notes);
-    record["params"] = decimal_array(params);
-    nlohmann::ordered_json state = nlohmann::ordered_json::object();
-    for (const auto& buffer : optimizer->buffers()) state[buffer.name] = decimal_array(buffer.values);
-    for (const auto& counter : optimizer->counters()) state[counter.name] = counter.values;
-    record["state"] = std::move(state);
+    nlohmann::ordered_json head = event_record(i, *event, report, where, counts, notes);
+    const auto buffers = optimizer->buffers();
+    std::vector<EventRecord::Array> arrays;
+    for (const auto& buffer : buffers) arrays.push_back(decimal_array(buffer.name, buffer.values));
+    nlohmann::ordered_json counters = nlohmann::ordered_json::object();
+    for (const auto& counter : optimizer->counters()) counters[counter.name] = counter.values;
     ++counts.events;
-    sink(record);
+    sink(EventRecord(std::move(head), decimal_array("params", params), std::move(arrays), std::move(counters)));
   }
   return counts;
 }
@@ -90,7 +89,9 @@ ReplayResult replay_reference(const PseudoGradientStream& stream, const std::str
   ReplayResult result;
   static_cast<ReplayCounts&>(result) =
       replay_reference(stream, events_of(stream), source, options, notes,
-                       [&](const nlohmann::ordered_json& record) { result.records.push_back(record); });
+                       [&](const EventRecord& record) {
+                         result.records.push_back(nlohmann::ordered_json::parse(record.dump()));
+                       });
   return result;
 }
 

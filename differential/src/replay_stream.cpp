@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <charconv>
 #include <istream>
-#include <set>
+#include <map>
 #include <string>
 #include <string_view>
 
@@ -97,102 +97,192 @@ std::string quote_inexact_numbers(const std::string& text) {
   return out;
 }
 
-// nlohmann's DOM builder, refusing a duplicate key (the stock builder keeps the last value silently) and keeping
-// the parser's own words for any other error.
-class StrictDom : public nlohmann::detail::json_sax_dom_parser<json> {
+// One line's top-level value for each key, collected by LineSax below: never a JSON tree.
+struct LineValue {
+  enum class Type { array, string, integer, other } type = Type::other;
+  std::vector<std::string> items;  // an array's elements (JSON strings, and integers as their digits)
+  bool counts = true;              // every element an integer >= 0 (the "tensors" rule)
+  std::int64_t integer = 0;        // Type::integer: the value, unless too_large
+  bool negative = false;
+  bool too_large = false;  // an integer past INT64_MAX
+};
+
+using LineValues = std::map<std::string, LineValue, std::less<>>;
+
+// A SAX handler for one JSON-lines record: a top-level object whose keys (refused when not in `allowed`, or
+// repeated: {"tau": 0, "tau": 40} would otherwise mean the last one) map to a scalar or to a flat array of
+// strings and integers, collected straight into LineValue. A DOM (nlohmann's tree, about 64 bytes a number, then
+// copied out) is never built: each number is held once, as its text. An element that is neither a string nor an
+// integer (true, null, an array or an object) ends the parse, naming the key and the index.
+class LineSax {
  public:
-  using json_sax_dom_parser::json_sax_dom_parser;
-  bool start_object(std::size_t elements) {
-    keys_.emplace_back();
-    return json_sax_dom_parser::start_object(elements);
+  explicit LineSax(std::initializer_list<const char*> allowed) : allowed_(allowed) {}
+
+  bool null() { return scalar(LineValue::Type::other); }
+  bool boolean(bool) { return scalar(LineValue::Type::other); }
+  bool number_integer(json::number_integer_t x) {
+    if (depth_ == 2) return element(std::to_string(x), x >= 0);
+    if (!scalar(LineValue::Type::integer)) return false;
+    current_->integer = x;
+    current_->negative = x < 0;
+    return true;
   }
-  bool end_object() {
-    keys_.pop_back();
-    return json_sax_dom_parser::end_object();
+  bool number_unsigned(json::number_unsigned_t x) {
+    if (depth_ == 2) return element(std::to_string(x), true);
+    if (!scalar(LineValue::Type::integer)) return false;
+    current_->too_large = x > static_cast<std::uint64_t>(INT64_MAX);
+    current_->integer = current_->too_large ? 0 : static_cast<std::int64_t>(x);
+    return true;
+  }
+  // Not reached after quote_inexact_numbers (every other number is a string by then); kept exact all the same.
+  bool number_float(json::number_float_t /*rounded*/, const json::string_t& text) {
+    if (depth_ == 2) return element(text, false);
+    return scalar(LineValue::Type::string);
+  }
+  bool string(json::string_t& text) {
+    if (depth_ == 2) return element(std::move(text), false);
+    return scalar(LineValue::Type::string);
+  }
+  bool binary(json::binary_t&) { return scalar(LineValue::Type::other); }
+  bool start_object(std::size_t) {
+    if (depth_ == 0) {
+      depth_ = 1;
+      return true;
+    }
+    return nested();
   }
   bool key(json::string_t& name) {
-    if (!keys_.empty() && !keys_.back().insert(name).second) {
-      duplicate = name;
-      return false;
-    }
-    return json_sax_dom_parser::key(name);
+    bool known = false;
+    for (const char* allowed : allowed_) known = known || name == allowed;
+    if (!known) return stop(unknown, name);
+    const auto [it, fresh] = values.try_emplace(name);
+    if (!fresh) return stop(duplicate, name);
+    current_ = &it->second;
+    current_key_ = name;
+    return true;
   }
-  // Not reached after quote_inexact_numbers; kept exact all the same.
-  bool number_float(json::number_float_t /*rounded*/, const json::string_t& text) {
-    json::string_t copy = text;
-    return json_sax_dom_parser::string(copy);
+  bool end_object() {
+    depth_ = 0;
+    return true;
+  }
+  bool start_array(std::size_t) {
+    if (depth_ != 1) return depth_ == 0 ? stop(not_object, {}) : nested();
+    current_->type = LineValue::Type::array;
+    depth_ = 2;
+    return true;
+  }
+  bool end_array() {
+    depth_ = 1;
+    return true;
   }
   template <class Exception>
-  bool parse_error(std::size_t position, const std::string& token, const Exception& error) {
+  bool parse_error(std::size_t /*position*/, const std::string& /*token*/, const Exception& error) {
     const std::string what = error.what();
     const std::size_t column = what.find("column");
     detail = column == std::string::npos ? what : what.substr(column);
-    return json_sax_dom_parser::parse_error(position, token, error);
+    return false;
   }
-  std::optional<std::string> duplicate;
-  std::string detail;
+
+  enum Stop { none, not_object, unknown, duplicate, bad_element, bad_value };
+  Stop stopped = none;
+  std::string stop_key;        // the key of unknown, duplicate, bad_element and bad_value
+  std::size_t stop_index = 0;  // bad_element: the element's index
+  std::string detail;          // the parser's words for malformed JSON
+  LineValues values;
 
  private:
-  std::vector<std::set<std::string>> keys_;
+  bool stop(Stop why, std::string key) {
+    stopped = why;
+    stop_key = std::move(key);
+    return false;
+  }
+  bool scalar(LineValue::Type type) {
+    if (depth_ == 0) return stop(not_object, {});
+    if (depth_ == 2) return nested();
+    current_->type = type;
+    return true;
+  }
+  bool element(std::string text, bool count) {
+    current_->items.push_back(std::move(text));
+    current_->counts = current_->counts && count;
+    return true;
+  }
+  // An object as a key's value, or anything but a string or an integer inside an array.
+  bool nested() {
+    if (depth_ == 1) return stop(bad_value, current_key_);
+    stop_index = current_->items.size();
+    return stop(bad_element, current_key_);
+  }
+
+  std::initializer_list<const char*> allowed_;
+  int depth_ = 0;
+  LineValue* current_ = nullptr;
+  std::string current_key_;
 };
 
-json parse_line(const std::string& text, const std::string& where) {
-  json value;
-  StrictDom dom(value, /*allow_exceptions=*/false);
-  const bool ok = json::sax_parse(quote_inexact_numbers(text), &dom, json::input_format_t::json, /*strict=*/true);
-  if (dom.duplicate) throw reference::InputError(where + ": duplicate key \"" + *dom.duplicate + "\"");
-  if (!ok || dom.is_errored()) {
-    throw reference::InputError(where + ": not a valid JSON value (truncated or malformed)" +
-                                (dom.detail.empty() ? std::string() : ": " + dom.detail));
-  }
-  return value;
-}
-
-std::vector<std::string> number_array(const json& object, const char* key, const std::string& where) {
-  const auto it = object.find(key);
-  if (it == object.end()) throw reference::InputError(where + ": missing \"" + key + "\"");
-  if (!it->is_array()) throw reference::InputError(where + ": \"" + key + "\" must be an array");
-  std::vector<std::string> out;
-  out.reserve(it->size());
-  for (std::size_t i = 0; i < it->size(); ++i) {
-    const json& x = (*it)[i];
-    if (x.is_string()) {
-      out.push_back(x.get<std::string>());
-    } else if (x.is_number_integer()) {
-      out.push_back(x.dump());
-    } else {
-      throw reference::InputError(where + ": " + key + "[" + std::to_string(i) +
+// The line's keys and values, refusing malformed JSON, a value that is not an object, an unknown or repeated key
+// and an array element that is neither a number nor a string.
+LineValues parse_line(const std::string& text, const std::string& where, std::initializer_list<const char*> allowed) {
+  LineSax sax(allowed);
+  const bool ok = json::sax_parse(quote_inexact_numbers(text), &sax, json::input_format_t::json, /*strict=*/true);
+  switch (sax.stopped) {
+    case LineSax::not_object: throw reference::InputError(where + ": each line must be a JSON object");
+    case LineSax::unknown: throw reference::InputError(where + ": unknown key \"" + sax.stop_key + "\"");
+    case LineSax::duplicate: throw reference::InputError(where + ": duplicate key \"" + sax.stop_key + "\"");
+    case LineSax::bad_element:
+      throw reference::InputError(where + ": " + sax.stop_key + "[" + std::to_string(sax.stop_index) +
                                   "] must be a number or a decimal string");
-    }
+    case LineSax::bad_value:
+      throw reference::InputError(where + ": \"" + sax.stop_key + "\" has the wrong type (an object)");
+    case LineSax::none: break;
   }
-  return out;
+  if (!ok) {
+    throw reference::InputError(where + ": not a valid JSON value (truncated or malformed)" +
+                                (sax.detail.empty() ? std::string() : ": " + sax.detail));
+  }
+  return std::move(sax.values);
 }
 
-std::int64_t non_negative_integer(const json& object, const char* key, const std::string& where) {
-  const json& x = object.at(key);
-  if (!x.is_number_integer() || (x.is_number_integer() && !x.is_number_unsigned() && x.get<std::int64_t>() < 0)) {
+const LineValue* find(const LineValues& values, const char* key) {
+  const auto it = values.find(key);
+  return it == values.end() ? nullptr : &it->second;
+}
+
+std::vector<std::string> number_array(LineValues& values, const char* key, const std::string& where) {
+  const auto it = values.find(key);
+  if (it == values.end()) throw reference::InputError(where + ": missing \"" + key + "\"");
+  if (it->second.type != LineValue::Type::array) {
+    throw reference::InputError(where + ": \"" + key + "\" must be an array");
+  }
+  return std::move(it->second.items);
+}
+
+std::int64_t non_negative_integer(const LineValue& x, const char* key, const std::string& where) {
+  if (x.type != LineValue::Type::integer || x.negative) {
     throw reference::InputError(where + ": \"" + key + "\" must be a non-negative integer");
   }
-  if (x.is_number_unsigned() && x.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)) {
-    throw reference::InputError(where + ": \"" + key + "\" is too large");
-  }
-  return x.get<std::int64_t>();
+  if (x.too_large) throw reference::InputError(where + ": \"" + key + "\" is too large");
+  return x.integer;
 }
 
-// "tensors": non-negative integers summing to the parameter count.
-std::vector<std::size_t> tensor_sizes(const json& object, std::size_t parameters, const std::string& where) {
-  const json& sizes = object.at("tensors");
-  if (!sizes.is_array() || sizes.empty()) throw reference::InputError(where + ": \"tensors\" must be a non-empty array");
+// "tensors": non-negative integers summing to the parameter count. Only what the parser saw as integers counts
+// (a quoted "3" is a string).
+std::vector<std::size_t> tensor_sizes(const LineValue& sizes, std::size_t parameters, const std::string& where) {
+  if (sizes.type != LineValue::Type::array || sizes.items.empty()) {
+    throw reference::InputError(where + ": \"tensors\" must be a non-empty array");
+  }
   std::vector<std::size_t> out;
   std::size_t total = 0;
-  for (std::size_t k = 0; k < sizes.size(); ++k) {
-    const json& x = sizes[k];
-    if (!x.is_number_unsigned() || x.get<std::uint64_t>() > parameters - std::min(total, parameters)) {
+  for (std::size_t k = 0; k < sizes.items.size(); ++k) {
+    const std::string& text = sizes.items[k];
+    std::uint64_t x = 0;
+    const bool count = sizes.counts && std::from_chars(text.data(), text.data() + text.size(), x).ec == std::errc();
+    if (!count || x > parameters - std::min(total, parameters)) {
       throw reference::InputError(where + ": tensors[" + std::to_string(k) +
                                   "] must be a non-negative integer, and the sizes must sum to the " +
                                   std::to_string(parameters) + " parameters");
     }
-    out.push_back(x.get<std::size_t>());
+    out.push_back(static_cast<std::size_t>(x));
     total += out.back();
   }
   if (total != parameters) {
@@ -202,25 +292,16 @@ std::vector<std::size_t> tensor_sizes(const json& object, std::size_t parameters
   return out;
 }
 
-void only_keys(const json& object, std::initializer_list<const char*> allowed, const std::string& where) {
-  for (const auto& [key, value] : object.items()) {
-    bool known = false;
-    for (const char* name : allowed) known = known || key == name;
-    if (!known) throw reference::InputError(where + ": unknown key \"" + key + "\"");
-  }
-}
-
 }  // namespace
 
 StreamReader::StreamReader(std::istream& in, std::string source) : in_(in), source_(std::move(source)) {
   if (!next_line()) {
     throw reference::InputError(source_ + ": empty input (the first line must be {\"params\": [...]})");
   }
+  header_.line = line_;
   const std::string where = source_ + ":" + std::to_string(line_);
-  const json value = parse_line(text_, where);
-  if (!value.is_object()) throw reference::InputError(where + ": each line must be a JSON object");
-  only_keys(value, {"params", "tensors"}, where);
-  header_.params = number_array(value, "params", where);
+  LineValues values = parse_line(text_, where, {"params", "tensors"});
+  header_.params = number_array(values, "params", where);
   if (header_.params.empty()) throw reference::InputError(where + ": \"params\" is empty");
   // Parameters are the optimizer's state: a NaN or an infinity there is never a value to start from (a
   // pseudo-gradient may be one: that event is skipped and reported).
@@ -231,7 +312,9 @@ StreamReader::StreamReader(std::istream& in, std::string source) : in_(in), sour
                                   "': parameters must be finite numbers");
     }
   }
-  if (value.contains("tensors")) header_.tensors = tensor_sizes(value, header_.params.size(), where);
+  if (const LineValue* sizes = find(values, "tensors")) {
+    header_.tensors = tensor_sizes(*sizes, header_.params.size(), where);
+  }
 }
 
 bool StreamReader::next_line() {
@@ -266,15 +349,16 @@ bool StreamReader::next_line() {
 std::optional<StreamEvent> StreamReader::next() {
   if (!next_line()) return std::nullopt;
   const std::string where = source_ + ":" + std::to_string(line_);
-  const json value = parse_line(text_, where);
-  if (!value.is_object()) throw reference::InputError(where + ": each line must be a JSON object");
-  only_keys(value, {"grad", "tau", "fragment"}, where);
+  LineValues values = parse_line(text_, where, {"grad", "tau", "fragment"});
   StreamEvent event;
   event.line = line_;
-  event.grad = number_array(value, "grad", where);
-  if (!value.contains("tau")) throw reference::InputError(where + ": missing \"tau\"");
-  event.tau = non_negative_integer(value, "tau", where);
-  if (value.contains("fragment")) event.fragment = static_cast<std::size_t>(non_negative_integer(value, "fragment", where));
+  event.grad = number_array(values, "grad", where);
+  const LineValue* tau = find(values, "tau");
+  if (tau == nullptr) throw reference::InputError(where + ": missing \"tau\"");
+  event.tau = non_negative_integer(*tau, "tau", where);
+  if (const LineValue* fragment = find(values, "fragment")) {
+    event.fragment = static_cast<std::size_t>(non_negative_integer(*fragment, "fragment", where));
+  }
   return event;
 }
 

@@ -196,10 +196,16 @@ AtomicFile::AtomicFile(const std::filesystem::path& target) {
     if (S_ISLNK(st.st_mode)) {
       std::error_code error;
       resolved = fs::canonical(target, error);
-      if (error || ::lstat(resolved.c_str(), &st) != 0) {
+      if (!error && ::lstat(resolved.c_str(), &st) != 0) error = std::error_code(errno, std::generic_category());
+      if (error == std::errc::too_many_symbolic_link_levels) {
+        throw InputError("output " + shown + " is a symbolic link in a loop (links that lead back to themselves, "
+                         "never to a file)");
+      }
+      if (error == std::errc::no_such_file_or_directory) {
         throw InputError("output " + shown + " is a symbolic link to a missing file (cgad writes through a link "
                          "only to an existing regular file)");
       }
+      if (error) throw InputError("cannot follow the symbolic link " + shown + ": " + why(error.value()));
     }
     if (S_ISDIR(st.st_mode)) throw InputError("output " + shown + " is a directory");
     if (!S_ISREG(st.st_mode)) {

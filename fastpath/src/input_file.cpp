@@ -70,8 +70,9 @@ InputFile::InputFile(const std::string& path) {
     inode_ = st.st_ino;
     std::vector<char> first;
     if (!regular_) {
-      // An empty FIFO reads 0 (end of file) while no process has it open for writing, and fails with EAGAIN once
-      // one has: poll for either, for at most kFifoWriterWait seconds.
+      // An empty FIFO reads 0 (end of file) while no process has it open for writing, and fails with EAGAIN while
+      // one has it open without having written: either way nothing came yet. Wait for the first byte at most
+      // kFifoWriterWait seconds (a writer that opens the FIFO and never writes is refused as one that never came).
       std::vector<char> chunk(1 << 16);
       const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(kFifoWriterWait);
       for (;;) {
@@ -81,16 +82,18 @@ InputFile::InputFile(const std::string& path) {
           break;
         }
         if (n < 0 && errno == EINTR) continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;  // a writer is there
-        if (n < 0) throw InputError("cannot read input " + shown + ": " + why(errno));
+        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+          throw InputError("cannot read input " + shown + ": " + why(errno));
+        }
         if (std::chrono::steady_clock::now() >= deadline) {
           throw InputError("input " + shown + " is a pipe or FIFO that no process wrote to within " +
-                           std::to_string(kFifoWriterWait) + " s (no writer, or one that closed it empty)");
+                           std::to_string(kFifoWriterWait) + " s (no writer, one that closed it empty, or one that " +
+                           "holds it open without writing)");
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
       }
     }
-    // From here on, reads wait for data as long as a writer has the FIFO open.
+    // From here on (the first byte came), reads wait for data as long as a writer has the FIFO open.
     const int flags = ::fcntl(fd_, F_GETFL);
     if (flags < 0 || ::fcntl(fd_, F_SETFL, flags & ~O_NONBLOCK) != 0) {
       throw InputError("cannot read input " + shown + ": " + why(errno));

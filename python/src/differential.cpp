@@ -44,7 +44,7 @@ py::dict replay(const std::optional<std::string>& path, const std::optional<std:
   differential::StreamReader reader(*in, source);
   std::vector<std::string> records;
   const auto next = [&] { return reader.next(); };
-  const auto sink = [&](const nlohmann::ordered_json& record) { records.push_back(record.dump()); };
+  const auto sink = [&](const differential::EventRecord& record) { records.push_back(record.dump()); };
   std::ostringstream notes;
   const differential::ReplayCounts counts =
       backend == "reference"

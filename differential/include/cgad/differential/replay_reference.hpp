@@ -1,6 +1,7 @@
 #pragma once
 // Runs a pseudo-gradient stream through a reference (MPFR) optimizer and records the parameters and state
 // after every event — the engine behind `cgad replay --backend reference` and the report's example replay.
+#include "cgad/differential/event_record.hpp"
 #include "cgad/differential/optimizer_options.hpp"
 #include "cgad/differential/replay_stream.hpp"
 
@@ -31,9 +32,10 @@ struct ReplayResult : ReplayCounts {
 };
 
 // Where a streaming replay gets its events (nothing: the end) and where each record goes as soon as it exists,
-// so that a replay holds one event and one record at a time, whatever the stream's length.
+// so that a replay holds one event at a time, whatever the stream's length, and never a record's text
+// (event_record.hpp: the sink writes it element by element).
 using EventSource = std::function<std::optional<StreamEvent>()>;
-using RecordSink = std::function<void(const nlohmann::ordered_json&)>;
+using RecordSink = std::function<void(const EventRecord&)>;
 
 // The fields every backend writes for an event, before "params" and "state"; counts the skip in `counts` and
 // reports a NaN/Inf or overflowing event on `notes`.

@@ -37,6 +37,7 @@ struct StreamEvent {
 struct StreamHeader {
   std::vector<std::string> params;
   std::vector<std::size_t> tensors;  // empty: one tensor
+  std::size_t line = 1;              // 1-based line of the input it came from, for error messages
 };
 
 struct PseudoGradientStream : StreamHeader {

@@ -11,9 +11,10 @@ namespace cgad::fastpath {
 // An input file, under one rule for every command that reads a stream (replay --input):
 //   - a regular file is read as it is;
 //   - a pipe or a FIFO -- /dev/stdin on a pipe, bash's <(...) process substitution, a named FIFO -- is read once,
-//     front to back, as a stream, with no assumption about its size. Opening it never blocks: cgad waits for a
-//     writer at most kFifoWriterWait seconds and then refuses the input (exit status 2), so a FIFO nobody writes
-//     to is a clear error, not a hang; once a writer is there, cgad reads for as long as it writes;
+//     front to back, as a stream, with no assumption about its size. Opening it never blocks: cgad waits for its
+//     first byte at most kFifoWriterWait seconds and then refuses the input (exit status 2), so a FIFO nobody
+//     writes to -- no writer, or one that holds it open and writes nothing -- is a clear error, not a hang; once
+//     the first byte came, cgad reads for as long as a writer holds it open (a slow producer is not cut off);
 //   - anything else -- a directory, a device node (/dev/zero would never end), a socket -- is refused.
 // Read errors are InputErrors naming the input.
 class InputFile {

@@ -34,6 +34,13 @@ struct SweepPart {
   std::string cgad_version = kCgadVersion;  // of the cgad that wrote it (part_to_json writes this build's)
 };
 
+// The largest part file `cgad merge` reads (256 MiB): a sweep's records are bounded before it runs
+// (kMaxSweepRecordBytes, 2 GiB at kBytesPerCurvePoint = 256 per loss-curve point), and a point's text in a part
+// is a hexfloat string of at most 27 bytes with its quotes and comma, so a sweep at that bound writes about
+// 2 GiB * 27/256 = 216 MiB of curves in all its parts together. Reading a part builds its JSON tree, about 6
+// bytes of memory per byte of text (docs/testing.md measures it), so the bound also caps merge's memory per part.
+inline constexpr std::size_t kMaxPartFileBytes = std::size_t{256} << 20;
+
 nlohmann::ordered_json part_to_json(const SweepPart& part);
 // `source` names the part in error messages. Refuses a fingerprint that does not match the grid, a record that
 // is not in the shard or whose coordinates differ from the grid's run of that index.

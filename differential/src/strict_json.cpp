@@ -1,0 +1,58 @@
+#include "cgad/differential/strict_json.hpp"
+
+#include "cgad/reference/errors.hpp"
+
+#include <optional>
+#include <set>
+#include <vector>
+
+namespace cgad::differential {
+namespace {
+
+using nlohmann::json;
+
+// nlohmann's DOM builder, refusing a duplicate key and keeping the parser's words for any other error.
+class StrictDom : public nlohmann::detail::json_sax_dom_parser<json> {
+ public:
+  using json_sax_dom_parser::json_sax_dom_parser;
+  bool start_object(std::size_t elements) {
+    keys_.emplace_back();
+    return json_sax_dom_parser::start_object(elements);
+  }
+  bool end_object() {
+    keys_.pop_back();
+    return json_sax_dom_parser::end_object();
+  }
+  bool key(json::string_t& name) {
+    if (!keys_.empty() && !keys_.back().insert(name).second) {
+      duplicate = name;
+      return false;
+    }
+    return json_sax_dom_parser::key(name);
+  }
+  template <class Exception>
+  bool parse_error(std::size_t position, const std::string& token, const Exception& error) {
+    detail = error.what();
+    return json_sax_dom_parser::parse_error(position, token, error);
+  }
+  std::optional<std::string> duplicate;
+  std::string detail;
+
+ private:
+  std::vector<std::set<std::string>> keys_;
+};
+
+}  // namespace
+
+json parse_json_document(std::istream& in, const std::string& where) {
+  json value;
+  StrictDom dom(value, /*allow_exceptions=*/false);
+  const bool ok = json::sax_parse(in, &dom, json::input_format_t::json, /*strict=*/true);
+  if (dom.duplicate) throw reference::InputError(where + ": duplicate key \"" + *dom.duplicate + "\"");
+  if (!ok || dom.is_errored()) {
+    throw reference::InputError(where + ": not JSON" + (dom.detail.empty() ? std::string() : ": " + dom.detail));
+  }
+  return value;
+}
+
+}  // namespace cgad::differential
