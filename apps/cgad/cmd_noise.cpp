@@ -23,6 +23,7 @@ struct NoiseOptions {
   std::vector<std::string> optimizers{"adam-decay", "cgad", "cgad-skip"};
   std::vector<std::string> states{"q8"};
   std::vector<std::string> semantics{"cgad"};
+  std::vector<std::string> v_maps{"dynamic"};
   std::optional<std::size_t> min_q8_size;
   double scale_range = 1e5;
   double zero_fraction = 0.0;
@@ -99,26 +100,29 @@ void run_noise(const NoiseOptions& o) {
   for (const auto& optimizer : o.optimizers) {
     for (const auto& state : o.states) {
       for (const auto& semantics : o.semantics) {
-        for (const auto& rounding : o.roundings) {
-          for (const auto& delays : o.delays) {
-            for (const auto seed : o.seeds) {
-              differential::NoiseScenario s;
-              differential::parse_study_optimizer(optimizer, s);
-              s.state = fastpath::parse_state_format(state);
-              s.q8_semantics = fastpath::parse_q8_semantics(semantics);
-              s.min_q8_size = o.min_q8_size;
-              s.rounding = fastpath::parse_rounding(rounding);
-              s.delays = delays;
-              s.seed = seed;
-              s.size = o.size;
-              s.steps = o.steps;
-              s.log_every = o.log_every;
-              s.scale_range = o.scale_range;
-              s.zero_fraction = o.zero_fraction;
-              s.stream = stream;
-              s.stream_name = o.stream;
-              validate(s);
-              scenarios.push_back(s);
+        for (const auto& v_map : o.v_maps) {
+          for (const auto& rounding : o.roundings) {
+            for (const auto& delays : o.delays) {
+              for (const auto seed : o.seeds) {
+                differential::NoiseScenario s;
+                differential::parse_study_optimizer(optimizer, s);
+                s.state = fastpath::parse_state_format(state);
+                s.q8_semantics = fastpath::parse_q8_semantics(semantics);
+                s.v_map = fastpath::parse_v_map(v_map);
+                s.min_q8_size = o.min_q8_size;
+                s.rounding = fastpath::parse_rounding(rounding);
+                s.delays = delays;
+                s.seed = seed;
+                s.size = o.size;
+                s.steps = o.steps;
+                s.log_every = o.log_every;
+                s.scale_range = o.scale_range;
+                s.zero_fraction = o.zero_fraction;
+                s.stream = stream;
+                s.stream_name = o.stream;
+                validate(s);
+                scenarios.push_back(s);
+              }
             }
           }
         }
@@ -158,6 +162,10 @@ void add_noise_command(CLI::App& app) {
   command->add_option("--optimizers", o->optimizers, "cgad, cgad-skip, adam-decay, adam (comma list)")->delimiter(',')->capture_default_str();
   command->add_option("--state", o->states, "q8, bf16, fp32 (comma list)")->delimiter(',')->capture_default_str();
   command->add_option("--q8-semantics", o->semantics, "cgad, bnb (comma list; bnb: bitsandbytes' 8-bit Adam)")
+      ->delimiter(',')
+      ->capture_default_str();
+  command->add_option("--v-map", o->v_maps,
+                      "q8 second moments' map: dynamic (bitsandbytes', with a 0), zero-free (DE-0: no 0) (comma list)")
       ->delimiter(',')
       ->capture_default_str();
   command->add_option("--min-q8-size", o->min_q8_size,

@@ -42,6 +42,7 @@ std::string scenario_name(const NoiseScenario& s) {
   if (s.state == fastpath::StateFormat::q8 || s.q8_semantics == fastpath::Q8Semantics::bnb) {
     state += ":" + std::string(fastpath::to_string(s.q8_semantics));
   }
+  if (s.v_map != fastpath::VMap::dynamic) state += ":" + std::string(fastpath::to_string(s.v_map));
   const std::string head = study_optimizer_name(s) + "/" + std::string(fastpath::to_string(s.params)) + "+" + state +
                            "/" + std::string(fastpath::to_string(s.rounding)) + "/";
   if (s.stream) return head + "stream:" + s.stream_name;
@@ -50,7 +51,25 @@ std::string scenario_name(const NoiseScenario& s) {
   return head + s.delays + "/" + range + "/n" + std::to_string(s.size) + "/seed" + std::to_string(s.seed);
 }
 
+namespace {
+// The fast path's configuration of a scenario (the default hyperparameters).
+fastpath::StepConfig step_config_of(const NoiseScenario& scenario) {
+  fastpath::StepConfig config;
+  config.optimizer = scenario.optimizer;
+  config.on_zero_gate = scenario.on_zero_gate;
+  config.params = scenario.params;
+  config.state = scenario.state;
+  config.rounding = scenario.rounding;
+  config.seed = scenario.seed;
+  config.q8_semantics = scenario.q8_semantics;
+  config.v_map = scenario.v_map;
+  config.min_q8_size = scenario.min_q8_size;
+  return config;
+}
+}  // namespace
+
 void validate(const NoiseScenario& s) {
+  fastpath::validate(step_config_of(s));  // before any run, so that a bad combination costs no run
   if (s.delays != "paper" && s.delays != "heavy") throw reference::InputError("noise: delays must be paper or heavy, got '" + s.delays + "'");
   if (s.size < 1 || s.size > (1u << 20)) throw reference::InputError("noise: size must lie in [1, 2^20], got " + std::to_string(s.size));
   if (s.steps < 1 || s.steps > 10'000'000) throw reference::InputError("noise: steps must lie in [1, 10^7], got " + std::to_string(s.steps));
@@ -209,16 +228,7 @@ class EventSource {
 
 NoiseRun run_lockstep(const NoiseScenario& scenario, const std::function<void(long, long)>& progress) {
   validate(scenario);
-  fastpath::StepConfig config;
-  config.optimizer = scenario.optimizer;
-  config.on_zero_gate = scenario.on_zero_gate;
-  config.params = scenario.params;
-  config.state = scenario.state;
-  config.rounding = scenario.rounding;
-  config.seed = scenario.seed;
-  config.q8_semantics = scenario.q8_semantics;
-  config.min_q8_size = scenario.min_q8_size;
-  fastpath::validate(config);
+  const fastpath::StepConfig config = step_config_of(scenario);
   if (!reference::is_adam_family(config.optimizer)) throw reference::InputError("noise: the study needs an Adam-family optimizer");
 
   EventSource source(scenario);

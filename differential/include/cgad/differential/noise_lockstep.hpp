@@ -35,6 +35,7 @@ struct NoiseScenario {
   fastpath::StateFormat state = fastpath::StateFormat::q8;
   fastpath::Rounding rounding = fastpath::Rounding::nearest;
   fastpath::Q8Semantics q8_semantics = fastpath::Q8Semantics::cgad;
+  fastpath::VMap v_map = fastpath::VMap::dynamic;  // q8 state only (fastpath::validate)
   std::optional<std::size_t> min_q8_size;  // StepConfig's: unset is 4096 with bnb semantics, 0 with cgad
   std::string delays = "heavy";  // paper | heavy
   std::size_t size = 1024;
