@@ -123,14 +123,20 @@ inline double max_code_gap(const fastpath::Q8Map& map, double lo, double hi) {
 // Storing the computed value y (within fe of the exact value x) in a q8 block with stored absmax A: the
 // quantizer sees fl(y/A) (within 2^-24 of y/A, which lies in [−1, 1]), picks the nearest code (half the
 // local gap) or one of the two around it (one gap), and dequantizes to fl(code·A) (2^-24·A more). The local
-// gap is the largest over every code interval that [x − fe, x + fe]/A ± 2^-24 meets. The absmax itself is
+// gap is the largest over every code interval that [x − fe, x + fe]/A ± 2^-24 meets. Below the map's lowest code
+// the quantizer clamps to it, which adds the distance to it: for the zero-free v map (q8_maps.hpp) a v/A in
+// [0, code[0]] stores code[0] ≈ 3.25·10^-7, an error of up to 3.25·10^-7·A where the dynamic map's is at most
+// 1.6·10^-7·A (half its first gap, by storing 0) — twice the error near 0, but an overestimate, never a 0 v under
+// a nonzero m, so the v = 0 guard (element_update.hpp) never acts on it but in an all-zero block. For the signed
+// map the term only loosens the bound below −0.99297 (by at most its first half-gap). The absmax itself is
 // the block's largest computed |y|, so it needs no bound of its own: it is read back from the state. A
 // subnormal absmax makes code·A round on the subnormal grid: 2^-150 more.
 inline double q8_store_error(const fastpath::Q8Map& map, double x, double fe, double absmax, bool stochastic) {
-  if (absmax == 0) return 0;  // an all-zero block: every y is 0 and decodes to the exact zero code
+  if (absmax == 0) return 0;  // an all-zero block: every y is 0 and every code decodes to code·0 = 0
   const double lo = (x - fe) / absmax - 0x1p-24;
   const double hi = (x + fe) / absmax + 0x1p-24;
-  return absmax * ((stochastic ? 1.0 : 0.5) * max_code_gap(map, lo, hi) + 2 * 0x1p-24) + kHalfSubnormal;
+  const double below_lowest = std::max(0.0, static_cast<double>(map.code[0]) - lo);
+  return absmax * ((stochastic ? 1.0 : 0.5) * max_code_gap(map, lo, hi) + below_lowest + 2 * 0x1p-24) + kHalfSubnormal;
 }
 
 }  // namespace cgad::proptests

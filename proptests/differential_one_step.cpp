@@ -145,7 +145,7 @@ OneStepOutcome check_one_step(const fastpath::StepConfig& config, const std::vec
   const auto buffers = reference->buffers();
   const fastpath::HostState& state = fast.state();
   const auto& signed_map = fastpath::dynamic_map(Q8MapKind::signed_map);
-  const auto& unsigned_map = fastpath::dynamic_map(Q8MapKind::unsigned_map);
+  const auto& unsigned_map = fastpath::dynamic_map(fastpath::second_moment_map(config.v_map));
 
   // The bound of a stored moment: the chain's, plus the store into the state format; and its unit.
   const auto moment_bound = [&](int k, std::size_t i, const Bounded& b, const mpfr_real& ref, double& unit) {

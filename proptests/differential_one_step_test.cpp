@@ -1,5 +1,5 @@
 // Fast path vs the MPFR reference, one event on a fresh optimizer, for every configuration: parameters
-// fp32/bf16 × state fp32/bf16/q8 × rounding nearest/stochastic × optimizer, over random sizes, values from
+// fp32/bf16 × state fp32/bf16/q8 (v's map dynamic or zero-free) × rounding nearest/stochastic × optimizer, over random sizes, values from
 // subnormal to 1e30 with zeros and exact bf16 ties, staleness from 0 to far past τ_cut and random valid
 // hyperparameters (differential_generators.hpp). Each stored value must lie within the bound derived in
 // differential_bounds.hpp (the fp32 chain, by running error analysis with u = 2^-24 per operation and 2^-150
@@ -23,6 +23,7 @@ namespace {
 using fastpath::ParamFormat;
 using fastpath::Rounding;
 using fastpath::StateFormat;
+using fastpath::VMap;
 using reference::OptimizerKind;
 
 // 128 bits: the reference's own error (≤ 2^-120 relative after the chain) is 2^96 times below fp32's u.
@@ -37,12 +38,17 @@ void check_every_format(OptimizerKind kind) {
                               for (const ParamFormat params : {ParamFormat::fp32, ParamFormat::bf16}) {
                                 for (const StateFormat state : {StateFormat::fp32, StateFormat::bf16, StateFormat::q8}) {
                                   for (const Rounding rounding : {Rounding::nearest, Rounding::stochastic}) {
-                                    const auto config = step_config(kind, c.hyper, params, state, rounding);
-                                    const OneStepOutcome outcome = check_one_step(config, c.theta, c.grad, c.tau);
-                                    if (!outcome.failure.empty()) {
-                                      RC_FAIL(fastpath::testing::describe(config) + ": " + outcome.failure);
+                                    for (const VMap v_map : {VMap::dynamic, VMap::zero_free}) {
+                                      const bool has_v_map = state == StateFormat::q8 && reference::is_adam_family(kind);
+                                      if (v_map == VMap::zero_free && !has_v_map) continue;
+                                      auto config = step_config(kind, c.hyper, params, state, rounding);
+                                      config.v_map = v_map;
+                                      const OneStepOutcome outcome = check_one_step(config, c.theta, c.grad, c.tau);
+                                      if (!outcome.failure.empty()) {
+                                        RC_FAIL(fastpath::testing::describe(config) + ": " + outcome.failure);
+                                      }
+                                      summary.add(fastpath::testing::describe(config), outcome);
                                     }
-                                    summary.add(fastpath::testing::describe(config), outcome);
                                   }
                                 }
                               }

@@ -175,14 +175,17 @@ void expect_same_as_cpu(const StepConfig& config, const std::vector<std::size_t>
   expect_same_counters(gpu, cpu, nullptr, what);
 }
 
-// Every format configuration with and without an fp32 fallback (min_q8_size), over layouts whose tensor
-// boundaries fall inside 256-blocks (the kernel's guarded path) and tensors of whole blocks (its vectorized path).
+// Every format configuration (and the q8 ones with the zero-free v map) with and without an fp32 fallback
+// (min_q8_size), over layouts whose tensor boundaries fall inside 256-blocks (the kernel's guarded path) and tensors
+// of whole blocks (its vectorized path).
 TEST(FastpathCuda, TensorLayoutsAreBitIdentical) {
   if (!cuda_device_available()) GTEST_SKIP() << "CUDA tensor layouts not checked: " << cuda_unavailable_reason();
   auto layouts = testing::tensor_layouts();
   layouts.push_back({4 * 256, 256, 512});
   for (const auto kind : {reference::OptimizerKind::cgad, reference::OptimizerKind::nesterov}) {
-    for (StepConfig config : all_format_configs(kind)) {
+    std::vector<StepConfig> configs = all_format_configs(kind);
+    for (const StepConfig& config : testing::zero_free_configs(kind)) configs.push_back(config);
+    for (StepConfig config : configs) {
       for (const std::size_t min_q8_size : {std::size_t{0}, std::size_t{300}}) {
         config.min_q8_size = min_q8_size;
         for (const auto& tensors : layouts) {

@@ -23,6 +23,7 @@ using namespace cgad::fastpath::testing;
 namespace ref = cgad::reference;
 
 constexpr std::uint64_t kRecordedTotal = 0xbe99037798e5218eull;  // TOTAL printed at commit 0cf501d
+constexpr std::uint64_t kRecordedZeroFreeTotal = 0x1c7a09c5d1723884ull;  // zero-free TOTAL when the v map was added
 
 std::uint64_t fnv(std::uint64_t h, const std::vector<unsigned char>& bytes) {
   for (unsigned char c : bytes) {
@@ -68,6 +69,32 @@ TEST(FastpathFingerprint, TheStepsBitsDependOnNeitherThreadsNorIsaAndAreTheRecor
     std::printf("fingerprint under %s: TOTAL %016llx\n", std::string(to_string(isa)).c_str(),
                 static_cast<unsigned long long>(total));
     EXPECT_EQ(total, kRecordedTotal) << "under " << to_string(isa) << std::hex << ": TOTAL " << total;
+  }
+}
+
+// The same for the zero-free v map (zero_free_configs: the q8 configurations of the Adam family), with a total of
+// its own, recorded when the map was added, so the one above is untouched. Each configuration must also differ
+// from its dynamic-map twin: the steps at 1e-30 and 1e-42 store v as 0 in the dynamic map, not in this one.
+TEST(FastpathFingerprint, ZeroFreeVMapStepsDependOnNeitherThreadsNorIsaAndAreTheRecordedOnes) {
+  const CpuIsaEnvironment environment;
+  for (CpuIsa isa : supported_cpu_isas()) {
+    environment.set(std::string(to_string(isa)));
+    std::uint64_t total = 0xcbf29ce484222325ull;
+    for (auto kind : {ref::OptimizerKind::cgad, ref::OptimizerKind::pa_cgad, ref::OptimizerKind::adam_decay,
+                      ref::OptimizerKind::adam}) {
+      for (StepConfig c : zero_free_configs(kind)) {
+        if (kind == ref::OptimizerKind::pa_cgad) c.fragments = 3;
+        const std::uint64_t one = fingerprint(c, 1), two = fingerprint(c, 2);
+        EXPECT_EQ(one, two) << describe(c) << " under " << to_string(isa) << ": 1 and 2 threads differ";
+        StepConfig dynamic = c;
+        dynamic.v_map = VMap::dynamic;
+        EXPECT_NE(one, fingerprint(dynamic, 1)) << describe(c) << ": the v map changed no bit";
+        total = total * 31 + one;
+      }
+    }
+    std::printf("zero-free fingerprint under %s: TOTAL %016llx\n", std::string(to_string(isa)).c_str(),
+                static_cast<unsigned long long>(total));
+    EXPECT_EQ(total, kRecordedZeroFreeTotal) << "under " << to_string(isa) << std::hex << ": TOTAL " << total;
   }
 }
 

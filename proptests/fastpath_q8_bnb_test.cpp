@@ -7,7 +7,7 @@
 //
 // This file builds two executables (proptests/CMakeLists.txt): fastpath_q8_bnb_test (label ci) runs a large
 // structured sample; fastpath_q8_bnb_long_test (label long, CGAD_Q8_BNB_LONG defined) runs every binary32 in
-// [−1, 1] for both maps (2·(0x3F800000 + 1) ≈ 2.13e9 values per map) plus the specials.
+// [−1, 1] for the three maps m and v use (signed, unsigned, zero-free) (2·(0x3F800000 + 1) ≈ 2.13e9 values per map) plus the specials.
 #include "cgad/fastpath/block_step.hpp"
 #include "cgad/fastpath/q8.hpp"
 #include "cgad/fastpath/q8_maps.hpp"
@@ -32,7 +32,11 @@ namespace cgad::fastpath {
 namespace {
 
 const Q8Map& bnb_map(Q8MapKind kind) { return dynamic_map(kind, Q8Semantics::bnb); }
-const char* name_of(Q8MapKind kind) { return kind == Q8MapKind::signed_map ? "signed" : "unsigned"; }
+const char* name_of(Q8MapKind kind) {
+  return kind == Q8MapKind::signed_map ? "signed" : kind == Q8MapKind::unsigned_map ? "unsigned" : "zero-free";
+}
+// The three maps bnb semantics quantizes with: m's, and v's dynamic and zero-free ones.
+constexpr Q8MapKind kKinds[] = {Q8MapKind::signed_map, Q8MapKind::unsigned_map, Q8MapKind::unsigned_zero_free};
 
 // ---- The oracle: bitsandbytes' quantize_2D<SIGNED>, nearest rounding (STOCHASTIC = 0) ----------------------
 //
@@ -144,12 +148,16 @@ std::string show(float x) {
 #ifndef CGAD_Q8_BNB_LONG
 
 // The oracle itself, on facts that follow from the search's definition alone, so that a slip in it cannot
-// make the comparisons below agree by accident: it returns every code's own index for the code itself, 0 for
-// NaN and for everything at or below code[0], 255 for everything at or above 1.
+// make the comparisons below agree by accident: it returns every code's own index for the code itself (the lower
+// one of the zero-free map's repeated code 0 = code 1), 0 for NaN and for everything at or below code[0], 255 for
+// everything at or above 1.
 TEST(FastpathQ8BnbOracle, ReturnsEveryCodeForItselfAndTheEndsForTheEnds) {
-  for (const Q8MapKind kind : {Q8MapKind::signed_map, Q8MapKind::unsigned_map}) {
+  for (const Q8MapKind kind : kKinds) {
     const Q8Map& map = bnb_map(kind);
-    for (int k = 0; k < kQ8Codes; ++k) ASSERT_EQ(oracle(map.code[k], kind), k) << name_of(kind) << " code " << k;
+    for (int k = 0; k < kQ8Codes; ++k) {
+      const int lowest = k > 0 && map.code[k - 1] == map.code[k] ? k - 1 : k;
+      ASSERT_EQ(oracle(map.code[k], kind), lowest) << name_of(kind) << " code " << k;
+    }
     for (const float x : {-INFINITY, -2.0f, std::nextafter(-1.0f, -2.0f), -1.0f, std::nextafter(map.code[0], -2.0f)}) {
       EXPECT_EQ(oracle(x, kind), 0) << name_of(kind) << " x = " << show(x);
     }
@@ -166,7 +174,7 @@ TEST(FastpathQ8BnbOracle, ReturnsEveryCodeForItselfAndTheEndsForTheEnds) {
 // rule from cgad's: it counts the sample points where cgad's exact nearest code (ties to the lower) differs
 // from the search, and requires some — otherwise this test could not detect a table built with cgad's rule.
 TEST(FastpathQ8Bnb, NearestCodeIsBitsandbytesSearchOnAStructuredSample) {
-  for (const Q8MapKind kind : {Q8MapKind::signed_map, Q8MapKind::unsigned_map}) {
+  for (const Q8MapKind kind : kKinds) {
     const Q8Map& map = bnb_map(kind);
     const Q8Map& cgad_map = dynamic_map(kind, Q8Semantics::cgad);
     const std::vector<float> xs = structured_sample(map, 1021);
@@ -195,14 +203,19 @@ TEST(FastpathQ8Bnb, NearestCodeIsBitsandbytesSearchOnAStructuredSample) {
 // The tie rule the table encodes, stated on its own (q8_maps.hpp): exactly on t_k the search goes to the
 // even one of k, k+1; one float either side it goes to k below and k+1 above (the codes are far apart
 // compared with one float ulp: the smallest gap, at the map's smallest codes, is ~2^-22 wide against ulps of
-// ~2^-44 there, so pred(t_k) > code[k] and succ(t_k) < code[k+1]).
+// ~2^-44 there, so pred(t_k) > code[k] and succ(t_k) < code[k+1]) — but for the zero-free map's repeated code,
+// where t_0 is code[0] = code[1] itself and the rule holds all the same (0 is even).
 TEST(FastpathQ8Bnb, TieOnAFloatMidpointGoesToTheEvenCode) {
-  for (const Q8MapKind kind : {Q8MapKind::signed_map, Q8MapKind::unsigned_map}) {
+  for (const Q8MapKind kind : kKinds) {
     const Q8Map& map = bnb_map(kind);
     for (int k = 0; k + 1 < kQ8Codes; ++k) {
       const float t = (map.code[k] + map.code[k + 1]) * 0.5f;
-      ASSERT_LT(map.code[k], std::nextafter(t, -INFINITY));
-      ASSERT_GT(map.code[k + 1], std::nextafter(t, INFINITY));
+      if (map.code[k] != map.code[k + 1]) {
+        ASSERT_LT(map.code[k], std::nextafter(t, -INFINITY));
+        ASSERT_GT(map.code[k + 1], std::nextafter(t, INFINITY));
+      } else {
+        ASSERT_EQ(t, map.code[k]) << name_of(kind) << " k = " << k;
+      }
       const int even = k % 2 == 0 ? k : k + 1;
       EXPECT_EQ(oracle(t, kind), even) << name_of(kind) << " k = " << k << " t = " << show(t);
       EXPECT_EQ(q8_nearest(t, map), even) << name_of(kind) << " k = " << k << " t = " << show(t);
@@ -270,9 +283,10 @@ TEST(FastpathQ8Bnb, SignFixIsItsDefinitionOnEveryCode) {
 TEST(FastpathQ8Bnb, QuantizeMomentIsTheSearchThenTheSignFix) {
   using Bnb = FixedFormats<UpdateFamily::adam, ParamFormat::bf16, StateFormat::q8, false, true>;
   const StepArgs a;
-  MomentView views[2];
+  MomentView views[3];  // m, v under the dynamic map, v under the zero-free map
   views[0].map = &bnb_map(Q8MapKind::signed_map);
   views[1].map = &bnb_map(Q8MapKind::unsigned_map);
+  views[2].map = &bnb_map(Q8MapKind::unsigned_zero_free);
   const RandomWords no_random{{0, 0, 0, 0}};
   std::mt19937 rng(314159);
   std::vector<std::pair<float, float>> cases = {{0.0f, 0.0f}, {-0.0f, 0.0f}, {0.0f, 1.0f}, {-0.0f, 1.0f},
@@ -294,66 +308,73 @@ TEST(FastpathQ8Bnb, QuantizeMomentIsTheSearchThenTheSignFix) {
     ASSERT_EQ(quantize_moment<Bnb>(a, views[1], 1, magnitude, absmax, no_random),
               oracle(magnitude / absmax, Q8MapKind::unsigned_map))
         << "v = " << show(magnitude) << " absmax " << show(absmax);
+    ASSERT_EQ(quantize_moment<Bnb>(a, views[2], 1, magnitude, absmax, no_random),
+              oracle(magnitude / absmax, Q8MapKind::unsigned_zero_free))
+        << "zero-free v = " << show(magnitude) << " absmax " << show(absmax);
   }
   EXPECT_EQ(quantize_moment<Bnb>(a, views[0], 0, 0.0f, 0.0f, no_random), 255) << "0/0 = NaN → code 0 → wraps to 255";
   EXPECT_EQ(quantize_moment<Bnb>(a, views[1], 1, 0.0f, 0.0f, no_random), 0) << "0/0 = NaN → code 0 (= 0)";
+  EXPECT_EQ(quantize_moment<Bnb>(a, views[2], 1, 0.0f, 0.0f, no_random), 0) << "0/0 = NaN → code 0 (0 under absmax 0)";
 }
 
 #else  // CGAD_Q8_BNB_LONG
 
 // (b) Every binary32 in [−1, 1] — the bit patterns 0x00000000..0x3F800000 and the same with the sign bit,
-// 2,130,706,434 values per map — plus the specials, for both maps, against the search. Split over a few
-// threads by contiguous ranges; a failure prints the first mismatches in hexfloat.
-TEST(FastpathQ8BnbExhaustive, NearestCodeIsBitsandbytesSearchOnEveryFloatOfMinusOneToOne) {
+// 2,130,706,434 values per map — plus the specials, for the three maps, against the search. Split over a few
+// threads by contiguous ranges, one test per map (…/2 is the zero-free map); a failure prints the first
+// mismatches in hexfloat.
+class FastpathQ8BnbExhaustive : public ::testing::TestWithParam<int> {};
+
+TEST_P(FastpathQ8BnbExhaustive, NearestCodeIsBitsandbytesSearchOnEveryFloatOfMinusOneToOne) {
   const unsigned threads = std::max(1u, std::min(4u, std::thread::hardware_concurrency()));
   constexpr std::uint64_t kPerSign = 0x3F800000ull + 1;  // +0 … 1.0
   constexpr std::uint64_t kTotal = 2 * kPerSign;
   const auto start = std::chrono::steady_clock::now();
-  for (const Q8MapKind kind : {Q8MapKind::signed_map, Q8MapKind::unsigned_map}) {
-    const Q8Map& map = bnb_map(kind);
-    const bool is_signed = kind == Q8MapKind::signed_map;
-    std::atomic<std::uint64_t> mismatches{0}, checked{0};
-    std::vector<std::vector<std::uint32_t>> first_bad(threads);
-    std::vector<std::thread> pool;
-    for (unsigned p = 0; p < threads; ++p) {
-      pool.emplace_back([&, p] {
-        const std::uint64_t begin = kTotal * p / threads, end = kTotal * (p + 1) / threads;
-        std::uint64_t bad = 0;
-        for (std::uint64_t j = begin; j < end; ++j) {
-          const std::uint32_t bits = j < kPerSign ? static_cast<std::uint32_t>(j)
-                                                  : static_cast<std::uint32_t>(j - kPerSign) | 0x80000000u;
-          const float x = std::bit_cast<float>(bits);
-          if (q8_nearest(x, map) != bnb_quantize_2d(x, map.code, is_signed)) {
-            if (++bad <= 10) first_bad[p].push_back(bits);
-          }
-        }
-        mismatches += bad;
-        checked += end - begin;
-      });
-    }
-    for (auto& t : pool) t.join();
-    for (const float x : specials()) {
-      checked += 1;
-      if (q8_nearest(x, map) != bnb_quantize_2d(x, map.code, is_signed)) {
-        mismatches += 1;
-        first_bad[0].push_back(std::bit_cast<std::uint32_t>(x));
-      }
-    }
-    for (const auto& list : first_bad) {
-      for (const std::uint32_t bits : list) {
+  const Q8MapKind kind = kKinds[GetParam()];
+  const Q8Map& map = bnb_map(kind);
+  const bool is_signed = kind == Q8MapKind::signed_map;
+  std::atomic<std::uint64_t> mismatches{0}, checked{0};
+  std::vector<std::vector<std::uint32_t>> first_bad(threads);
+  std::vector<std::thread> pool;
+  for (unsigned p = 0; p < threads; ++p) {
+    pool.emplace_back([&, p] {
+      const std::uint64_t begin = kTotal * p / threads, end = kTotal * (p + 1) / threads;
+      std::uint64_t bad = 0;
+      for (std::uint64_t j = begin; j < end; ++j) {
+        const std::uint32_t bits = j < kPerSign ? static_cast<std::uint32_t>(j)
+                                                : static_cast<std::uint32_t>(j - kPerSign) | 0x80000000u;
         const float x = std::bit_cast<float>(bits);
-        ADD_FAILURE() << name_of(kind) << " map: x = " << show(x) << " q8_nearest " << int(q8_nearest(x, map))
-                      << ", quantize_2D " << bnb_quantize_2d(x, map.code, is_signed);
+        if (q8_nearest(x, map) != bnb_quantize_2d(x, map.code, is_signed)) {
+          if (++bad <= 10) first_bad[p].push_back(bits);
+        }
       }
-    }
-    EXPECT_EQ(mismatches.load(), 0u) << name_of(kind) << " map";
-    EXPECT_EQ(checked.load(), kTotal + specials().size());
-    std::printf("bnb %s map: %llu values checked, %llu mismatches\n", name_of(kind),
-                static_cast<unsigned long long>(checked.load()), static_cast<unsigned long long>(mismatches.load()));
+      mismatches += bad;
+      checked += end - begin;
+    });
   }
+  for (auto& t : pool) t.join();
+  for (const float x : specials()) {
+    checked += 1;
+    if (q8_nearest(x, map) != bnb_quantize_2d(x, map.code, is_signed)) {
+      mismatches += 1;
+      first_bad[0].push_back(std::bit_cast<std::uint32_t>(x));
+    }
+  }
+  for (const auto& list : first_bad) {
+    for (const std::uint32_t bits : list) {
+      const float x = std::bit_cast<float>(bits);
+      ADD_FAILURE() << name_of(kind) << " map: x = " << show(x) << " q8_nearest " << int(q8_nearest(x, map))
+                    << ", quantize_2D " << bnb_quantize_2d(x, map.code, is_signed);
+    }
+  }
+  EXPECT_EQ(mismatches.load(), 0u) << name_of(kind) << " map";
+  EXPECT_EQ(checked.load(), kTotal + specials().size());
+  std::printf("bnb %s map: %llu values checked, %llu mismatches\n", name_of(kind),
+              static_cast<unsigned long long>(checked.load()), static_cast<unsigned long long>(mismatches.load()));
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("exhaustive bnb nearest-code check: %.1f s on %u threads\n", seconds, threads);
 }
+INSTANTIATE_TEST_SUITE_P(EveryMap, FastpathQ8BnbExhaustive, ::testing::Range(0, static_cast<int>(std::size(kKinds))));
 
 #endif  // CGAD_Q8_BNB_LONG
 

@@ -22,6 +22,7 @@ namespace {
 
 const Q8Map& signed_map() { return dynamic_map(Q8MapKind::signed_map); }
 const Q8Map& unsigned_map() { return dynamic_map(Q8MapKind::unsigned_map); }
+const Q8Map& zero_free_map() { return dynamic_map(Q8MapKind::unsigned_zero_free); }
 
 std::vector<float> read_torch_maps(const std::string& file) {
   std::ifstream in(std::string(CGAD_FASTPATH_DATA_DIR) + "/" + file);
@@ -151,7 +152,7 @@ TEST(FastpathQ8, NearestIsTheExactArgminForEveryPatternClass) {
 // 2^-24·absmax since both quantities are ≤ 1 in normalized units.
 TEST(FastpathQ8, QuantizeDequantizeErrorWithinHalfTheLocalGap) {
   std::mt19937 rng(7);
-  for (const Q8Map* map : {&signed_map(), &unsigned_map()}) {
+  for (const Q8Map* map : {&signed_map(), &unsigned_map(), &zero_free_map()}) {
     const bool has_negatives = map->code[0] < 0;
     double worst_ratio = 0;
     for (int trial = 0; trial < 200000; ++trial) {
@@ -173,8 +174,8 @@ TEST(FastpathQ8, QuantizeDequantizeErrorWithinHalfTheLocalGap) {
       ASSERT_LE(error, bound) << std::hexfloat << "value " << value << " absmax " << absmax;
       worst_ratio = std::max(worst_ratio, error / bound);
     }
-    std::printf("q8 %s map: worst quantization error = %.6f of its bound\n", has_negatives ? "signed" : "unsigned",
-                worst_ratio);
+    std::printf("q8 %s map: worst quantization error = %.6f of its bound\n",
+                has_negatives ? "signed" : (map->code[0] == 0.0f ? "unsigned" : "zero-free"), worst_ratio);
   }
 }
 
@@ -204,6 +205,48 @@ TEST(FastpathQ8, StochasticRoundingIsUnbiased) {
   for (int k = 0; k < kQ8Codes; ++k) EXPECT_EQ(q8_stochastic(map.code[k], map, 0xFFFFFFFFu), k);
   EXPECT_EQ(q8_stochastic(-1.0f, map, 0), 0);
   EXPECT_EQ(q8_stochastic(2.0f, map, 0xFFFFFFFFu), 255);
+}
+
+// The zero-free map (q8_maps.hpp, Li, Chen & Zhu's DE-0): the unsigned map with its code 0 (= 0.0) replaced by its
+// smallest positive code, under both semantics — no code is 0, and the rest of bitsandbytes' map is unchanged.
+TEST(FastpathQ8Map, ZeroFreeMapIsTheUnsignedMapWithItsZeroSetToItsSmallestCode) {
+  for (const Q8Semantics semantics : {Q8Semantics::cgad, Q8Semantics::bnb}) {
+    const Q8Map& map = dynamic_map(Q8MapKind::unsigned_zero_free, semantics);
+    const Q8Map& dynamic = dynamic_map(Q8MapKind::unsigned_map, semantics);
+    EXPECT_EQ(dynamic.code[0], 0.0f);
+    EXPECT_EQ(std::bit_cast<std::uint32_t>(map.code[0]), std::bit_cast<std::uint32_t>(dynamic.code[1]));
+    for (int k = 1; k < kQ8Codes; ++k) {
+      ASSERT_EQ(std::bit_cast<std::uint32_t>(map.code[k]), std::bit_cast<std::uint32_t>(dynamic.code[k])) << k;
+      ASSERT_GT(map.code[k], 0.0f) << k;
+    }
+    // Between the repeated code and itself the boundary is the code (exact and float midpoint alike), and from
+    // code 1 on every threshold is the dynamic map's.
+    EXPECT_EQ(map.threshold[0], map.code[1]);
+    for (int k = 1; k < kQ8Codes; ++k) ASSERT_EQ(map.threshold[k], dynamic.threshold[k]) << k;
+    EXPECT_EQ(map.has_model, 1);
+  }
+  std::printf("zero-free map: smallest code %a (dynamic map: values below %a of absmax store 0)\n",
+              static_cast<double>(zero_free_map().code[0]), static_cast<double>(unsigned_map().threshold[0]));
+}
+
+// Its nearest code is the exact nearest value (the argmin's value; of the two indices holding code[1] it takes
+// index 0 up to and including code[1], index 1 above, which decode alike), every x in [0, code[1]] decodes to
+// code[1]·absmax > 0, and stochastic rounding never reaches 0 either.
+TEST(FastpathQ8, ZeroFreeMapStoresNoValueAsZero) {
+  const Q8Map& map = zero_free_map();
+  for (const float x : pattern_classes(map)) {
+    ASSERT_EQ(map.code[q8_nearest(x, map)], map.code[brute_force_nearest(x, map)]) << std::hexfloat << "x = " << x;
+  }
+  const float smallest = map.code[0];
+  for (const float x : {0.0f, 0x1p-149f, std::numeric_limits<float>::min(), 1e-30f, 1e-10f, smallest / 2, smallest}) {
+    EXPECT_EQ(q8_nearest(x, map), 0) << std::hexfloat << x;
+    for (const std::uint32_t random : {0u, 0x80000000u, 0xFFFFFFFFu}) EXPECT_EQ(q8_stochastic(x, map, random), 0);
+    const float absmax = 1e-3f;
+    EXPECT_GT(q8_dequantize(q8_nearest(q8_normalize(x * absmax, absmax), map), absmax, map), 0.0f);
+  }
+  EXPECT_EQ(q8_nearest(std::nextafter(smallest, 1.0f), map), 1);
+  EXPECT_EQ(q8_nearest(0.0f, unsigned_map()), 0) << "the dynamic map stores 0 as 0";
+  EXPECT_EQ(unsigned_map().code[0], 0.0f);
 }
 
 }  // namespace

@@ -1,13 +1,14 @@
 // The line model of the nearest code (q8_nearest_fast in q8.hpp, which the CUDA kernel and the CPU's generic
 // version run) and the CPU's block encoder and decoder (q8_vector.hpp, its vector versions) against the
 // definition — the bucket search q8_nearest, and q8_dequantize — bit for bit, under every ISA this machine and
-// build can run, for the four maps (signed/unsigned × cgad/bnb semantics).
+// build can run, for the six maps (signed/unsigned/zero-free × cgad/bnb semantics; q8_maps.hpp).
 //
 // This file builds two executables (proptests/CMakeLists.txt): fastpath_q8_vector_test (label ci) encodes a
 // sample — every 251st binary32 pattern, the specials, and every float within 64 ulps of each threshold of each
 // map and of its negation, where a decision could go wrong; fastpath_q8_vector_long_test (label long,
 // CGAD_Q8_VECTOR_LONG defined) encodes every one of the 2^32 binary32 patterns for each map, split over the
-// hardware threads. The decoder is checked on all 256 codes with absmax values across the whole float range.
+// hardware threads, one test per map (--gtest_filter=*EveryFloat/4:*EveryFloat/5 runs the zero-free maps alone).
+// The decoder is checked on all 256 codes with absmax values across the whole float range.
 #include "cgad/fastpath/block_step.hpp"
 #include "cgad/fastpath/cpu_isa.hpp"
 #include "cgad/fastpath/q8_maps.hpp"
@@ -35,12 +36,13 @@ struct MapCase {
   Q8MapKind kind;
   Q8Semantics semantics;
 };
-const MapCase kMaps[] = {{Q8MapKind::signed_map, Q8Semantics::cgad}, {Q8MapKind::unsigned_map, Q8Semantics::cgad},
-                         {Q8MapKind::signed_map, Q8Semantics::bnb}, {Q8MapKind::unsigned_map, Q8Semantics::bnb}};
+const MapCase kMaps[] = {{Q8MapKind::signed_map, Q8Semantics::cgad},        {Q8MapKind::unsigned_map, Q8Semantics::cgad},
+                         {Q8MapKind::signed_map, Q8Semantics::bnb},         {Q8MapKind::unsigned_map, Q8Semantics::bnb},
+                         {Q8MapKind::unsigned_zero_free, Q8Semantics::cgad}, {Q8MapKind::unsigned_zero_free, Q8Semantics::bnb}};
 
 std::string name_of(const MapCase& c) {
-  return std::string(c.kind == Q8MapKind::signed_map ? "signed" : "unsigned") + "/" +
-         (c.semantics == Q8Semantics::cgad ? "cgad" : "bnb");
+  const char* kind = c.kind == Q8MapKind::signed_map ? "signed" : c.kind == Q8MapKind::unsigned_map ? "unsigned" : "zero-free";
+  return std::string(kind) + "/" + (c.semantics == Q8Semantics::cgad ? "cgad" : "bnb");
 }
 
 // What is checked against q8_nearest: the scalar line model, or the block encoder under a vector ISA.
@@ -112,35 +114,37 @@ TEST(FastpathQ8Vector, EncodersEqualTheBucketSearchOnTheSample) {
 }
 
 #if defined(CGAD_Q8_VECTOR_LONG)
-TEST(FastpathQ8Vector, EncodersEqualTheBucketSearchOnEveryFloat) {
+class FastpathQ8VectorLong : public ::testing::TestWithParam<int> {};
+
+TEST_P(FastpathQ8VectorLong, EncodersEqualTheBucketSearchOnEveryFloat) {
   const unsigned workers = std::max(1u, std::thread::hardware_concurrency());
   constexpr std::uint64_t kSlice = 1u << 16;
-  for (const MapCase& c : kMaps) {
-    const Q8Map& map = dynamic_map(c.kind, c.semantics);
-    for (const Encoder& encoder : encoders()) {
-      std::atomic<std::uint64_t> next{0}, bad{0};
-      std::mutex lock;
-      std::string examples;
-      std::vector<std::thread> pool;
-      for (unsigned w = 0; w < workers; ++w) {
-        pool.emplace_back([&] {
-          std::vector<float> inputs(kSlice);
-          std::string mine;
-          for (std::uint64_t start = next.fetch_add(kSlice); start < (1ull << 32); start = next.fetch_add(kSlice)) {
-            for (std::uint64_t i = 0; i < kSlice; ++i) inputs[i] = std::bit_cast<float>(std::uint32_t(start + i));
-            bad += mismatches(inputs, map, encoder, mine);
-          }
-          const std::lock_guard<std::mutex> guard(lock);
-          examples += mine;
-        });
-      }
-      for (std::thread& t : pool) t.join();
-      EXPECT_EQ(bad.load(), 0u) << name_of(c) << " " << encoder.name() << ":" << examples;
-      std::printf("%s, %s: all 2^32 floats equal q8_nearest (%llu mismatches)\n", name_of(c).c_str(),
-                  encoder.name().c_str(), static_cast<unsigned long long>(bad.load()));
+  const MapCase& c = kMaps[GetParam()];
+  const Q8Map& map = dynamic_map(c.kind, c.semantics);
+  for (const Encoder& encoder : encoders()) {
+    std::atomic<std::uint64_t> next{0}, bad{0};
+    std::mutex lock;
+    std::string examples;
+    std::vector<std::thread> pool;
+    for (unsigned w = 0; w < workers; ++w) {
+      pool.emplace_back([&] {
+        std::vector<float> inputs(kSlice);
+        std::string mine;
+        for (std::uint64_t start = next.fetch_add(kSlice); start < (1ull << 32); start = next.fetch_add(kSlice)) {
+          for (std::uint64_t i = 0; i < kSlice; ++i) inputs[i] = std::bit_cast<float>(std::uint32_t(start + i));
+          bad += mismatches(inputs, map, encoder, mine);
+        }
+        const std::lock_guard<std::mutex> guard(lock);
+        examples += mine;
+      });
     }
+    for (std::thread& t : pool) t.join();
+    EXPECT_EQ(bad.load(), 0u) << name_of(c) << " " << encoder.name() << ":" << examples;
+    std::printf("%s, %s: all 2^32 floats equal q8_nearest (%llu mismatches)\n", name_of(c).c_str(),
+                encoder.name().c_str(), static_cast<unsigned long long>(bad.load()));
   }
 }
+INSTANTIATE_TEST_SUITE_P(EveryMap, FastpathQ8VectorLong, ::testing::Range(0, static_cast<int>(std::size(kMaps))));
 #endif
 
 TEST(FastpathQ8Vector, DecoderEqualsQ8DequantizeOnEveryCode) {

@@ -158,8 +158,8 @@ void put_float(std::vector<char>& bytes, std::size_t offset, float value) { std:
 
 TEST(FastpathStateFile, ImpossibleContentsUnderAValidChecksumAreRefused) {
   const std::size_t n = 300;
-  // One tensor, one fragment: the header is 8 + 4 + 15·4 + 8·5 + 8 + 8 + 8 + 16 bytes.
-  const std::size_t header = 8 + 4 + 60 + 40 + 8 + 8 + 8 + 16;
+  // One tensor, one fragment: the header is 8 + 4 + 16·4 + 8·5 + 8 + 8 + 8 + 16 bytes.
+  const std::size_t header = 8 + 4 + 64 + 40 + 8 + 8 + 8 + 16;
   const auto path = temp_path("contents");
   {
     StepConfig config = all_format_configs(reference::OptimizerKind::cgad)[0];  // fp32 params, fp32 state
@@ -222,6 +222,58 @@ TEST(FastpathStateFile, ImpossibleContentsUnderAValidChecksumAreRefused) {
     CpuOptimizer target(config, n, 1);
     EXPECT_THROW(target.load(path), reference::InputError);
   }
+  std::filesystem::remove(path);
+}
+
+// The v map is part of the file (version 3): a zero-free state round-trips, a file of either map is refused by an
+// optimizer of the other with a message naming both, and a version-2 file (no v map word) loads as dynamic.
+std::string load_error(CpuOptimizer& target, const std::filesystem::path& path) {
+  try {
+    target.load(path);
+  } catch (const reference::InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(FastpathStateFile, VMapIsRecordedAndAVersionTwoFileLoadsAsDynamic) {
+  const std::size_t n = 300;
+  const StepConfig dynamic = all_format_configs(reference::OptimizerKind::cgad)[4];  // q8 state
+  StepConfig zero_free = dynamic;
+  zero_free.v_map = VMap::zero_free;
+  const auto path = temp_path("v_map");
+  const auto saved = stepped(zero_free, n, 11);
+  saved->save(path);
+  CpuOptimizer same(zero_free, n, 1);
+  same.load(path);
+  EXPECT_EQ(state_bytes(same), state_bytes(*saved));
+  CpuOptimizer other(dynamic, n, 1);
+  const auto before = state_bytes(other);
+  EXPECT_NE(load_error(other, path).find("another v map than this optimizer's (zero-free, this optimizer dynamic)"),
+            std::string::npos)
+      << load_error(other, path);
+  EXPECT_EQ(state_bytes(other), before);
+
+  // A version-2 file: the version-3 bytes of a dynamic state without the v map word (after the 15 words that
+  // follow magic and version), version 2, the CRC recomputed.
+  const auto dynamic_saved = stepped(dynamic, n, 12);
+  dynamic_saved->save(path);
+  std::vector<char> bytes = read_all(path);
+  const std::size_t v_map_word = 8 + 4 + 15 * 4;
+  std::uint32_t word;
+  std::memcpy(&word, bytes.data() + v_map_word, 4);
+  ASSERT_EQ(word, 0u) << "dynamic is stored as 0";
+  bytes.erase(bytes.begin() + static_cast<std::ptrdiff_t>(v_map_word), bytes.begin() + static_cast<std::ptrdiff_t>(v_map_word + 4));
+  const std::uint32_t version = 2;
+  std::memcpy(bytes.data() + 8, &version, 4);
+  write_all(path, with_crc(bytes));
+  CpuOptimizer old_reader(dynamic, n, 1);
+  old_reader.load(path);
+  EXPECT_EQ(state_bytes(old_reader), state_bytes(*dynamic_saved));
+  CpuOptimizer zero_free_reader(zero_free, n, 1);
+  EXPECT_NE(load_error(zero_free_reader, path).find("another v map than this optimizer's (dynamic, this optimizer zero-free)"),
+            std::string::npos)
+      << load_error(zero_free_reader, path);
   std::filesystem::remove(path);
 }
 

@@ -47,11 +47,13 @@ std::vector<unsigned char> run_three_steps(const StepConfig& config, const std::
   return out;
 }
 
-// Every format configuration, each also with min_q8_size = 300 (so that some tensors of the layouts keep fp32
-// state), over every tensor layout.
+// Every format configuration and the q8 ones with the zero-free v map, each also with min_q8_size = 300 (so that
+// some tensors of the layouts keep fp32 state), over every tensor layout.
 std::vector<StepConfig> configs_with_min_q8_size(OptimizerKind kind) {
   std::vector<StepConfig> out;
-  for (StepConfig config : all_format_configs(kind)) {
+  std::vector<StepConfig> configs = all_format_configs(kind);
+  for (const StepConfig& config : testing::zero_free_configs(kind)) configs.push_back(config);
+  for (StepConfig config : configs) {
     out.push_back(config);
     config.min_q8_size = 300;
     out.push_back(config);
@@ -102,10 +104,24 @@ TEST(FastpathStep, ElementwiseFormatsDoNotDependOnTheSize) {
   }
 }
 
+// Moment k of q8 `state`: each block's absmax the max |moment| over exactly its (tail-aware) elements, each code
+// the nearest to moment/absmax in `map`.
+void expect_requantized(const HostState& state, int k, const std::vector<float>& moment, const Q8Map& map, std::size_t n) {
+  for (std::size_t block = 0; block * 256 < n; ++block) {
+    const std::size_t end = std::min(n, block * 256 + 256);
+    float absmax = 0;
+    for (std::size_t i = block * 256; i < end; ++i) absmax = std::max(absmax, std::fabs(moment[i]));
+    ASSERT_EQ(state.absmax[k][block], absmax) << "n=" << n << " block " << block;
+    for (std::size_t i = block * 256; i < end; ++i) {
+      ASSERT_EQ(state.codes[k][i], q8_nearest(q8_normalize(moment[i], absmax), map)) << "i=" << i;
+    }
+  }
+}
+
 // q8: one step from the zero state gives exactly the fp32-state moments before quantization (the dequantized
 // old state is 0·absmax = 0); each block's absmax must be the max |moment| over exactly its (tail-aware)
 // elements and each code the nearest to moment/absmax — and θ must equal the fp32-state θ, since it is
-// updated from the pre-quantization moments.
+// updated from the pre-quantization moments. The same with the zero-free v map, under its codes.
 TEST(FastpathStep, Q8RequantizesEachBlockFromThePreQuantizationMoments) {
   for (const OptimizerKind kind : kKinds) {
     for (const std::size_t n : kSizes) {
@@ -125,14 +141,15 @@ TEST(FastpathStep, Q8RequantizesEachBlockFromThePreQuantizationMoments) {
         const Q8Map& map = dynamic_map(k == 1 ? Q8MapKind::unsigned_map : Q8MapKind::signed_map);
         const std::vector<float>& moment = exact.state().fp32[k];
         ASSERT_EQ(q8.state().absmax[k].size(), (n + 255) / 256);
-        for (std::size_t block = 0; block * 256 < n; ++block) {
-          const std::size_t end = std::min(n, block * 256 + 256);
-          float absmax = 0;
-          for (std::size_t i = block * 256; i < end; ++i) absmax = std::max(absmax, std::fabs(moment[i]));
-          ASSERT_EQ(q8.state().absmax[k][block], absmax) << "n=" << n << " block " << block;
-          for (std::size_t i = block * 256; i < end; ++i) {
-            ASSERT_EQ(q8.state().codes[k][i], q8_nearest(q8_normalize(moment[i], absmax), map)) << "i=" << i;
-          }
+        expect_requantized(q8.state(), k, moment, map, n);
+        if (k == 1) {
+          StepConfig zero_free_config = q8_config;
+          zero_free_config.v_map = VMap::zero_free;
+          CpuOptimizer zero_free(zero_free_config, n, 3);
+          Params zero_free_params(zero_free_config, random_vector(n, 1));
+          zero_free_params.step(zero_free, grad, 1);
+          ASSERT_EQ(zero_free_params.bytes(), exact_params.bytes()) << "zero-free n=" << n;
+          expect_requantized(zero_free.state(), k, moment, dynamic_map(Q8MapKind::unsigned_zero_free), n);
         }
       }
     }
@@ -477,6 +494,50 @@ TEST(FastpathStep, ZeroSecondMomentUnderNonzeroFirstMomentDoesNotDivideByEpsilon
   ASSERT_EQ(report.sigma, 0.0f);
   EXPECT_EQ(params[1], theta_before) << std::hexfloat << params[1];
   EXPECT_NE(params[0], 0.25f) << "element 0 still moves on its momentum";
+}
+
+// The trap the zero-free v map removes (q8_maps.hpp), in one block: Δ = (1, 1e-5, 0, …) stores element 1's
+// v/absmax ≈ 1e-10 as 0 in the dynamic map and as the smallest code ≈ 3.25e-7 in the zero-free one, while m keeps
+// a nonzero code (≈ 1e-5 of its absmax). A second event with Δ_1 = 1e-9 then steps element 1 by η·m̂/sqrt(v̂):
+// from a v that forgot its history (dynamic: |Δθ| ≈ 340η in both semantics — cgad's guard acts only where g = 0 too)
+// or from an overestimated one (zero-free: |Δθ| ≈ 0.01η). Both semantics store no v as 0 under the zero-free map.
+TEST(FastpathStep, ZeroFreeVMapKeepsASmallSecondMomentNonzeroAndItsStepSmall) {
+  for (const Q8Semantics semantics : {Q8Semantics::cgad, Q8Semantics::bnb}) {
+    for (const VMap v_map : {VMap::dynamic, VMap::zero_free}) {
+      StepConfig config;
+      config.params = ParamFormat::fp32;
+      config.state = StateFormat::q8;
+      config.q8_semantics = semantics;
+      config.min_q8_size = 0;
+      config.v_map = v_map;
+      const std::string what = std::string(to_string(semantics)) + "/" + std::string(to_string(v_map));
+      CpuOptimizer opt(config, 256, 1);
+      std::vector<float> params(256, 0.25f);
+      std::vector<float> grad(256, 0.0f);
+      grad[0] = 1.0f;
+      grad[1] = 1e-5f;
+      opt.step(std::span<float>(params), grad, 0);
+      std::vector<float> m(256), v(256);
+      opt.read_buffer("m", m);
+      opt.read_buffer("v", v);
+      ASSERT_NE(m[1], 0.0f) << what;
+      const Q8Map& map = dynamic_map(second_moment_map(v_map), semantics);
+      const float absmax = opt.state().absmax[1][0];
+      EXPECT_EQ(v[1], v_map == VMap::dynamic ? 0.0f : map.code[0] * absmax) << what << std::hexfloat << " v " << v[1];
+      const std::size_t zeros = static_cast<std::size_t>(std::count(v.begin(), v.end(), 0.0f));
+      EXPECT_EQ(zeros, v_map == VMap::dynamic ? 255u : 0u) << what << ": v stored as 0";
+      grad[1] = 1e-9f;
+      const float before = params[1];
+      opt.step(std::span<float>(params), grad, 0);
+      const double step_over_lr = std::fabs(static_cast<double>(params[1]) - before) / config.adam.lr;
+      std::printf("%s: element 1 stepped %a lr\n", what.c_str(), step_over_lr);
+      if (v_map == VMap::zero_free) {
+        EXPECT_LT(step_over_lr, 0.1) << what;
+      } else {
+        EXPECT_GT(step_over_lr, 100.0) << what;
+      }
+    }
+  }
 }
 
 // PA-CGAD over q8 state: fragments whose boundaries fall inside a 256-block still own their blocks (each

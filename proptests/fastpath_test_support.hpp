@@ -76,6 +76,21 @@ inline std::vector<StepConfig> all_format_configs(reference::OptimizerKind kind)
   return configs;
 }
 
+// all_format_configs(kind)'s q8 configurations with the zero-free v map (none outside the Adam family), kept apart
+// so that the indices and the fingerprint of the configurations above stay what they were; min_q8_size 0, so that
+// bnb semantics too keeps small test tensors in 8-bit state, where the map acts.
+inline std::vector<StepConfig> zero_free_configs(reference::OptimizerKind kind) {
+  std::vector<StepConfig> configs;
+  if (!reference::is_adam_family(kind)) return configs;
+  for (StepConfig c : all_format_configs(kind)) {
+    if (c.state != StateFormat::q8) continue;
+    c.v_map = VMap::zero_free;
+    c.min_q8_size = 0;
+    configs.push_back(c);
+  }
+  return configs;
+}
+
 // Tensor layouts that reach every chunking case: one tensor, tensors whose boundaries fall inside 256-blocks,
 // an empty tensor, and tensors on both sides of min_q8_size (set to 300 where the tests use these).
 inline std::vector<std::vector<std::size_t>> tensor_layouts() {
@@ -85,7 +100,8 @@ inline std::vector<std::vector<std::size_t>> tensor_layouts() {
 inline std::string describe(const StepConfig& c) {
   return std::string(reference::to_string(c.optimizer)) + "/" + std::string(to_string(c.params)) + "/" +
          std::string(to_string(c.state)) + "/" + std::string(to_string(c.rounding)) + "/" +
-         std::string(to_string(c.q8_semantics)) + (c.min_q8_size ? "/min" + std::to_string(*c.min_q8_size) : "");
+         std::string(to_string(c.q8_semantics)) + (c.v_map == VMap::zero_free ? "/zero-free" : "") +
+         (c.min_q8_size ? "/min" + std::to_string(*c.min_q8_size) : "");
 }
 
 // Pseudo-gradients of mixed scales and signs, with some exact zeros.

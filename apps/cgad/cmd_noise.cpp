@@ -23,6 +23,7 @@ struct NoiseOptions {
   std::vector<std::string> optimizers{"adam-decay", "cgad", "cgad-skip"};
   std::vector<std::string> states{"q8"};
   std::vector<std::string> semantics{"cgad"};
+  std::vector<std::string> v_maps{"dynamic"};
   std::optional<std::size_t> min_q8_size;
   double scale_range = 1e5;
   double zero_fraction = 0.0;
@@ -52,6 +53,17 @@ nlohmann::json trap_json(const differential::TrapSummary& t) {
           {"reference_max_step_over_lr", t.reference_max_step_over_lr}};
 }
 
+// Per tensor of the run's layout (a recorded stream's "tensors"), the same trap metrics at `sample`.
+nlohmann::json tensors_json(const differential::NoiseRun& run, const differential::NoiseSample& sample) {
+  nlohmann::json out = nlohmann::json::array();
+  for (std::size_t t = 0; t < sample.tensors.size(); ++t) {
+    const differential::TensorSample& s = sample.tensors[t];
+    out.push_back({{"tensor", t}, {"size", run.tensors[t]}, {"v", summary_json(s.v)}, {"m", summary_json(s.m)},
+                   {"theta", summary_json(s.theta)}, {"trap", trap_json(s.trap)}});
+  }
+  return out;
+}
+
 void print_table(const std::vector<differential::NoiseRun>& runs, unsigned bits) {
   std::printf("cgad noise: fast path (bf16 params) vs %u-bit MPFR reference in lockstep, never re-synced\n", bits);
   std::printf("v: relative error (fast - ref)/ref; m: (fast - ref)/sqrt(v_ref); theta: (fast - ref)/lr\n");
@@ -67,6 +79,14 @@ void print_table(const std::vector<differential::NoiseRun>& runs, unsigned bits)
                 differential::scenario_name(run.scenario).c_str(), early.v.bias, end.v.bias, end.v.rms, end.m.rms, end.theta.rms,
                 t.v_zero_fraction, t.m_zero_fraction, t.step_over_5lr_fraction, t.max_step_over_lr,
                 t.reference_max_step_over_lr, static_cast<long long>(end.gated_to_zero));
+    if (run.tensors.size() < 2) continue;
+    for (std::size_t k = 0; k < run.tensors.size(); ++k) {
+      const differential::TrapSummary& p = end.tensors[k].trap;
+      char label[64];
+      std::snprintf(label, sizeof label, "  tensor %zu (%zu elements)", k, run.tensors[k]);
+      std::printf("%-58s %53s %8.4f %8.4f %9.2e %8.3g|%-8.3g\n", label, "", p.v_zero_fraction, p.m_zero_fraction,
+                  p.step_over_5lr_fraction, p.max_step_over_lr, p.reference_max_step_over_lr);
+    }
   }
 }
 
@@ -77,7 +97,7 @@ void print_json(const std::vector<differential::NoiseRun>& runs, unsigned bits) 
     for (const auto& s : run.samples) {
       samples.push_back({{"step", s.step}, {"v", summary_json(s.v)}, {"m", summary_json(s.m)},
                          {"theta", summary_json(s.theta)}, {"trap", trap_json(s.trap)},
-                         {"gated_to_zero", s.gated_to_zero}});
+                         {"gated_to_zero", s.gated_to_zero}, {"tensors", tensors_json(run, s)}});
     }
     out["runs"].push_back({{"scenario", differential::scenario_name(run.scenario)}, {"samples", samples}});
   }
@@ -100,26 +120,29 @@ void run_noise(const NoiseOptions& o) {
   for (const auto& optimizer : o.optimizers) {
     for (const auto& state : o.states) {
       for (const auto& semantics : o.semantics) {
-        for (const auto& rounding : o.roundings) {
-          for (const auto& delays : o.delays) {
-            for (const auto seed : o.seeds) {
-              differential::NoiseScenario s;
-              differential::parse_study_optimizer(optimizer, s);
-              s.state = fastpath::parse_state_format(state);
-              s.q8_semantics = fastpath::parse_q8_semantics(semantics);
-              s.min_q8_size = o.min_q8_size;
-              s.rounding = fastpath::parse_rounding(rounding);
-              s.delays = delays;
-              s.seed = seed;
-              s.size = o.size;
-              s.steps = o.steps;
-              s.log_every = o.log_every;
-              s.scale_range = o.scale_range;
-              s.zero_fraction = o.zero_fraction;
-              s.stream = stream;
-              s.stream_name = o.stream;
-              validate(s);
-              scenarios.push_back(s);
+        for (const auto& v_map : o.v_maps) {
+          for (const auto& rounding : o.roundings) {
+            for (const auto& delays : o.delays) {
+              for (const auto seed : o.seeds) {
+                differential::NoiseScenario s;
+                differential::parse_study_optimizer(optimizer, s);
+                s.state = fastpath::parse_state_format(state);
+                s.q8_semantics = fastpath::parse_q8_semantics(semantics);
+                s.v_map = fastpath::parse_v_map(v_map);
+                s.min_q8_size = o.min_q8_size;
+                s.rounding = fastpath::parse_rounding(rounding);
+                s.delays = delays;
+                s.seed = seed;
+                s.size = o.size;
+                s.steps = o.steps;
+                s.log_every = o.log_every;
+                s.scale_range = o.scale_range;
+                s.zero_fraction = o.zero_fraction;
+                s.stream = stream;
+                s.stream_name = o.stream;
+                validate(s);
+                scenarios.push_back(s);
+              }
             }
           }
         }
@@ -159,6 +182,10 @@ void add_noise_command(CLI::App& app) {
   command->add_option("--optimizers", o->optimizers, "cgad, cgad-skip, adam-decay, adam (comma list)")->delimiter(',')->capture_default_str();
   command->add_option("--state", o->states, "q8, bf16, fp32 (comma list)")->delimiter(',')->capture_default_str();
   command->add_option("--q8-semantics", o->semantics, "cgad, bnb (comma list; bnb: bitsandbytes' 8-bit Adam)")
+      ->delimiter(',')
+      ->capture_default_str();
+  command->add_option("--v-map", o->v_maps,
+                      "q8 second moments' map: dynamic (bitsandbytes', with a 0), zero-free (DE-0: no 0) (comma list)")
       ->delimiter(',')
       ->capture_default_str();
   command->add_option("--min-q8-size", o->min_q8_size,

@@ -30,6 +30,9 @@ std::vector<CLI::Option*> add_fastpath_options(CLI::App& command, differential::
       command.add_option("--q8-semantics", options.q8_semantics,
                          "fast path: cgad (exact nearest code, v = 0 guard) or bnb (bitsandbytes' 8-bit Adam)")
           ->capture_default_str(),
+      command.add_option("--v-map", options.v_map,
+                         "fast path: q8 second moments' map, dynamic (bitsandbytes', with a 0) or zero-free (DE-0)")
+          ->capture_default_str(),
       command.add_option("--min-q8-size", options.min_q8_size,
                          "fast path: tensors under this many elements keep fp32 state (default 4096 with bnb, 0 with cgad)"),
   };

@@ -12,7 +12,7 @@ namespace cgad::cli {
 
 void add_optimizer_options(CLI::App& command, differential::OptimizerOptions& options);
 
-// Registers --params --state --rounding --seed --device --q8-semantics --min-q8-size; returns them, so a caller
+// Registers --params --state --rounding --seed --device --q8-semantics --v-map --min-q8-size; returns them, so a caller
 // can refuse them where they would be silently ignored (the reference backend).
 std::vector<CLI::Option*> add_fastpath_options(CLI::App& command, differential::FastpathOptions& options);
 

@@ -42,6 +42,7 @@ std::string scenario_name(const NoiseScenario& s) {
   if (s.state == fastpath::StateFormat::q8 || s.q8_semantics == fastpath::Q8Semantics::bnb) {
     state += ":" + std::string(fastpath::to_string(s.q8_semantics));
   }
+  if (s.v_map != fastpath::VMap::dynamic) state += ":" + std::string(fastpath::to_string(s.v_map));
   const std::string head = study_optimizer_name(s) + "/" + std::string(fastpath::to_string(s.params)) + "+" + state +
                            "/" + std::string(fastpath::to_string(s.rounding)) + "/";
   if (s.stream) return head + "stream:" + s.stream_name;
@@ -50,7 +51,25 @@ std::string scenario_name(const NoiseScenario& s) {
   return head + s.delays + "/" + range + "/n" + std::to_string(s.size) + "/seed" + std::to_string(s.seed);
 }
 
+namespace {
+// The fast path's configuration of a scenario (the default hyperparameters).
+fastpath::StepConfig step_config_of(const NoiseScenario& scenario) {
+  fastpath::StepConfig config;
+  config.optimizer = scenario.optimizer;
+  config.on_zero_gate = scenario.on_zero_gate;
+  config.params = scenario.params;
+  config.state = scenario.state;
+  config.rounding = scenario.rounding;
+  config.seed = scenario.seed;
+  config.q8_semantics = scenario.q8_semantics;
+  config.v_map = scenario.v_map;
+  config.min_q8_size = scenario.min_q8_size;
+  return config;
+}
+}  // namespace
+
 void validate(const NoiseScenario& s) {
+  fastpath::validate(step_config_of(s));  // before any run, so that a bad combination costs no run
   if (s.delays != "paper" && s.delays != "heavy") throw reference::InputError("noise: delays must be paper or heavy, got '" + s.delays + "'");
   if (s.size < 1 || s.size > (1u << 20)) throw reference::InputError("noise: size must lie in [1, 2^20], got " + std::to_string(s.size));
   if (s.steps < 1 || s.steps > 10'000'000) throw reference::InputError("noise: steps must lie in [1, 10^7], got " + std::to_string(s.steps));
@@ -210,16 +229,7 @@ class EventSource {
 
 NoiseRun run_lockstep(const NoiseScenario& scenario, const std::function<void(long, long)>& progress) {
   validate(scenario);
-  fastpath::StepConfig config;
-  config.optimizer = scenario.optimizer;
-  config.on_zero_gate = scenario.on_zero_gate;
-  config.params = scenario.params;
-  config.state = scenario.state;
-  config.rounding = scenario.rounding;
-  config.seed = scenario.seed;
-  config.q8_semantics = scenario.q8_semantics;
-  config.min_q8_size = scenario.min_q8_size;
-  fastpath::validate(config);
+  const fastpath::StepConfig config = step_config_of(scenario);
   if (!reference::is_adam_family(config.optimizer)) throw reference::InputError("noise: the study needs an Adam-family optimizer");
 
   EventSource source(scenario);
@@ -231,13 +241,23 @@ NoiseRun run_lockstep(const NoiseScenario& scenario, const std::function<void(lo
   std::vector<mpfr_real> ideal_theta(n), ideal_grad(n);
   for (std::size_t i = 0; i < n; ++i) ideal_theta[i] = mpfr_real(theta[i]);  // the very values the fast path holds
 
-  NoiseRun run{scenario, {}, {}};
+  NoiseRun run{scenario, {}, {}, source.tensors()};
   std::vector<float> m(n), v(n), theta_now(n);
   std::vector<double> ideal_before(n);
   std::int64_t gated_to_zero = 0;
   double ideal_max_step = 0;
   const double lr = static_cast<double>(config.adam.lr);
   fastpath::TrapCounter trap_counter(std::vector<double>(n, lr));
+  // Per tensor: its first element, its own trap counter and the reference's largest step.
+  const std::size_t tensor_count = run.tensors.size();
+  std::vector<std::size_t> first(tensor_count + 1, 0);
+  std::vector<fastpath::TrapCounter> tensor_traps;
+  for (std::size_t t = 0; t < tensor_count; ++t) {
+    first[t + 1] = first[t] + run.tensors[t];
+    tensor_traps.emplace_back(std::vector<double>(run.tensors[t], lr));
+  }
+  std::vector<double> tensor_ideal_max(tensor_count, 0.0);
+  const auto part = [&](std::span<const float> all, std::size_t t) { return all.subspan(first[t], run.tensors[t]); };
   const auto widen = [&] {
     for (std::size_t i = 0; i < n; ++i) theta_now[i] = theta[i];
     return std::span<const float>(theta_now);
@@ -249,34 +269,49 @@ NoiseRun run_lockstep(const NoiseScenario& scenario, const std::function<void(lo
       ideal_grad[i] = mpfr_real(grad[i]);
       ideal_before[i] = ideal_theta[i].convert_to<double>();
     }
-    trap_counter.before(widen());
+    const std::span<const float> before = widen();
+    trap_counter.before(before);
+    for (std::size_t t = 0; t < tensor_count; ++t) tensor_traps[t].before(part(before, t));
     const auto report = theta.step(fast, grad, tau);
     const auto ideal_report = ideal->apply(ideal_theta, {ideal_grad, tau, 0});
     if (report.applied != ideal_report.applied) {
       throw std::logic_error("noise: fast path and reference disagree on applying event " + std::to_string(step));
     }
     if (report.sigma == 0.0f) ++gated_to_zero;
-    trap_counter.after(widen());
-    for (std::size_t i = 0; i < n; ++i) {
-      ideal_max_step = std::max(ideal_max_step, std::fabs(ideal_theta[i].convert_to<double>() - ideal_before[i]) / lr);
+    const std::span<const float> after = widen();
+    trap_counter.after(after);
+    for (std::size_t t = 0; t < tensor_count; ++t) {
+      tensor_traps[t].after(part(after, t));
+      for (std::size_t i = first[t]; i < first[t + 1]; ++i) {
+        const double moved = std::fabs(ideal_theta[i].convert_to<double>() - ideal_before[i]) / lr;
+        tensor_ideal_max[t] = std::max(tensor_ideal_max[t], moved);
+        ideal_max_step = std::max(ideal_max_step, moved);
+      }
     }
     if (step % scenario.log_every != 0 && step != steps) continue;
     fast.read_buffer("m", m);
     fast.read_buffer("v", v);
     const auto buffers = ideal->buffers();
     Accumulator ev, em, et;
+    std::vector<Accumulator> tv(tensor_count), tm(tensor_count), tt(tensor_count);
+    std::vector<std::size_t> tensor_m_zero(tensor_count, 0);
     std::size_t m_zero = 0;
     const bool last = step == steps;
-    for (std::size_t i = 0; i < n; ++i) {
+    for (std::size_t i = 0, t = 0; i < n; ++i) {
+      while (i >= first[t + 1]) ++t;  // the tensor of element i (empty tensors are passed over)
       const double vr = buffers[1].values[i].convert_to<double>();
       const double mr = buffers[0].values[i].convert_to<double>();
       const double tr = ideal_theta[i].convert_to<double>();
       m_zero += m[i] == 0.0f;
+      tensor_m_zero[t] += m[i] == 0.0f;
       if (vr > 0) {
         ev.add((static_cast<double>(v[i]) - vr) / vr);
         em.add((static_cast<double>(m[i]) - mr) / std::sqrt(vr));
+        tv[t].add((static_cast<double>(v[i]) - vr) / vr);
+        tm[t].add((static_cast<double>(m[i]) - mr) / std::sqrt(vr));
       }
       et.add((static_cast<double>(theta[i]) - tr) / lr);
+      tt[t].add((static_cast<double>(theta[i]) - tr) / lr);
       if (last) {
         run.last.theta_fast.push_back(theta[i]);
         run.last.theta_ref.push_back(tr);
@@ -289,7 +324,15 @@ NoiseRun run_lockstep(const NoiseScenario& scenario, const std::function<void(lo
     const fastpath::TrapCounts counts = trap_counter.summary(v);
     const TrapSummary trap{counts.v_zero_fraction, static_cast<double>(m_zero) / static_cast<double>(n),
                            counts.step_over_5lr_fraction, counts.max_step_over_lr, ideal_max_step};
-    run.samples.push_back({step, ev.summary(), em.summary(), et.summary(), trap, gated_to_zero});
+    std::vector<TensorSample> tensors;
+    for (std::size_t t = 0; t < tensor_count; ++t) {
+      const fastpath::TrapCounts c = tensor_traps[t].summary(part(v, t));
+      const double size = static_cast<double>(run.tensors[t]);
+      tensors.push_back({tv[t].summary(), tm[t].summary(), tt[t].summary(),
+                         {c.v_zero_fraction, size == 0 ? 0.0 : static_cast<double>(tensor_m_zero[t]) / size,
+                          c.step_over_5lr_fraction, c.max_step_over_lr, tensor_ideal_max[t]}});
+    }
+    run.samples.push_back({step, ev.summary(), em.summary(), et.summary(), trap, gated_to_zero, std::move(tensors)});
     progress(static_cast<long>(step), static_cast<long>(steps));
   }
   return run;

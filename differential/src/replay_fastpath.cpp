@@ -27,6 +27,7 @@ void apply_fastpath_options(const FastpathOptions& options, fastpath::StepConfig
   config.rounding = fastpath::parse_rounding(options.rounding);
   config.seed = options.seed;
   config.q8_semantics = fastpath::parse_q8_semantics(options.q8_semantics);
+  config.v_map = fastpath::parse_v_map(options.v_map);
   config.min_q8_size = options.min_q8_size;
   fastpath::validate(config);
 }

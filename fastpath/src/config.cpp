@@ -47,6 +47,12 @@ void validate(const StepConfig& config) {
                                   "stochastic rounding)");
     }
   }
+  if (config.v_map == VMap::zero_free &&
+      (config.state != StateFormat::q8 || !reference::is_adam_family(config.optimizer))) {
+    throw reference::InputError("v map zero-free is a map of q8 second moments: it needs state q8 and an Adam-family "
+                                "optimizer (got state " + std::string(to_string(config.state)) + ", " +
+                                std::string(reference::to_string(config.optimizer)) + ")");
+  }
 }
 
 std::size_t effective_min_q8_size(const StepConfig& config) {
@@ -65,6 +71,7 @@ std::string_view to_string(StateFormat format) {
 }
 std::string_view to_string(Rounding rounding) { return rounding == Rounding::nearest ? "nearest" : "stochastic"; }
 std::string_view to_string(Q8Semantics semantics) { return semantics == Q8Semantics::cgad ? "cgad" : "bnb"; }
+std::string_view to_string(VMap map) { return map == VMap::dynamic ? "dynamic" : "zero-free"; }
 
 ParamFormat parse_param_format(std::string_view text) {
   if (text == "fp32") return ParamFormat::fp32;
@@ -87,6 +94,12 @@ Q8Semantics parse_q8_semantics(std::string_view text) {
   if (text == "cgad") return Q8Semantics::cgad;
   if (text == "bnb") return Q8Semantics::bnb;
   throw reference::InputError("unknown q8 semantics '" + std::string(text) + "' (expected cgad or bnb)");
+}
+
+VMap parse_v_map(std::string_view text) {
+  if (text == "dynamic") return VMap::dynamic;
+  if (text == "zero-free") return VMap::zero_free;
+  throw reference::InputError("unknown v map '" + std::string(text) + "' (expected dynamic or zero-free)");
 }
 
 }  // namespace cgad::fastpath

@@ -108,7 +108,7 @@ struct CudaOptimizer::Impl {
     upload_state(zeros, stream);
     const Q8Semantics semantics = config.q8_semantics;
     guard(maps.upload_async({dynamic_map(Q8MapKind::signed_map, semantics),
-                             dynamic_map(Q8MapKind::unsigned_map, semantics)},
+                             dynamic_map(second_moment_map(config.v_map), semantics)},
                             stream),
           "map upload");
     chunks = DeviceBuffer<StepChunk>(planner.chunks().size());

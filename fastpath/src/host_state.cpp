@@ -2,7 +2,6 @@
 
 #include "cgad/fastpath/q8_maps.hpp"
 
-#include <stdexcept>
 
 namespace cgad::fastpath {
 
@@ -11,12 +10,12 @@ std::uint8_t zero_code(Q8MapKind kind) {
   for (int k = 0; k < kQ8Codes; ++k) {
     if (map.code[k] == 0.0f) return static_cast<std::uint8_t>(k);
   }
-  throw std::logic_error("q8 map without an exact zero");
+  return q8_nearest(0.0f, map);  // the zero-free map: index 0, its smallest code
 }
 
 namespace {
-Q8MapKind map_kind_of(int moment, bool adam) {
-  return adam && moment == 1 ? Q8MapKind::unsigned_map : Q8MapKind::signed_map;
+Q8MapKind map_kind_of(int moment, const StepPlanner& planner) {
+  return planner.adam_family() && moment == 1 ? second_moment_map(planner.config().v_map) : Q8MapKind::signed_map;
 }
 }  // namespace
 
@@ -32,7 +31,7 @@ HostState HostState::zeros(const StepPlanner& planner) {
       case StateFormat::bf16: s.half[k].assign(n, bf16{}); break;
       case StateFormat::q8:
         s.codes[k].assign(n, config.q8_semantics == Q8Semantics::bnb ? std::uint8_t{0}
-                                                                      : zero_code(map_kind_of(k, planner.adam_family())));
+                                                                      : zero_code(map_kind_of(k, planner)));
         s.absmax[k].assign(planner.q8_blocks(), 0.0f);
         s.fp32[k].assign(planner.fallback_size(), 0.0f);
         break;
@@ -57,7 +56,7 @@ void HostState::bind(StepPlanner::Plan& plan) {
 }
 
 void HostState::read(const StepPlanner& planner, int k, std::span<float> out) const {
-  const Q8Map& map = dynamic_map(map_kind_of(k, planner.adam_family()), planner.config().q8_semantics);
+  const Q8Map& map = dynamic_map(map_kind_of(k, planner), planner.config().q8_semantics);
   for (const StepChunk& c : planner.chunks()) {
     for (std::size_t i = 0; i < c.count; ++i) {
       const std::size_t j = c.begin + i;

@@ -1,6 +1,7 @@
 #include "cgad/fastpath/q8_maps.hpp"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <limits>
@@ -55,13 +56,13 @@ void fill_buckets(Q8Map& map) {
   }
 }
 
-// q8_nearest_fast's line model (q8.hpp) of a map built as above (zero at index 127 or 0, 1 at 255, groups of 2^g
-// or 2^(g+1) codes), or has_model = 0 when the map is not of that shape or a threshold lies farther than δ/4 from
-// its line. The thresholds' own distance from the line (the maps' float roundings) and pos's float evaluation are
+// q8_nearest_fast's line model (q8.hpp) of a map built as above (zero at index 127 or 0 — or, zero-free, index 0
+// repeating index 1 —, 1 at 255, groups of 2^g or 2^(g+1) codes), or has_model = 0 when the map is not of that
+// shape or a threshold lies farther than δ/4 from its line. The thresholds' own distance from the line (the maps' float roundings) and pos's float evaluation are
 // ~1e-5 in units of positions; δ = 2^-12 leaves a factor > 10 and sends ~2^-11 of the elements to the search.
 void fill_model(Q8Map& map) {
   map.has_model = 0;
-  int zero = -1;
+  int zero = map.code[0] > 0.0f && map.code[0] == map.code[1] ? 0 : -1;  // the zero-free map counts from its slot 0
   for (int k = 0; k < kQ8Codes; ++k) {
     if (map.code[k] == 0.0f) zero = k;
   }
@@ -116,7 +117,7 @@ void fill_model(Q8Map& map) {
   map.has_model = 1;
 }
 
-Q8Map build_dynamic_map(bool is_signed, Q8Semantics semantics) {
+Q8Map build_dynamic_map(bool is_signed, bool zero_free, Q8Semantics semantics) {
   std::vector<float> values;
   for (int i = 0; i < 7; ++i) {
     const int points = is_signed ? (1 << i) + 1 : (1 << (i + 1)) + 1;
@@ -136,6 +137,7 @@ Q8Map build_dynamic_map(bool is_signed, Q8Semantics semantics) {
   if (values.size() != kQ8Codes || std::adjacent_find(values.begin(), values.end()) != values.end()) {
     throw std::logic_error("dynamic map: expected 256 distinct codes");
   }
+  if (zero_free) values.front() = values[1];  // DE-0 (q8_maps.hpp): the 0 at index 0 becomes the smallest code
   Q8Map map{};
   for (int k = 0; k < kQ8Codes; ++k) map.code[k] = values[static_cast<std::size_t>(k)];
   constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
@@ -163,9 +165,16 @@ Q8Map build_dynamic_map(bool is_signed, Q8Semantics semantics) {
 }  // namespace
 
 const Q8Map& dynamic_map(Q8MapKind kind, Q8Semantics semantics) {
-  static const Q8Map maps[2][2] = {{build_dynamic_map(true, Q8Semantics::cgad), build_dynamic_map(false, Q8Semantics::cgad)},
-                                   {build_dynamic_map(true, Q8Semantics::bnb), build_dynamic_map(false, Q8Semantics::bnb)}};
-  return maps[semantics == Q8Semantics::bnb][kind == Q8MapKind::unsigned_map];
+  const auto build = [](Q8Semantics s) {
+    return std::array<Q8Map, 3>{build_dynamic_map(true, false, s), build_dynamic_map(false, false, s),
+                                build_dynamic_map(false, true, s)};
+  };
+  static const std::array<Q8Map, 3> maps[2] = {build(Q8Semantics::cgad), build(Q8Semantics::bnb)};
+  return maps[semantics == Q8Semantics::bnb][static_cast<std::size_t>(kind)];
+}
+
+Q8MapKind second_moment_map(VMap map) {
+  return map == VMap::zero_free ? Q8MapKind::unsigned_zero_free : Q8MapKind::unsigned_map;
 }
 
 }  // namespace cgad::fastpath

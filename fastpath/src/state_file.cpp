@@ -86,7 +86,7 @@ std::uint32_t bits(float x) { return std::bit_cast<std::uint32_t>(x); }
 
 // The configuration fields in file order; a file must match the loading optimizer in every one.
 struct ConfigWords {
-  std::uint32_t words[15];
+  std::uint32_t words[16];
 };
 ConfigWords config_words(const StepConfig& c) {
   return ConfigWords{{static_cast<std::uint32_t>(c.optimizer), static_cast<std::uint32_t>(c.params),
@@ -94,15 +94,17 @@ ConfigWords config_words(const StepConfig& c) {
                       static_cast<std::uint32_t>(c.on_zero_gate), bits(c.adam.lr), bits(c.adam.beta1),
                       bits(c.adam.beta2), bits(c.adam.eps), bits(c.adam.weight_decay), bits(c.nesterov.lr),
                       bits(c.nesterov.momentum), bits(c.alpha), bits(c.tau_cut),
-                      static_cast<std::uint32_t>(c.q8_semantics)}};
+                      static_cast<std::uint32_t>(c.q8_semantics), static_cast<std::uint32_t>(c.v_map)}};
 }
-constexpr const char* kConfigNames[15] = {"optimizer", "parameter format", "state format", "rounding",
+// Version 2 stops before the v map: its files are dynamic (VMap's first value, 0).
+constexpr int kConfigWordsOfVersion2 = 15;
+constexpr const char* kConfigNames[16] = {"optimizer", "parameter format", "state format", "rounding",
                                           "on_zero_gate", "lr", "beta1", "beta2", "eps", "weight_decay",
-                                          "nesterov lr", "momentum", "alpha", "tau_cut", "q8 semantics"};
+                                          "nesterov lr", "momentum", "alpha", "tau_cut", "q8 semantics", "v map"};
 
 // The exact size of a file for this optimizer: what write_state_file writes.
 std::size_t expected_size(const StepPlanner& planner, const HostState& state) {
-  std::size_t size = sizeof kMagic + 4 + 15 * 4 + 8 + 8 + 8 + 8 + 8 + 8 * planner.tensor_sizes().size() + 8 + 8 +
+  std::size_t size = sizeof kMagic + 4 + 16 * 4 + 8 + 8 + 8 + 8 + 8 + 8 * planner.tensor_sizes().size() + 8 + 8 +
                      16 * planner.config().fragments + 4;
   for (int k = 0; k < state.moments; ++k) {
     size += 4 * state.fp32[k].size() + 2 * state.half[k].size() + state.codes[k].size() + 4 * state.absmax[k].size();
@@ -251,17 +253,21 @@ LoadedState parse_state_bytes(std::span<const unsigned char> bytes, const std::s
   Reader r(bytes, body, what);
   r.get_all<char>(sizeof kMagic);
   const auto version = r.get<std::uint32_t>();
-  if (version != kStateFileVersion) {
-    r.fail("has format version " + std::to_string(version) + ", this build reads version " +
+  if (version != kStateFileVersion && version != 2) {
+    r.fail("has format version " + std::to_string(version) + ", this build reads versions 2 and " +
            std::to_string(kStateFileVersion));
   }
   if (crc32(bytes.data(), body) != stored_crc) r.fail("is corrupt (checksum mismatch)");
 
   const StepConfig& config = planner.config();
   const ConfigWords expected = config_words(config);
-  for (int i = 0; i < 15; ++i) {
-    if (r.get<std::uint32_t>() != expected.words[i]) {
-      r.fail(std::string("was saved with another ") + kConfigNames[i] + " than this optimizer's");
+  for (int i = 0; i < 16; ++i) {
+    const std::uint32_t stored = version == 2 && i >= kConfigWordsOfVersion2 ? 0u : r.get<std::uint32_t>();
+    if (stored != expected.words[i]) {
+      r.fail(std::string("was saved with another ") + kConfigNames[i] + " than this optimizer's" +
+             (i == 15 ? std::string(" (") + (stored == 0 ? "dynamic" : stored == 1 ? "zero-free" : "unknown") +
+                            ", this optimizer " + std::string(to_string(config.v_map)) + ")"
+                      : std::string()));
     }
   }
   if (r.get<std::uint64_t>() != config.seed) r.fail("was saved with another seed than this optimizer's");

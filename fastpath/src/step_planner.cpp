@@ -129,7 +129,7 @@ StepPlanner::Plan StepPlanner::prepare(std::size_t params_size, std::size_t grad
     a.family = UpdateFamily::adam;
     a.moment[0].map = &dynamic_map(Q8MapKind::signed_map, config_.q8_semantics);
     a.moment[0].random_word = kWordFirstMoment;
-    a.moment[1].map = &dynamic_map(Q8MapKind::unsigned_map, config_.q8_semantics);
+    a.moment[1].map = &dynamic_map(second_moment_map(config_.v_map), config_.q8_semantics);
     a.moment[1].random_word = kWordSecondMoment;
   } else {
     // SDM: Δ scaled by 1/(1 + τ) (reference/nesterov.hpp); Nesterov is staleness-blind.

@@ -60,20 +60,21 @@ class _FastpathOptimizer(torch.optim.Optimizer):
     _hyperparameters = ()
 
     def __init__(self, params, defaults, *, state, rounding, seed, q8_semantics, min_q8_size, threads,
-                 fragments=1, unsupported=None):
+                 fragments=1, unsupported=None, v_map="dynamic"):
         name = type(self).__name__
         for flag in unsupported or {}:
             if flag in _UNSUPPORTED:
                 raise _cgad.InputError(f"{name}: {flag}= is not supported ({_UNSUPPORTED[flag]})")
             raise TypeError(f"{name}() got an unexpected keyword argument '{flag}'")
-        for key, value in (("state", state), ("rounding", rounding), ("q8_semantics", q8_semantics)):
+        for key, value in (("state", state), ("rounding", rounding), ("q8_semantics", q8_semantics), ("v_map", v_map)):
             if not isinstance(value, str):
                 raise _cgad.InputError(f"{name}: {key} must be a string, got {value!r}")
         if min_q8_size is not None:
             min_q8_size = _integer(min_q8_size, "min_q8_size", name, 0)
         self._structure = {
             "optimizer": self._optimizer, "state": state, "rounding": rounding,
-            "seed": _integer(seed, "seed", name, 0), "q8_semantics": q8_semantics, "min_q8_size": min_q8_size,
+            "seed": _integer(seed, "seed", name, 0), "q8_semantics": q8_semantics, "v_map": v_map,
+            "min_q8_size": min_q8_size,
             "fragments": _integer(fragments, "fragments", name, 1),
         }
         if self._structure["seed"] >= 2 ** 64:
@@ -227,11 +228,12 @@ class _AdamFamily(_FastpathOptimizer):
     _hyperparameters = ("lr", "betas", "eps", "weight_decay", "alpha", "tau_cut", "on_zero_gate")
 
     def __init__(self, params, lr, betas, eps, weight_decay, alpha, tau_cut, on_zero_gate, state, rounding, seed,
-                 q8_semantics, min_q8_size, threads, fragments=1, unsupported=None):
+                 q8_semantics, min_q8_size, threads, fragments=1, unsupported=None, v_map="dynamic"):
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, alpha=alpha, tau_cut=tau_cut,
                         on_zero_gate=on_zero_gate)
         super().__init__(params, defaults, state=state, rounding=rounding, seed=seed, q8_semantics=q8_semantics,
-                         min_q8_size=min_q8_size, threads=threads, fragments=fragments, unsupported=unsupported)
+                         min_q8_size=min_q8_size, threads=threads, fragments=fragments, unsupported=unsupported,
+                         v_map=v_map)
 
 
 class CGAD(_AdamFamily):
@@ -241,14 +243,16 @@ class CGAD(_AdamFamily):
     state: "fp32", "bf16" or "q8" (blockwise 8-bit, 256-element blocks); rounding: "nearest" or "stochastic"
     (keyed by seed, step and element); q8_semantics: "cgad" (exact nearest code, v = 0 guard) or "bnb"
     (bitsandbytes' 8-bit Adam formula by formula); min_q8_size: tensors under it keep fp32 state (default 4096
-    with bnb semantics, 0 with cgad's); threads: 0 for every core."""
+    with bnb semantics, 0 with cgad's); threads: 0 for every core; v_map (q8 state): "dynamic" (bitsandbytes'
+    map, which stores a v below ~1.6e-7 of its block's absmax as 0) or "zero-free" (no code at 0, Li, Chen & Zhu's
+    DE-0)."""
     _optimizer = "cgad"
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, alpha=0.2, tau_cut=32,
                  on_zero_gate="apply", state="fp32", rounding="nearest", seed=0, q8_semantics="cgad",
-                 min_q8_size=None, threads=0, **unsupported):
+                 min_q8_size=None, threads=0, v_map="dynamic", **unsupported):
         super().__init__(params, lr, betas, eps, weight_decay, alpha, tau_cut, on_zero_gate, state, rounding, seed,
-                         q8_semantics, min_q8_size, threads, unsupported=unsupported)
+                         q8_semantics, min_q8_size, threads, unsupported=unsupported, v_map=v_map)
 
 
 class PACGAD(_AdamFamily):
@@ -261,10 +265,11 @@ class PACGAD(_AdamFamily):
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, alpha=0.2, tau_cut=32,
                  on_zero_gate="apply", fragments=1, state="fp32", rounding="nearest", seed=0, q8_semantics="cgad",
-                 min_q8_size=None, threads=0, **unsupported):
+                 min_q8_size=None, threads=0, v_map="dynamic", **unsupported):
         self.fragment = 0  # what a bare step() uses
         super().__init__(params, lr, betas, eps, weight_decay, alpha, tau_cut, on_zero_gate, state, rounding, seed,
-                         q8_semantics, min_q8_size, threads, fragments=fragments, unsupported=unsupported)
+                         q8_semantics, min_q8_size, threads, fragments=fragments, unsupported=unsupported,
+                         v_map=v_map)
 
     def add_param_group(self, param_group):
         if self.param_groups:
@@ -293,9 +298,10 @@ class AdamDecay(_AdamFamily):
     _hyperparameters = ("lr", "betas", "eps", "weight_decay", "alpha")
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, alpha=0.2, state="fp32",
-                 rounding="nearest", seed=0, q8_semantics="cgad", min_q8_size=None, threads=0, **unsupported):
+                 rounding="nearest", seed=0, q8_semantics="cgad", min_q8_size=None, threads=0, v_map="dynamic",
+                 **unsupported):
         super().__init__(params, lr, betas, eps, weight_decay, alpha, 32, "apply", state, rounding, seed,
-                         q8_semantics, min_q8_size, threads, unsupported=unsupported)
+                         q8_semantics, min_q8_size, threads, unsupported=unsupported, v_map=v_map)
 
 
 class Adam(_AdamFamily):
@@ -304,9 +310,10 @@ class Adam(_AdamFamily):
     _hyperparameters = ("lr", "betas", "eps", "weight_decay")
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, state="fp32",
-                 rounding="nearest", seed=0, q8_semantics="cgad", min_q8_size=None, threads=0, **unsupported):
+                 rounding="nearest", seed=0, q8_semantics="cgad", min_q8_size=None, threads=0, v_map="dynamic",
+                 **unsupported):
         super().__init__(params, lr, betas, eps, weight_decay, 0.2, 32, "apply", state, rounding, seed,
-                         q8_semantics, min_q8_size, threads, unsupported=unsupported)
+                         q8_semantics, min_q8_size, threads, unsupported=unsupported, v_map=v_map)
 
 
 class _NesterovFamily(_FastpathOptimizer):

@@ -36,6 +36,7 @@ differential::FastpathOptions fastpath_options(const py::dict& o) {
   take(o, "seed", out.seed);
   take(o, "device", out.device);
   take(o, "q8_semantics", out.q8_semantics);
+  take(o, "v_map", out.v_map);
   take(o, "min_q8_size", out.min_q8_size);
   return out;
 }

@@ -26,7 +26,7 @@ namespace {
 
 const std::set<std::string> kKeys{"optimizer", "lr", "beta1", "beta2", "eps", "weight_decay", "momentum",
                                   "alpha", "tau_cut", "on_zero_gate", "fragments", "params", "state",
-                                  "rounding", "seed", "q8_semantics", "min_q8_size"};
+                                  "rounding", "seed", "q8_semantics", "v_map", "min_q8_size"};
 
 }  // namespace
 

@@ -42,6 +42,7 @@ FORMATS = [
     ("q8", dict(state="q8"), torch.bfloat16),
     ("q8-fp32-params", dict(state="q8", min_q8_size=100), torch.float32),
     ("q8-bnb", dict(state="q8", q8_semantics="bnb", min_q8_size=256), torch.bfloat16),
+    ("q8-zero-free", dict(state="q8", v_map="zero-free"), torch.bfloat16),
 ]
 
 
@@ -152,9 +153,20 @@ def test_corrupt_and_mismatched_state_is_refused_and_changes_nothing():
     refused(other_class, list(other_class.param_groups[0]["params"]), good, "saved by a cgad optimizer")
     other_semantics = CGAD(model(torch.bfloat16), state="q8", q8_semantics="bnb", min_q8_size=0)
     refused(other_semantics, list(other_semantics.param_groups[0]["params"]), good, "another q8 semantics")
+    other_map = CGAD(model(torch.bfloat16), state="q8", v_map="zero-free")
+    refused(other_map, list(other_map.param_groups[0]["params"]), good, "another v map")
     other_sizes_params = [torch.nn.Parameter(torch.zeros(n, dtype=torch.bfloat16)) for n in (300, 18, 259)]
     refused(CGAD(other_sizes_params, state="q8"), other_sizes_params, good, "sizes")
     fp32_params = model(torch.float32)
     refused(CGAD(fp32_params, state="q8"), fp32_params, good, "another parameter format")
     two_groups = [{"params": target_params[:1]}, {"params": target_params[1:]}]
     refused(CGAD(two_groups, state="q8"), target_params, good, "param groups")
+
+
+def test_v_map_is_checked_at_construction():
+    with pytest.raises(cgad.InputError, match="unknown v map 'none'"):
+        CGAD(model(torch.bfloat16), state="q8", v_map="none")
+    with pytest.raises(cgad.InputError, match="v map zero-free is a map of q8 second moments"):
+        CGAD(model(torch.bfloat16), state="fp32", v_map="zero-free")
+    with pytest.raises(cgad.InputError, match="v_map must be a string"):
+        CGAD(model(torch.bfloat16), state="q8", v_map=1)

@@ -18,15 +18,29 @@ std::string noise_samples_csv(const std::vector<differential::NoiseRun>& runs) {
          "theta_rms,theta_max_abs,theta_bias,v_zero_fraction,m_zero_fraction,step_over_5lr_fraction,"
          "max_step_over_lr,reference_max_step_over_lr,gated_to_zero\n";
   csv.precision(17);
+  const auto row = [&csv](const std::string& scenario, std::int64_t step, const differential::ErrorSummary* (&errors)[3],
+                          const differential::TrapSummary& t, std::int64_t gated_to_zero) {
+    csv << scenario << ',' << step;
+    for (const differential::ErrorSummary* e : errors) {
+      csv << ',' << e->mean_abs << ',' << e->rms << ',' << e->max_abs << ',' << e->bias;
+    }
+    csv << ',' << t.v_zero_fraction << ',' << t.m_zero_fraction << ',' << t.step_over_5lr_fraction << ','
+        << t.max_step_over_lr << ',' << t.reference_max_step_over_lr << ',' << gated_to_zero << '\n';
+  };
   for (const auto& run : runs) {
+    const std::string name = differential::scenario_name(run.scenario);
     for (const auto& s : run.samples) {
-      csv << differential::scenario_name(run.scenario) << ',' << s.step;
-      for (const differential::ErrorSummary* e : {&s.v, &s.m, &s.theta}) {
-        csv << ',' << e->mean_abs << ',' << e->rms << ',' << e->max_abs << ',' << e->bias;
+      const differential::ErrorSummary* errors[3] = {&s.v, &s.m, &s.theta};
+      row(name, s.step, errors, s.trap, s.gated_to_zero);
+    }
+    if (run.tensors.size() < 2) continue;
+    // A layout of several tensors: each tensor's rows follow, as the scenario "<name>/tensor<k>".
+    for (std::size_t k = 0; k < run.tensors.size(); ++k) {
+      for (const auto& s : run.samples) {
+        const differential::TensorSample& p = s.tensors[k];
+        const differential::ErrorSummary* errors[3] = {&p.v, &p.m, &p.theta};
+        row(name + "/tensor" + std::to_string(k), s.step, errors, p.trap, s.gated_to_zero);
       }
-      const differential::TrapSummary& t = s.trap;
-      csv << ',' << t.v_zero_fraction << ',' << t.m_zero_fraction << ',' << t.step_over_5lr_fraction << ','
-          << t.max_step_over_lr << ',' << t.reference_max_step_over_lr << ',' << s.gated_to_zero << '\n';
     }
   }
   return csv.str();

@@ -13,7 +13,8 @@ namespace cgad::cli {
 // The first logged sample at or past `fraction` of the run (the last one if none is).
 const differential::NoiseSample& sample_at_fraction(const differential::NoiseRun& run, double fraction);
 
-// One row per logged sample of every run: scenario, step, mean_abs/rms/max_abs/bias of v, m and θ, gated_to_zero.
+// One row per logged sample of every run: scenario, step, mean_abs/rms/max_abs/bias of v, m and θ, the trap
+// metrics, gated_to_zero; for a run over several tensors, then each tensor's rows as scenario "<name>/tensor<k>".
 std::string noise_samples_csv(const std::vector<differential::NoiseRun>& runs);
 
 struct NoisePlots {

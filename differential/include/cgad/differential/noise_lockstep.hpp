@@ -35,6 +35,7 @@ struct NoiseScenario {
   fastpath::StateFormat state = fastpath::StateFormat::q8;
   fastpath::Rounding rounding = fastpath::Rounding::nearest;
   fastpath::Q8Semantics q8_semantics = fastpath::Q8Semantics::cgad;
+  fastpath::VMap v_map = fastpath::VMap::dynamic;  // q8 state only (fastpath::validate)
   std::optional<std::size_t> min_q8_size;  // StepConfig's: unset is 4096 with bnb semantics, 0 with cgad
   std::string delays = "heavy";  // paper | heavy
   std::size_t size = 1024;
@@ -64,11 +65,19 @@ struct TrapSummary {
   double step_over_5lr_fraction = 0, max_step_over_lr = 0, reference_max_step_over_lr = 0;
 };
 
+// The same statistics over the elements of one tensor of the run's layout (a recorded stream's "tensors"; the
+// synthetic stream is one tensor), each with its own trap counter.
+struct TensorSample {
+  ErrorSummary v, m, theta;
+  TrapSummary trap;
+};
+
 struct NoiseSample {
   std::int64_t step = 0;
   ErrorSummary v, m, theta;
   TrapSummary trap;
   std::int64_t gated_to_zero = 0;  // events so far whose σ was exactly 0 (applied or skipped)
+  std::vector<TensorSample> tensors;  // per tensor of NoiseRun::tensors, in order
 };
 
 // Every element after the last step, fast path and reference side by side (the reference rounded to double),
@@ -81,6 +90,7 @@ struct NoiseRun {
   NoiseScenario scenario;
   std::vector<NoiseSample> samples;
   FinalState last;
+  std::vector<std::size_t> tensors;  // the layout the fast path ran (sizes, summing to the parameter count)
 };
 
 // "cgad" / "cgad-skip" / "adam-decay" / "adam" → optimizer and policy; InputError otherwise.

@@ -20,6 +20,7 @@ struct FastpathOptions {
   std::uint64_t seed = 0;
   std::string device = "cpu";
   std::string q8_semantics = "cgad";
+  std::string v_map = "dynamic";
   std::optional<std::size_t> min_q8_size;
 };
 

@@ -24,6 +24,13 @@ enum class Rounding { nearest, stochastic };
 //          fp32 state (tensors under min_q8_size, or state = fp32 throughout). Adam family only, nearest
 //          rounding only (bnb's kernels have no stochastic rounding), no bf16 state (bnb has none).
 enum class Q8Semantics { cgad, bnb };
+// The second moment's 8-bit map (q8_maps.hpp says which codes each holds):
+//   dynamic   — bitsandbytes' unsigned dynamic map, whose code 0 is 0.0: a v below about 1.6·10^-7 of its block's
+//               absmax is stored as 0 (the v-zero trap, docs/results/noise.md);
+//   zero_free — the same map with its 0 replaced by its smallest positive code (Li, Chen & Zhu's DE-0), so a v
+//               decodes to 0 only in a block whose absmax is 0.
+// Either works with either q8 semantics; m keeps the signed dynamic map.
+enum class VMap { dynamic, zero_free };
 
 struct StepConfig {
   reference::OptimizerKind optimizer = reference::OptimizerKind::cgad;  // cgad, pa-cgad, adam-decay, adam,
@@ -39,6 +46,7 @@ struct StepConfig {
   reference::ZeroGatePolicy on_zero_gate = reference::ZeroGatePolicy::apply;
   std::size_t fragments = 1;  // PA-CGAD's P; 1 for every other optimizer
   Q8Semantics q8_semantics = Q8Semantics::cgad;
+  VMap v_map = VMap::dynamic;  // q8 state of the Adam family only (validate refuses it elsewhere)
   // With q8 state, a tensor of fewer elements keeps fp32 state (bitsandbytes' min_8bit_size). Unset: 4096 (bnb's
   // default) with bnb semantics, 0 with cgad's.
   std::optional<std::size_t> min_q8_size;
@@ -78,18 +86,20 @@ reference::OptimizerConfig<Real> reference_config(const StepConfig& config) {
 }
 
 // Throws reference::InputError for an unsupported optimizer (delayed-nesterov), invalid hyperparameters or
-// gate, fragments on an optimizer other than PA-CGAD, P ≥ τ_cut for PA-CGAD, or bnb semantics where bnb has no
-// such kernel (see Q8Semantics).
+// gate, fragments on an optimizer other than PA-CGAD, P ≥ τ_cut for PA-CGAD, bnb semantics where bnb has no
+// such kernel (see Q8Semantics), or the zero-free v map without a q8 second moment (fp32 or bf16 state, Nesterov).
 void validate(const StepConfig& config);
 
 std::string_view to_string(ParamFormat format);
 std::string_view to_string(StateFormat format);
 std::string_view to_string(Rounding rounding);
 std::string_view to_string(Q8Semantics semantics);
+std::string_view to_string(VMap map);  // "dynamic", "zero-free"
 // Parse the command-line spellings ("fp32", "bf16", "q8", "nearest", "stochastic"); InputError otherwise.
 ParamFormat parse_param_format(std::string_view text);
 StateFormat parse_state_format(std::string_view text);
 Rounding parse_rounding(std::string_view text);
 Q8Semantics parse_q8_semantics(std::string_view text);
+VMap parse_v_map(std::string_view text);
 
 }  // namespace cgad::fastpath

@@ -24,7 +24,7 @@ struct HostState {
   std::vector<float> absmax[2];
 
   // The initial state for `planner`'s optimizer: all zero. q8 codes point at the map's exact zero with cgad
-  // semantics; with bnb semantics they are 0, as bitsandbytes' init_state makes them (torch.zeros_like uint8:
+  // semantics (the zero-free v map's smallest code: absmax 0 decodes it to 0); with bnb semantics they are 0, as bitsandbytes' init_state makes them (torch.zeros_like uint8:
   // code 0 is −0.99… in the signed map, harmless under absmax 0).
   static HostState zeros(const StepPlanner& planner);
 
@@ -36,7 +36,8 @@ struct HostState {
   bool same_shape(const HostState& other) const;
 };
 
-// The map index of 0 in each q8 map.
+// The map index of 0 in each q8 map; in the zero-free map, which has none, the index of its smallest code (an
+// all-zero state has absmax 0, so every code decodes to 0 there).
 std::uint8_t zero_code(Q8MapKind kind);
 
 }  // namespace cgad::fastpath

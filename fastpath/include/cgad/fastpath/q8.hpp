@@ -22,7 +22,7 @@
 // (1, +Inf) (checked when the map is built). Integer ops and two table reads, no data-dependent branch:
 // it vectorizes on the CPU (gathers) and does not diverge on the GPU.
 //
-// The line model (q8_nearest_fast): the same index without the two table reads, for the four dynamic maps. Each
+// The line model (q8_nearest_fast): the same index without the two table reads, for the maps of q8_maps.hpp. Each
 // side of zero is 7 groups of codes, group g spanning one decade with its codes means of a linspace (q8_maps.hpp),
 // so its thresholds lie almost exactly on a line. For |x| clamped to 1:
 //   G = the number of group boundaries (the thresholds below each group's first code, and below the code 1)
@@ -40,7 +40,8 @@
 // its own.
 // proptests/fastpath_q8_vector_test.cpp checks q8_nearest_fast against q8_nearest on every float, every map.
 //
-// Stochastic rounding picks between the two codes c_lo ≤ x ≤ c_hi around x, rounding up with probability
+// Stochastic rounding picks between the two codes c_lo ≤ x ≤ c_hi around x (below the zero-free map's code[1]
+// both are code[1], and so is the result), rounding up with probability
 // ⌈2^24·(x − c_lo)/(c_hi − c_lo)⌉/2^24: the comparison u·(c_hi − c_lo) < x − c_lo with u = k·2^-24 is exact
 // in double (a 24-bit k times a gap of at most 25 significant bits), so the only bias is that ≤ 2^-24
 // quantization of the probability. Values outside [code[0], code[255]] clamp to the end codes.
@@ -70,7 +71,7 @@ inline constexpr std::uint32_t kQ8ModelLowBits = 0x30800000u;  // 2^-30: |x| is 
 // so that an index −1 (G = 0) wraps to 7 in the CPU's 8-lane permutes; entry 7 (the code 1 alone) has k = 0,
 // c = −0.5: pos = 0.5, never near an integer.
 struct Q8Model {
-  std::int32_t zero_index;      // the index of the code 0 (127 signed, 0 unsigned)
+  std::int32_t zero_index;      // the index of the code 0 (127 signed, 0 unsigned; 0 in the zero-free map)
   std::int32_t negative_groups; // groups below zero: 7 (signed; there is no code −1) or 0 (unsigned)
   std::int32_t boundary[kQ8ModelGroups];  // bit patterns of the positive boundaries
   float k[kQ8ModelGroups], c[kQ8ModelGroups];
@@ -78,7 +79,7 @@ struct Q8Model {
 };
 
 struct Q8Map {
-  float code[kQ8Codes];        // strictly increasing
+  float code[kQ8Codes];        // strictly increasing, but for the zero-free map's code[0] = code[1] (q8_maps.hpp)
   // cgad semantics: midpoint[k] = (code[k] + code[k+1]) / 2 exactly, threshold[k] = midpoint[k] rounded down to
   // a float. bnb semantics: midpoint[k] = bnb's float midpoint, threshold[k] it or its predecessor by the tie rule
   // (q8_maps.hpp). midpoint[255] = +Inf; threshold[255] and the kQ8BucketSearch − 1 after it are +Inf.
@@ -88,7 +89,7 @@ struct Q8Map {
   // rather than uint8 so that the CPU's vector gathers (dword only) can read it.
   std::int32_t below[2 * kQ8BucketsPerSign];
   Q8Model model;
-  std::int32_t has_model;  // 1 when the model of the map's construction holds (the four dynamic maps)
+  std::int32_t has_model;  // 1 when the model of the map's construction holds (the six maps of q8_maps.hpp)
 };
 
 // The bucket of a float (above): its sign, then its clamped magnitude's exponent and top fraction bits. NaN

@@ -26,15 +26,31 @@
 //          search's end cases agree: its initial bounds −1 (signed) / 0 and 1 send x ≤ code[0] to 0 and
 //          x ≥ 1 to 255, and NaN fails every compare and ends at 0. The exhaustive test
 //          (fastpath_q8_bnb_test) checks this table against the search itself on every float of [−1, 1].
+//
+// The zero-free map (VMap::zero_free, for second moments): Li, Chen & Zhu, "Memory Efficient Optimizers with 4-bit
+// States" (NeurIPS 2023, arXiv 2309.01507), §4.1, name the zero-point problem (a v stored as 0 turns 1/sqrt(v)
+// into 1/ε) and remove zero from the second moment's map; their DE-0 is the dynamic-exponent map without its zero,
+// built in their code (lpmm, quant type "nonlinear-nozero") as the unsigned dynamic map with mapping[0] =
+// mapping[1]. So is this one, at 8 bits: the unsigned map above with code[0] = code[1] ≈ 3.25·10^-7 (its smallest
+// positive code) and codes 1..255 unchanged — 255 distinct values. Not 256 new ones: a rebuilt map would move every
+// code and lose bitsandbytes' map everywhere but at 0, where the trap lives. What changes: a v below about
+// 1.6·10^-7 of its block's absmax, stored as 0 by the dynamic map, is stored as 3.25·10^-7·absmax (an
+// overestimate, so its step shrinks rather than grows); no v decodes to 0 unless its block's absmax is 0. Both
+// nearest rules hold over the repeated code: the boundary between codes 0 and 1 is code[1] itself (exact midpoint
+// and float midpoint alike), a tie going to 0 (lower and even), so x ≤ code[1] gives 0 and both decode to code[1];
+// bitsandbytes' search ends there too (its initial lower bound 0 sends x ≤ code[0] to 0; fastpath_q8_bnb_test).
 #include "cgad/fastpath/config.hpp"
 #include "cgad/fastpath/q8.hpp"
 
 namespace cgad::fastpath {
 
-enum class Q8MapKind { signed_map, unsigned_map };
+enum class Q8MapKind { signed_map, unsigned_map, unsigned_zero_free };
 
 // Built on first use (thread-safe static), immutable afterwards.
 const Q8Map& dynamic_map(Q8MapKind kind, Q8Semantics semantics = Q8Semantics::cgad);
+
+// The map of a q8 second moment under `map`.
+Q8MapKind second_moment_map(VMap map);
 
 // torch.linspace(start, end, points) in float32, element-by-element rule (see above). Exposed for tests.
 void torch_linspace_f32(float start, float end, int points, float* out);

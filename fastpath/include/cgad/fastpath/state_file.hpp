@@ -1,16 +1,17 @@
 #pragma once
-// The fast path's optimizer state on disk (DESIGN.md §5). Little-endian, version 2:
+// The fast path's optimizer state on disk. Little-endian, version 3:
 //
-//   "CGADFPST"  u32 version = 2
+//   "CGADFPST"  u32 version = 3
 //   u32 optimizer, params format, state format, rounding, on_zero_gate,
 //   f32 lr, beta1, beta2, eps, weight_decay, nesterov lr, momentum, alpha, tau_cut   (as raw bits),
-//   u32 q8 semantics, u64 seed, u64 min_q8_size (the effective one),
+//   u32 q8 semantics, u32 v map (0 dynamic, 1 zero-free), u64 seed, u64 min_q8_size (the effective one),
 //   u64 parameters, u64 fragments, u64 tensors, tensors × u64 size,
 //   u64 applied steps, i64 rounds, fragments × (i64 t, i64 round of the last synchronization or −1)
 //   per moment: fp32 → parameters × f32 | bf16 → parameters × u16 |
 //               q8 → parameters × u8, q8 chunks × f32 absmax, fallback × f32 (tensors under min_q8_size)
-// Version 1 (before q8 semantics, tensor layouts and synchronization rounds) is refused: its ages cannot be
-// turned into synchronization rounds.
+// Version 2 is version 3 without the v map word, and loads as the dynamic map (the only one it had); a file of the
+// other map than the loading optimizer's is refused, naming both. Version 1 (before q8 semantics, tensor layouts
+// and synchronization rounds) is refused: its ages cannot be turned into synchronization rounds.
 //   u32 CRC-32 (Boost.CRC crc_32_type, the zlib/PNG polynomial) of every byte before it
 //
 // CRC-32 detects every error burst of at most 32 bits (a property of any degree-32 CRC whose polynomial has a
@@ -36,7 +37,7 @@
 
 namespace cgad::fastpath {
 
-inline constexpr std::uint32_t kStateFileVersion = 2;
+inline constexpr std::uint32_t kStateFileVersion = 3;
 
 // The state's bytes in the format above.
 std::vector<unsigned char> state_bytes(const StepPlanner& planner, const HostState& state);
