@@ -259,6 +259,7 @@ NoiseRun run_lockstep(const NoiseScenario& scenario, const std::function<void(lo
     for (std::size_t i = 0; i < n; ++i) {
       ideal_max_step = std::max(ideal_max_step, std::fabs(ideal_theta[i].convert_to<double>() - ideal_before[i]) / lr);
     }
+    progress(static_cast<long>(step), static_cast<long>(steps));
     if (step % scenario.log_every != 0 && step != steps) continue;
     fast.read_buffer("m", m);
     fast.read_buffer("v", v);
@@ -289,7 +290,6 @@ NoiseRun run_lockstep(const NoiseScenario& scenario, const std::function<void(lo
     const TrapSummary trap{counts.v_zero_fraction, static_cast<double>(m_zero) / static_cast<double>(n),
                            counts.step_over_5lr_fraction, counts.max_step_over_lr, ideal_max_step};
     run.samples.push_back({step, ev.summary(), em.summary(), et.summary(), trap, gated_to_zero});
-    progress(static_cast<long>(step), static_cast<long>(steps));
   }
   return run;
 }
