@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -186,9 +187,10 @@ TEST(FastpathStateFile, ImpossibleContentsUnderAValidChecksumAreRefused) {
     EXPECT_EQ(state_bytes(*target_owner), before);
     write_all(path, with_crc(good));  // the checksum helper itself is right
     EXPECT_NO_THROW(target_owner->load(path));
-    // The bounds themselves are reachable (|g| just under 2^63 for long enough), so they load.
+    // The bounds themselves are reachable (|g| just under 2^63 for long enough: m and v together), so they load.
     std::vector<char> edge = good;
     put_float(edge, header + 4 * 11, -0x1p63f);
+    put_float(edge, header + 4 * n + 4 * 11, 0x1p126f);
     put_float(edge, header + 4 * n + 4 * 12, 0x1p126f);
     write_all(path, with_crc(edge));
     EXPECT_NO_THROW(target_owner->load(path));
@@ -275,6 +277,79 @@ TEST(FastpathStateFile, VMapIsRecordedAndAVersionTwoFileLoadsAsDynamic) {
             std::string::npos)
       << load_error(zero_free_reader, path);
   std::filesystem::remove(path);
+}
+
+// m and v are checked together: each inside its own range, |m| = 2^63 beside the smallest subnormal v loaded (CRC
+// recomputed), and the next zero-gradient step sent θ to −Inf while reporting "applied". No sequence of steps
+// makes such a pair (the bound's derivation is in fastpath/src/state_file.cpp), so it is refused, for fp32 and bf16
+// state, and the state in memory is kept.
+TEST(FastpathStateFileMoments, AnUnreachableMAndVPairIsRefused) {
+  const std::size_t n = 300;
+  const std::size_t header = 8 + 4 + 64 + 40 + 8 + 8 + 8 + 16;  // 16 words after magic and version (v map included)
+  const auto path = temp_path("joint");
+  for (const StateFormat format : {StateFormat::fp32, StateFormat::bf16}) {
+    StepConfig config;
+    config.params = ParamFormat::fp32;
+    config.state = format;
+    const std::size_t width = format == StateFormat::fp32 ? 4 : 2;
+    stepped(config, n, 21)->save(path);
+    const std::vector<char> good = read_all(path);
+    ASSERT_EQ(good.size(), header + 2 * width * n + 4);
+    const auto put = [&](std::vector<char>& bytes, std::size_t offset, float value) {
+      if (width == 4) {
+        put_float(bytes, offset, value);
+      } else {
+        const std::uint16_t half = static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(value) >> 16);
+        std::memcpy(bytes.data() + offset, &half, 2);
+      }
+    };
+    const float tiny = width == 4 ? 0x1p-149f : 0x1p-133f;  // the format's smallest subnormal
+    const auto target = stepped(config, n, 22);
+    const auto before = state_bytes(*target);
+    std::vector<char> bad = good;
+    put(bad, header + width * 5, -0x1p63f);
+    put(bad, header + width * n + width * 5, tiny);
+    write_all(path, with_crc(bad));
+    EXPECT_THROW(target->load(path), reference::InputError) << describe(config);
+    EXPECT_EQ(state_bytes(*target), before);
+    // The same m beside the v a gradient of that size makes loads.
+    std::vector<char> paired = good;
+    put(paired, header + width * 5, -0x1p63f);
+    put(paired, header + width * n + width * 5, 0x1p126f);
+    write_all(path, with_crc(paired));
+    EXPECT_NO_THROW(target->load(path)) << describe(config);
+  }
+  std::filesystem::remove(path);
+}
+
+// The joint bound holds for what steps do make at the edges of float: a gradient just under 2^63, then decay on
+// zero gradients, then gradients whose squares underflow (v = 0 or subnormal beside a nonzero m), for fp32 and bf16
+// state, nearest and stochastic rounding, and two pairs of betas; every state along the way loads again.
+TEST(FastpathStateFileMoments, EveryStateStepsReachLoads) {
+  const std::size_t n = 8;
+  for (const StateFormat format : {StateFormat::fp32, StateFormat::bf16}) {
+    for (const Rounding rounding : {Rounding::nearest, Rounding::stochastic}) {
+      for (const auto& [beta1, beta2] : {std::pair{0.9f, 0.999f}, std::pair{0.5f, 0.3f}}) {
+        StepConfig config;
+        config.params = ParamFormat::fp32;
+        config.state = format;
+        config.rounding = rounding;
+        config.adam.beta1 = beta1;
+        config.adam.beta2 = beta2;
+        CpuOptimizer opt(config, n, 1);
+        std::vector<float> theta(n, 0.0f);
+        const std::vector<float> grads{0x1.fffffep62f, 0.0f, 0.0f, 0x1p-80f, -0x1p-70f, 0x1p-149f, 3.0f, 0x1p-100f};
+        for (int step = 0; step < 400; ++step) {
+          std::vector<float> g(n);
+          for (std::size_t i = 0; i < n; ++i) g[i] = grads[(i + static_cast<std::size_t>(step)) % grads.size()];
+          if (step > 40 && step < 300) g.assign(n, step % 3 == 0 ? 0x1p-90f : 0.0f);
+          opt.step(std::span<float>(theta), std::span<const float>(g), 0, 0);
+          CpuOptimizer copy(config, n, 1);
+          ASSERT_NO_THROW(copy.load_bytes(opt.save_bytes())) << describe(config) << " after step " << step;
+        }
+      }
+    }
+  }
 }
 
 // Issue 16 item 18: what is not a regular file is refused before it is read -- a directory (std::ios_base::failure

@@ -288,6 +288,7 @@ NoiseRun run_lockstep(const NoiseScenario& scenario, const std::function<void(lo
         ideal_max_step = std::max(ideal_max_step, moved);
       }
     }
+    progress(static_cast<long>(step), static_cast<long>(steps));
     if (step % scenario.log_every != 0 && step != steps) continue;
     fast.read_buffer("m", m);
     fast.read_buffer("v", v);
@@ -333,7 +334,6 @@ NoiseRun run_lockstep(const NoiseScenario& scenario, const std::function<void(lo
                           c.step_over_5lr_fraction, c.max_step_over_lr, tensor_ideal_max[t]}});
     }
     run.samples.push_back({step, ev.summary(), em.summary(), et.summary(), trap, gated_to_zero, std::move(tensors)});
-    progress(static_cast<long>(step), static_cast<long>(steps));
   }
   return run;
 }

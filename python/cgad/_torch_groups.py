@@ -4,7 +4,7 @@ contiguous vector, so a group of several tensors is gathered into one on the dev
 import torch
 
 from . import _cgad
-from ._torch_tensors import backend, gradients, group_layout, param_pointers
+from ._torch_tensors import backend, gradients, group_layout, held, param_pointers
 
 
 class Group:
@@ -50,13 +50,14 @@ class CpuGroup(Group):
         self.engine = _cgad.CpuOptimizer(self.spec, self.sizes, threads)
 
     def prepare(self, params, fragment, where):
-        """The event's operands (parameter and gradient pointers, and the float32 gradients kept alive while the
-        step runs), or None when the group has no pseudo-gradient to apply."""
-        ptrs = param_pointers(params, self.layout, where)
+        """The event's operands (parameter and gradient pointers, with tensors that keep the memory they point to
+        alive until the step has ended), or None when the group has no pseudo-gradient to apply."""
+        views = held(params)
+        ptrs = param_pointers(views, self.layout, where)
         grads = gradients(params, self.tensors_in(fragment, where), where)
         if grads is None:
             return None
-        return ptrs, [0 if g is None else g.data_ptr() for g in grads], grads
+        return ptrs, [0 if g is None else g.data_ptr() for g in grads], grads, views
 
     def preview(self, prepared, tau, fragment):
         return self.engine.preview(prepared[1], tau, fragment)

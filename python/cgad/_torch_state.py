@@ -44,11 +44,21 @@ def unpack(state_dict, optimizer_name, group_count, where):
     if not isinstance(groups, list) or len(groups) != group_count:
         raise _cgad.InputError(f"{where}: the state_dict holds {len(groups) if isinstance(groups, list) else 'no'} "
                                f"param groups' state, this optimizer has {group_count} param groups")
+    # torch's own part, which torch's load_state_dict reads with [] (a KeyError, a TypeError where it is missing).
+    torch_groups = state_dict.get("param_groups")
+    if "state" not in state_dict or not isinstance(torch_groups, list) or len(torch_groups) != group_count or \
+            not all(isinstance(g, dict) for g in torch_groups):
+        raise _cgad.InputError(f"{where}: the state_dict must hold 'state' and 'param_groups' (a list of "
+                               f"{group_count} dicts), as torch.optim's state_dict() makes them")
     out = []
     for i, g in enumerate(groups):
         state = g.get("state") if isinstance(g, dict) else None
         if not isinstance(state, torch.Tensor) or state.dtype != torch.uint8 or state.dim() != 1:
             raise _cgad.InputError(f"{where}: param group {i}'s state must be a one-dimensional uint8 tensor, got "
                                    f"{type(state).__name__ if not isinstance(state, torch.Tensor) else state.dtype}")
-        out.append((dict(g["spec"]), list(g["sizes"]), state.detach().cpu().contiguous().numpy()))
+        spec, sizes = g.get("spec"), g.get("sizes")
+        if not isinstance(spec, dict) or not isinstance(sizes, list):
+            raise _cgad.InputError(f"{where}: param group {i}'s '{KEY}' entry must hold 'spec' (a dict) and 'sizes' "
+                                   "(a list)")
+        out.append((dict(spec), list(sizes), state.detach().cpu().contiguous().numpy()))
     return out

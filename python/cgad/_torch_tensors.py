@@ -52,31 +52,57 @@ def group_layout(params, where):
     devices = {p.device for p in params}
     if len(devices) > 1:
         refuse(where, f"the param group's parameters lie on several devices ({', '.join(map(str, devices))})")
-    check_no_aliasing(params, where)
+    check_no_aliasing(named(params), where)
     return PARAM_FORMATS[params[0].dtype], params[0].device, [p.numel() for p in params]
 
 
-def check_no_aliasing(params, where):
-    """Two parameters sharing memory would be updated twice, each time from the other's half-updated values."""
-    spans = sorted((p.data_ptr(), p.data_ptr() + p.numel() * p.element_size(), i)
-                   for i, p in enumerate(params) if p.numel() > 0)
+def check_no_aliasing(labelled, where):
+    """Two parameters sharing memory would be updated twice, each time from the other's half-updated values.
+    ``labelled``: (name for the message, tensor) pairs -- one group's parameters, or every group's."""
+    spans = sorted((p.data_ptr(), p.data_ptr() + p.numel() * p.element_size(), k)
+                   for k, (_, p) in enumerate(labelled) if p.numel() > 0)
     for (_, end, i), (begin, _, j) in zip(spans, spans[1:]):
         if begin < end:
-            refuse(where, f"parameters {min(i, j)} and {max(i, j)} share memory; cgad.torch updates each "
+            first, second = sorted((i, j))
+            refuse(where, f"{labelled[first][0]} and {labelled[second][0]} share memory; cgad.torch updates each "
                           "parameter in place and cannot step tensors that alias each other")
+
+
+def named(params):
+    return [(f"parameter {i}", p) for i, p in enumerate(params)]
 
 
 def param_pointers(params, layout, where):
     """The parameters' data pointers, after checking they still have the format, device and sizes the group's
     state was made for (a model moved or cast since would otherwise be stepped as what it was)."""
     fmt, device, sizes = layout
+    if len(params) != len(sizes):
+        refuse(where, f"the param group now has {len(params)} parameters, its optimizer state was made for "
+                      f"{len(sizes)} (add parameters with add_param_group, not by changing param_groups)")
     for i, p in enumerate(params):
         check_param(p, i, where)
         if PARAM_FORMATS[p.dtype] != fmt or p.device != device or p.numel() != sizes[i]:
             refuse(where, f"parameter {i} is now {p.dtype} with {p.numel()} elements on {p.device}; its optimizer "
                           f"state was made for {fmt} with {sizes[i]} elements on {device}")
-    check_no_aliasing(params, where)
+    check_no_aliasing(named(params), where)
     return [p.data_ptr() for p in params]
+
+
+def held(params):
+    """Tensors of their own on the parameters' memory, for a step to hold while it runs: another thread may give
+    a parameter new memory meanwhile (``p.data = ...``), which would free the old memory under the step. These
+    share the parameters' version counters, and the old memory stays alive as long as they do."""
+    return [p.detach() for p in params]
+
+
+def mark_modified(params):
+    """Advances each parameter's version counter, as torch's in-place operations do, so that backward() through a
+    graph that saved a parameter before the step raises torch's "modified by an inplace operation" instead of
+    using the new values. torch 1.13 has no call for it; ``p.set_(p)`` is the cheapest in-place operation that
+    changes nothing and touches no memory (p.add_(0) reads and writes every element, an in-place op on an empty
+    view costs two operations)."""
+    for p in params:
+        p.set_(p)
 
 
 def grad_as_float32(p, i, where):
@@ -92,7 +118,7 @@ def grad_as_float32(p, i, where):
     if not g.is_contiguous():
         refuse(where, f"parameter {i}'s gradient is not contiguous")
     if g.dtype == torch.float32:
-        return g
+        return g.detach()  # a tensor of its own on the same memory: it keeps that memory alive (held())
     if g.dtype == torch.bfloat16:
         return g.float()
     refuse(where, f"parameter {i}'s gradient has dtype {g.dtype}")

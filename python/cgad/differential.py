@@ -7,7 +7,7 @@ import os
 import numpy as np
 
 from . import _cgad
-from .numerics import _text
+from .numerics import _precision, _text
 
 _FASTPATH_ONLY = ("params", "state", "rounding", "seed", "device", "q8_semantics", "min_q8_size")
 
@@ -41,27 +41,43 @@ class Replay:
 
 def _stream_text(stream):
     """JSON-lines text of a stream given as {"params": [...], "tensors": [...], "events": [{"grad": [...],
-    "tau": k, "fragment": f}, ...]} (lists or NumPy arrays; floats are written as their shortest decimal, which
-    the stream parser rounds once, exactly, to each backend's format)."""
-    def listed(x):
-        return [_number(v) for v in np.asarray(x).reshape(-1).tolist()]
-
-    header = {"params": listed(stream["params"])}
-    if "tensors" in stream:
-        header["tensors"] = [int(n) for n in stream["tensors"]]
-    lines = [json.dumps(header)]
-    for e in stream.get("events", []):
-        event = {"grad": listed(e["grad"]), "tau": int(e.get("tau", 0))}
-        if "fragment" in e:
-            event["fragment"] = int(e["fragment"])
-        lines.append(json.dumps(event))
+    "tau": k, "fragment": f}, ...]}: the dict's entries other than "events" make the header line, and each event
+    its line, with their values as they are -- no value is converted to what the stream wants -- so the stream
+    reader `cgad replay` uses (differential/replay_stream.hpp) refuses exactly what it refuses in a file: a
+    missing or non-integer tau (16.5, True, "3"), an unknown key ("evnets"), a bool in params. NumPy arrays and
+    tensors become flat lists; a float is written as its shortest decimal (which the reader rounds once, exactly,
+    to each backend's format), a NaN or an infinity as the text "nan", "inf", "-inf" that the reader takes."""
+    if not isinstance(stream, dict):
+        raise _cgad.InputError(f"replay: a stream is a path or a dict, got {type(stream).__name__}")
+    events = stream.get("events", [])
+    if not isinstance(events, (list, tuple)):
+        raise _cgad.InputError(f"replay: the stream's \"events\" must be a list of dicts, got {type(events).__name__}")
+    header = {k: _json_value(v, k) for k, v in stream.items() if k != "events"}
+    lines = [json.dumps(header, allow_nan=False)]
+    for i, e in enumerate(events):
+        if not isinstance(e, dict):
+            raise _cgad.InputError(f"replay: event {i} must be a dict, got {type(e).__name__}")
+        lines.append(json.dumps({k: _json_value(v, k) for k, v in e.items()}, allow_nan=False))
     return "\n".join(lines) + "\n"
 
 
-def _number(x):
+def _json_value(x, key):
+    """``x`` as JSON data, unchanged but for the forms JSON lacks (see _stream_text)."""
+    if not isinstance(key, str):
+        raise _cgad.InputError(f"replay: a stream's keys are strings, got {key!r}")
+    if hasattr(x, "__array__") and not isinstance(x, (list, tuple)):
+        x = np.asarray(x)
+        x = x.reshape(-1).tolist() if x.ndim > 0 else x.item()
+    if isinstance(x, (list, tuple)):
+        return [_json_value(v, key) for v in x]
+    if isinstance(x, dict):
+        return {k: _json_value(v, k) for k, v in x.items()}
     if isinstance(x, float) and not math.isfinite(x):
         return "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")
-    return _text(x, "a stream value")
+    if x is None or isinstance(x, (bool, int, float, str)):
+        return x
+    raise _cgad.InputError(f"replay: the stream's \"{key}\" holds a {type(x).__name__}, not JSON data (a number, "
+                           "string, list or dict)")
 
 
 def replay(stream, backend="reference", optimizer="cgad", *, lr=None, beta1=None, beta2=None, eps=None,
@@ -79,16 +95,16 @@ def replay(stream, backend="reference", optimizer="cgad", *, lr=None, beta1=None
     if backend == "reference" and given:
         raise _cgad.InputError(f"replay: {given[0]} applies to backend='fastpath' only")
     opts = {"optimizer": optimizer, "alpha": _text(alpha, "alpha"), "tau_cut": tau_cut, "buffer": buffer,
-            "fragments": fragments, "on_zero_gate": on_zero_gate}
+            "fragments": fragments, "on_zero_gate": on_zero_gate}  # each converted by the module, or refused
     for key, value in (("lr", lr), ("beta1", beta1), ("beta2", beta2), ("eps", eps),
                        ("weight_decay", weight_decay), ("momentum", momentum)):
         if value is not None:
             opts[key] = _text(value, key)
     fast = {k: v for k, v in fast.items() if v is not None}
     if isinstance(stream, (str, os.PathLike)):
-        raw = _cgad.replay(os.fspath(stream), None, backend, opts, fast, precision)
+        raw = _cgad.replay(os.fspath(stream), None, backend, opts, fast, _precision(precision))
     else:
-        raw = _cgad.replay(None, _stream_text(stream), backend, opts, fast, precision)
+        raw = _cgad.replay(None, _stream_text(stream), backend, opts, fast, _precision(precision))
     return Replay(raw)
 
 
@@ -103,6 +119,6 @@ def noise(optimizer="cgad", *, params="bf16", state="q8", rounding="nearest", q8
     reference_max_step_over_lr, gated_to_zero) and ``final`` (theta/m/v of both sides after the last step)."""
     opts = dict(optimizer=optimizer, params=params, state=state, rounding=rounding, q8_semantics=q8_semantics,
                 min_q8_size=min_q8_size, delays=delays, size=size, steps=steps, log_every=log_every, seed=seed,
-                scale_range=float(scale_range), zero_fraction=float(zero_fraction),
+                scale_range=scale_range, zero_fraction=zero_fraction,
                 stream=None if stream is None else os.fspath(stream))
-    return _cgad.noise(opts, precision)
+    return _cgad.noise(opts, _precision(precision))

@@ -7,6 +7,7 @@ working precision, exactly as ``cgad gate --alpha 0.2`` reads it -- and not the 
 import numbers
 
 from . import _cgad
+from ._arguments import INT64_MAX, UINT32_MAX, integer
 
 _GATES = ("cosine", "exponential", "none")
 
@@ -28,18 +29,18 @@ def _gate(gate):
     return gate
 
 
+# The most rows gate_table makes, as `cgad gate` (apps/cgad/cmd_gate.cpp): a typo in tau_cut should not run for
+# minutes and fill memory.
+MAX_TABLE_TAU_CUT = 1_000_000
+
+
 def _precision(precision):
-    if isinstance(precision, bool) or not isinstance(precision, numbers.Integral):
-        raise _cgad.InputError(f"precision must be an integer number of bits, got {precision!r}")
-    return int(precision)
+    """A precision in bits; the library then checks it against the range of the call it is for."""
+    return integer(precision, "precision (bits)", 0, UINT32_MAX)
 
 
 def _digits(digits):
-    if digits is None:
-        return None
-    if isinstance(digits, bool) or not isinstance(digits, numbers.Integral) or digits < 2:
-        raise _cgad.InputError(f"digits must be an integer >= 2, got {digits!r}")
-    return int(digits)
+    return None if digits is None else integer(digits, "digits", 2, UINT32_MAX)
 
 
 def sigma(tau, alpha=0.2, tau_cut=32, gate="cosine"):
@@ -73,10 +74,9 @@ def gate_table(alpha="0.2", tau_cut=32, precision=256, digits=None):
     """The rows of ``cgad gate``: for tau = 0 .. tau_cut + 1, a dict with the integer ``tau``, ``gamma`` and
     ``sigma`` as exact decimal strings (MPFR at ``precision`` bits) and ``sigma_float`` (the MPFR value rounded
     to the nearest double)."""
-    if isinstance(tau_cut, bool) or not isinstance(tau_cut, numbers.Integral) or tau_cut < 1:
-        raise _cgad.InputError(f"tau_cut must be an integer >= 1 for a table, got {tau_cut!r}")
+    tau_cut = integer(tau_cut, "tau_cut", 1, MAX_TABLE_TAU_CUT)
     rows = []
-    for tau in range(int(tau_cut) + 2):
+    for tau in range(tau_cut + 2):
         s = _cgad.sigma_exact(str(tau), _text(alpha, "alpha"), str(tau_cut), "cosine", _precision(precision),
                               _digits(digits))
         g = _cgad.gamma_exact(str(tau), _text(alpha, "alpha"), str(tau_cut), "cosine", _precision(precision),
@@ -92,6 +92,5 @@ def bound_constants(alpha="0.2", tau_cut=32, precision=256, digits=None):
     rounded outward so the printed interval still contains the constant); B1 and B2 also with their maximizer and
     the integer-tau maxima; ``inequalities``: every claimed inequality (B1 <= 1/(e*alpha), ...) with both sides'
     enclosures and its ``verdict`` (``proved`` is True when certified); ``precision_bits`` in effect."""
-    if isinstance(tau_cut, bool) or not isinstance(tau_cut, numbers.Integral):
-        raise _cgad.InputError(f"tau_cut must be an integer, got {tau_cut!r}")
-    return _cgad.bound_constants(_text(alpha, "alpha"), int(tau_cut), _precision(precision), _digits(digits))
+    tau_cut = integer(tau_cut, "tau_cut", -INT64_MAX - 1, INT64_MAX)  # the library's range check
+    return _cgad.bound_constants(_text(alpha, "alpha"), tau_cut, _precision(precision), _digits(digits))

@@ -15,13 +15,19 @@ they lie; a NaN/Inf pseudo-gradient anywhere skips the whole step, changes nothi
 state_dict() holds the fast path's checksummed state bytes and load_state_dict() resumes bit for bit.
 See docs/python.md.
 """
+import contextlib
 import numbers
+import os
+import threading
+import weakref
 
 import torch
 
 from . import _cgad
 from . import _torch_state
+from ._arguments import INT64_MAX, UINT32_MAX, UINT64_MAX, integer
 from ._torch_groups import CudaGroup, make_group
+from ._torch_tensors import check_no_aliasing, mark_modified
 from ._torch_report import REFUSED, GroupReport, StepReport, combine, group_report, no_gradient
 
 __all__ = ["CGAD", "PACGAD", "AdamDecay", "Adam", "Nesterov", "SDM", "StepReport", "GroupReport"]
@@ -43,13 +49,36 @@ def _number(value, name, where):
         value = value.item()
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise _cgad.InputError(f"{where}: {name} must be a real number, got {value!r}")
-    return repr(float(value))
+    if isinstance(value, numbers.Integral):
+        return str(int(value))  # exact, however large: the library's range check then refuses it with the range
+    try:
+        return repr(float(value))
+    except OverflowError:
+        raise _cgad.InputError(f"{where}: {name} = {value} is beyond the range of a double") from None
 
 
-def _integer(value, name, where, least):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < least:
-        raise _cgad.InputError(f"{where}: {name} must be an integer >= {least}, got {value!r}")
-    return int(value)
+def _integer(value, name, where, least, most=INT64_MAX):
+    return integer(value, name, least, most, where)
+
+
+# The optimizers alive in this process, for the fork handler below.
+_LIVE = weakref.WeakSet()
+
+
+def _after_fork_in_child():
+    """A forked child has only the thread that forked. An optimizer that another thread was stepping (or loading)
+    at that moment is half updated in the child, and its lock is held by a thread that does not exist here: it is
+    marked so that it refuses to be used, rather than waiting forever. Every other one gets a fresh lock and works
+    as it did (the fast path's thread pool starts new workers in the child: fastpath/thread_pool.hpp)."""
+    me = threading.get_ident()
+    for optimizer in list(_LIVE):
+        if optimizer._holder is not None and optimizer._holder != me:
+            optimizer._forked_mid_call = True
+        optimizer._lock = threading.RLock()
+        optimizer._holder = None
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class _FastpathOptimizer(torch.optim.Optimizer):
@@ -70,19 +99,39 @@ class _FastpathOptimizer(torch.optim.Optimizer):
             if not isinstance(value, str):
                 raise _cgad.InputError(f"{name}: {key} must be a string, got {value!r}")
         if min_q8_size is not None:
-            min_q8_size = _integer(min_q8_size, "min_q8_size", name, 0)
+            min_q8_size = _integer(min_q8_size, "min_q8_size", name, 0, UINT64_MAX)
         self._structure = {
             "optimizer": self._optimizer, "state": state, "rounding": rounding,
-            "seed": _integer(seed, "seed", name, 0), "q8_semantics": q8_semantics, "v_map": v_map,
-            "min_q8_size": min_q8_size,
-            "fragments": _integer(fragments, "fragments", name, 1),
+            "seed": _integer(seed, "seed", name, 0, UINT64_MAX), "q8_semantics": q8_semantics, "v_map": v_map,
+            "min_q8_size": min_q8_size, "fragments": _integer(fragments, "fragments", name, 1, UINT64_MAX),
         }
-        if self._structure["seed"] >= 2 ** 64:
-            raise _cgad.InputError(f"{name}: seed must be below 2^64, got {seed}")
-        self._threads = _integer(threads, "threads", name, 0)
+        self._threads = _integer(threads, "threads", name, 0, UINT32_MAX)
         self._groups = []     # one _torch_groups.Group per param group, in order
         self.staleness = 0    # what a bare step() uses (torchft calls step() with no arguments)
+        # One call at a time changes the optimizer: the step releases the GIL while the fast path runs, and two
+        # steps at once would share its state (and, before, its thread pool). Reentrant: PACGAD's step ends the
+        # round through advance_round(), and a closure may read the optimizer.
+        self._lock = threading.RLock()
+        self._holder = None   # the thread inside _exclusive(), for the fork handler
+        self._forked_mid_call = False
+        _LIVE.add(self)
         super().__init__(params, defaults)
+
+    @contextlib.contextmanager
+    def _exclusive(self):
+        """Holds the optimizer for one call: a call from another thread waits for it to end."""
+        with self._lock:
+            if self._forked_mid_call:
+                raise _cgad.InputError(f"{type(self).__name__}: this process was forked while another thread was "
+                                       "inside a call on this optimizer, so this copy of its state may be half "
+                                       "updated; make the optimizer (or load its state_dict) again in the child")
+            outer = self._holder is None
+            self._holder = threading.get_ident()
+            try:
+                yield
+            finally:
+                if outer:
+                    self._holder = None
 
     # --- configuration ------------------------------------------------------------------------------------------
 
@@ -90,6 +139,8 @@ class _FastpathOptimizer(torch.optim.Optimizer):
         """The fast-path configuration of a param group, its hyperparameters read from the group now."""
         spec = dict(self._structure)
         for key in self._hyperparameters:
+            if key not in group:
+                raise _cgad.InputError(f"{where}: the param group has no '{key}'")
             value = group[key]
             if key == "betas":
                 if not isinstance(value, (tuple, list)) or len(value) != 2:
@@ -107,33 +158,45 @@ class _FastpathOptimizer(torch.optim.Optimizer):
         return f"{type(self).__name__} param group {index}"
 
     def add_param_group(self, param_group):
-        super().add_param_group(param_group)
-        index = len(self.param_groups) - 1
-        try:
-            group = self.param_groups[index]
-            where = self._where(index)
-            made = make_group(self._spec(group, where), group["params"], self._threads, where)
-            if (isinstance(made, CudaGroup) and index > 0) or (self._groups and isinstance(self._groups[0], CudaGroup)):
-                raise _cgad.InputError(f"{where}: CUDA parameters take one param group (the CUDA backend cannot check "
-                                       "an event before stepping it, so a NaN in one group could not leave the "
-                                       "others untouched)")
-        except Exception:
-            self.param_groups.pop()
-            raise
-        self._groups.append(made)
+        with self._exclusive():
+            super().add_param_group(param_group)
+            index = len(self.param_groups) - 1
+            try:
+                group = self.param_groups[index]
+                where = self._where(index)
+                made = make_group(self._spec(group, where), group["params"], self._threads, where)
+                if (isinstance(made, CudaGroup) and index > 0) or (self._groups and isinstance(self._groups[0],
+                                                                                               CudaGroup)):
+                    raise _cgad.InputError(f"{where}: CUDA parameters take one param group (the CUDA backend cannot "
+                                           "check an event before stepping it, so a NaN in one group could not "
+                                           "leave the others untouched)")
+                self._check_disjoint_groups(where)
+            except Exception:
+                self.param_groups.pop()
+                raise
+            self._groups.append(made)
+
+    def _check_disjoint_groups(self, where):
+        """No parameter may share memory with one of another group (torch refuses only the same tensor twice; a
+        view of it in another group would be stepped twice, by two fast-path optimizers)."""
+        if len(self.param_groups) > 1:
+            check_no_aliasing([(f"param group {g} parameter {i}", p) for g, group in enumerate(self.param_groups)
+                               for i, p in enumerate(group["params"])], where)
 
     # --- the step -----------------------------------------------------------------------------------------------
 
     def _fragment(self, fragment):
-        if fragment is not None and fragment != 0:
+        if fragment is not None and not (isinstance(fragment, numbers.Integral) and not isinstance(fragment, bool)
+                                         and fragment == 0):
             raise _cgad.InputError(f"{type(self).__name__} has one fragment (PACGAD takes fragment=), got {fragment!r}")
         return 0
 
     @torch.no_grad()
     def step(self, closure=None, *, staleness=None, fragment=None):
         """Applies the pseudo-gradients in the parameters' ``.grad`` as one event of staleness ``staleness``
-        (outer rounds; default ``self.staleness``). Returns a StepReport."""
-        return self._step(closure, staleness, self._fragment(fragment))
+        (outer rounds; default ``self.staleness``). Returns a StepReport. Steps from several threads take turns."""
+        with self._exclusive():
+            return self._step(closure, staleness, self._fragment(fragment))
 
     def _step(self, closure, staleness, fragment):
         loss = None
@@ -144,6 +207,7 @@ class _FastpathOptimizer(torch.optim.Optimizer):
         tau = _integer(self.staleness if staleness is None else staleness, "staleness", name, 0)
         if len(self._groups) != len(self.param_groups):
             raise _cgad.InputError(f"{name}: param_groups changed outside add_param_group")
+        self._check_disjoint_groups(name)
         # Everything is checked, and every group's operands prepared, before anything changes.
         events = []
         for index, (group, fast) in enumerate(zip(self.param_groups, self._groups)):
@@ -167,8 +231,11 @@ class _FastpathOptimizer(torch.optim.Optimizer):
         for group, fast, spec, prepared in events:
             if prepared is None:
                 reports.append(no_gradient(tau))
-            else:
-                reports.append(group_report(fast.step(group["params"], prepared, tau, fragment), fast, fragment))
+                continue
+            report = fast.step(group["params"], prepared, tau, fragment)
+            if report["applied"]:
+                mark_modified(group["params"])
+            reports.append(group_report(report, fast, fragment))
         return combine(reports, self._first_params(), loss)
 
     def _first_params(self):
@@ -183,15 +250,28 @@ class _FastpathOptimizer(torch.optim.Optimizer):
     def state_dict(self):
         """torch's state_dict (param_groups; an empty per-parameter state) plus the entry "cgad": every group's
         fast-path state as its checksummed bytes (a uint8 tensor), for a bit-identical resume."""
-        out = super().state_dict()
-        out[_torch_state.KEY] = _torch_state.pack(self._optimizer, self._groups)
-        return out
+        with self._exclusive():
+            out = super().state_dict()
+            out[_torch_state.KEY] = _torch_state.pack(self._optimizer, self._groups)
+            return out
 
     def load_state_dict(self, state_dict):
         """Resumes from a state_dict() of an optimizer of the same class, formats and parameter layout, bit for
-        bit; refuses (InputError) a corrupt or mismatched one, changing nothing."""
+        bit; refuses (InputError) a corrupt or mismatched one, changing nothing: its param_groups' hyperparameters
+        are checked as a step checks them, so a bad one is refused here, not at the next step."""
+        with self._exclusive():
+            self._load_state_dict(state_dict)
+
+    def _load_state_dict(self, state_dict):
         name = type(self).__name__
         saved = _torch_state.unpack(state_dict, self._optimizer, len(self.param_groups), name)
+        for index, (group, loaded) in enumerate(zip(self.param_groups, state_dict["param_groups"])):
+            where = self._where(index)
+            params = loaded.get("params")
+            if not isinstance(params, list) or len(params) != len(group["params"]):
+                raise _cgad.InputError(f"{where}: the state_dict's param group must list {len(group['params'])} "
+                                       f"parameters, as this one has, got {params!r}")
+            _cgad.check_spec(self._spec(loaded, where))
         rebuilt = []
         for index, (group, (spec, sizes, state)) in enumerate(zip(self.param_groups, saved)):
             where = self._where(index)
@@ -211,17 +291,22 @@ class _FastpathOptimizer(torch.optim.Optimizer):
     def state_buffer(self, param, name):
         """The fast-path state buffer ``name`` ("m", "v" for the Adam family, "b" for Nesterov and SDM) of one
         parameter, dequantized to a float32 tensor of its shape (a copy)."""
-        for group, fast in zip(self.param_groups, self._groups):
-            for k, p in enumerate(group["params"]):
-                if p is param:
-                    values = fast.engine.read_buffer(name)[fast.begins[k]:fast.begins[k + 1]]
-                    return torch.from_numpy(values.copy()).reshape(p.shape)
+        if not isinstance(name, str):
+            raise _cgad.InputError(f"{type(self).__name__}: a state buffer's name is a string, got {name!r}")
+        with self._exclusive():
+            for group, fast in zip(self.param_groups, self._groups):
+                for k, p in enumerate(group["params"]):
+                    if p is param:
+                        values = fast.engine.read_buffer(name)[fast.begins[k]:fast.begins[k + 1]]
+                        return torch.from_numpy(values.copy()).reshape(p.shape)
         raise _cgad.InputError(f"{type(self).__name__}: the tensor is not one of this optimizer's parameters")
 
     def counters(self, group=0):
         """The fast path's counters of a param group: "t" (Adam family: applied steps, per fragment), "age"
         (PACGAD: outer rounds since each fragment was last synchronized)."""
-        return self._groups[group].engine.counters()
+        with self._exclusive():
+            index = _integer(group, "group", type(self).__name__, 0, len(self._groups) - 1)
+            return self._groups[index].engine.counters()
 
 
 class _AdamFamily(_FastpathOptimizer):
@@ -277,19 +362,21 @@ class PACGAD(_AdamFamily):
         super().add_param_group(param_group)
 
     def _fragment(self, fragment):
-        return _integer(self.fragment if fragment is None else fragment, "fragment", "PACGAD", 0)
+        return _integer(self.fragment if fragment is None else fragment, "fragment", "PACGAD", 0, UINT64_MAX)
 
     @torch.no_grad()
     def step(self, closure=None, *, staleness=None, fragment=None, end_round=True):
-        report = self._step(closure, staleness, self._fragment(fragment))
-        if end_round:
-            self.advance_round()
-        return report
+        with self._exclusive():
+            report = self._step(closure, staleness, self._fragment(fragment))
+            if end_round:
+                self.advance_round()
+            return report
 
     def advance_round(self):
         """Ends an outer round: every fragment not synchronized in it ages by one."""
-        for fast in self._groups:
-            fast.engine.advance_round()
+        with self._exclusive():
+            for fast in self._groups:
+                fast.engine.advance_round()
 
 
 class AdamDecay(_AdamFamily):

@@ -6,20 +6,54 @@
 #include "cgad/fastpath/config.hpp"
 #include "cgad/fastpath/step_planner.hpp"
 
+#include "cgad/reference/errors.hpp"
+
 #include <pybind11/pybind11.h>
 
+#include <limits>
 #include <optional>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
 
 namespace cgad::python {
+
+// One option's value as T, refusing (InputError, naming the key) what pybind11's conversion refuses -- a wrong type,
+// an integer outside T's range -- and what it would take silently: a bool (or a float) for an integer.
+template <class T>
+T option_value(const pybind11::handle& value, const char* key) {
+  const auto refuse = [&](const std::string& what) {
+    std::string shown = pybind11::repr(value).cast<std::string>();
+    if (shown.size() > 60) shown = shown.substr(0, 57) + "...";
+    throw reference::InputError(std::string(key) + " must be " + what + ", got " + shown);
+  };
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    const std::string range = "an integer in [" + std::to_string(std::numeric_limits<T>::min()) + ", " +
+                              std::to_string(std::numeric_limits<T>::max()) + "]";
+    if (PyBool_Check(value.ptr()) || !PyIndex_Check(value.ptr())) refuse(range);
+    try {
+      return pybind11::cast<T>(value);
+    } catch (const pybind11::cast_error&) {
+      refuse(range);
+    }
+  } else {
+    try {
+      return pybind11::cast<T>(value);
+    } catch (const pybind11::cast_error&) {
+      refuse(std::is_same_v<T, std::string> ? "a string" : std::is_floating_point_v<T> ? "a real number" : "valid");
+    }
+  }
+  throw std::logic_error("unreachable");
+}
 
 // options[key] into `field` where the key is present (and, for an optional field, not None).
 template <class T>
 void take(const pybind11::dict& options, const char* key, T& field) {
-  if (options.contains(key)) field = pybind11::cast<T>(options[key]);
+  if (options.contains(key)) field = option_value<T>(options[key], key);
 }
 template <class T>
 void take(const pybind11::dict& options, const char* key, std::optional<T>& field) {
-  if (options.contains(key) && !options[key].is_none()) field = pybind11::cast<T>(options[key]);
+  if (options.contains(key) && !options[key].is_none()) field = option_value<T>(options[key], key);
 }
 
 // The options as `cgad replay`'s flags fill them, from a dict whose absent keys keep the defaults (options.cpp).

@@ -2,6 +2,9 @@
 // as the command calls them. A replay's records come back as the JSON text the command writes, one per event
 // (every real as a decimal that reads back to the exact value); the noise run's samples and final state as
 // NumPy arrays. The MPFR working precision is process-wide: it is set for the call (reference/real.hpp).
+// Both hold the GIL and look for a pending signal (Ctrl-C) between events or steps, through the callbacks the
+// engines call for each, so a KeyboardInterrupt ends them within one event's time; the engines know nothing of
+// Python.
 #include "bindings.hpp"
 
 #include "cgad/differential/noise_lockstep.hpp"
@@ -26,6 +29,11 @@ namespace py = pybind11;
 namespace cgad::python {
 namespace {
 
+// Raises the pending signal's exception (KeyboardInterrupt for SIGINT) once its handler has run.
+void check_signals() {
+  if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+}
+
 // `cgad replay` over a stream given as a file (`path`, under the command's rule for inputs) or as JSON-lines text.
 py::dict replay(const std::optional<std::string>& path, const std::optional<std::string>& text,
                 const std::string& backend, const py::dict& optimizer, const py::dict& fastpath, unsigned precision) {
@@ -43,7 +51,10 @@ py::dict replay(const std::optional<std::string>& path, const std::optional<std:
   }
   differential::StreamReader reader(*in, source);
   std::vector<std::string> records;
-  const auto next = [&] { return reader.next(); };
+  const auto next = [&] {
+    check_signals();
+    return reader.next();
+  };
   const auto sink = [&](const differential::EventRecord& record) { records.push_back(record.dump()); };
   std::ostringstream notes;
   const differential::ReplayCounts counts =
@@ -72,13 +83,12 @@ py::array_t<double> array(const std::vector<double>& values) {
 py::dict noise(const py::dict& o, unsigned precision) {
   const unsigned bits = reference::set_working_precision_bits(precision);
   differential::NoiseScenario s;
-  differential::parse_study_optimizer(py::cast<std::string>(o["optimizer"]), s);
-  if (o.contains("params")) s.params = fastpath::parse_param_format(py::cast<std::string>(o["params"]));
-  if (o.contains("state")) s.state = fastpath::parse_state_format(py::cast<std::string>(o["state"]));
-  if (o.contains("rounding")) s.rounding = fastpath::parse_rounding(py::cast<std::string>(o["rounding"]));
-  if (o.contains("q8_semantics")) {
-    s.q8_semantics = fastpath::parse_q8_semantics(py::cast<std::string>(o["q8_semantics"]));
-  }
+  const auto text = [&](const char* key) { return option_value<std::string>(o[key], key); };
+  differential::parse_study_optimizer(text("optimizer"), s);
+  if (o.contains("params")) s.params = fastpath::parse_param_format(text("params"));
+  if (o.contains("state")) s.state = fastpath::parse_state_format(text("state"));
+  if (o.contains("rounding")) s.rounding = fastpath::parse_rounding(text("rounding"));
+  if (o.contains("q8_semantics")) s.q8_semantics = fastpath::parse_q8_semantics(text("q8_semantics"));
   take(o, "min_q8_size", s.min_q8_size);
   take(o, "delays", s.delays);
   take(o, "size", s.size);
@@ -88,14 +98,14 @@ py::dict noise(const py::dict& o, unsigned precision) {
   take(o, "scale_range", s.scale_range);
   take(o, "zero_fraction", s.zero_fraction);
   if (o.contains("stream") && !o["stream"].is_none()) {
-    const std::string path = py::cast<std::string>(o["stream"]);
+    const std::string path = text("stream");
     fastpath::InputFile in(path);
     s.stream = std::make_shared<const differential::PseudoGradientStream>(differential::read_stream(in.stream(), path));
     s.stream_name = path;
   }
   differential::validate(s);
   differential::check_memory({s});
-  const differential::NoiseRun run = differential::run_lockstep(s, [](long, long) {});  // no progress bar
+  const differential::NoiseRun run = differential::run_lockstep(s, [](long, long) { check_signals(); });
 
   constexpr int kColumns = 19;
   std::vector<double> column[kColumns];

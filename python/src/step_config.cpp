@@ -32,7 +32,7 @@ const std::set<std::string> kKeys{"optimizer", "lr", "beta1", "beta2", "eps", "w
 
 fastpath::StepConfig step_config(const py::dict& spec) {
   for (const auto& item : spec) {
-    const std::string key = py::cast<std::string>(item.first);
+    const std::string key = option_value<std::string>(item.first, "an optimizer option's name");
     if (!kKeys.contains(key)) throw reference::InputError("unknown optimizer option '" + key + "'");
   }
   const differential::OptimizerOptions optimizer = optimizer_options(spec);

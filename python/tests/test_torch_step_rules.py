@@ -201,8 +201,8 @@ BAD_CONSTRUCTIONS = [
     (lambda ps: CGAD(ps, eps=0.0), "eps must be finite and > 0"),
     (lambda ps: CGAD(ps, weight_decay=-0.1), "weight_decay must be finite and >= 0"),
     (lambda ps: CGAD(ps, alpha=-0.2), "alpha must be finite and >= 0"),
-    (lambda ps: CGAD(ps, tau_cut=0), "tau_cut must be an integer >= 1"),
-    (lambda ps: CGAD(ps, tau_cut=2.5), "tau_cut must be an integer >= 1"),
+    (lambda ps: CGAD(ps, tau_cut=0), "tau_cut must be an integer in \\[1, "),
+    (lambda ps: CGAD(ps, tau_cut=2.5), "tau_cut must be an integer in \\[1, "),
     (lambda ps: CGAD(ps, tau_cut=2 ** 25), "tau-cut must be an integer in \\[1, 2\\^24"),
     (lambda ps: CGAD(ps, on_zero_gate="never"), "on-zero-gate must be apply or skip"),
     (lambda ps: CGAD(ps, state="q4"), "unknown state format 'q4'"),
@@ -210,13 +210,13 @@ BAD_CONSTRUCTIONS = [
     (lambda ps: CGAD(ps, q8_semantics="torchao"), "q8_semantics|q8 semantics"),
     (lambda ps: CGAD(ps, state="bf16", q8_semantics="bnb"), "bnb has no bf16 state"),
     (lambda ps: CGAD(ps, state="q8", q8_semantics="bnb", rounding="stochastic"), "rounds to nearest only"),
-    (lambda ps: CGAD(ps, seed=-1), "seed must be an integer >= 0"),
-    (lambda ps: CGAD(ps, threads=-2), "threads must be an integer >= 0"),
+    (lambda ps: CGAD(ps, seed=-1), "seed must be an integer in \\[0, "),
+    (lambda ps: CGAD(ps, threads=-2), "threads must be an integer in \\[0, "),
     (lambda ps: CGAD(ps, threads=100000), "threads|thread"),
-    (lambda ps: CGAD(ps, min_q8_size=-1), "min_q8_size must be an integer >= 0"),
+    (lambda ps: CGAD(ps, min_q8_size=-1), "min_q8_size must be an integer in \\[0, "),
     (lambda ps: CGAD(ps, lr="fast"), "lr must be a real number"),
     (lambda ps: PACGAD(ps, fragments=40), "pa-cgad needs at most tau_cut fragments"),
-    (lambda ps: PACGAD(ps, fragments=0), "fragments must be an integer >= 1"),
+    (lambda ps: PACGAD(ps, fragments=0), "fragments must be an integer in \\[1, "),
     (lambda ps: PACGAD([{"params": ps[:1]}, {"params": ps[1:]}]), "PACGAD takes one param group"),
     (lambda ps: Nesterov(ps, momentum=1.0), "momentum must lie in \\[0, 1\\)"),
     (lambda ps: CGAD(ps, fused=True), "fused= is not supported"),
@@ -258,7 +258,7 @@ def test_bad_tensors_are_refused(make, message):
 def test_aliasing_parameters_are_refused():
     base = torch.zeros(10)
     a, b = base[:6].requires_grad_(), base[4:].requires_grad_()
-    with pytest.raises(cgad.InputError, match="parameters 0 and 1 share memory"):
+    with pytest.raises(cgad.InputError, match="parameter 0 and parameter 1 share memory"):
         CGAD([a, b])
 
 
@@ -275,9 +275,8 @@ def test_bad_steps_and_gradients_are_refused():
     ps = params()
     opt = CGAD(ps)
     feed(ps, 1)
-    for tau, message in ((-1, "staleness must be an integer >= 0"), (1.5, "staleness must be an integer >= 0"),
-                         (True, "staleness must be an integer >= 0")):
-        with pytest.raises(cgad.InputError, match=message):
+    for tau in (-1, 1.5, True):
+        with pytest.raises(cgad.InputError, match="staleness must be an integer in \\[0, "):
             opt.step(staleness=tau)
     with pytest.raises(cgad.InputError, match="has one fragment"):
         opt.step(fragment=1)

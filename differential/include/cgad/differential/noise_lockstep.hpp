@@ -125,8 +125,9 @@ inline constexpr double kMaxNoiseStudyBytes = 1024.0 * 1024.0 * 1024.0;
 // InputError naming the estimate when every run's kept bytes plus the largest working set exceed the limit.
 void check_memory(const std::vector<NoiseScenario>& scenarios);
 
-// Runs one scenario; `progress(done, total)` is called after every logged step. The MPFR precision must have
-// been set by the caller (it is process-global).
+// Runs one scenario; `progress(done, total)` is called after every step (a progress bar; a Python caller looks
+// for Ctrl-C there, and may throw to end the run). The MPFR precision must have been set by the caller (it is
+// process-global).
 NoiseRun run_lockstep(const NoiseScenario& scenario, const std::function<void(long, long)>& progress);
 
 }  // namespace cgad::differential

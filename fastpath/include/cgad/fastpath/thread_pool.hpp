@@ -3,10 +3,20 @@
 // ranges of equal size, one per thread; because every block of a step is independent, the result does not
 // depend on the split (the thread-count invariance test checks the bits). Dispatch allocates nothing: the
 // job is a function pointer and a context pointer.
+//
+// Callers on several threads take turns: a run waits for the one in progress to end (the job, its context and
+// the count of parts still running serve one caller at a time). After fork() the child has none of the workers
+// (only the forking thread is copied), so the first run in a child starts a new set; the parent's are left
+// behind unjoined, as they do not exist there. A fork while another thread of the parent is inside run() is
+// not supported: the child's copy of that run is half done and its lock held.
+#include <sys/types.h>
+
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -38,22 +48,17 @@ class ThreadPool {
 
  private:
   using Job = void (*)(const void*, std::uint64_t, std::uint64_t);
+  struct Crew;  // the workers and what they share with the caller (thread_pool.cpp)
+
   void run(std::uint64_t count, Job job, const void* context);
-  void worker(unsigned index);
-  void run_part(unsigned part);
-  void stop_workers() noexcept;
+  // Starts workers 1 .. threads_ - 1 in a new crew; returns why a thread could not start, or "" when all did.
+  std::string start_crew();
+  void stop_crew() noexcept;
 
   unsigned threads_;
-  std::vector<std::thread> workers_;
-  std::mutex mutex_;
-  std::condition_variable start_;
-  std::condition_variable done_;
-  std::uint64_t generation_ = 0;
-  unsigned pending_ = 0;
-  bool stopping_ = false;
-  Job job_ = nullptr;
-  const void* context_ = nullptr;
-  std::uint64_t count_ = 0;
+  std::mutex callers_;  // held for a whole run
+  pid_t pid_;           // the process the crew's threads run in
+  std::unique_ptr<Crew> crew_;
 };
 
 }  // namespace cgad::fastpath

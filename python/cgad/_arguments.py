@@ -1,0 +1,21 @@
+"""The checks of the integer arguments every public entry point takes, made before they reach the C++ module:
+pybind11's own conversion would raise TypeError (a float, a bool taken as 1, a negative count) or OverflowError
+(past the C++ type's range) where the package promises cgad.InputError with the reason."""
+import numbers
+
+from . import _cgad
+
+INT64_MAX = 2 ** 63 - 1
+UINT32_MAX = 2 ** 32 - 1
+UINT64_MAX = 2 ** 64 - 1
+_NAMED = {INT64_MAX: "2^63 - 1", UINT32_MAX: "2^32 - 1", UINT64_MAX: "2^64 - 1"}
+
+
+def integer(value, name, least, most, where=None):
+    """``value`` as an int in [least, most] (most: the C++ type's largest value, or a tighter limit); a bool is
+    not an integer here (Python's True == 1)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not least <= value <= most:
+        prefix = f"{where}: " if where else ""
+        raise _cgad.InputError(f"{prefix}{name} must be an integer in [{least}, {_NAMED.get(most, most)}], "
+                               f"got {value!r}")
+    return int(value)
