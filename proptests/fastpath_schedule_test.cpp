@@ -3,6 +3,7 @@
 // reference's gate.
 #include "cgad/fastpath/config.hpp"
 #include "cgad/fastpath/step_planner.hpp"
+#include "cgad/fastpath/staleness.hpp"
 #include "cgad/fastpath/step_schedule.hpp"
 #include "cgad/reference/errors.hpp"
 #include "cgad/reference/gate.hpp"
@@ -116,7 +117,7 @@ TEST(FastpathSchedule, BiasCorrectionsAreThoseOfStdPow) {
   }
 }
 
-StepConfig pa_cgad(float tau_cut, reference::ZeroGatePolicy policy) {
+StepConfig pa_cgad(double tau_cut, reference::ZeroGatePolicy policy) {
   StepConfig config;
   config.optimizer = reference::OptimizerKind::pa_cgad;
   config.fragments = 2;
@@ -125,13 +126,14 @@ StepConfig pa_cgad(float tau_cut, reference::ZeroGatePolicy policy) {
   return config;
 }
 
-// A fragment left unsynchronized for a rounds is gated by σ(max(τ, a)) exactly as reference::sigma<double> rounds
-// it, skipped (policy skip) exactly where γ(a) = 0, and synchronized by a zero-gate skip but not by a refusal.
+// A fragment left unsynchronized for a rounds is gated by σ(max(τ, a)), the float staleness.hpp computes (which
+// fastpath_sigma_rounding_test checks against MPFR), skipped (policy skip) exactly where γ(a) = 0, and synchronized by
+// a zero-gate skip but not by a refusal.
 TEST(FastpathSchedule, AgesAreGatedAsTheReferenceGates) {
   for (const float tau_cut : {2.5f, 8.0f, 7.0001f, 32.0f}) {
     for (const auto policy : {reference::ZeroGatePolicy::apply, reference::ZeroGatePolicy::skip}) {
       StepPlanner planner(pa_cgad(tau_cut, policy), 64);
-      const auto gate = gate_params<double>(planner.config());
+      const auto gate = long_double_gate(planner.config());
       for (std::int64_t age = 0; age < 3 * static_cast<std::int64_t>(tau_cut) + 3; ++age) {
         for (const std::int64_t tau : {std::int64_t{0}, age / 2, age + 1}) {
           StepPlanner::Counters counters = planner.raw_counters();
@@ -146,9 +148,9 @@ TEST(FastpathSchedule, AgesAreGatedAsTheReferenceGates) {
                                     std::to_string(tau);
           EXPECT_EQ(plan.scheduled.tau_effective, seen) << where;
           EXPECT_EQ(std::bit_cast<std::uint32_t>(plan.scheduled.sigma),
-                    std::bit_cast<std::uint32_t>(static_cast<float>(reference::sigma(static_cast<double>(seen), gate))))
+                    std::bit_cast<std::uint32_t>(gate_sigma(gate, seen)))
               << where;
-          const bool zero = reference::gamma(static_cast<double>(seen), gate) == 0.0;
+          const bool zero = static_cast<double>(seen) >= static_cast<double>(tau_cut);  // γ = 0 exactly there
           EXPECT_EQ(plan.scheduled.applied, !(zero && policy == reference::ZeroGatePolicy::skip)) << where;
           if (plan.scheduled.applied) {
             EXPECT_EQ(std::bit_cast<std::uint32_t>(plan.scheduled.adam.bias2),
@@ -190,7 +192,7 @@ TEST(FastpathSchedule, PaCgadTauCutIsBoundedByTheAgeTable) {
   EXPECT_NO_THROW(validate(pa_cgad(kMaxPaCgadTauCut, reference::ZeroGatePolicy::apply)));
   EXPECT_THROW(validate(pa_cgad(std::nextafter(kMaxPaCgadTauCut, 2 * kMaxPaCgadTauCut), reference::ZeroGatePolicy::apply)),
                reference::InputError);
-  const StepPlanner planner(pa_cgad(100.5f, reference::ZeroGatePolicy::apply), 8);
+  const StepPlanner planner(pa_cgad(100.5, reference::ZeroGatePolicy::apply), 8);
   EXPECT_EQ(planner.age_sigma().size(), 101u);  // ages 0..100 lie below τ_cut
 }
 

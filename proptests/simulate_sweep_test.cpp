@@ -293,13 +293,13 @@ TEST(SimulateSweepJson, GridRoundTripsAndTheFingerprintSeesEveryField) {
   SweepGrid grid = wide_grid();
   grid.base.inner.lr = 0.1f;
   grid.base.outer.adam.lr = 3e-4f;
-  grid.base.outer.alpha = 0.15f;
+  grid.base.outer.alpha = 0.15;  // a double: the gate's α is not rounded to float
   grid.base.divergence_factor = 123.456;
   grid.base.nqm_noise = 0.3;
   const SweepGrid back = grid_from_json(nlohmann::json::parse(grid_to_json(grid).dump()));
   EXPECT_EQ(std::bit_cast<std::uint32_t>(back.base.inner.lr), std::bit_cast<std::uint32_t>(0.1f));
   EXPECT_EQ(std::bit_cast<std::uint32_t>(back.base.outer.adam.lr), std::bit_cast<std::uint32_t>(3e-4f));
-  EXPECT_EQ(std::bit_cast<std::uint32_t>(back.base.outer.alpha), std::bit_cast<std::uint32_t>(0.15f));
+  EXPECT_EQ(std::bit_cast<std::uint64_t>(back.base.outer.alpha), std::bit_cast<std::uint64_t>(0.15));
   EXPECT_EQ(back.base.divergence_factor, 123.456);
   EXPECT_EQ(back.base.nqm_noise, 0.3);
   EXPECT_EQ(back.seeds, grid.seeds);

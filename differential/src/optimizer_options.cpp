@@ -8,8 +8,10 @@ fastpath::StepConfig fastpath_step_config(const OptimizerOptions& options) {
   config.optimizer = parsed.kind;
   config.adam = parsed.adam;
   config.nesterov = parsed.nesterov;
-  config.alpha = parsed.alpha;
-  config.tau_cut = parsed.tau_cut;
+  // The gate from the user's decimal α, rounded once to double (parsed here after optimizer_config checked it), and
+  // τ_cut, an integer, exactly.
+  config.alpha = reference::parse_real<double>(options.alpha, "alpha");
+  config.tau_cut = static_cast<double>(options.tau_cut);
   config.on_zero_gate = parsed.on_zero_gate;
   config.fragments = parsed.fragments;
   return config;

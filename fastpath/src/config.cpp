@@ -19,12 +19,12 @@ void validate(const StepConfig& config) {
   }
   if (reference::is_adam_family(config.optimizer)) {
     reference::validate(config.adam);
-    reference::validate(gate_params<float>(config));
+    reference::validate(gate_params<double>(config));
   } else {
     reference::validate(config.nesterov);
   }
   if (config.optimizer == OptimizerKind::pa_cgad &&
-      static_cast<double>(config.fragments) - 1.0 >= static_cast<double>(config.tau_cut)) {
+      static_cast<double>(config.fragments) - 1.0 >= config.tau_cut) {
     throw reference::InputError("pa-cgad needs at most tau_cut fragments (a fragment synchronized every P rounds "
                                 "has age P - 1, and an age >= tau_cut gates every event to 0); got P = " +
                                 std::to_string(config.fragments) +

@@ -93,7 +93,8 @@ ConfigWords config_words(const StepConfig& c) {
                       static_cast<std::uint32_t>(c.state), static_cast<std::uint32_t>(c.rounding),
                       static_cast<std::uint32_t>(c.on_zero_gate), bits(c.adam.lr), bits(c.adam.beta1),
                       bits(c.adam.beta2), bits(c.adam.eps), bits(c.adam.weight_decay), bits(c.nesterov.lr),
-                      bits(c.nesterov.momentum), bits(c.alpha), bits(c.tau_cut),
+                      bits(c.nesterov.momentum), bits(static_cast<float>(c.alpha)),
+                      bits(static_cast<float>(c.tau_cut)),
                       static_cast<std::uint32_t>(c.q8_semantics), static_cast<std::uint32_t>(c.v_map)}};
 }
 // Version 2 stops before the v map: its files are dynamic (VMap's first value, 0).

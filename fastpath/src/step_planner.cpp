@@ -2,7 +2,6 @@
 
 #include "cgad/fastpath/q8_maps.hpp"
 #include "cgad/reference/errors.hpp"
-#include "cgad/reference/gate.hpp"
 
 #include <algorithm>
 #include <limits>
@@ -37,7 +36,7 @@ StepPlanner::StepPlanner(const StepConfig& config, std::size_t parameters)
 
 StepPlanner::StepPlanner(const StepConfig& config, std::vector<std::size_t> tensor_sizes)
     : config_((validate(config), config)),
-      gate_(gate_params<double>(config)),
+      gate_(long_double_gate(config)),
       layout_(layout_over(checked_sum(tensor_sizes), config.fragments)),
       empty_(checked_sum(tensor_sizes) == 0),
       tensors_(std::move(tensor_sizes)) {
@@ -74,9 +73,7 @@ StepPlanner::StepPlanner(const StepConfig& config, std::vector<std::size_t> tens
   counters_.last_sync.assign(config.fragments, -1);
   // The ages whose γ is not 0 are those below τ_cut (gate.hpp); validate() bounds τ_cut for PA-CGAD.
   if (config.optimizer == reference::OptimizerKind::pa_cgad) {
-    for (double age = 0; reference::gamma(age, gate_) != 0.0; ++age) {
-      age_sigma_.push_back(static_cast<float>(reference::sigma(age, gate_)));
-    }
+    for (std::int64_t age = 0; !gate_is_zero(gate_, age); ++age) age_sigma_.push_back(gate_sigma(gate_, age));
   }
 }
 
@@ -120,12 +117,10 @@ StepPlanner::Plan StepPlanner::prepare(std::size_t params_size, std::size_t grad
   a.first_index = plan.offset;
   a.size = size;
   if (adam_family()) {
-    const double staleness = static_cast<double>(tau);
-    e.sigma_tau = static_cast<float>(reference::sigma(staleness, gate_));
+    e.sigma_tau = gate_sigma(gate_, tau);
     // `skip` drops an event whose gate is zero (γ = 0, the cosine gate at τ ≥ τ_cut), exactly as the reference
     // decides it; a σ that only rounds to 0 in float (Adam-Decay past ατ ≈ 104) is applied.
-    e.zero_gate_tau =
-        config_.on_zero_gate == reference::ZeroGatePolicy::skip && reference::gamma(staleness, gate_) == 0.0;
+    e.zero_gate_tau = config_.on_zero_gate == reference::ZeroGatePolicy::skip && gate_is_zero(gate_, tau);
     a.family = UpdateFamily::adam;
     a.moment[0].map = &dynamic_map(Q8MapKind::signed_map, config_.q8_semantics);
     a.moment[0].random_word = kWordFirstMoment;
@@ -133,9 +128,7 @@ StepPlanner::Plan StepPlanner::prepare(std::size_t params_size, std::size_t grad
     a.moment[1].random_word = kWordSecondMoment;
   } else {
     // SDM: Δ scaled by 1/(1 + τ) (reference/nesterov.hpp); Nesterov is staleness-blind.
-    e.sigma_tau = config_.optimizer == reference::OptimizerKind::sdm
-                      ? static_cast<float>(1.0 / (1.0 + static_cast<double>(tau)))
-                      : 1.0f;
+    e.sigma_tau = config_.optimizer == reference::OptimizerKind::sdm ? sdm_scale(tau) : 1.0f;
     a.family = UpdateFamily::nesterov;
     a.moment[0].map = &dynamic_map(Q8MapKind::signed_map);
     a.moment[0].random_word = kWordFirstMoment;

@@ -36,7 +36,8 @@ cgad's conventions (where bnb's GPU build does something else, cgad does the IEE
     kernel, powf in the 32-bit one); 1 - x and sqrt in float32;
   * the gradient is g = sigma*delta in float32 even for bf16 parameters (bnb holds g in the parameter dtype);
   * sigma(tau) = gamma(tau)*exp(-alpha*tau), gamma = sin^2(pi*(tau_cut - tau)/(2*tau_cut)) for
-    tau <= tau_cut, 0 beyond (CGAD's gate; bnb has none); one step count t for all tensors (one fragment);
+    tau <= tau_cut, 0 beyond (CGAD's gate; bnb has none), the float32 nearest its exact value for the decimal
+    alpha (gate_sigma); one step count t for all tensors (one fragment);
   * an event whose gradient is non-finite, or whose g*g overflows, is skipped whole (cgad's contract),
     so bnb's per-element non-finite branch is never reached from run_stream;
   * hyperparameters are the float32 nearest the decimal (bnb passes ctypes c_float, the same);
@@ -56,6 +57,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
+import mpmath
 import numpy as np
 
 F32 = np.float32
@@ -240,20 +242,30 @@ def corrections(beta1, beta2, lr, t):
     return c1, c2, step_size
 
 
-# cgad's hyperparameters are float32 (fastpath/config.hpp): alpha is float32(0.2) = 0.20000000298..., not 0.2.
-ALPHA = float(np.float32(0.2))
+# cgad's gate takes the user's alpha (a decimal, never rounded to float32 first) and hands the step the float32
+# nearest the true sigma (fastpath/include/cgad/fastpath/staleness.hpp). bnb has no gate, so the emulator is fed that
+# float: sigma evaluated with mpmath at SIGMA_BITS bits from the decimal alpha and rounded once, exactly, to float32.
+SIGMA_BITS = 256
 
 
-def gate_sigma64(tau, alpha=ALPHA, tau_cut=32):
-    """CGAD's gate in float64: gamma(tau)*exp(-alpha*tau), with the float32 alpha cgad runs on."""
-    if tau > tau_cut:
-        return 0.0
-    gamma = math.sin(math.pi * (tau_cut - tau) / (2.0 * tau_cut)) ** 2
-    return gamma * math.exp(-alpha * tau)
+def gate_sigma_exact(tau, alpha="0.2", tau_cut=32):
+    """sigma(tau) = gamma(tau)*exp(-alpha*tau), gamma = sin^2(pi*(tau_cut - tau)/(2*tau_cut)) (0 from tau_cut on),
+    as the exact Fraction of a SIGMA_BITS-bit evaluation; alpha as decimal text or a Python float (its repr)."""
+    if tau >= tau_cut:
+        return Fraction(0)
+    if tau == 0:
+        return Fraction(1)
+    with mpmath.workprec(SIGMA_BITS):
+        a = mpmath.mpf(alpha if isinstance(alpha, str) else repr(float(alpha)))
+        s = mpmath.sin(mpmath.pi * (tau_cut - tau) / (2 * tau_cut)) ** 2 * mpmath.exp(-a * tau)
+        sign, man, exp, _ = s._mpf_
+    value = Fraction(int(man)) * Fraction(2) ** int(exp)
+    return -value if sign else value
 
 
-def gate_sigma(tau, alpha=ALPHA, tau_cut=32):
-    return F32(gate_sigma64(tau, alpha, tau_cut))
+def gate_sigma(tau, alpha="0.2", tau_cut=32):
+    """The float32 nearest sigma(tau) (normal range: every tau < tau_cut at the alphas used here)."""
+    return round_fraction_to_f32(gate_sigma_exact(tau, alpha, tau_cut))
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -374,7 +386,7 @@ class TensorState:
 
 
 def run_stream(params, tensors, events, min_8bit_size=4096, dtype="fp32", weight_decay=0.0, lr=1e-3,
-               beta1=0.9, beta2=0.999, eps=1e-8, alpha=0.2, tau_cut=32, sigmas=None, on_zero_gate="apply",
+               beta1=0.9, beta2=0.999, eps=1e-8, alpha="0.2", tau_cut=32, sigmas=None, on_zero_gate="apply",
                code1=SIGNED_MAP, code2=UNSIGNED_MAP, _padding_in_absmax=True):
     """Run events [(delta float32 array, tau), ...] through bnb-semantics Adam (one fragment).
 

@@ -3,7 +3,8 @@
 // (reference::validate_range), tau_cut's limit, on_zero_gate, the formats and fastpath::validate. The Python side
 // passes every number as text -- the shortest decimal of the Python float (repr) -- which is rounded here once,
 // correctly, to float, the format the step runs in: lr=1e-3 reaches the fast path as the float nearest to 0.001,
-// exactly as `cgad replay --lr 1e-3` does, rather than as the double nearest to it rounded again.
+// exactly as `cgad replay --lr 1e-3` does, rather than as the double nearest to it rounded again. alpha and tau_cut
+// are rounded to double instead, from which the fast path computes σ (fastpath/staleness.hpp).
 #include "bindings.hpp"
 
 #include "cgad/differential/optimizer_options.hpp"

@@ -189,16 +189,35 @@ mpfr_real parse_real<mpfr_real>(std::string_view text, std::string_view what) {
   return value;
 }
 
-template <>
-std::string to_decimal<double>(const double& x, unsigned digits) {
+namespace {
+// The hardware formats' renderings: `digits` significant digits in scientific notation, and the shortest decimal
+// that reads back to the same value.
+template <class Hw>
+std::string scientific(Hw x, unsigned digits) {
   char buffer[128];
   const auto result = std::to_chars(buffer, buffer + sizeof buffer, x, std::chars_format::scientific,
                                     static_cast<int>(digits == 0 ? 0 : digits - 1));
   return std::string(buffer, result.ptr);
 }
+template <class Hw>
+std::string shortest(Hw x) {
+  char buffer[64];
+  const auto result = std::to_chars(buffer, buffer + sizeof buffer, x);
+  return std::string(buffer, result.ptr);
+}
+}  // namespace
+
+template <>
+std::string to_decimal<double>(const double& x, unsigned digits) {
+  return scientific(x, digits);
+}
 template <>
 std::string to_decimal<float>(const float& x, unsigned digits) {
   return to_decimal(static_cast<double>(x), digits);
+}
+template <>
+std::string to_decimal<long double>(const long double& x, unsigned digits) {
+  return scientific(x, digits);
 }
 template <>
 std::string to_decimal<mpfr_real>(const mpfr_real& x, unsigned digits) {
@@ -215,21 +234,16 @@ std::string to_decimal<mpfr_real>(const mpfr_real& x, unsigned digits) {
   return text;
 }
 
-namespace {
-template <class Hw>
-std::string shortest(Hw x) {
-  char buffer[64];
-  const auto result = std::to_chars(buffer, buffer + sizeof buffer, x);
-  return std::string(buffer, result.ptr);
-}
-}  // namespace
-
 template <>
 std::string to_decimal<float>(const float& x) {
   return shortest(x);
 }
 template <>
 std::string to_decimal<double>(const double& x) {
+  return shortest(x);
+}
+template <>
+std::string to_decimal<long double>(const long double& x) {
   return shortest(x);
 }
 template <>

@@ -214,8 +214,8 @@ SweepGrid grid_from_json(const nlohmann::json& j) {
   const auto& nesterov = outer.at("nesterov");
   o.nesterov.lr = parse_float(nesterov.at("lr"), "nesterov.lr");
   o.nesterov.momentum = parse_float(nesterov.at("momentum"), "nesterov.momentum");
-  o.alpha = parse_float(outer.at("alpha"), "alpha");
-  o.tau_cut = parse_float(outer.at("tau_cut"), "tau_cut");
+  o.alpha = parse_hexfloat(outer.at("alpha"), "alpha");  // doubles in StepConfig (fastpath/config.hpp)
+  o.tau_cut = parse_hexfloat(outer.at("tau_cut"), "tau_cut");
   o.on_zero_gate = parse_policy(outer.at("on_zero_gate").get<std::string>());
   o.fragments = integer<std::size_t>(outer.at("fragments"), "outer.fragments");
   o.q8_semantics = fastpath::parse_q8_semantics(outer.at("q8_semantics").get<std::string>());

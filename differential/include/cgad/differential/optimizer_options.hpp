@@ -58,12 +58,12 @@ reference::OptimizerConfig<Real> optimizer_config(const OptimizerOptions& option
   if (options.weight_decay) config.adam.weight_decay = parse_real<Real>(*options.weight_decay, "weight-decay");
   if (options.momentum) config.nesterov.momentum = parse_real<Real>(*options.momentum, "momentum");
   config.alpha = parse_real<Real>(options.alpha, "alpha");
-  // The fast path holds τ_cut in float (and decides the gate in double from it), which is exact for integers up
-  // to 2^24 only: at --tau-cut 16777217 it held 16777216 and skipped τ = 16777216, which the reference (τ < τ_cut)
-  // applies. Every backend takes the same range, so a command means the same gate whichever runs it.
+  // τ_cut up to 2^24, the largest integer below which float holds every integer exactly: a float run (this function
+  // at Real = float) would otherwise hold 16777216 for 16777217 and skip τ = 16777216, which the reference
+  // (τ < τ_cut) applies. Every backend takes the same range, so a command means the same gate whichever runs it.
   if (options.tau_cut < 1 || options.tau_cut > kMaxTauCut) {
-    throw reference::InputError("tau-cut must be an integer in [1, 2^24 = 16777216] (the largest the fast path's "
-                                "float holds exactly), got " + std::to_string(options.tau_cut));
+    throw reference::InputError("tau-cut must be an integer in [1, 2^24 = 16777216] (the largest up to which a "
+                                "float holds every integer), got " + std::to_string(options.tau_cut));
   }
   config.tau_cut = Real(options.tau_cut);
   config.buffer = options.buffer;
@@ -85,7 +85,8 @@ reference::OptimizerConfig<Real> optimizer_config(const OptimizerOptions& option
 }
 
 // The optimizer and its hyperparameters as the fast path takes them: each parsed straight to float (one correct
-// rounding), as the step uses them. Formats, rounding and seed are left at their defaults for the caller.
+// rounding), as the step uses them, but the gate's α and τ_cut to double (the fast path computes σ from them,
+// fastpath/staleness.hpp). Formats, rounding and seed are left at their defaults for the caller.
 fastpath::StepConfig fastpath_step_config(const OptimizerOptions& options);
 
 }  // namespace cgad::differential

@@ -1,7 +1,9 @@
 #pragma once
 // How a fast-path optimizer stores and rounds, and which update it runs. The hyperparameter structs and
 // their validation are the reference's (cgad::reference), instantiated in float: the fast path runs on
-// exactly these float values, and a differential test feeds the same values to the MPFR reference.
+// exactly these float values, and a differential test feeds the same values to the MPFR reference. The gate's
+// α and τ_cut are doubles, the user's own: σ(τ) is computed from them on the host (staleness.hpp), so it is the
+// float nearest the reference's σ(τ), which a float α (0.2f = 0.200000003) would move by an ulp at some τ.
 #include "cgad/fastpath/formats.hpp"
 #include "cgad/reference/hyperparams.hpp"
 #include "cgad/reference/optimizers.hpp"
@@ -41,8 +43,8 @@ struct StepConfig {
   std::uint64_t seed = 0;  // keys stochastic rounding (with the step number and the element index)
   reference::AdamHyper<float> adam;
   reference::NesterovHyper<float> nesterov;
-  float alpha = 0.2f;     // gate decay α (CGAD, PA-CGAD, Adam-Decay)
-  float tau_cut = 32.0f;  // gate cutoff τ_cut (CGAD, PA-CGAD)
+  double alpha = 0.2;     // gate decay α (CGAD, PA-CGAD, Adam-Decay)
+  double tau_cut = 32.0;  // gate cutoff τ_cut (CGAD, PA-CGAD)
   reference::ZeroGatePolicy on_zero_gate = reference::ZeroGatePolicy::apply;
   std::size_t fragments = 1;  // PA-CGAD's P; 1 for every other optimizer
   Q8Semantics q8_semantics = Q8Semantics::cgad;
@@ -53,7 +55,7 @@ struct StepConfig {
 };
 
 // PA-CGAD's largest τ_cut in the fast path: σ is tabulated over the ages below it (step_schedule.hpp), 4 MiB at most.
-inline constexpr float kMaxPaCgadTauCut = 1u << 20;
+inline constexpr double kMaxPaCgadTauCut = 1u << 20;
 
 // The min_q8_size in force (see StepConfig).
 std::size_t effective_min_q8_size(const StepConfig& config);
@@ -68,9 +70,9 @@ reference::GateParams<Real> gate_params(const StepConfig& config) {
   return reference::gate_of(reference_config);
 }
 
-// The reference optimizer configuration with exactly this configuration's float hyperparameters (converted
-// exactly into Real): what a differential run or the noise study feeds the reference, so that the only
-// differences left are the fast path's roundings.
+// The reference optimizer configuration with exactly this configuration's hyperparameters (the float ones and the
+// double α and τ_cut, converted exactly into mpfr_real or double): what a differential run or the noise study
+// feeds the reference, so that the only differences left are the fast path's roundings.
 template <reference::RealScalar Real>
 reference::OptimizerConfig<Real> reference_config(const StepConfig& config) {
   reference::OptimizerConfig<Real> r;

@@ -4,6 +4,7 @@
 //   "CGADFPST"  u32 version = 3
 //   u32 optimizer, params format, state format, rounding, on_zero_gate,
 //   f32 lr, beta1, beta2, eps, weight_decay, nesterov lr, momentum, alpha, tau_cut   (as raw bits),
+//       (alpha and tau_cut, doubles in StepConfig, as the float nearest each: they are compared at float resolution)
 //   u32 q8 semantics, u32 v map (0 dynamic, 1 zero-free), u64 seed, u64 min_q8_size (the effective one),
 //   u64 parameters, u64 fragments, u64 tensors, tensors × u64 size,
 //   u64 applied steps, i64 rounds, fragments × (i64 t, i64 round of the last synchronization or −1)

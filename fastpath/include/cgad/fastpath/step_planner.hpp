@@ -1,9 +1,9 @@
 #pragma once
 // The host side of a step that both backends share: argument checks, the gate at the event's τ, the layout, and
 // (for the CPU backend) the counters, which step_schedule.hpp turns into the step-wide fp32 constants and advances
-// after the step; the CUDA backend keeps its counters on the device and runs the same schedule there. σ(τ) and
-// σ(a) for PA-CGAD's ages are evaluated in double (reference::sigma<double>) and rounded once to float: their
-// relative error is then at most 2^-24 (the final rounding) plus a few units of 2^-53, far below one float ulp.
+// after the step; the CUDA backend keeps its counters on the device and runs the same schedule there. σ(τ), σ(a)
+// for PA-CGAD's ages and SDM's 1/(1 + τ) are the floats staleness.hpp computes (the float nearest the reference's,
+// with the bound stated there).
 //
 // Ages (PA-CGAD) follow the reference's GatedAdam exactly (gated_adam.hpp): a_f = max(0, round − last_sync_f − 1),
 // an event for fragment f is gated by σ(max(τ, a_f)) and synchronizes f whether it is applied or skipped for a
@@ -15,6 +15,7 @@
 // configuration the chunks of a tensor under min_q8_size keep fp32 moments in a separate fallback buffer.
 #include "cgad/fastpath/block_step.hpp"
 #include "cgad/fastpath/config.hpp"
+#include "cgad/fastpath/staleness.hpp"
 #include "cgad/fastpath/step_schedule.hpp"
 #include "cgad/reference/fragments.hpp"
 #include "cgad/reference/outer_optimizer.hpp"
@@ -95,7 +96,7 @@ class StepPlanner {
   CounterValues values() const;
 
   StepConfig config_;
-  reference::GateParams<double> gate_;  // built once: the step itself parses and allocates nothing
+  reference::GateParams<long double> gate_;  // built once: the step itself parses and allocates nothing
   reference::FragmentLayout layout_;
   bool empty_ = false;                    // zero parameters (the layout is then built over one)
   std::vector<std::size_t> tensors_;

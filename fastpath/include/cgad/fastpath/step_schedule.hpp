@@ -7,7 +7,7 @@
 // captured in a CUDA graph, with the same bits on both backends.
 //
 // What cannot be computed identically on both sides is left to the host, which computes it as before:
-//   - σ(τ) and whether γ(τ) = 0, for the event's τ (reference::sigma<double>, rounded once to float): StepEvent;
+//   - σ(τ) and whether γ(τ) = 0, for the event's τ (staleness.hpp: the float nearest the reference's σ): StepEvent;
 //   - σ(a) for PA-CGAD's ages a (the reference's GatedAdam gates an event by σ(max(τ, a_f))): a table over the
 //     ages whose γ is not 0, built once (step_planner.cpp); an age past it has γ = 0.
 // The bias corrections 1 − β^t are computed here, for any t: β^t by binary powering in double-double (error-free

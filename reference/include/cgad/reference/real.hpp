@@ -22,8 +22,11 @@ namespace cgad::reference {
 using mpfr_real = boost::multiprecision::number<boost::multiprecision::mpfr_float_backend<0>,
                                                 boost::multiprecision::et_off>;
 
+// long double serves the fast path's host-side gate only (fastpath/include/cgad/fastpath/staleness.hpp): σ in a
+// precision above double, so that rounding it to float is correct except within a stated distance of a midpoint.
 template <class Real>
-concept RealScalar = std::same_as<Real, float> || std::same_as<Real, double> || std::same_as<Real, mpfr_real>;
+concept RealScalar = std::same_as<Real, float> || std::same_as<Real, double> || std::same_as<Real, long double> ||
+                     std::same_as<Real, mpfr_real>;
 
 // Smallest and largest working precision, in bits: 64 is the least the benchmarks sweep (and more than
 // double's 53, so the reference never claims less precision than the hardware rung beside it).
@@ -62,7 +65,8 @@ class PrecisionScope {
 // that runs the reference's MPFR arithmetic evaluates a gate); a thread that uses MPFR otherwise may call it too.
 void release_mpfr_caches_at_thread_exit();
 
-// The precision of Real in bits (24 for float, 53 for double, the working precision for MPFR).
+// The precision of Real in bits (24 for float, 53 for double, 64 for x86-64's long double, the working precision
+// for MPFR).
 template <RealScalar Real>
 unsigned precision_bits() {
   if constexpr (std::same_as<Real, mpfr_real>) {
