@@ -57,6 +57,7 @@ struct SimulateOptions {
   std::string fragment_progress = std::string(simulate::to_string(simulate::SimulationSpec{}.fragment_progress));
   std::string rounding = "nearest";
   std::string q8_semantics = "cgad";
+  std::string v_map = std::string(fastpath::to_string(fastpath::StepConfig{}.v_map));
   std::optional<std::size_t> min_q8_size;
   std::string record_deltas;
   std::int64_t log_every = simulate::SimulationSpec{}.log_every;
@@ -119,13 +120,16 @@ void refuse_other_objectives_flags(const SimulateOptions& o) {
   }
 }
 
-// --min-q8-size decides which tensors of a q8 state keep fp32 moments; with no q8 state swept it would change
-// nothing but the grid's fingerprint, so it is refused like the method-specific flags above.
+// --min-q8-size decides which tensors of a q8 state keep fp32 moments, --v-map zero-free its second moment's map;
+// with no q8 state swept either would change nothing but the grid's fingerprint, so it is refused like the
+// method-specific flags above.
 void refuse_unread_q8_size(const SimulateOptions& o) {
-  if (!o.min_q8_size) return;
+  const bool zero_free = fastpath::parse_v_map(o.v_map) == fastpath::VMap::zero_free;
+  if (!o.min_q8_size && !zero_free) return;
   const bool q8 = std::any_of(o.states.begin(), o.states.end(),
                               [](const std::string& state) { return fastpath::parse_state_format(state) == fastpath::StateFormat::q8; });
-  if (!q8) throw InputError("--min-q8-size applies to q8 state, which is not in --state");
+  if (!q8) throw InputError(std::string(o.min_q8_size ? "--min-q8-size" : "--v-map zero-free") +
+                            " applies to q8 state, which is not in --state");
 }
 
 simulate::SweepGrid make_grid(const SimulateOptions& o) {
@@ -169,6 +173,7 @@ simulate::SweepGrid make_grid(const SimulateOptions& o) {
   // Every run's: bnb where fastpath::validate refuses it (a method outside the Adam family, bf16 state, stochastic
   // rounding) makes that method, state or the whole sweep one that cannot run, which simulate::validate refuses.
   b.outer.q8_semantics = fastpath::parse_q8_semantics(o.q8_semantics);
+  b.outer.v_map = fastpath::parse_v_map(o.v_map);
   refuse_unread_q8_size(o);
   b.outer.min_q8_size = o.min_q8_size;
   b.delayed_nesterov_buffer = o.optimizer.buffer;
@@ -251,7 +256,8 @@ std::string replay_flags(const simulate::SimulationSpec& spec, std::string& why)
   }
   out << " --params " << fastpath::to_string(c.params) << " --state " << fastpath::to_string(c.state)
       << " --rounding " << fastpath::to_string(c.rounding) << " --seed " << c.seed << " --q8-semantics "
-      << fastpath::to_string(c.q8_semantics) << " --min-q8-size " << fastpath::effective_min_q8_size(c);
+      << fastpath::to_string(c.q8_semantics) << " --min-q8-size " << fastpath::effective_min_q8_size(c)
+      << " --v-map " << fastpath::to_string(c.v_map);
   return out.str();
 }
 
@@ -423,6 +429,10 @@ void add_simulate_command(CLI::App& app) {
                       "whose Adam every run's outer state follows, one value for the whole sweep (not an axis): cgad "
                       "(exact nearest code, v = 0 guard) or bnb (bitsandbytes' 8-bit Adam, and its 32-bit Adam for "
                       "fp32 state; Adam family, fp32/q8 state, nearest rounding only)")
+      ->capture_default_str();
+  command->add_option("--v-map", o->v_map,
+                      "the second moment's 8-bit map in every q8 run of the Adam family (not an axis): dynamic "
+                      "(bitsandbytes', with a code at 0) or zero-free (no code at 0; docs/results/noise.md)")
       ->capture_default_str();
   command->add_option("--min-q8-size", o->min_q8_size,
                       "with q8 state, a tensor under this many elements keeps fp32 state, in every run (default 4096 "

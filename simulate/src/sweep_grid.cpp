@@ -145,6 +145,11 @@ SimulationSpec run_spec(const SweepGrid& grid, const RunKey& key) {
   // optimizer, which it has none of, so the closest one stands there.
   spec.outer.optimizer = spec.delayed_nesterov ? reference::OptimizerKind::nesterov : kind;
   spec.outer.fragments = kind == reference::OptimizerKind::pa_cgad ? grid.base.outer.fragments : 1;
+  // The grid's v map is that of the second moment of q8 state; every other run has no such map (fp32 or bf16
+  // state, or the Nesterov family's one moment) and runs as it would without it.
+  if (spec.outer.state != fastpath::StateFormat::q8 || !reference::is_adam_family(spec.outer.optimizer)) {
+    spec.outer.v_map = fastpath::VMap::dynamic;
+  }
   return spec;
 }
 

@@ -26,7 +26,7 @@ constexpr const char* kPartFormat = "cgad-simulate-part";
 // grid's worker_params, lr_scale and fragment_progress, "constant" delays from the start (the old schedule is
 // "constant-clamped"), the status "stalled" with its reason, and each run's trap metrics (v_zero_fraction,
 // step_over_5lr_fraction, max_step_over_lr; null outside the Adam family); 5: the grid's depth, outlier_features
-// and outlier_scale, and each run's m_zero_fraction and per-tensor trap metrics (tensor_traps).
+// and outlier_scale, the outer v_map, and each run's m_zero_fraction and per-tensor trap metrics (tensor_traps).
 constexpr int kPartVersion = 5;
 
 std::string_view policy_name(reference::ZeroGatePolicy policy) {
@@ -162,6 +162,7 @@ ordered grid_to_json(const SweepGrid& grid) {
                 {"on_zero_gate", policy_name(o.on_zero_gate)},
                 {"fragments", o.fragments},
                 {"q8_semantics", fastpath::to_string(o.q8_semantics)},
+                {"v_map", fastpath::to_string(o.v_map)},
                 // The size in force, default or not: two grids that run the same are the same sweep.
                 {"min_q8_size", fastpath::effective_min_q8_size(o)}};
   j["delayed_nesterov_buffer"] = b.delayed_nesterov_buffer;
@@ -219,6 +220,7 @@ SweepGrid grid_from_json(const nlohmann::json& j) {
   o.on_zero_gate = parse_policy(outer.at("on_zero_gate").get<std::string>());
   o.fragments = integer<std::size_t>(outer.at("fragments"), "outer.fragments");
   o.q8_semantics = fastpath::parse_q8_semantics(outer.at("q8_semantics").get<std::string>());
+  o.v_map = fastpath::parse_v_map(outer.at("v_map").get<std::string>());
   o.min_q8_size = integer<std::size_t>(outer.at("min_q8_size"), "outer.min_q8_size");
   b.delayed_nesterov_buffer = integer<std::int64_t>(j.at("delayed_nesterov_buffer"), "delayed_nesterov_buffer");
   b.divergence_factor = parse_hexfloat(j.at("divergence_factor"), "divergence_factor");
