@@ -26,8 +26,10 @@ namespace {
 using namespace cgad::fastpath::testing;
 namespace ref = cgad::reference;
 
-constexpr std::uint64_t kRecordedTotal = 0xef3da1f9e978d5e8ull;  // was 0xbe99037798e5218e (commit 0cf501d)
-constexpr std::uint64_t kRecordedZeroFreeTotal = 0x1c7a09c5d1723884ull;  // zero-free TOTAL when the v map was added
+// Both with σ the float nearest the reference's σ of the user's α (fastpath/include/cgad/fastpath/staleness.hpp);
+// the commits that recorded them say which σ bits changed from the float-α totals before.
+constexpr std::uint64_t kRecordedTotal = 0xef3da1f9e978d5e8ull;
+constexpr std::uint64_t kRecordedZeroFreeTotal = 0x3bd0b6feaedb7978ull;
 
 std::uint64_t fnv(std::uint64_t h, const std::vector<unsigned char>& bytes) {
   for (unsigned char c : bytes) {
