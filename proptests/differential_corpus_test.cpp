@@ -1,7 +1,7 @@
 // Replays the checked-in corpus of hard cases (corpus/differential_one_step.jsonl: gate boundary, bf16 ties,
 // tiny and zero v, huge ratios in one q8 block, the largest finite g², block + 1, ...) through the one-step
 // differential of differential_one_step.hpp, for every listed optimizer and every format, on every run
-// (CORE-MATH's shape, DESIGN.md §8). Each line: name, why, optimizers, tau, theta and grad as hexfloat strings
+// (CORE-MATH's shape, docs/design.md §9). Each line: name, why, optimizers, tau, theta and grad as hexfloat strings
 // (tiled cyclically to "n" elements when given), and optional float hyperparameters (hexfloat) and on_zero_gate.
 #include "differential_generators.hpp"
 #include "differential_one_step.hpp"

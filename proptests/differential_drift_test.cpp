@@ -1,5 +1,5 @@
 // Multi-step drift: the fast path and the MPFR reference in lockstep for 300 events without re-syncing
-// (bitsandbytes' tests re-sync after every step and so only ever see one-step error; DESIGN.md §8), on the
+// (bitsandbytes' tests re-sync after every step and so only ever see one-step error; docs/design.md §9), on the
 // noise study's narrow stream (differential/noise_lockstep.hpp with --scale-range 64: per-element scales over
 // 2^-6 … 1, heavy-tailed delays with 7.5 % of events past τ_cut), for every Adam-family optimizer and every
 // format, q8 and fp32 state also in bitsandbytes' semantics. (On the study's default wide stream q8 state falls

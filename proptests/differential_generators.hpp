@@ -1,7 +1,7 @@
 #pragma once
 // Generators for the fast-path-vs-reference differentials: what breaks numerics, not what is convenient.
 // RapidCheck's own float generators never produce subnormals or exact ties and print six digits
-// (DESIGN.md §8), so values come from a weighted mix of special values, uniform-exponent values over
+// (docs/design.md §9), so values come from a weighted mix of special values, uniform-exponent values over
 // 1e-30 … 1e30 (2^-100 … 2^100), raw bit patterns (normal in that range, or subnormal) and exact bf16 ties
 // (low 16 bits 0x8000); counterexamples print every float as hexfloat with its index.
 #include "fastpath_test_support.hpp"

@@ -1,4 +1,4 @@
-// At a constant σ the gate is inert (DESIGN.md §3): g = σΔ gives m → σm, v → σ²v and
+// At a constant σ the gate is inert (docs/design.md §3): g = σΔ gives m → σm, v → σ²v and
 // m̂/(√v̂ + ε) → m̂/(√v̂ + ε/σ), so CGAD (and Adam-Decay) at a constant τ is Adam with ε/σ(τ).
 //
 // (a) The reference, in MPFR (257 bits) and in double: CGAD / Adam-Decay at a constant τ against Adam with

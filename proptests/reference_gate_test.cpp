@@ -1,4 +1,4 @@
-// Properties of the staleness gate γ, σ (DESIGN.md §3), at 256-bit MPFR and in double.
+// Properties of the staleness gate γ, σ (docs/design.md §3), at 256-bit MPFR and in double.
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 

@@ -1,4 +1,4 @@
-// Identities between the reference optimizers (DESIGN.md §3), each checked exactly — equal MPFR values, or
+// Identities between the reference optimizers (docs/design.md §3), each checked exactly — equal MPFR values, or
 // equal bit patterns in float/double — over generated streams.
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>

@@ -35,7 +35,7 @@ std::vector<mpfr_real> run(OptimizerKind kind, std::vector<mpfr_real> params,
 
 // Each expected value below was computed outside cgad, at 110 significant digits, with Python's decimal
 // module (π by Machin's formula, cos by its Taylor series, exp and sqrt from decimal), from the update rules
-// of DESIGN.md §3 written out by hand. A handful of correctly rounded 257-bit operations lie between input
+// of docs/design.md §3 written out by hand. A handful of correctly rounded 257-bit operations lie between input
 // and result, so they must agree to 2^-250 relative (about 64 ulps).
 void expect_close(const mpfr_real& actual, const char* expected) {
   const mpfr_real want = R(expected);

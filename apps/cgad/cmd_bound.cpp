@@ -1,4 +1,4 @@
-// `cgad bound`: the constants of the convergence bound (DESIGN.md §6) for the cosine gate, in MPFR and as
+// `cgad bound`: the constants of the convergence bound (docs/design.md §6) for the cosine gate, in MPFR and as
 // certified MPFI enclosures, with a proof verdict for every inequality the theory claims; the optimized-η
 // comparison of the bound against the ungated update's (theory/rate.hpp); with --alpha-scan, B1, B1_int and W
 // over α (what "O(1/e^α)" can mean).

@@ -1,4 +1,4 @@
-// `cgad verify-bound`: runs the ideal gated update of DESIGN.md §6 — or, with --update cgad-adam|adam-decay-adam|adam,
+// `cgad verify-bound`: runs the ideal gated update of docs/design.md §6 — or, with --update cgad-adam|adam-decay-adam|adam,
 // the real gated-moment Adam update of the reference — in MPFR on an objective with proven L and f*, under a
 // delay schedule, and checks the inequalities of theory/trajectory.hpp at every T; `--sweep-tau-max` shows the
 // staleness-bias term against τ_max (the ideal update's Σσ_tτ_t/T, and the realized R_T/(Lη²G_run²T) of every
@@ -179,7 +179,7 @@ void run_single(const VerifyOptions& o, unsigned bits) {
                    "sigma^2/2)\n"
                 << "    at T: lhs " << dec(r.descent.lhs) << "  rhs " << dec(r.descent.rhs)
                 << "\n    first violation: " << when(r.descent.first_violation) << "\n"
-                << "  DESIGN.md 6 form  rho*sum sigma_t*|grad_{t-tau}|^2 <= (f0 - f*)/eta + L*eta*G^2*sum(sigma*tau + "
+                << "  docs/design.md 6 form  rho*sum sigma_t*|grad_{t-tau}|^2 <= (f0 - f*)/eta + L*eta*G^2*sum(sigma*tau + "
                    "sigma^2/2)\n"
                 << "    at T: lhs " << dec(r.design.lhs) << "  rhs " << dec(r.design.rhs)
                 << "\n    first violation: " << when(r.design.first_violation)

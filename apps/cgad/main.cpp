@@ -1,5 +1,5 @@
 // cgad: the command line of the Cosine-Gated Adam-Decay toolkit. Bad input of any kind ends in one line on
-// stderr and exit status 2 (DESIGN.md §7).
+// stderr and exit status 2 (docs/design.md §7).
 #include "cli_support.hpp"
 #include "commands.hpp"
 

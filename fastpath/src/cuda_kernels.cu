@@ -1,4 +1,4 @@
-// The CUDA step (DESIGN.md §5), in CUB's layering: block_step.hpp's per-element functions (the CPU backend's)
+// The CUDA step (docs/design.md §5), in CUB's layering: block_step.hpp's per-element functions (the CPU backend's)
 // → the agent (agent/step_agent.hpp: every operand of a full, aligned chunk moved with vector width, a guarded
 // striped path otherwise) → the fused kernel, one CUDA block of TilePolicy::threads per chunk (a chunk never crosses
 // a tensor or fragment boundary), grid-stride over the chunks → the launch functions the host calls on the caller's

@@ -1,4 +1,4 @@
-"""The staleness gate and the convergence bound's constants (DESIGN.md §3, §6), from cgad's C++ libraries.
+"""The staleness gate and the convergence bound's constants (docs/design.md §3, §6), from cgad's C++ libraries.
 
 Numbers may be given as Python numbers or as decimal text. A float is taken by its shortest decimal (``repr``),
 so ``alpha=0.2`` means the decimal 0.2 -- in the exact (MPFR) functions too, where it is rounded once at the

@@ -1,4 +1,4 @@
-"""torch.optim outer optimizers over cgad's fast path (DESIGN.md §3, §5): CGAD, PACGAD, AdamDecay, Adam,
+"""torch.optim outer optimizers over cgad's fast path (docs/design.md §3, §5): CGAD, PACGAD, AdamDecay, Adam,
 Nesterov and SDM, for the outer loop of DiLoCo-family training.
 
     from cgad.torch import CGAD

@@ -1,5 +1,5 @@
 #pragma once
-// The pseudo-gradient stream `cgad replay` reads (DESIGN.md §7): JSON lines, the first
+// The pseudo-gradient stream `cgad replay` reads (docs/design.md §7): JSON lines, the first
 // {"params": [...], "tensors": [n0, n1, ...]} ("tensors" optional: the sizes of the tensors the parameters are
 // made of, summing to their count; q8 blocks restart at each, as bitsandbytes quantizes each tensor
 // separately), then one event per line {"grad": [...], "tau": k, "fragment": f}.

@@ -1,7 +1,7 @@
 #pragma once
 // One step over one chunk of at most 256 elements, in pieces both backends share: decode the stored
 // parameter and moments to fp32, run the per-element update (element_update.hpp), round the parameter
-// back, and requantize the moments — from the fp32 values the update produced (DESIGN.md §5: θ is updated
+// back, and requantize the moments — from the fp32 values the update produced (docs/design.md §5: θ is updated
 // from the pre-quantization moments). A q8 moment's new absmax is the chunk's max |value|, which is exact
 // and independent of the order of the reduction, so a CUB BlockReduce and a serial loop agree.
 //

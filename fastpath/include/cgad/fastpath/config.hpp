@@ -18,7 +18,7 @@ namespace cgad::fastpath {
 
 // Applies to every narrowing store of a step: bf16 parameters, bf16 state, q8 state.
 enum class Rounding { nearest, stochastic };
-// Whose 8-bit Adam the q8 state (and, for bnb, the fp32 state) follows (DESIGN.md §5):
+// Whose 8-bit Adam the q8 state (and, for bnb, the fp32 state) follows (docs/design.md §5):
 //   cgad — cgad's own: exact nearest code (ties to the lower), the Adam term taken as 0 where v decodes to 0,
 //          the reference's operation order; what the differential bounds are proved for.
 //   bnb  — bitsandbytes' Adam kernels formula by formula (element_update.hpp lists the release, the kernels

@@ -1,13 +1,13 @@
 #pragma once
 // The per-element update of every fast-path optimizer: the single source of truth that the CPU backend and
-// the CUDA kernel both call (DESIGN.md §5). Everything here is fp32 arithmetic with one rounding per
+// the CUDA kernel both call (docs/design.md §5). Everything here is fp32 arithmetic with one rounding per
 // operation, in a fixed order; the build forbids contracting a*b + c into an fma on either side
 // (-ffp-contract=off on the host, --fmad=false on the device), and division and sqrt are IEEE correctly
 // rounded on both, so the two backends compute the same bits.
 //
 // Every step-wide constant (σ(τ), 1 − β, the bias corrections 1 − β^t) arrives precomputed on the host.
 //
-// Adam family (CGAD, PA-CGAD, Adam-Decay, Adam; DESIGN.md §3), in the reference's operation order:
+// Adam family (CGAD, PA-CGAD, Adam-Decay, Adam; docs/design.md §3), in the reference's operation order:
 //   g = σ·Δ;  m = β1·m + (1−β1)·g;  v = β2·v + (1−β2)·(g·g)
 //   θ = θ − η·( (m/b1) / (sqrt(v/b2) + ε) + λ·θ )          b1 = 1 − β1^t, b2 = 1 − β2^t
 // Guard: when v = 0 the Adam term is taken as 0. In exact arithmetic v = 0 forces m = 0 (both are sums of

@@ -1,5 +1,5 @@
 #pragma once
-// cgad fast path: the production-precision outer step (DESIGN.md §3, §5) — bf16 or fp32 parameters,
+// cgad fast path: the production-precision outer step (docs/design.md §3, §5) — bf16 or fp32 parameters,
 // fp32/bf16/q8 optimizer state, nearest or stochastic rounding — on the CPU (this header) and on CUDA
 // (cuda_optimizer.hpp), computing the same bits.
 //

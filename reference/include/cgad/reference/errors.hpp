@@ -1,5 +1,5 @@
 #pragma once
-// One exception type for every refusal of bad input (DESIGN.md §3 "Bad input"). The message is one line
+// One exception type for every refusal of bad input (docs/design.md §3 "Bad input"). The message is one line
 // that names the offending value; the CLI prints it on stderr and exits with status 2.
 #include <stdexcept>
 #include <string>

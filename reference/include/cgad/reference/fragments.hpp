@@ -1,5 +1,5 @@
 #pragma once
-// Contiguous fragments of a parameter vector (DESIGN.md §3, PA-CGAD). Fragment f covers
+// Contiguous fragments of a parameter vector (docs/design.md §3, PA-CGAD). Fragment f covers
 // [⌊f·n/P⌋, ⌊(f+1)·n/P⌋): sizes differ by at most one, and no fragment may be empty.
 #include "cgad/reference/errors.hpp"
 

@@ -1,5 +1,5 @@
 #pragma once
-// The staleness gate of CGAD (DESIGN.md §3), defined here once for every part of cgad.
+// The staleness gate of CGAD (docs/design.md §3), defined here once for every part of cgad.
 //
 //   γ(τ) = ½(1 + cos(πτ/τ_cut)) for 0 ≤ τ ≤ τ_cut,  γ(τ) = 0 for τ > τ_cut,   σ(τ) = γ(τ)·e^{−ατ}.
 //

@@ -1,5 +1,5 @@
 #pragma once
-// The Adam family of outer optimizers, gated before the moment buffers (DESIGN.md §3):
+// The Adam family of outer optimizers, gated before the moment buffers (docs/design.md §3):
 //   CGAD (cosine gate), Adam-Decay (γ ≡ 1), Adam (σ ≡ 1), and PA-CGAD (CGAD per fragment, with ages).
 //
 //   g = σ(τ)·Δ;  t += 1;  m = β1·m + (1−β1)·g;  v = β2·v + (1−β2)·g²
@@ -19,7 +19,7 @@
 // pseudo-gradient changes nothing, ages included (it never reached the server's state). CGAD, Adam-Decay and
 // Adam have one fragment and ignore ages.
 //
-// Overflow (DESIGN.md §3, outer_optimizer.hpp): an event with |σ·Δ_i| ≥ 2^63 for some i is refused whole, like a
+// Overflow (docs/design.md §3, outer_optimizer.hpp): an event with |σ·Δ_i| ≥ 2^63 for some i is refused whole, like a
 // NaN/Inf one, so that the production fast path can hold every quantity it derives from g². The exact product
 // decides here; the fast path decides on its float σ·Δ, which can differ only within one rounding of 2^63.
 #include "cgad/reference/gate.hpp"

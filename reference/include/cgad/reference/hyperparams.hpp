@@ -1,5 +1,5 @@
 #pragma once
-// Hyperparameters of every outer optimizer and their validation, defined once (DESIGN.md §2, §3).
+// Hyperparameters of every outer optimizer and their validation, defined once (docs/design.md §2, §3).
 // The fast path and the theory read the same structs; defaults are parsed from decimal text so that
 // an MPFR run sees 1e-3, not the double nearest to it.
 #include "cgad/reference/errors.hpp"

@@ -1,5 +1,5 @@
 #pragma once
-// Staleness-blind and staleness-dampened Nesterov momentum (DESIGN.md §3 baselines).
+// Staleness-blind and staleness-dampened Nesterov momentum (docs/design.md §3 baselines).
 //
 // Nesterov, the DiLoCo outer recipe (Douillard et al. 2023, arXiv 2311.08105):
 //   b = μ·b + Δ;  θ = θ − η·(Δ + μ·b)

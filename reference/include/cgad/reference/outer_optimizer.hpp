@@ -26,7 +26,7 @@ struct Event {
   std::size_t fragment = 0;
 };
 
-// overflowing_gradient: finite, but |σ·Δ| ≥ 2^kRefusedGradientExponent for some element (DESIGN.md §3).
+// overflowing_gradient: finite, but |σ·Δ| ≥ 2^kRefusedGradientExponent for some element (docs/design.md §3).
 enum class SkipReason { none, nonfinite_gradient, zero_gate, overflowing_gradient };
 
 

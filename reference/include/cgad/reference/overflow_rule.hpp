@@ -1,5 +1,5 @@
 #pragma once
-// The overflow rule (DESIGN.md §3), alone in a header with no dependencies so that the CUDA kernel's per-element
+// The overflow rule (docs/design.md §3), alone in a header with no dependencies so that the CUDA kernel's per-element
 // code (fastpath/element_update.hpp) shares the very constant the reference decides with.
 
 namespace cgad::reference {

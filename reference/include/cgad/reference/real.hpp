@@ -2,7 +2,7 @@
 // The scalar types the reference runs in, and the few operations on them that differ between MPFR and
 // the hardware formats: parsing a decimal exactly, printing every significant digit, testing finiteness.
 //
-// Boost 1.74 facts this file encodes (DESIGN.md §4): an mpfr_float's precision is process-global and
+// Boost 1.74 facts this file encodes (docs/design.md §4): an mpfr_float's precision is process-global and
 // given in decimal digits, and Boost turns d decimal digits into digits10_2_2(d) bits, which can only take
 // some values (256 is not one of them: 76 digits give 254 bits, 77 give 257). We therefore pick the
 // smallest digit count whose bit precision is at least the one asked for, and report the effective bits.

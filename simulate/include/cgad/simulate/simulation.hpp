@@ -186,7 +186,7 @@ struct SimulationResult {
   std::string divergence;         // why: "non-finite loss" or "loss 1.2e+05 > 1e+03 x initial 1.1e+02"
   std::int64_t applied = 0, skipped_nonfinite = 0, skipped_zero_gate = 0;
   // Events refused because |σ·Δ| ≥ 2^64 for some element (finite, but its square overflows float; the fast path's
-  // and the reference's overflow rule, DESIGN.md §3): skipped whole, like a NaN/Inf one.
+  // and the reference's overflow rule, docs/design.md §3): skipped whole, like a NaN/Inf one.
   std::int64_t skipped_overflowing = 0;
   std::int64_t inner_steps_skipped = 0;  // inner AdamW steps refused for a non-finite gradient (x left as is)
   double mean_tau = 0;            // realized mean staleness over the arrivals

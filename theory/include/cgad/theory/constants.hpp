@@ -1,5 +1,5 @@
 #pragma once
-// The constants of the convergence bound (DESIGN.md §6, theory/README.md §2), computed in MPFR and
+// The constants of the convergence bound (docs/design.md §6, theory/README.md §2), computed in MPFR and
 // enclosed in certified MPFI intervals:
 //   B1 = sup_{τ≥0} τ·σ(τ)  ≤ 1/(eα)        B2 = sup_{τ≥0} τ²·σ(τ)  ≤ 4/(eα)²
 //   W  = Σ_{τ=1}^{τ_cut} σ(τ) ≤ 1/(e^α − 1)

@@ -1,5 +1,5 @@
 #pragma once
-// Delay schedules for the ideal gated update (DESIGN.md §6): the staleness τ_t the t-th update sees. Every
+// Delay schedules for the ideal gated update (docs/design.md §6): the staleness τ_t the t-th update sees. Every
 // schedule is reproducible from its seed (std::mt19937_64 with a fixed distribution algorithm written out
 // here, so the sequence does not depend on the standard library's distributions) and never exceeds τ_max.
 #include <cstdint>

@@ -1,5 +1,5 @@
 #pragma once
-// The cosine gate of DESIGN.md §3 in interval arithmetic: the ONE place theory/ evaluates the gate formula
+// The cosine gate of docs/design.md §3 in interval arithmetic: the ONE place theory/ evaluates the gate formula
 // itself (the MPFR gate lives in reference/gate.hpp and is cross-checked against this in
 // proptests/theory_interval_gate_test.cpp). Both follow the same identity,
 //   σ(τ) = ½(1 + cos(πτ/τ_cut))·e^{−ατ} = sin²(π(τ_cut − τ)/(2τ_cut))·e^{−ατ}   for 0 ≤ τ ≤ τ_cut,
@@ -18,7 +18,7 @@ struct IntervalGate {
 // encloses its exact image, so the composition encloses the image of the whole formula.
 Interval sigma_enclosure(const Interval& tau, const IntervalGate& gate);
 
-// An enclosure of τ^k·σ(τ) over tau ⊆ [0, τ_cut] (the weight whose sup is B_k, DESIGN.md §6).
+// An enclosure of τ^k·σ(τ) over tau ⊆ [0, τ_cut] (the weight whose sup is B_k, docs/design.md §6).
 Interval weighted_sigma_enclosure(const Interval& tau, unsigned k, const IntervalGate& gate);
 
 // An enclosure of d/dτ ln(τ^k σ(τ)) = k/τ − α − (π/τ_cut)·tan(πτ/(2τ_cut)) over tau ⊆ (0, τ_cut).

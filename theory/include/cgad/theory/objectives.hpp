@@ -1,5 +1,5 @@
 #pragma once
-// Test objectives for the convergence bound (DESIGN.md §6): each is L-smooth on all of R^d with a proven L,
+// Test objectives for the convergence bound (docs/design.md §6): each is L-smooth on all of R^d with a proven L,
 // bounded below by a proven f*, and (except the quadratic) has a globally bounded gradient, so the bounded
 // step ‖u_t‖ ≤ G of the theorem holds without ever clipping. Templated on Real: the trajectory runs them in
 // MPFR, the tests also in double.

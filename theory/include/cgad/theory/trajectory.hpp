@@ -2,7 +2,7 @@
 // Trajectories in MPFR on the objectives of objectives.hpp under the delay schedules of delays.hpp, for two
 // updates (theory/README.md §2, §9):
 //
-// * the IDEAL GATED UPDATE of DESIGN.md §6, the update the theorem is about:
+// * the IDEAL GATED UPDATE of docs/design.md §6, the update the theorem is about:
 //     x_{t+1} = x_t − η·σ(τ_t)·u_t,   u_t = clip_G(D_t ∘ ∇f(x_{t−τ_t})),   D_t = diag(1 + s·ζ_{t,i}), ζ ~ U[−1, 1]
 //   s ∈ [0, 1) is the multiplicative gradient-noise level (0 for the deterministic objectives, ½ by default for
 //   the noisy quadratic). Without clipping ⟨∇f, u⟩ ≥ (1 − s)‖∇f‖², so the alignment constant is ρ = 1 − s, and
@@ -21,7 +21,7 @@
 // For the ideal update two forms of the theorem's inequality are checked after every step T:
 //  * descent form (needs only L-smoothness and ‖u_t‖ ≤ G, always claimed):
 //      Σ_{t<T} σ_t⟨∇f(x_{t−τ_t}), u_t⟩ ≤ (f(x_0) − f(x_T))/η + LηG²·Σ_{t<T}(σ_tτ_t + σ_t²/2)
-//  * DESIGN.md §6 form (claimed while ⟨∇f(x_{t−τ_t}), u_t⟩ ≥ ρ‖∇f(x_{t−τ_t})‖² has held at every step):
+//  * docs/design.md §6 form (claimed while ⟨∇f(x_{t−τ_t}), u_t⟩ ≥ ρ‖∇f(x_{t−τ_t})‖² has held at every step):
 //      ρ·Σ_{t<T} σ_t‖∇f(x_{t−τ_t})‖² ≤ (f(x_0) − f*)/η + LηG²·Σ_{t<T}(σ_tτ_t + σ_t²/2)
 //
 // For both updates, with δ_t = x_t − x_{t+1} the realized step, the proof's steps 1–3 before A3 is used give,

@@ -1,5 +1,5 @@
 #pragma once
-// The CUDA step's agent (DESIGN.md §5: per-element functor → agent → dispatch → device API, CUB's layering): what
+// The CUDA step's agent (docs/design.md §5: per-element functor → agent → dispatch → device API, CUB's layering): what
 // one thread of the block that owns a chunk (block_step.hpp's StepChunk, ≤ 256 elements) does, written once for
 // nvcc and g++ so that proptests/fastpath_step_test.cpp runs this very code on the host, thread by thread, against
 // the CPU backend.
