@@ -1,4 +1,4 @@
-// Issue 16's adversarial classes, at the level of the libraries: one number grammar, the stream parser's
+// The adversarial classes of docs/testing.md, at the level of the libraries: one number grammar, the stream parser's
 // refusals, the atomic writer's rules for targets and temporaries, the report folder's swap, the input rule for
 // pipes and FIFOs, the thread pool under thread-creation failure, and the overflow rule and hyperparameter ranges
 // that keep finite input finite; from a second pass, the report folder's swap across mounts, links and owners.

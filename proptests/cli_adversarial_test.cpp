@@ -1,4 +1,4 @@
-// Issue 16's adversarial classes as a user meets them on the command line: every case ends in exit status 2 with
+// The adversarial classes of docs/testing.md as a user meets them on the command line: every case ends in exit status 2 with
 // one line "cgad: ..." (or, for an overflowing or non-finite event, a reported skip) -- never exit status 0 with
 // damage, a hang or a crash. Each test failed before its fix; the issue's item numbers are in the names.
 #include "cli_harness.hpp"

@@ -15,7 +15,7 @@
 //  - a NaN/Inf in the same event is reported as nonfinite-gradient (NaN wins), wherever it is;
 //  - with on_zero_gate = skip and τ ≥ τ_cut the event is a zero-gate skip, not an overflow (and with apply,
 //    σ = 0 makes σΔ = 0: applied);
-//  - since issue 16 item 4, Nesterov and SDM follow the same rule on their σ·Δ (σ = 1, or 1/(1 + τ) for SDM): a
+//  - Nesterov and SDM follow the same rule on their σ·Δ (σ = 1, or 1/(1 + τ) for SDM): a
 //    Δ near float's range gave −Inf on the first event in every format; below the threshold they apply and stay
 //    finite.
 #include "fastpath_test_support.hpp"
@@ -294,7 +294,7 @@ TEST(OverflowFastPath, ZeroGateComesBeforeOverflow) {
   }
 }
 
-// Nesterov and SDM (issue 16 item 4): an event with |σΔ| ≥ 2^63 somewhere is refused whole (it gave −Inf on its
+// Nesterov and SDM: an event with |σΔ| ≥ 2^63 somewhere is refused whole (it gave −Inf on its
 // first event at Δ = 2e38, in every format), one just below the threshold is applied and leaves b and θ finite.
 TEST(OverflowFastPath, NesterovAndSdmFollowTheRuleOnTheirSigmaDelta) {
   for (const OptimizerKind kind : {OptimizerKind::nesterov, OptimizerKind::sdm}) {
@@ -490,7 +490,7 @@ TEST_F(OverflowReference, RefusesTheSameEventsAsTheFastPath) {
 
 // The reference's order of reports: a NaN/Inf anywhere wins over an overflow (nonfinite-gradient, its index);
 // with skip at τ ≥ τ_cut the event is a zero-gate skip; with apply it is applied (σ = 0); Nesterov and SDM refuse
-// an event with |σΔ| ≥ 2^63 as the fast path does (issue 16 item 4), NaN still winning.
+// an event with |σΔ| ≥ 2^63 as the fast path does, NaN still winning.
 template <class Real>
 void check_reference_order() {
   for (const Gate& gate : gates()) {

@@ -38,7 +38,7 @@ TEST(Bf16Text, ParsesWithOneRoundingNotTwo) {
   EXPECT_EQ(parse_bf16(just_above_midpoint, "x").bits, 0x3F81u);                                     // once: 1 + 2^-7
   EXPECT_EQ(parse_bf16("1.00390625", "x").bits, 0x3F80u);  // the midpoint itself ties to even
   EXPECT_EQ(parse_bf16("-0", "x").bits, 0x8000u);
-  // Past the largest finite bf16 is refused (issue 16 item 5: it became +Inf silently, where fp32 refuses it);
+  // Past the largest finite bf16 is refused (it became +Inf silently, where fp32 refuses it);
   // infinity must be written as such.
   EXPECT_THROW(parse_bf16("1e39", "x"), cgad::reference::InputError);
   EXPECT_THROW(parse_bf16("-3.4e38", "x"), cgad::reference::InputError);

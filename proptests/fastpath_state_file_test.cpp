@@ -145,7 +145,7 @@ TEST(FastpathStateFile, FailedSaveLeavesTheOldFile) {
   std::filesystem::remove_all(dir);
 }
 
-// Issue 16 item 14: a file whose CRC was recomputed over impossible contents -- a NaN or infinite moment, a negative
+// A file whose CRC was recomputed over impossible contents -- a NaN or infinite moment, a negative
 // v, a NaN/Inf/negative q8 absmax -- is refused (it loaded, and the next step made NaN parameters while reporting
 // "applied"), and the state in memory is kept.
 std::vector<char> with_crc(std::vector<char> bytes) {
@@ -352,7 +352,7 @@ TEST(FastpathStateFileMoments, EveryStateStepsReachLoads) {
   }
 }
 
-// Issue 16 item 18: what is not a regular file is refused before it is read -- a directory (std::ios_base::failure
+// What is not a regular file is refused before it is read -- a directory (std::ios_base::failure
 // before), a device such as /dev/zero (read without bound before), a FIFO (which would block) -- and so is a file
 // longer than this optimizer's (a sparse terabyte is refused at once, not read).
 TEST(FastpathStateFile, NonRegularAndOversizedFilesAreRefusedWithoutReading) {
@@ -376,7 +376,7 @@ TEST(FastpathStateFile, NonRegularAndOversizedFilesAreRefusedWithoutReading) {
   std::filesystem::remove_all(dir);
 }
 
-// Issue 16 items 1 and 13: save() replaces only a regular file (or writes through a symlink to one), keeps its mode,
+// save() replaces only a regular file (or writes through a symlink to one), keeps its mode,
 // and refuses a FIFO or a device node instead of replacing it with a regular file.
 TEST(FastpathStateFile, SaveReplacesOnlyRegularFilesKeepingModeAndLinks) {
   StepConfig config = all_format_configs(reference::OptimizerKind::cgad)[0];

@@ -901,7 +901,7 @@ TEST(SimulateEngine, BadSpecsAreRefusedWithOneLine) {
       // 2^24 NQM parameters: 2 + 2 (θ, ring of 1) + 8 (outer m, v) + 4·8 (inner m, v) + 7·4 (run vectors) +
       // 48 (objective) = 120 bytes each, 1.9 GiB; the ring and inner states alone (the old estimate) are 544 MiB.
       {"largest nqm, every buffer counted", [](SimulationSpec& s) { s.size = std::size_t{1} << 24; s.tau = 0; }},
-      // 10^8 + 3 curve points of 16 bytes: 1.5 GiB for the curve alone (issue 16, item 16).
+      // 10^8 + 3 curve points of 16 bytes: 1.5 GiB for the curve alone.
       {"loss curve over 1 GiB", [](SimulationSpec& s) { s.rounds = 100'000'000; s.log_every = 1; }},
       {"divergence factor 1", [](SimulationSpec& s) { s.divergence_factor = 1; }},
       {"divergence factor NaN", [](SimulationSpec& s) { s.divergence_factor = NAN; }},

@@ -1,4 +1,4 @@
-// What workers compute and keep (issue 15): bf16 workers send bf16-granular pseudo-gradients that can be exactly
+// What workers compute and keep: bf16 workers send bf16-granular pseudo-gradients that can be exactly
 // zero; μP gives the readout its learning rate and initial scale and is the standard run at the base width;
 // PA-CGAD workers keeping fragment progress send everything they did to a fragment since they last took it.
 #include "cgad/fastpath/bf16.hpp"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The fuzzing leg of CI (issue 16): builds the libFuzzer targets of fuzz/ with clang in build-fuzz (the libraries
+# The fuzzing leg of CI: builds the libFuzzer targets of fuzz/ with clang in build-fuzz (the libraries
 # instrumented for coverage, AddressSanitizer and UndefinedBehaviorSanitizer; CUDA, benchmarks, tests and the
 # Python module off) and runs each from a copy of its checked-in seed corpus for a fixed number of inputs with a
 # fixed seed (FUZZ_SEED, default 1), so that CI explores the same inputs on every run and a finding is never a

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds, on a machine without a GPU, the self-contained folder that checks the CUDA backend on one (issue 17,
-# docs/gpu.md):
+# Builds, on a machine without a GPU, the self-contained folder that checks the CUDA backend on one
+# (docs/gpu.md):
 #   scripts/gpu-check.sh --out DIR [--build BUILD_DIR] [--jobs N]
 # BUILD_DIR (default build-gpu/) is a CMake build of its own: Release, CUDA on for sm_90, the Python module off,
 # the CUDA runtime static (CGAD_CUDA_STATIC_RUNTIME), MPFR, GMP and MPFI taken from their static archives, gtest

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The sanitizer legs of CI (issue 16), each in a build folder of its own, CUDA, benchmarks and the Python module
+# The sanitizer legs of CI, each in a build folder of its own, CUDA, benchmarks and the Python module
 # off (the first two do not run under a sanitizer here; an instrumented module cannot load into an uninstrumented
 # interpreter): `asan` builds everything with AddressSanitizer + UndefinedBehaviorSanitizer and runs
 # `ctest -L ci`; `tsan` builds with ThreadSanitizer (the CPU step's ifunc clones off) and runs the tests whose

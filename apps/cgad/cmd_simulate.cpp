@@ -261,8 +261,8 @@ std::string replay_flags(const simulate::SimulationSpec& spec, std::string& why)
   return out.str();
 }
 
-// A part file of this sweep but another shard at `out`: replacing it would lose that shard's runs (issue 16, item
-// 11: two shards given the same --out). Anything else there (no file, another sweep, this very shard, not a part)
+// A part file of this sweep but another shard at `out`: replacing it would lose that shard's runs (two
+// shards given the same --out). Anything else there (no file, another sweep, this very shard, not a part)
 // may be replaced, as any output is.
 void refuse_replacing_another_shard(const std::string& out, const simulate::SweepGrid& grid, simulate::Shard shard) {
   std::ifstream in(out);

@@ -162,7 +162,7 @@ std::pair<StepOutcome, std::uint64_t> CpuOptimizer::scan(const Operands& operand
   // One scan finds the first NaN/Inf and the first overflowing element; outcome_of (step_schedule.hpp) orders
   // them as the reference reports them.
   constexpr std::uint64_t kNone = std::numeric_limits<std::uint64_t>::max();
-  // The overflow rule of every optimizer (the Adam family's, and since issue 16 Nesterov's and SDM's, whose σ is
+  // The overflow rule of every optimizer (the Adam family's, Nesterov's and SDM's, whose σ is
   // 1 or 1/(1 + τ)); σ = 0 where the event is not applied, so that only NaN/Inf is looked for.
   const float sigma = plan.scheduled.applied ? plan.scheduled.sigma : 0.0f;
   std::atomic<std::uint64_t> first_nonfinite{kNone}, first_overflow{kNone};

@@ -1,7 +1,7 @@
 #pragma once
 // Whether a run record read from a part file is one the engine could have written for its grid (simulation.cpp,
 // sweep_run.cpp). A fingerprint proves only that the grid was not edited; without these checks a hand-edited part
-// could put any number into merge's table (issue 16, item 9).
+// could put any number into merge's table.
 #include "cgad/simulate/sweep.hpp"
 
 namespace cgad::simulate {

@@ -1,5 +1,5 @@
 #pragma once
-// The rounding-noise study's engine (issue 5): the fast path (bf16 or fp32 parameters, any state format) and the MPFR
+// The rounding-noise study's engine: the fast path (bf16 or fp32 parameters, any state format) and the MPFR
 // reference (reference::make_optimizer<mpfr_real>, with the same float hyperparameters) run in lockstep on
 // one synthetic pseudo-gradient stream, never re-synchronized, so the fast path's rounding errors accumulate
 // exactly as they would in training. The reference is fed the very floats the fast path sees (Δ, and θ0
@@ -111,8 +111,8 @@ class DelayStream {
   reference::PhiloxStream random_;
 };
 
-// What a study's runs take in memory, so that one that would exhaust it is refused before it starts (issue 16:
-// `--steps 1e7 --log-every 1` used to take 1.8 GB per scenario): `kept`, the samples and final state a run
+// What a study's runs take in memory, so that one that would exhaust it is refused before it starts
+// (`--steps 1e7 --log-every 1` used to take 1.8 GB per scenario): `kept`, the samples and final state a run
 // returns (a study holds every run's until it prints them), and `working`, what it holds besides while it runs
 // (both optimizers' state, the stream's scales, the event) — estimates from the element and sample counts,
 // with an MPFR number counted at the current working precision.

@@ -150,7 +150,7 @@ CGAD_HD inline std::uint8_t q8_nearest_fast(float x, const Q8Map& map) {
 
 // `random`'s top 24 bits are the uniform variate. Its nearest index is the same on both backends by proof, not by
 // the same code: the device computes it by the line model, which reads the ~47 KB bucket table only on fallback;
-// the host by the bucket search, the faster of the two in scalar code there (~2.7 vs ~11 ns, issue 14's wave). Both
+// the host by the bucket search, the faster of the two in scalar code there (~2.7 vs ~11 ns). Both
 // give q8_nearest's index on every one of the 2^32 floats for each map (fastpath_q8_vector_long_test).
 CGAD_HD inline std::uint8_t q8_stochastic(float x, const Q8Map& map, std::uint32_t random) {
 #if defined(__CUDA_ARCH__)

@@ -43,8 +43,8 @@ class Nesterov final : public OuterOptimizer<Real> {
     report.sigma = staleness_ == Staleness::dampen ? Real(Real(1) / Real(1 + event.tau)) : Real(1);
     // The Adam family's overflow rule (gated_adam.hpp, overflow_rule.hpp), here too: an event with
     // |σ·Δ_i| ≥ 2^63 is refused whole. Momentum sums such steps (|b| reaches |d|/(1 − μ)) and θ moves by
-    // η·(d + μb), so a Δ near float's range gave −Inf on its first event in every fast-path format (issue 16
-    // item 4); below 2^63, |d + μb| < 2^88 and validate_range's η ≤ 2^38 keeps a step finite. The exact product
+    // η·(d + μb), so a Δ near float's range gave −Inf on its first event in every fast-path format;
+    // below 2^63, |d + μb| < 2^88 and validate_range's η ≤ 2^38 keeps a step finite. The exact product
     // decides here; the fast path decides on its float σ·Δ, which can differ only within one rounding of 2^63.
     if (const std::size_t i = first_overflowing_element(report.sigma, event.grad); i != event.grad.size()) {
       report.applied = false;

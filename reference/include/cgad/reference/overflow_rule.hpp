@@ -5,7 +5,7 @@
 namespace cgad::reference {
 
 // The overflow rule's threshold, 2^63: an event with |σ·Δ_i| ≥ 2^63 for some i is refused whole -- of the Adam
-// family and, since issue 16 item 4, of Nesterov and SDM (σ = 1 or 1/(1 + τ); nesterov.hpp), whose momentum and
+// family and of Nesterov and SDM (σ = 1 or 1/(1 + τ); nesterov.hpp), whose momentum and
 // step carried such a Δ to −Inf on the first event. For the Adam family: at
 // 2^64, (σΔ)² itself overflows float (v = +Inf; in q8 state every element of its block decodes as NaN). Below it,
 // g² < 2^126 and everything the production update forms from g² stays finite with a factor 4 to spare: v is an

@@ -1,5 +1,5 @@
 #pragma once
-// One writer per part file (issue 16, item 11): two shards given the same --out both ran and both replaced the
+// One writer per part file: two shards given the same --out both ran and both replaced the
 // file, and the first one's runs were lost without a word. `cgad simulate --out FILE` holds this lock from before
 // its first run until its part is committed, so a second writer of the same FILE is refused at its start.
 //

@@ -1,5 +1,5 @@
 #pragma once
-// How uncertain a cell's seed-to-seed σ is, and when two cells' σ differ beyond seed noise (issue 15). With 5–16
+// How uncertain a cell's seed-to-seed σ is, and when two cells' σ differ beyond seed noise. With 5–16
 // seeds a sample σ is uncertain by a factor of about [0.66, 2] (n = 8, normal data: the χ² interval), so "σ
 // grows" needs an interval and a test, not two numbers.
 //

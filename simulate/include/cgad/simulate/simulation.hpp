@@ -1,5 +1,5 @@
 #pragma once
-// One asynchronous DiLoCo run at small scale (issue 6): K workers, each running H inner steps (SGD or AdamW, fp32)
+// One asynchronous DiLoCo run at small scale: K workers, each running H inner steps (SGD or AdamW, fp32)
 // from the global parameters it last received, send Δ = θ_start − θ_local; the server applies each Δ τ outer
 // rounds after the round whose parameters it started from, with one of the seven outer optimizers. The outer
 // step is the fast path's (fastpath::CpuOptimizer: bf16/fp32 parameters, fp32/bf16/q8 state, cgad's or

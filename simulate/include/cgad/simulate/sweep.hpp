@@ -1,5 +1,5 @@
 #pragma once
-// A sweep of asynchronous DiLoCo runs (issue 6): the paper's comparison — outer optimizers × delay τ × model
+// A sweep of asynchronous DiLoCo runs: the paper's comparison — outer optimizers × delay τ × model
 // size × outer-state format × seeds — judged per cell (method, τ, size, state) by the final loss's mean and
 // seed-to-seed σ over the seeds that did not diverge, and the single-shot risk mean + σ.
 //
