@@ -121,7 +121,7 @@ int in_child(Body body, int seconds) {
 
 // --- item 28 (and 5, 8): one number grammar, in every format ---------------------------------------------------
 
-TEST(Item28OneNumberGrammar, EveryFormatRefusesTheSameTextsAndTakesTheSameOnes) {
+TEST(OneNumberGrammar, EveryFormatRefusesTheSameTextsAndTakesTheSameOnes) {
   ref::set_working_precision_bits(256);
   for (const char* bad : {"0x1p-3", "0b101", "0X10", "nan(1)", " 1", "1 ", "", "+", "-", ".", "1e", "e5", "1.5.2",
                           "@inf@", "infinit", "1,5", "١"}) {
@@ -150,7 +150,7 @@ TEST(Item28OneNumberGrammar, EveryFormatRefusesTheSameTextsAndTakesTheSameOnes) 
 
 // Found by fuzz/fuzz_decimal_number.cpp: MPFR 4.2.0's mpfr_strtofr read a tiny decimal with zeros after the point
 // and an exponent past a long as +Inf, so the reference refused as "out of range" what float and double read as 0.
-TEST(Item28OneNumberGrammar, ADecimalFarBelowEveryRangeIsZeroInEveryFormatAndOneFarAboveIsRefusedInEvery) {
+TEST(OneNumberGrammar, ADecimalFarBelowEveryRangeIsZeroInEveryFormatAndOneFarAboveIsRefusedInEvery) {
   const ref::PrecisionScope precision(64);
   const std::string exponent = "6000000000000000000000008000000000000000000000000684777228";  // 58 digits
   for (const std::string& tiny : {"0.05e-" + exponent, "-00.0000000500004e-" + exponent, "5e-" + exponent}) {
@@ -170,7 +170,7 @@ TEST(Item28OneNumberGrammar, ADecimalFarBelowEveryRangeIsZeroInEveryFormatAndOne
   EXPECT_EQ(ref::parse_real<double>("0.05e-300000000", "x"), 0.0);
 }
 
-TEST(Item8SignedZero, SurvivesParsingAndPrintingInEveryFormat) {
+TEST(SignedZero, SurvivesParsingAndPrintingInEveryFormat) {
   ref::set_working_precision_bits(256);
   const mpfr_real zero = ref::parse_real<mpfr_real>("-0", "x");
   EXPECT_TRUE(mpfr_signbit(zero.backend().data()));
@@ -198,7 +198,7 @@ void expect_refused_stream(const std::string& text, const std::string& fragment)
   }
 }
 
-TEST(Item6StreamParser, DuplicateKeysAndNulBytesAreRefused) {
+TEST(StreamParser, DuplicateKeysAndNulBytesAreRefused) {
   expect_refused_stream("{\"params\": [1, 2]}\n{\"grad\": [1, 2], \"tau\": 0, \"tau\": 40}\n", "s:2: duplicate key \"tau\"");
   expect_refused_stream("{\"params\": [1], \"params\": [2]}\n", "s:1: duplicate key \"params\"");
   expect_refused_stream("{\"params\": [1, 2]}\n{\"grad\": [1, 2], \"tau\": 0}\n{\"grad\": [1, 2], \"tau\": 0, \"fragment\": 0, "
@@ -211,7 +211,7 @@ TEST(Item6StreamParser, DuplicateKeysAndNulBytesAreRefused) {
   EXPECT_EQ(parse("{\"params\": [1, 2]}\n{\"grad\": [1, 2], \"tau\": 0}\n{\"grad\": [1, 2], \"tau\": 1}\n").events.size(), 2u);
 }
 
-TEST(Item26StreamParser, ANumberAndTheSameDigitsInAStringAreTheSameValue) {
+TEST(StreamParser, ANumberAndTheSameDigitsInAStringAreTheSameValue) {
   const auto s = parse("{\"params\": [-0, 0.1, 1e400, \"1e400\", 123456789012345678901234567890, -7, 18446744073709551615]}\n"
                        "{\"grad\": [1e-400, -0.0], \"tau\": 0}\n");
   EXPECT_EQ(s.params, (std::vector<std::string>{"-0", "0.1", "1e400", "1e400", "123456789012345678901234567890", "-7",
@@ -229,7 +229,7 @@ TEST(Item26StreamParser, ANumberAndTheSameDigitsInAStringAreTheSameValue) {
   EXPECT_EQ(parse("{\"params\": [\"1e5\\\\\", 2]}\n").params.size(), 2u);
 }
 
-TEST(Item5StreamParser, ParametersMustBeFiniteAGradientMayNot) {
+TEST(StreamParser, ParametersMustBeFiniteAGradientMayNot) {
   for (const char* p : {"\"nan\"", "\"inf\"", "\"-Infinity\"", "\"NaN\""}) {
     expect_refused_stream("{\"params\": [1, " + std::string(p) + "]}\n", "parameters must be finite");
   }
@@ -238,9 +238,9 @@ TEST(Item5StreamParser, ParametersMustBeFiniteAGradientMayNot) {
 
 // --- items 1, 13, 27: the atomic writer ------------------------------------------------------------------------
 
-using Item1AtomicFile = Folder;
+using AtomicFileOutputs = Folder;
 
-TEST_F(Item1AtomicFile, ReplacesOnlyRegularFilesKeepingTheirModeAndWritesThroughLinks) {
+TEST_F(AtomicFileOutputs, ReplacesOnlyRegularFilesKeepingTheirModeAndWritesThroughLinks) {
   // A new file: the mode a plain open() gives.
   fp::write_file_atomically(dir_ / "new", "a", 1);
   EXPECT_EQ(static_cast<::mode_t>(fs::status(dir_ / "new").permissions()), fp::default_file_mode());
@@ -277,7 +277,7 @@ TEST_F(Item1AtomicFile, ReplacesOnlyRegularFilesKeepingTheirModeAndWritesThrough
   EXPECT_EQ(std::distance(fs::directory_iterator(dir_ / "sub"), fs::directory_iterator()), 1);
 }
 
-TEST_F(Item1AtomicFile, AnUncommittedWriteChangesNothing) {
+TEST_F(AtomicFileOutputs, AnUncommittedWriteChangesNothing) {
   put(dir_ / "out", "old");
   {
     fp::AtomicFile file(dir_ / "out");
@@ -287,9 +287,9 @@ TEST_F(Item1AtomicFile, AnUncommittedWriteChangesNothing) {
   EXPECT_EQ(others({"out"}), std::vector<std::string>{});
 }
 
-using Item27Temporaries = Folder;
+using Temporaries = Folder;
 
-TEST_F(Item27Temporaries, AKilledWriterLeavesNothingAndStaleOnesOfDeadProcessesAreRemoved) {
+TEST_F(Temporaries, AKilledWriterLeavesNothingAndStaleOnesOfDeadProcessesAreRemoved) {
   // kill -9 in the middle of a write: the child exits without commit or destructors.
   const int status = in_child(
       [&] {
@@ -325,9 +325,9 @@ TEST_F(Item27Temporaries, AKilledWriterLeavesNothingAndStaleOnesOfDeadProcessesA
 
 // --- item 12: the report folder is swapped in whole -------------------------------------------------------------
 
-using Item12ReportFolder = Folder;
+using ReportFolder = Folder;
 
-TEST_F(Item12ReportFolder, AKilledReportLeavesTheOldOneWholeAndTheNextRunCleansUp) {
+TEST_F(ReportFolder, AKilledReportLeavesTheOldOneWholeAndTheNextRunCleansUp) {
   const fs::path report = dir_ / "report";
   fs::create_directories(report);
   put(report / "report.md", "old report");
@@ -386,9 +386,9 @@ TEST_F(Item12ReportFolder, AKilledReportLeavesTheOldOneWholeAndTheNextRunCleansU
 
 // --- item 20: pipes and FIFOs are streams, and never a wait without end -----------------------------------------
 
-using Item20Inputs = Folder;
+using InputRule = Folder;
 
-TEST_F(Item20Inputs, AFifoWithoutAWriterIsRefusedInBoundedTimeOneWithAWriterIsRead) {
+TEST_F(InputRule, AFifoWithoutAWriterIsRefusedInBoundedTimeOneWithAWriterIsRead) {
   const fs::path fifo = dir_ / "fifo";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   const auto start = std::chrono::steady_clock::now();
@@ -416,7 +416,7 @@ TEST_F(Item20Inputs, AFifoWithoutAWriterIsRefusedInBoundedTimeOneWithAWriterIsRe
 
 // --- item 16: a noise study's memory is estimated and bounded before it runs -------------------------------------
 
-TEST(Item16NoiseMemory, AStudyThatWouldExhaustMemoryIsRefusedBeforeItRunsAndTheDefaultsAreNot) {
+TEST(NoiseMemory, AStudyThatWouldExhaustMemoryIsRefusedBeforeItRunsAndTheDefaultsAreNot) {
   namespace diff = cgad::differential;
   const ref::PrecisionScope precision(128);  // cgad noise's default
   diff::NoiseScenario s;                      // the CLI's defaults: 2000 steps logged every 100, 4096 elements
@@ -443,13 +443,13 @@ TEST(Item16NoiseMemory, AStudyThatWouldExhaustMemoryIsRefusedBeforeItRunsAndTheD
 
 // --- items 19, 21: the thread pool ------------------------------------------------------------------------------
 
-TEST(Item21ThreadPool, RefusesMoreThreadsThanItsCap) {
+TEST(ThreadPoolLimits, RefusesMoreThreadsThanItsCap) {
   EXPECT_THROW(fp::ThreadPool(fp::ThreadPool::kMaxThreads + 1), InputError);
   EXPECT_THROW(fp::ThreadPool(4294967295u), InputError);
   EXPECT_LE(fp::ThreadPool(0).threads(), fp::ThreadPool::kMaxThreads);
 }
 
-TEST(Item19ThreadPool, AFailedThreadCreationIsAnErrorNotAHang) {
+TEST(ThreadPoolLimits, AFailedThreadCreationIsAnErrorNotAHang) {
   // Address space for a few more thread stacks only: pthread_create fails part-way through 200 threads. Before the
   // fix the constructor left the started threads waiting on a condition variable it then destroyed (a hang in
   // pthread_cond_destroy, or std::terminate on a joinable std::thread).
@@ -479,7 +479,7 @@ TEST(Item19ThreadPool, AFailedThreadCreationIsAnErrorNotAHang) {
 
 // --- item 4: the overflow rule for Nesterov and SDM, and the hyperparameter ranges ------------------------------
 
-TEST(Item4Overflow, NesterovAndSdmRefuseAnOverflowingEventWholeInTheReferenceAndTheFastPathAlike) {
+TEST(OverflowRule, NesterovAndSdmRefuseAnOverflowingEventWholeInTheReferenceAndTheFastPathAlike) {
   ref::set_working_precision_bits(256);
   for (const auto kind : {ref::OptimizerKind::nesterov, ref::OptimizerKind::sdm}) {
     // Reference: Δ = 2e38 (|σΔ| ≥ 2^63 at τ = 0 and 1) is refused and changes nothing.
@@ -544,7 +544,7 @@ TEST(Item4Overflow, NesterovAndSdmRefuseAnOverflowingEventWholeInTheReferenceAnd
   }
 }
 
-TEST(Item4Ranges, HyperparametersThatMakeFiniteInputInfiniteAreRefusedWithTheirRange) {
+TEST(HyperparameterRanges, HyperparametersThatMakeFiniteInputInfiniteAreRefusedWithTheirRange) {
   ref::AdamHyper<float> adam;
   EXPECT_NO_THROW(ref::validate_range(adam));
   adam.lr = 3e38f;

@@ -76,7 +76,7 @@ const std::vector<std::string> kBackends = {"--backend reference", "--backend fa
 
 // --- data loss ----------------------------------------------------------------------------------------------------
 
-TEST_F(CliAdversarial, Item1OutputsThatAreNotRegularFilesAreRefusedAndLeftAsTheyAre) {
+TEST_F(CliAdversarial, OutputsThatAreNotRegularFilesAreRefusedAndLeftAsTheyAre) {
   write("s.jsonl", kStream);
   ASSERT_EQ(::mkfifo((dir_ / "fifo").c_str(), 0600), 0);
   expect_refused(cgad("replay --input s.jsonl --output fifo"), "not a regular file");
@@ -97,7 +97,7 @@ TEST_F(CliAdversarial, Item1OutputsThatAreNotRegularFilesAreRefusedAndLeftAsThey
   EXPECT_FALSE(temporaries_beside("fifo"));
 }
 
-TEST_F(CliAdversarial, Item13ReplacingAnOutputKeepsItsModeAndWritesThroughItsLink) {
+TEST_F(CliAdversarial, ReplacingAnOutputKeepsItsModeAndWritesThroughItsLink) {
   write("s.jsonl", kStream);
   write("out.jsonl", "old\n");
   fs::permissions(dir_ / "out.jsonl", fs::perms::owner_read | fs::perms::owner_write);
@@ -112,7 +112,7 @@ TEST_F(CliAdversarial, Item13ReplacingAnOutputKeepsItsModeAndWritesThroughItsLin
   EXPECT_EQ(records(slurp(dir_ / "results" / "run.jsonl")).size(), 2u);
 }
 
-TEST_F(CliAdversarial, Item2TheOutputMayNotBeTheInputByAnyPath) {
+TEST_F(CliAdversarial, TheOutputMayNotBeTheInputByAnyPath) {
   write("s.jsonl", kStream);
   fs::create_symlink("s.jsonl", dir_ / "alias.jsonl");
   fs::create_hard_link(dir_ / "s.jsonl", dir_ / "hard.jsonl");
@@ -124,7 +124,7 @@ TEST_F(CliAdversarial, Item2TheOutputMayNotBeTheInputByAnyPath) {
   EXPECT_EQ(slurp(dir_ / "s.jsonl"), kStream);
 }
 
-TEST_F(CliAdversarial, Item3AWriteErrorOnStandardOutputIsAnErrorNotExitZero) {
+TEST_F(CliAdversarial, AWriteErrorOnStandardOutputIsAnErrorNotExitZero) {
   write("s.jsonl", kStream);
   std::vector<std::string> sinks = {">&-"};  // a closed descriptor: EBADF
   if (device("full", 1, 7)) sinks.push_back(">full");  // our own /dev/full: ENOSPC
@@ -139,7 +139,7 @@ TEST_F(CliAdversarial, Item3AWriteErrorOnStandardOutputIsAnErrorNotExitZero) {
   }
 }
 
-TEST_F(CliAdversarial, Item4HyperparametersOutOfRangeAreRefusedAndAnOverflowingNesterovEventIsSkipped) {
+TEST_F(CliAdversarial, HyperparametersOutOfRangeAreRefusedAndAnOverflowingNesterovEventIsSkipped) {
   write("s.jsonl", kStream);
   expect_refused(cgad("replay --lr 3e38 --input s.jsonl --output -"), "lr must be <= 2^38");
   expect_refused(cgad("replay --optimizer nesterov --lr 3e38 --input s.jsonl --output -"), "lr must be <= 2^38");
@@ -170,7 +170,7 @@ TEST_F(CliAdversarial, Item4HyperparametersOutOfRangeAreRefusedAndAnOverflowingN
   }
 }
 
-TEST_F(CliAdversarial, Item5ParametersMustBeFiniteAndInRangeInEveryBackend) {
+TEST_F(CliAdversarial, ParametersMustBeFiniteAndInRangeInEveryBackend) {
   for (const char* bad : {"\"nan\"", "\"inf\"", "\"-inf\"", "\"NaN\""}) {
     write("p.jsonl", "{\"params\": [1, " + std::string(bad) + "]}\n{\"grad\": [0, 0], \"tau\": 0}\n");
     for (const std::string& backend : kBackends) {
@@ -182,7 +182,7 @@ TEST_F(CliAdversarial, Item5ParametersMustBeFiniteAndInRangeInEveryBackend) {
   expect_refused(cgad("replay --backend fastpath --params fp32 --input p.jsonl --output -"), "out of range");
 }
 
-TEST_F(CliAdversarial, Item6DuplicateKeysAndNulBytesAreRefused) {
+TEST_F(CliAdversarial, DuplicateKeysAndNulBytesAreRefused) {
   write("out.jsonl", "previous\n");
   for (const auto& [text, message] : std::vector<std::pair<std::string, std::string>>{
            {"{\"params\": [1, 2]}\n{\"grad\": [1, 2], \"tau\": 0, \"tau\": 40}\n", ":2: duplicate key \"tau\""},
@@ -197,7 +197,7 @@ TEST_F(CliAdversarial, Item6DuplicateKeysAndNulBytesAreRefused) {
   }
 }
 
-TEST_F(CliAdversarial, Item7TheGateIsDecidedAlikeAtTheLargestTauCutAndALargerOneIsRefused) {
+TEST_F(CliAdversarial, TheGateIsDecidedAlikeAtTheLargestTauCutAndALargerOneIsRefused) {
   write("s.jsonl", kStream);
   for (const std::string& backend : kBackends) {
     expect_refused(cgad("replay " + backend + " --tau-cut 16777217 --input s.jsonl --output -"), "tau-cut");
@@ -213,7 +213,7 @@ TEST_F(CliAdversarial, Item7TheGateIsDecidedAlikeAtTheLargestTauCutAndALargerOne
   }
 }
 
-TEST_F(CliAdversarial, Item8NegativeZeroKeepsItsSign) {
+TEST_F(CliAdversarial, NegativeZeroKeepsItsSign) {
   write("z.jsonl", "{\"params\": [-0, \"-0\", 1]}\n{\"grad\": [0, 0, 0], \"tau\": 0}\n");
   for (const std::string& backend : kBackends) {
     const Outcome o = cgad("replay " + backend + " --input z.jsonl --output -");
@@ -227,7 +227,7 @@ TEST_F(CliAdversarial, Item8NegativeZeroKeepsItsSign) {
   }
 }
 
-TEST_F(CliAdversarial, Item12AKilledReportLeavesThePreviousReportWhole) {
+TEST_F(CliAdversarial, AKilledReportLeavesThePreviousReportWhole) {
   fs::create_directories(dir_ / "report");
   write("report/report.md", "the old report\n");
   write("report/gate.csv", "the old gate table\n");
@@ -241,7 +241,7 @@ TEST_F(CliAdversarial, Item12AKilledReportLeavesThePreviousReportWhole) {
 
 // --- crashes, hangs, exit codes -----------------------------------------------------------------------------------
 
-TEST_F(CliAdversarial, Item15SizeLikeInputsAreBoundedBeforeAnyWork) {
+TEST_F(CliAdversarial, SizeLikeInputsAreBoundedBeforeAnyWork) {
   for (const char* args : {"verify-bound --sweep-tau-max --tau-max 4611686018427387905",
                            "verify-bound --tau-max 4611686018427387905", "verify-bound --steps 9223372036854775807",
                            "verify-bound --dim 18446744073709551615", "gate --tau-cut 9223372036854775807"}) {
@@ -252,7 +252,7 @@ TEST_F(CliAdversarial, Item15SizeLikeInputsAreBoundedBeforeAnyWork) {
   }
 }
 
-TEST_F(CliAdversarial, Item17ReplayMemoryDoesNotGrowWithTheStream) {
+TEST_F(CliAdversarial, ReplayMemoryDoesNotGrowWithTheStream) {
 #if defined(__SANITIZE_ADDRESS__)
   GTEST_SKIP() << "skipped under AddressSanitizer: its shadow memory reserves terabytes of address space and "
                   "inflates every process's memory, so this limit or measurement means nothing there";
@@ -294,13 +294,13 @@ TEST_F(CliAdversarial, Item17ReplayMemoryDoesNotGrowWithTheStream) {
   EXPECT_EQ(records(slurp(dir_ / "out.jsonl")).size(), 4000u);
 }
 
-TEST_F(CliAdversarial, Item18And21ThreadCountsAreCappedAndRefusedUpFront) {
+TEST_F(CliAdversarial, ThreadCountsAreCappedAndRefusedUpFront) {
   expect_refused(cgad("bench --quick --threads 4294967295"), "at most 256");
   expect_refused(cgad("bench --quick --threads 3000"), "at most 256");
   expect_refused(cgad("bench --quick --threads -1"), "non-negative");
 }
 
-TEST_F(CliAdversarial, Item19AThreadThatCannotBeCreatedEndsInACleanError) {
+TEST_F(CliAdversarial, AThreadThatCannotBeCreatedEndsInACleanError) {
 #if defined(__SANITIZE_ADDRESS__)
   GTEST_SKIP() << "skipped under AddressSanitizer: its shadow memory reserves terabytes of address space and "
                   "inflates every process's memory, so this limit or measurement means nothing there";
@@ -312,7 +312,7 @@ TEST_F(CliAdversarial, Item19AThreadThatCannotBeCreatedEndsInACleanError) {
   EXPECT_NE(o.err.find("cgad: cannot start 250 threads"), std::string::npos) << o.err;
 }
 
-TEST_F(CliAdversarial, Item20PipesAndFifosAreStreamsAndAFifoWithoutAWriterIsRefusedInBoundedTime) {
+TEST_F(CliAdversarial, PipesAndFifosAreStreamsAndAFifoWithoutAWriterIsRefusedInBoundedTime) {
   write("s.jsonl", kStream);
   ASSERT_EQ(::mkfifo((dir_ / "fifo").c_str(), 0600), 0);
   const auto start = std::chrono::steady_clock::now();
@@ -361,7 +361,7 @@ TEST_F(CliAdversarial, Items22To24EmptyItemsEmptyValuesAndNegativeNumbersAreRefu
   EXPECT_EQ(nlohmann::json::parse(o.out)["tau_cut"], 10);
 }
 
-TEST_F(CliAdversarial, Item25NoDirectoryOrFileNameBecomesAGnuplotCommand) {
+TEST_F(CliAdversarial, NoDirectoryOrFileNameBecomesAGnuplotCommand) {
   if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) GTEST_SKIP() << "gnuplot is not installed";
   // A folder whose name ends a gnuplot command and starts two more (a shell escape and a redirected output).
   const std::string evil = "a'\nsystem \"touch " + (dir_ / "INJECTED").string() + "\"\nset output '" +
@@ -379,7 +379,7 @@ TEST_F(CliAdversarial, Item25NoDirectoryOrFileNameBecomesAGnuplotCommand) {
   EXPECT_EQ(std::distance(fs::directory_iterator(dir_ / evil), fs::directory_iterator()), 1) << "no temporary";
 }
 
-TEST_F(CliAdversarial, Item26And28OneNumberGrammarAndTheSameAnswerForANumberAndItsString) {
+TEST_F(CliAdversarial, OneNumberGrammarAndTheSameAnswerForANumberAndItsString) {
   write("j.jsonl", "{\"params\": [1, 2]}\n{\"grad\": [1e400, 1], \"tau\": 0}\n");
   write("s.jsonl", "{\"params\": [1, 2]}\n{\"grad\": [\"1e400\", 1], \"tau\": 0}\n");
   for (const std::string& backend : kBackends) {
@@ -408,7 +408,7 @@ TEST_F(CliAdversarial, Item26And28OneNumberGrammarAndTheSameAnswerForANumberAndI
   expect_refused(cgad("replay --alpha 0x1p-3 --input u.jsonl --output -"), "alpha");
 }
 
-TEST_F(CliAdversarial, Item27AKilledReplayLeavesNoTemporaryAndStaleOnesAreCleaned) {
+TEST_F(CliAdversarial, AKilledReplayLeavesNoTemporaryAndStaleOnesAreCleaned) {
   {
     std::ofstream out(dir_ / "slow.jsonl");
     out << "{\"params\": [1, 2, 3, 4, 5, 6, 7, 8]}\n";

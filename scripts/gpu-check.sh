@@ -147,7 +147,7 @@ verify() {
   benchmarks="$(env -i PATH=/usr/bin:/bin "$dir/fastpath_cuda_bench" --benchmark_list_tests=true | grep -c '^CudaStep/' || true)"
   echo "fastpath_cuda_test lists $tests tests, fastpath_cuda_bench $benchmarks benchmarks"
   [ "$tests" -gt 0 ] && [ "$benchmarks" -gt 0 ] || { echo "  FAIL: a binary did not start"; ok=1; }
-  env -i PATH=/usr/bin:/bin "$dir/adversarial_test" --gtest_filter='Item4Overflow.*' --gtest_list_tests >/dev/null \
+  env -i PATH=/usr/bin:/bin "$dir/adversarial_test" --gtest_filter='OverflowRule.*' --gtest_list_tests >/dev/null \
     || { echo "  FAIL: adversarial_test did not start"; ok=1; }
   [ -x "$dir/run.sh" ] && [ -f "$dir/README.txt" ] || { echo "  FAIL: run.sh or README.txt missing"; ok=1; }
   if [ "$ok" -eq 0 ]; then echo "VERIFIED: no binary links MPFR, GMP, MPFI or cudart dynamically"; fi

@@ -62,7 +62,7 @@ fi
 
 # 1. The GPU tests. A skip for want of a device would make a green run mean nothing, so it fails here.
 no_device='no usable CUDA device|no CUDA device in this machine'
-for t in "fastpath_cuda_test:120:" "adversarial_test:30:--gtest_filter=Item4Overflow.*"; do
+for t in "fastpath_cuda_test:120:" "adversarial_test:30:--gtest_filter=OverflowRule.*"; do
   binary="${t%%:*}" rest="${t#*:}"
   limit="${rest%%:*}" filter="${rest#*:}"
   log="$log_dir/$binary.log"
