@@ -72,7 +72,8 @@ TEST_F(NoiseTensorsCli, StreamStudyReportsTheTrapPerTensor) {
   // The zero-free map on the same stream: no tensor stores v as 0.
   const Outcome zero_free = cgad(study + "--v-map zero-free --json");
   ASSERT_EQ(zero_free.status, 0) << zero_free.err;
-  for (const auto& t : nlohmann::json::parse(zero_free.out)["runs"][0]["samples"].back()["tensors"]) {
+  const nlohmann::json zero_free_json = nlohmann::json::parse(zero_free.out);  // alive for the loop
+  for (const auto& t : zero_free_json["runs"][0]["samples"].back()["tensors"]) {
     EXPECT_EQ(t["trap"]["v_zero_fraction"].get<double>(), 0.0);
   }
 

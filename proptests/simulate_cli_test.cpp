@@ -442,7 +442,8 @@ namespace {
 // The share of v stored as 0 in each tensor of each run of a `simulate --json` output, by tensor name.
 std::vector<std::map<std::string, double>> v_zero_by_tensor(const std::string& json) {
   std::vector<std::map<std::string, double>> runs;
-  for (const auto& run : nlohmann::json::parse(json)["runs"]) {
+  const nlohmann::json parsed = nlohmann::json::parse(json);  // alive for the loop (a temporary's member is not)
+  for (const auto& run : parsed["runs"]) {
     std::map<std::string, double> tensors;
     for (const auto& t : run["tensor_traps"]) {
       tensors[t["name"].get<std::string>()] = std::strtod(t["v_zero_fraction"].get<std::string>().c_str(), nullptr);
