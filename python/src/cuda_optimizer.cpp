@@ -1,6 +1,6 @@
 // `CudaOptimizer`: fastpath::CudaOptimizer for torch parameters on a CUDA device, one per param group, stepping on
 // the caller's stream (torch's current stream). Its step takes one contiguous device vector of parameters and the
-// fragment's slice of the pseudo-gradient (cgad/torch.py gathers a group of several tensors into one and scatters it
+// fragment's slice of the pseudo-gradient (cgad/torch/_groups.py gathers a group of several tensors into one and scatters it
 // back). In a build without the CUDA backend, or with no device, constructing one is an InputError, and
 // cuda_available() / cuda_unavailable_reason() say so beforehand.
 //

@@ -1,6 +1,6 @@
 #pragma once
 // Tensor data pointers as the Python side passes them: integers (torch's data_ptr()), checked there for dtype,
-// device and contiguity (cgad/_torch_tensors.py). 0 stands for a tensor that has no storage (an empty one, or
+// device and contiguity (cgad/torch/_tensors.py). 0 stands for a tensor that has no storage (an empty one, or
 // one the step does not touch).
 #include "cgad/reference/errors.hpp"
 

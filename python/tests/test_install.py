@@ -18,7 +18,7 @@ def test_installed_package_imports_from_the_prefix(tmp_path):
                          capture_output=True, text=True)
     assert run.returncode == 0, run.stdout + run.stderr
     package = prefix / site / "cgad"
-    for name in ("__init__.py", "numerics.py", "torch.py"):
+    for name in ("__init__.py", "numerics.py", "torch/__init__.py", "torch/_optimizers.py"):
         assert (package / name).is_file(), name
     assert list(package.glob("_cgad*.so"))
     code = ("import cgad, cgad.torch, torch; print(cgad.__file__); p = torch.nn.Parameter(torch.zeros(3)); "

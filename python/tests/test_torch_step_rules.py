@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import cgad
-from cgad import _torch_tensors
+from cgad.torch import _tensors
 from cgad.torch import CGAD, PACGAD, Adam, AdamDecay, Nesterov, SDM
 from conftest import bits
 
@@ -267,7 +267,7 @@ def test_cuda_tensors_are_refused_clearly_without_a_cuda_device():
     if cgad.cuda_available():
         pytest.skip("a CUDA device is available: the CUDA backend steps such tensors")
     with pytest.raises(cgad.InputError, match="need cgad's CUDA backend and a CUDA device: "):
-        _torch_tensors.backend(torch.device("cuda", 0), "CGAD param group 0")
+        _tensors.backend(torch.device("cuda", 0), "CGAD param group 0")
     assert cgad.cuda_unavailable_reason() != ""
 
 

@@ -1,20 +1,4 @@
-"""torch.optim outer optimizers over cgad's fast path (docs/design.md §3, §5): CGAD, PACGAD, AdamDecay, Adam,
-Nesterov and SDM, for the outer loop of DiLoCo-family training.
-
-    from cgad.torch import CGAD
-    opt = CGAD(model.parameters(), lr=1e-3, state="q8")
-    for p, delta in zip(model.parameters(), pseudo_gradients):
-        p.grad = delta                       # the pseudo-gradient theta_start - theta_local
-    report = opt.step(staleness=tau)         # or: opt.staleness = tau; opt.step() (torchft calls step() bare)
-    report.applied, report.reason, report.sigma, report.tau_effective
-
-Each param group is one fast-path optimizer over the group's tensors (each its own tensor of the q8 layout:
-8-bit blocks restart at every tensor, tensors under min_q8_size keep fp32 state); the hyperparameters are read
-from ``param_groups`` at every step, so torch.optim.lr_scheduler works. CPU tensors are updated in place, where
-they lie; a NaN/Inf pseudo-gradient anywhere skips the whole step, changes nothing and says so in the report.
-state_dict() holds the fast path's checksummed state bytes and load_state_dict() resumes bit for bit.
-See docs/python.md.
-"""
+"""The torch.optim.Optimizer classes of cgad.torch over the fast path (see the package docstring)."""
 import contextlib
 import numbers
 import os
@@ -23,14 +7,13 @@ import weakref
 
 import torch
 
-from . import _cgad
-from . import _torch_state
-from ._arguments import INT64_MAX, UINT32_MAX, UINT64_MAX, integer
-from ._torch_groups import CudaGroup, make_group
-from ._torch_tensors import check_no_aliasing, mark_modified
-from ._torch_report import REFUSED, GroupReport, StepReport, combine, group_report, no_gradient
+from .. import _cgad
+from . import _state
+from .._arguments import INT64_MAX, UINT32_MAX, UINT64_MAX, integer
+from ._groups import CudaGroup, make_group
+from ._tensors import check_no_aliasing, mark_modified
+from ._report import REFUSED, GroupReport, StepReport, combine, group_report, no_gradient
 
-__all__ = ["CGAD", "PACGAD", "AdamDecay", "Adam", "Nesterov", "SDM", "StepReport", "GroupReport"]
 
 # torch.optim flags these optimizers do not have: refused when given at all, rather than ignored.
 _UNSUPPORTED = {
@@ -106,7 +89,7 @@ class _FastpathOptimizer(torch.optim.Optimizer):
             "min_q8_size": min_q8_size, "fragments": _integer(fragments, "fragments", name, 1, UINT64_MAX),
         }
         self._threads = _integer(threads, "threads", name, 0, UINT32_MAX)
-        self._groups = []     # one _torch_groups.Group per param group, in order
+        self._groups = []     # one _groups.Group per param group, in order
         self.staleness = 0    # what a bare step() uses (torchft calls step() with no arguments)
         # One call at a time changes the optimizer: the step releases the GIL while the fast path runs, and two
         # steps at once would share its state (and, before, its thread pool). Reentrant: PACGAD's step ends the
@@ -252,7 +235,7 @@ class _FastpathOptimizer(torch.optim.Optimizer):
         fast-path state as its checksummed bytes (a uint8 tensor), for a bit-identical resume."""
         with self._exclusive():
             out = super().state_dict()
-            out[_torch_state.KEY] = _torch_state.pack(self._optimizer, self._groups)
+            out[_state.KEY] = _state.pack(self._optimizer, self._groups)
             return out
 
     def load_state_dict(self, state_dict):
@@ -264,7 +247,7 @@ class _FastpathOptimizer(torch.optim.Optimizer):
 
     def _load_state_dict(self, state_dict):
         name = type(self).__name__
-        saved = _torch_state.unpack(state_dict, self._optimizer, len(self.param_groups), name)
+        saved = _state.unpack(state_dict, self._optimizer, len(self.param_groups), name)
         for index, (group, loaded) in enumerate(zip(self.param_groups, state_dict["param_groups"])):
             where = self._where(index)
             params = loaded.get("params")
@@ -285,7 +268,7 @@ class _FastpathOptimizer(torch.optim.Optimizer):
             except _cgad.InputError as e:
                 raise _cgad.InputError(f"{where}: {e}") from None
             rebuilt.append(fast)
-        super().load_state_dict({k: v for k, v in state_dict.items() if k != _torch_state.KEY})
+        super().load_state_dict({k: v for k, v in state_dict.items() if k != _state.KEY})
         self._groups = rebuilt
 
     def state_buffer(self, param, name):

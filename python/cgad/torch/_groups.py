@@ -3,8 +3,8 @@ where they lie (the fast path's tensor-table step); on a CUDA device by the CUDA
 contiguous vector, so a group of several tensors is gathered into one on the device and scattered back."""
 import torch
 
-from . import _cgad
-from ._torch_tensors import backend, gradients, group_layout, held, param_pointers
+from .. import _cgad
+from ._tensors import backend, gradients, group_layout, held, param_pointers
 
 
 class Group:

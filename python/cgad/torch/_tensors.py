@@ -3,7 +3,7 @@ pointers and sizes (the module never links libtorch): dtype, device, layout, con
 parameter's pseudo-gradient (``p.grad``)."""
 import torch
 
-from . import _cgad
+from .. import _cgad
 
 # The parameter dtypes the fast path stores, by its format names.
 PARAM_FORMATS = {torch.float32: "fp32", torch.bfloat16: "bf16"}

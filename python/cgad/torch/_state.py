@@ -9,14 +9,14 @@ corrupt, truncated, of another version, or of another configuration, with its re
 import numpy as np
 import torch
 
-from . import _cgad
+from .. import _cgad
 
 KEY = "cgad"
 FORMAT = "cgad.torch state_dict 1"
 
 
 def pack(optimizer_name, groups):
-    """The entry for ``groups`` (the optimizer's _torch_groups.Group list)."""
+    """The entry for ``groups`` (the optimizer's _groups.Group list)."""
     return {
         "format": FORMAT,
         "version": _cgad.__version__,

@@ -34,7 +34,7 @@ class StepReport:
 
 
 def group_report(raw, group, fragment):
-    """A GroupReport from the fast path's report (a dict, bindings.hpp) of group ``group`` (a _torch_groups.Group)."""
+    """A GroupReport from the fast path's report (a dict, bindings.hpp) of group ``group`` (a _groups.Group)."""
     param = index = None
     if raw["reason"] in REFUSED:
         param, index = group.locate(fragment, raw["nonfinite_index"])

@@ -1,0 +1,21 @@
+"""torch.optim outer optimizers over cgad's fast path (docs/design.md §3, §5): CGAD, PACGAD, AdamDecay, Adam,
+Nesterov and SDM, for the outer loop of DiLoCo-family training.
+
+    from cgad.torch import CGAD
+    opt = CGAD(model.parameters(), lr=1e-3, state="q8")
+    for p, delta in zip(model.parameters(), pseudo_gradients):
+        p.grad = delta                       # the pseudo-gradient theta_start - theta_local
+    report = opt.step(staleness=tau)         # or: opt.staleness = tau; opt.step() (torchft calls step() bare)
+    report.applied, report.reason, report.sigma, report.tau_effective
+
+Each param group is one fast-path optimizer over the group's tensors (each its own tensor of the q8 layout:
+8-bit blocks restart at every tensor, tensors under min_q8_size keep fp32 state); the hyperparameters are read
+from ``param_groups`` at every step, so torch.optim.lr_scheduler works. CPU tensors are updated in place, where
+they lie; a NaN/Inf pseudo-gradient anywhere skips the whole step, changes nothing and says so in the report.
+state_dict() holds the fast path's checksummed state bytes and load_state_dict() resumes bit for bit.
+See docs/python.md.
+"""
+from ._optimizers import CGAD, PACGAD, SDM, Adam, AdamDecay, Nesterov
+from ._report import GroupReport, StepReport
+
+__all__ = ["CGAD", "PACGAD", "AdamDecay", "Adam", "Nesterov", "SDM", "StepReport", "GroupReport"]
