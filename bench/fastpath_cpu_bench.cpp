@@ -28,7 +28,8 @@ namespace fp = cgad::fastpath;
 namespace ref = cgad::reference;
 
 unsigned bench_threads() {
-  if (const char* text = std::getenv("CGAD_BENCH_THREADS")) return static_cast<unsigned>(std::strtoul(text, nullptr, 10));
+  if (const char* text = std::getenv("CGAD_BENCH_THREADS"))
+    return static_cast<unsigned>(std::strtoul(text, nullptr, 10));
   return std::thread::hardware_concurrency();
 }
 
@@ -85,7 +86,9 @@ void Step(benchmark::State& state, ref::OptimizerKind optimizer, fp::ParamFormat
   state.SetLabel(std::to_string(step.threads()) + " threads, " + std::string(fp::to_string(step.isa())));
 }
 
-void sizes(benchmark::internal::Benchmark* b) { b->RangeMultiplier(8)->Range(1 << 10, 1 << 27)->Unit(benchmark::kMicrosecond); }
+void sizes(benchmark::internal::Benchmark* b) {
+  b->RangeMultiplier(8)->Range(1 << 10, 1 << 27)->Unit(benchmark::kMicrosecond);
+}
 
 BENCHMARK(Copy)->Apply(sizes)->UseRealTime();
 

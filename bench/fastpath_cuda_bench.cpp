@@ -33,8 +33,10 @@ void Step(benchmark::State& state, ref::OptimizerKind optimizer, fp::ParamFormat
     copy_seconds += work.time_copy();
   }
   const double iterations = static_cast<double>(state.iterations());
-  state.counters["params_per_second"] = benchmark::Counter(work.parameters() * iterations / step_seconds, benchmark::Counter::kDefaults, benchmark::Counter::kIs1000);
-  state.counters["bytes_per_second"] = benchmark::Counter(work.bytes() * iterations / step_seconds, benchmark::Counter::kDefaults, benchmark::Counter::kIs1000);
+  state.counters["params_per_second"] = benchmark::Counter(work.parameters() * iterations / step_seconds,
+                                                           benchmark::Counter::kDefaults, benchmark::Counter::kIs1000);
+  state.counters["bytes_per_second"] = benchmark::Counter(work.bytes() * iterations / step_seconds,
+                                                          benchmark::Counter::kDefaults, benchmark::Counter::kIs1000);
   state.counters["ratio_to_copy"] = copy_seconds / step_seconds;
 }
 

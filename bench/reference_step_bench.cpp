@@ -16,8 +16,8 @@ void Run(benchmark::State& state) {
   const auto n = static_cast<std::size_t>(state.range(1));
   Workload work(n);
   for (auto _ : state) work.run();
-  state.counters["updates_per_second"] =
-      benchmark::Counter(static_cast<double>(n), benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+  state.counters["updates_per_second"] = benchmark::Counter(
+      static_cast<double>(n), benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
   state.SetLabel(std::to_string(bits) + " effective bits");
 }
 

@@ -20,8 +20,7 @@ template <class Parse>
 void refusal_is_fine(Parse&& parse) {
   try {
     parse();
-  } catch (const reference::InputError&) {
-  }
+  } catch (const reference::InputError&) {}
 }
 
 }  // namespace cgad::fuzz

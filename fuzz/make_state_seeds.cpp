@@ -15,7 +15,11 @@ int main() {
     fastpath::StepConfig c;
     c.params = fastpath::ParamFormat::fp32;
     if (kind == 0) c.state = fastpath::StateFormat::q8;
-    if (kind == 1) { c.optimizer = reference::OptimizerKind::pa_cgad; c.state = fastpath::StateFormat::bf16; c.fragments = 2; }
+    if (kind == 1) {
+      c.optimizer = reference::OptimizerKind::pa_cgad;
+      c.state = fastpath::StateFormat::bf16;
+      c.fragments = 2;
+    }
     if (kind == 2) c.optimizer = reference::OptimizerKind::nesterov;
     fastpath::CpuOptimizer opt(c, std::vector<std::size_t>{300, 7, 256}, 1);
     std::vector<float> p(opt.parameters(), 0.5f), g(opt.parameters());

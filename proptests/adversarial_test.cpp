@@ -56,7 +56,9 @@ std::string slurp(const fs::path& path) {
   text << in.rdbuf();
   return text.str();
 }
-void put(const fs::path& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
+void put(const fs::path& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary) << text;
+}
 
 // A fresh folder per test, removed afterwards.
 class Folder : public ::testing::Test {
@@ -199,21 +201,26 @@ void expect_refused_stream(const std::string& text, const std::string& fragment)
 }
 
 TEST(StreamParser, DuplicateKeysAndNulBytesAreRefused) {
-  expect_refused_stream("{\"params\": [1, 2]}\n{\"grad\": [1, 2], \"tau\": 0, \"tau\": 40}\n", "s:2: duplicate key \"tau\"");
+  expect_refused_stream("{\"params\": [1, 2]}\n{\"grad\": [1, 2], \"tau\": 0, \"tau\": 40}\n",
+                        "s:2: duplicate key \"tau\"");
   expect_refused_stream("{\"params\": [1], \"params\": [2]}\n", "s:1: duplicate key \"params\"");
-  expect_refused_stream("{\"params\": [1, 2]}\n{\"grad\": [1, 2], \"tau\": 0}\n{\"grad\": [1, 2], \"tau\": 0, \"fragment\": 0, "
-                        "\"fragment\": 0}\n",
-                        "s:3: duplicate key");
+  expect_refused_stream(
+      "{\"params\": [1, 2]}\n{\"grad\": [1, 2], \"tau\": 0}\n{\"grad\": [1, 2], \"tau\": 0, \"fragment\": 0, "
+      "\"fragment\": 0}\n",
+      "s:3: duplicate key");
   expect_refused_stream(std::string("{\"params\": [1, 2]}\n{\"grad\": [1, 2], \"tau\": 0}") + '\0' + "trailing\n",
                         "s:2: NUL byte");
   expect_refused_stream(std::string("{\"params\": [1, 2]}\0\n", 20), "s:1: NUL byte");
   // Keys that repeat in different objects (lines) are fine.
-  EXPECT_EQ(parse("{\"params\": [1, 2]}\n{\"grad\": [1, 2], \"tau\": 0}\n{\"grad\": [1, 2], \"tau\": 1}\n").events.size(), 2u);
+  EXPECT_EQ(
+      parse("{\"params\": [1, 2]}\n{\"grad\": [1, 2], \"tau\": 0}\n{\"grad\": [1, 2], \"tau\": 1}\n").events.size(),
+      2u);
 }
 
 TEST(StreamParser, ANumberAndTheSameDigitsInAStringAreTheSameValue) {
-  const auto s = parse("{\"params\": [-0, 0.1, 1e400, \"1e400\", 123456789012345678901234567890, -7, 18446744073709551615]}\n"
-                       "{\"grad\": [1e-400, -0.0], \"tau\": 0}\n");
+  const auto s = parse(
+      "{\"params\": [-0, 0.1, 1e400, \"1e400\", 123456789012345678901234567890, -7, 18446744073709551615]}\n"
+      "{\"grad\": [1e-400, -0.0], \"tau\": 0}\n");
   EXPECT_EQ(s.params, (std::vector<std::string>{"-0", "0.1", "1e400", "1e400", "123456789012345678901234567890", "-7",
                                                 "18446744073709551615"}));
   EXPECT_EQ(s.events[0].grad, (std::vector<std::string>{"1e-400", "-0.0"}));
@@ -419,7 +426,7 @@ TEST_F(InputRule, AFifoWithoutAWriterIsRefusedInBoundedTimeOneWithAWriterIsRead)
 TEST(NoiseMemory, AStudyThatWouldExhaustMemoryIsRefusedBeforeItRunsAndTheDefaultsAreNot) {
   namespace diff = cgad::differential;
   const ref::PrecisionScope precision(128);  // cgad noise's default
-  diff::NoiseScenario s;                      // the CLI's defaults: 2000 steps logged every 100, 4096 elements
+  diff::NoiseScenario s;                     // the CLI's defaults: 2000 steps logged every 100, 4096 elements
   s.size = 4096;
   s.steps = 2000;
   s.log_every = 100;
@@ -571,7 +578,6 @@ TEST(HyperparameterRanges, HyperparametersThatMakeFiniteInputInfiniteAreRefusedW
     EXPECT_NE(std::string(e.what()).find("2^38"), std::string::npos) << "the message states the range: " << e.what();
   }
 }
-
 
 // --- the report folder's swap never deletes through a mount or a link, and keeps who owns it -------------------
 

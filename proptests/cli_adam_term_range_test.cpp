@@ -38,8 +38,9 @@ TEST_F(AdamTermRange, BetaOneSquaredAtLeastBetaTwoWithATinyEpsIsRefusedByEveryBa
 TEST_F(AdamTermRange, AnEpsTheBoundAdmitsKeepsEveryParameterFinite) {
   write("t.jsonl", stream());
   // lr = 1: the rule asks eps >= 2^-63 / sqrt(1 - beta2) = 1.14e-19 here; 1e-10 is well inside.
-  const auto o = cgad("replay --backend fastpath --params fp32 --beta1 0.99 --beta2 0.1 --eps 1e-10 --lr 1 "
-                      "--input t.jsonl --output out.jsonl");
+  const auto o = cgad(
+      "replay --backend fastpath --params fp32 --beta1 0.99 --beta2 0.1 --eps 1e-10 --lr 1 "
+      "--input t.jsonl --output out.jsonl");
   ASSERT_EQ(o.status, 0) << o.err;
   std::istringstream lines(cgad::testing::slurp(dir_ / "out.jsonl"));
   std::string line;

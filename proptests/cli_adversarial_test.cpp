@@ -1,5 +1,5 @@
-// The adversarial classes of docs/testing.md as a user meets them on the command line: every case ends in exit status 2 with
-// one line "cgad: ..." (or, for an overflowing or non-finite event, a reported skip) -- never exit status 0 with
+// The adversarial classes of docs/testing.md as a user meets them on the command line: every case ends in exit status 2
+// with one line "cgad: ..." (or, for an overflowing or non-finite event, a reported skip) -- never exit status 0 with
 // damage, a hang or a crash. Each test failed before its fix; the item numbers are in the names.
 #include "cli_harness.hpp"
 
@@ -126,12 +126,12 @@ TEST_F(CliAdversarial, TheOutputMayNotBeTheInputByAnyPath) {
 
 TEST_F(CliAdversarial, AWriteErrorOnStandardOutputIsAnErrorNotExitZero) {
   write("s.jsonl", kStream);
-  std::vector<std::string> sinks = {">&-"};  // a closed descriptor: EBADF
+  std::vector<std::string> sinks = {">&-"};            // a closed descriptor: EBADF
   if (device("full", 1, 7)) sinks.push_back(">full");  // our own /dev/full: ENOSPC
   for (const std::string& sink : sinks) {
-    for (const char* command : {"cgad replay --input s.jsonl --output -", "cgad gate", "cgad gate --json",
-                                "cgad codebook", "cgad bound --precision 128",
-                                "cgad simulate --rounds 2 --size 8 --seeds 1 --csv"}) {
+    for (const char* command :
+         {"cgad replay --input s.jsonl --output -", "cgad gate", "cgad gate --json", "cgad codebook",
+          "cgad bound --precision 128", "cgad simulate --rounds 2 --size 8 --seeds 1 --csv"}) {
       const Outcome o = sh(command, sink);
       EXPECT_EQ(o.status, 2) << command << " " << sink << ": " << o.err;
       EXPECT_NE(o.err.find("cgad: cannot write to standard output"), std::string::npos) << command << ": " << o.err;
@@ -156,8 +156,8 @@ TEST_F(CliAdversarial, HyperparametersOutOfRangeAreRefusedAndAnOverflowingNester
       }
     }
     for (const std::string& configuration : configurations) {
-      const Outcome o = cgad("replay --optimizer " + std::string(optimizer) + " " + configuration +
-                             " --input n.jsonl --output -");
+      const Outcome o =
+          cgad("replay --optimizer " + std::string(optimizer) + " " + configuration + " --input n.jsonl --output -");
       ASSERT_EQ(o.status, 0) << configuration << ": " << o.err;
       EXPECT_NE(o.err.find("event 0 skipped"), std::string::npos) << o.err;
       const auto lines = records(o.out);
@@ -204,7 +204,8 @@ TEST_F(CliAdversarial, TheGateIsDecidedAlikeAtTheLargestTauCutAndALargerOneIsRef
   }
   write("t.jsonl", "{\"params\": [1]}\n{\"grad\": [1], \"tau\": 16777215}\n{\"grad\": [1], \"tau\": 16777216}\n");
   for (const std::string& backend : kBackends) {
-    const Outcome o = cgad("replay " + backend + " --tau-cut 16777216 --alpha 0 --on-zero-gate skip --input t.jsonl --output -");
+    const Outcome o =
+        cgad("replay " + backend + " --tau-cut 16777216 --alpha 0 --on-zero-gate skip --input t.jsonl --output -");
     ASSERT_EQ(o.status, 0) << o.err;
     const auto lines = records(o.out);
     ASSERT_EQ(lines.size(), 2u);
@@ -412,7 +413,8 @@ TEST_F(CliAdversarial, AKilledReplayLeavesNoTemporaryAndStaleOnesAreCleaned) {
   {
     std::ofstream out(dir_ / "slow.jsonl");
     out << "{\"params\": [1, 2, 3, 4, 5, 6, 7, 8]}\n";
-    for (int e = 0; e < 200000; ++e) out << "{\"grad\": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8], \"tau\": " << e % 40 << "}\n";
+    for (int e = 0; e < 200000; ++e)
+      out << "{\"grad\": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8], \"tau\": " << e % 40 << "}\n";
   }
   const std::string command = std::string(CGAD_BINARY) +
                               " replay --input slow.jsonl --output out.jsonl >/dev/null 2>&1 & pid=$!; sleep 1.5; "
@@ -433,7 +435,6 @@ TEST_F(CliAdversarial, AKilledReplayLeavesNoTemporaryAndStaleOnesAreCleaned) {
   EXPECT_FALSE(fs::exists(dir_ / stale));
   EXPECT_FALSE(temporaries_beside("out.jsonl"));
 }
-
 
 // --- second pass: files, inputs and messages ------------------------------------------------------------------
 
@@ -518,9 +519,10 @@ TEST_F(CliAdversarial, AFifoWhoseWriterNeverWritesIsRefusedInBoundedTime) {
   // The writer opens the FIFO (once cgad has it open for reading) and holds it 25 s without writing: before the
   // fix cgad waited for it, without a bound.
   const auto start = std::chrono::steady_clock::now();
-  const Outcome o = sh("( (exec 3>fifo; exec sleep 25) & writer=$!; cgad replay --input fifo --output out.jsonl; "
-                       "status=$?; kill $writer; exit $status )",
-                       ">.stdout", 60);
+  const Outcome o =
+      sh("( (exec 3>fifo; exec sleep 25) & writer=$!; cgad replay --input fifo --output out.jsonl; "
+         "status=$?; kill $writer; exit $status )",
+         ">.stdout", 60);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   expect_refused(o, "no process wrote to");
   EXPECT_LT(seconds, 15.0);
@@ -530,10 +532,9 @@ TEST_F(CliAdversarial, StandardOutputOntoAnInputIsRefusedAndTheInputKept) {
   write("s.jsonl", kStream);
   // >> appends: before the fix the replay read its own records back as events (or failed on them), and the
   // input was corrupted either way.
-  for (const std::string& command :
-       {std::string("cgad replay --input s.jsonl --output -"),
-        std::string("cgad replay --backend fastpath --input s.jsonl --output -"),
-        std::string("cgad noise --stream s.jsonl --steps 2 --size 3")}) {
+  for (const std::string& command : {std::string("cgad replay --input s.jsonl --output -"),
+                                     std::string("cgad replay --backend fastpath --input s.jsonl --output -"),
+                                     std::string("cgad noise --stream s.jsonl --steps 2 --size 3")}) {
     const Outcome o = sh(command, ">>s.jsonl");
     EXPECT_EQ(o.status, 2) << command << ": " << o.err;
     EXPECT_NE(o.err.find("is the input file 's.jsonl'"), std::string::npos) << command << ": " << o.err;
@@ -609,16 +610,18 @@ TEST_F(CliAdversarial, BoundTablesKeepTheirColumnsApartAndPrintTinyValuesAsTheyA
 TEST_F(CliAdversarial, ListOptionsRefuseARepeatedItemInEveryCommand) {
   const std::string noise = "noise --size 8 --steps 2 --log-every 1 ";
   // Before the fix noise printed each repeated row twice, while simulate refused the same lists.
-  for (const std::string& args : {noise + "--optimizers cgad,cgad", noise + "--seeds 1,1", noise + "--seeds 1,01",
-                                  noise + "--seeds 1 --seeds 1", noise + "--state q8,fp32,q8",
-                                  std::string("simulate --tau 4,4 --rounds 2 --size 8")}) {
+  for (const std::string& args :
+       {noise + "--optimizers cgad,cgad", noise + "--seeds 1,1", noise + "--seeds 1,01", noise + "--seeds 1 --seeds 1",
+        noise + "--state q8,fp32,q8", std::string("simulate --tau 4,4 --rounds 2 --size 8")}) {
     expect_refused(cgad(args), "repeats a value");
   }
 }
 
 TEST_F(CliAdversarial, MergePartsRefuseDuplicateKeysAsStreamsDo) {
   ASSERT_EQ(cgad("simulate --optimizer cgad --tau 0,3 --size 8 --state fp32 --rounds 31 --seeds 2 --shard 0/2 "
-                 "--out part0.json").status, 0);
+                 "--out part0.json")
+                .status,
+            0);
   std::string part = slurp(dir_ / "part0.json");
   ASSERT_EQ(part.front(), '{');
   // The last of two equal keys won before the fix; a replay stream refuses the same thing.

@@ -42,8 +42,8 @@ class CgadCommandTest : public ::testing::Test {
 
   // Runs `cgad ARGS` inside dir_ with stdin closed.
   Outcome cgad(const std::string& args) const {
-    const std::string command = "cd '" + dir_.string() + "' && " + CGAD_BINARY + " " + args +
-                                " >.stdout 2>.stderr </dev/null";
+    const std::string command =
+        "cd '" + dir_.string() + "' && " + CGAD_BINARY + " " + args + " >.stdout 2>.stderr </dev/null";
     const int raw = std::system(command.c_str());
     return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, slurp(dir_ / ".stdout"), slurp(dir_ / ".stderr")};
   }

@@ -46,8 +46,9 @@ std::string two_tensor_stream() {
 
 TEST_F(NoiseTensorsCli, StreamStudyReportsTheTrapPerTensor) {
   write("two.jsonl", two_tensor_stream());
-  const std::string study = "noise --stream two.jsonl --optimizers adam-decay --state q8 --q8-semantics bnb "
-                            "--min-q8-size 0 --log-every 20 ";
+  const std::string study =
+      "noise --stream two.jsonl --optimizers adam-decay --state q8 --q8-semantics bnb "
+      "--min-q8-size 0 --log-every 20 ";
   const Outcome json = cgad(study + "--json");
   ASSERT_EQ(json.status, 0) << json.err;
   const auto run = nlohmann::json::parse(json.out)["runs"][0];
@@ -64,7 +65,8 @@ TEST_F(NoiseTensorsCli, StreamStudyReportsTheTrapPerTensor) {
   EXPECT_EQ(v1, 0.0);
   // Equal sizes: the whole run's share is the mean of the two (exact: shares are counts over powers of two).
   for (const char* key : {"v_zero_fraction", "m_zero_fraction", "step_over_5lr_fraction"}) {
-    EXPECT_EQ(last["trap"][key].get<double>(), (wide["trap"][key].get<double>() + narrow["trap"][key].get<double>()) / 2)
+    EXPECT_EQ(last["trap"][key].get<double>(),
+              (wide["trap"][key].get<double>() + narrow["trap"][key].get<double>()) / 2)
         << key;
   }
   EXPECT_EQ(last["trap"]["max_step_over_lr"].get<double>(),

@@ -34,7 +34,8 @@ TEST_F(CliTest, GateJsonHasEveryRowAndExactEnds) {
   const std::string one = table["rows"][0]["sigma"];
   EXPECT_EQ(one.rfind("1.000000000000000000000000000000", 0), 0u) << one;
   EXPECT_GE(one.find('e') - 1, 30u);  // at least 30 significant digits
-  for (int tau : {8, 9}) EXPECT_EQ(table["rows"][tau]["sigma"].get<std::string>().find_first_not_of("0.e+"), std::string::npos);
+  for (int tau : {8, 9})
+    EXPECT_EQ(table["rows"][tau]["sigma"].get<std::string>().find_first_not_of("0.e+"), std::string::npos);
   const Outcome wide = cgad("gate --tau-cut 8 --json --precision 512");
   EXPECT_GT(nlohmann::json::parse(wide.out)["rows"][1]["sigma"].get<std::string>().size(), one.size() + 70);
 }
@@ -59,7 +60,8 @@ TEST_F(CliTest, ReplayWritesOneLinePerEventAndReportsTheSkippedOne) {
   const fs::path in = write("s.jsonl", kStream);
   const Outcome o = cgad("replay --input " + in.string() + " --output " + (dir_ / "out.jsonl").string());
   ASSERT_EQ(o.status, 0) << o.err;
-  EXPECT_NE(o.err.find("s.jsonl:3: event 1 skipped: non-finite pseudo-gradient at element 1"), std::string::npos) << o.err;
+  EXPECT_NE(o.err.find("s.jsonl:3: event 1 skipped: non-finite pseudo-gradient at element 1"), std::string::npos)
+      << o.err;
   std::ifstream out(dir_ / "out.jsonl");
   std::vector<nlohmann::json> lines;
   for (std::string line; std::getline(out, line);) lines.push_back(nlohmann::json::parse(line));
@@ -105,13 +107,16 @@ TEST_F(CliTest, ReplayRefusesBadStreamsWithTheLineAndKeepsTheOldOutput) {
   for (const auto& entry : fs::directory_iterator(dir_)) {
     EXPECT_EQ(entry.path().filename().string().find(".out.jsonl."), std::string::npos) << "temporary file left behind";
   }
-  expect_refused(cgad("replay --input " + (dir_ / "missing.jsonl").string() + " --output " + out.string()), "cannot open");
+  expect_refused(cgad("replay --input " + (dir_ / "missing.jsonl").string() + " --output " + out.string()),
+                 "cannot open");
   const fs::path good = write("good.jsonl", kStream);
   expect_refused(cgad("replay --lr -1 --input " + good.string() + " --output " + out.string()), "lr");
   expect_refused(cgad("replay --optimizer adamw --input " + good.string() + " --output " + out.string()), "adamw");
-  expect_refused(cgad("replay --on-zero-gate maybe --input " + good.string() + " --output " + out.string()), "on-zero-gate");
-  expect_refused(cgad("replay --optimizer nesterov --fragments 2 --input " + good.string() + " --output " + out.string()),
-                 "fragments");
+  expect_refused(cgad("replay --on-zero-gate maybe --input " + good.string() + " --output " + out.string()),
+                 "on-zero-gate");
+  expect_refused(
+      cgad("replay --optimizer nesterov --fragments 2 --input " + good.string() + " --output " + out.string()),
+      "fragments");
   EXPECT_EQ(slurp(out), "previous result\n");
 }
 
@@ -127,16 +132,16 @@ TEST_F(CliTest, ReportWritesEverySectionAndTheFilesItLinks) {
     EXPECT_NE(o.out.find(line), std::string::npos) << line << " in " << o.out;
   }
   const std::string md = slurp(out / "report.md");
-  for (const char* heading : {"## 1. The staleness gate", "## 2. Reference replay", "## 3. The convergence bound",
-                              "## 4. The staleness-bias term", "## 5. Rounding noise", "## 6. Asynchronous DiLoCo",
-                              "## 7. Performance"}) {
+  for (const char* heading :
+       {"## 1. The staleness gate", "## 2. Reference replay", "## 3. The convergence bound",
+        "## 4. The staleness-bias term", "## 5. Rounding noise", "## 6. Asynchronous DiLoCo", "## 7. Performance"}) {
     EXPECT_NE(md.find(heading), std::string::npos) << heading;
   }
   EXPECT_EQ(md.find("refuted"), std::string::npos);
   EXPECT_EQ(md.find("undetermined"), std::string::npos);
-  for (const char* file : {"gate.csv", "gate.png", "example_stream.jsonl", "replay.csv", "replay.png", "bound.csv",
-                           "bias_sweep.csv", "bias_sweep.png", "noise.csv", "noise_v_bias.png", "noise_v_rms.png",
-                           "bench.json"}) {
+  for (const char* file :
+       {"gate.csv", "gate.png", "example_stream.jsonl", "replay.csv", "replay.png", "bound.csv", "bias_sweep.csv",
+        "bias_sweep.png", "noise.csv", "noise_v_bias.png", "noise_v_rms.png", "bench.json"}) {
     EXPECT_GT(fs::file_size(out / file), 100u) << file;
   }
   // Files are written through a temporary and renamed into place; they get the mode a directly created file
@@ -144,7 +149,8 @@ TEST_F(CliTest, ReportWritesEverySectionAndTheFilesItLinks) {
   const ::mode_t umask = ::umask(0);
   ::umask(umask);
   for (const char* file : {"report.md", "gate.png", "simulate.json"}) {
-    EXPECT_EQ(static_cast<unsigned>(fs::status(out / file).permissions()), 0666u & ~static_cast<unsigned>(umask)) << file;
+    EXPECT_EQ(static_cast<unsigned>(fs::status(out / file).permissions()), 0666u & ~static_cast<unsigned>(umask))
+        << file;
   }
   // Every figure and data file the markdown links or names in backticks is there.
   const std::regex linked(R"(\]\(([A-Za-z0-9_.]+)\)|`([A-Za-z0-9_]+\.(?:csv|json|jsonl|png))`)");
@@ -180,7 +186,8 @@ TEST_F(CliTest, FastpathReplayWritesTheLibrarysBits) {
       ASSERT_TRUE(std::getline(lines, line));
       const auto record = nlohmann::json::parse(line);
       for (std::size_t i = 0; i < 3; ++i) {
-        EXPECT_EQ(std::stof(record["params"][i].get<std::string>()), params[i]) << state << " event " << record["event"];
+        EXPECT_EQ(std::stof(record["params"][i].get<std::string>()), params[i])
+            << state << " event " << record["event"];
         EXPECT_EQ(std::stof(record["state"]["m"][i].get<std::string>()), m[i]) << state << " event " << record["event"];
       }
     }

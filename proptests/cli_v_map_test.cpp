@@ -26,8 +26,9 @@ nlohmann::json last_trap(const Outcome& o) {
 // ~1/3 of v as 0 and steps up to ~10^4 η; the zero-free map stores none and its steps stay within a few η. The
 // test asks for a factor 100 between them.
 TEST_F(VMapCli, ZeroFreeMapStoresNoVAsZeroAndStepsFarLessOnTheWideStream) {
-  const std::string study = "noise --optimizers adam-decay --state q8 --q8-semantics bnb --scale-range 1e5 "
-                            "--steps 500 --log-every 500 --json --v-map ";
+  const std::string study =
+      "noise --optimizers adam-decay --state q8 --q8-semantics bnb --scale-range 1e5 "
+      "--steps 500 --log-every 500 --json --v-map ";
   const Outcome dynamic = cgad(study + "dynamic");
   ASSERT_EQ(dynamic.status, 0) << dynamic.err;
   const Outcome zero_free = cgad(study + "zero-free");
@@ -61,7 +62,8 @@ TEST_F(VMapCli, CodebookShowsTheZeroFreeMap) {
 
 TEST_F(VMapCli, BadOrInapplicableVMapIsRefused) {
   expect_refused(cgad("noise --steps 10 --v-map none"), "unknown v map 'none' (expected dynamic or zero-free)");
-  expect_refused(cgad("noise --steps 10 --state fp32 --v-map zero-free"), "v map zero-free is a map of q8 second moments");
+  expect_refused(cgad("noise --steps 10 --state fp32 --v-map zero-free"),
+                 "v map zero-free is a map of q8 second moments");
 }
 
 }  // namespace

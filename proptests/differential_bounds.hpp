@@ -23,9 +23,9 @@
 
 namespace cgad::proptests {
 
-inline constexpr double kUnitRoundoff = 0x1p-24;   // fp32, round to nearest
-inline constexpr double kDoubleUnit = 0x1p-53;     // the double evaluation of the exact values
-inline constexpr double kHalfSubnormal = 0x1p-150; // fp32: half the spacing of the subnormals
+inline constexpr double kUnitRoundoff = 0x1p-24;    // fp32, round to nearest
+inline constexpr double kDoubleUnit = 0x1p-53;      // the double evaluation of the exact values
+inline constexpr double kHalfSubnormal = 0x1p-150;  // fp32: half the spacing of the subnormals
 
 struct Bounded {
   double a = 0, de = 0, fe = 0;
@@ -37,7 +37,9 @@ struct Bounded {
 };
 
 // An input the fast path holds exactly (a float, and the reference gets the same float).
-inline Bounded exact(double x) { return {x, 0, 0}; }
+inline Bounded exact(double x) {
+  return {x, 0, 0};
+}
 // A step-wide constant the host computed in double and rounded once to float: relative error u, plus the
 // double evaluation's few units of 2^-53 (std::pow, sin, exp are within a few ulps), bounded by 2^-48, plus
 // 2^-150 where the float is subnormal (Adam-Decay's σ = e^{−ατ} for ατ > 87).
@@ -48,7 +50,8 @@ inline Bounded host_constant(double x) {
 namespace detail {
 inline Bounded rounded(double a, double de, double propagated, bool may_be_subnormal) {
   const double computed = std::fabs(a) + de + propagated;
-  return {a, de + kDoubleUnit * std::fabs(a), propagated + kUnitRoundoff * computed + (may_be_subnormal ? kHalfSubnormal : 0)};
+  return {a, de + kDoubleUnit * std::fabs(a),
+          propagated + kUnitRoundoff * computed + (may_be_subnormal ? kHalfSubnormal : 0)};
 }
 }  // namespace detail
 

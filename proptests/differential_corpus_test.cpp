@@ -24,7 +24,8 @@ using fastpath::StateFormat;
 
 std::vector<float> tiled(const nlohmann::json& values, std::size_t n) {
   std::vector<float> out;
-  for (std::size_t i = 0; i < n; ++i) out.push_back(std::strtof(values[i % values.size()].get<std::string>().c_str(), nullptr));
+  for (std::size_t i = 0; i < n; ++i)
+    out.push_back(std::strtof(values[i % values.size()].get<std::string>().c_str(), nullptr));
   return out;
 }
 
@@ -63,8 +64,10 @@ TEST(DifferentialCorpus, EveryHardCaseWithinItsBoundInEveryFormat) {
             config.tau_cut = hyper(c, "tau_cut", config.tau_cut);
             if (c.value("on_zero_gate", "apply") == "skip") config.on_zero_gate = reference::ZeroGatePolicy::skip;
             const OneStepOutcome outcome = check_one_step(config, theta, grad, c["tau"].get<std::int64_t>());
-            EXPECT_EQ(outcome.failure, "") << c["name"].get<std::string>() << " " << fastpath::testing::describe(config);
-            EXPECT_EQ(outcome.outside_fp32, 0u) << c["name"].get<std::string>() << " " << fastpath::testing::describe(config);
+            EXPECT_EQ(outcome.failure, "")
+                << c["name"].get<std::string>() << " " << fastpath::testing::describe(config);
+            EXPECT_EQ(outcome.outside_fp32, 0u)
+                << c["name"].get<std::string>() << " " << fastpath::testing::describe(config);
             summary.add(fastpath::testing::describe(config), outcome);
           }
         }

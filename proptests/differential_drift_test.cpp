@@ -55,9 +55,9 @@ TEST(DifferentialDrift, ThreeHundredEventsWithoutResyncEveryFormat) {
   for (const std::string optimizer : {"cgad", "cgad-skip", "adam-decay", "adam"}) {
     for (const ParamFormat params : {ParamFormat::fp32, ParamFormat::bf16}) {
       for (const StateFormat state : {StateFormat::fp32, StateFormat::bf16, StateFormat::q8}) {
-        for (const auto [rounding, semantics] :
-             {std::pair{Rounding::nearest, fastpath::Q8Semantics::cgad}, std::pair{Rounding::stochastic, fastpath::Q8Semantics::cgad},
-              std::pair{Rounding::nearest, fastpath::Q8Semantics::bnb}}) {
+        for (const auto [rounding, semantics] : {std::pair{Rounding::nearest, fastpath::Q8Semantics::cgad},
+                                                 std::pair{Rounding::stochastic, fastpath::Q8Semantics::cgad},
+                                                 std::pair{Rounding::nearest, fastpath::Q8Semantics::bnb}}) {
           if (semantics == fastpath::Q8Semantics::bnb && state == StateFormat::bf16) continue;  // bnb has no bf16 state
           differential::NoiseScenario s;
           differential::parse_study_optimizer(optimizer, s);
@@ -75,9 +75,10 @@ TEST(DifferentialDrift, ThreeHundredEventsWithoutResyncEveryFormat) {
           Worst theta, v;
           for (std::size_t i = 0; i < f.theta_fast.size(); ++i) {
             ASSERT_TRUE(std::isfinite(f.theta_fast[i]) && std::isfinite(f.m_fast[i]) && std::isfinite(f.v_fast[i]))
-                << differential::scenario_name(s) << std::hexfloat << " element " << i << " theta " << f.theta_fast[i] << " m "
-                << f.m_fast[i] << " v " << f.v_fast[i];
-            const double theta_unit = params == ParamFormat::bf16 ? bf16_spacing(std::fabs(f.theta_ref[i])) : fp32_ulp(f.theta_ref[i]);
+                << differential::scenario_name(s) << std::hexfloat << " element " << i << " theta " << f.theta_fast[i]
+                << " m " << f.m_fast[i] << " v " << f.v_fast[i];
+            const double theta_unit =
+                params == ParamFormat::bf16 ? bf16_spacing(std::fabs(f.theta_ref[i])) : fp32_ulp(f.theta_ref[i]);
             theta.add(i, std::fabs(f.theta_fast[i] - f.theta_ref[i]) / theta_unit);
             double v_unit = fp32_ulp(f.v_ref[i]);
             if (state == StateFormat::bf16) v_unit = bf16_spacing(f.v_ref[i]);
@@ -85,7 +86,8 @@ TEST(DifferentialDrift, ThreeHundredEventsWithoutResyncEveryFormat) {
               // The block's absmax is its largest dequantized v (that element holds the code 1.0 exactly).
               const std::size_t b0 = i / fastpath::kQ8BlockSize * fastpath::kQ8BlockSize;
               double absmax = 0;
-              for (std::size_t j = b0; j < std::min(b0 + fastpath::kQ8BlockSize, f.v_fast.size()); ++j) absmax = std::max(absmax, f.v_fast[j]);
+              for (std::size_t j = b0; j < std::min(b0 + fastpath::kQ8BlockSize, f.v_fast.size()); ++j)
+                absmax = std::max(absmax, f.v_fast[j]);
               v_unit = absmax * max_code_gap(unsigned_map, f.v_ref[i] / absmax, f.v_ref[i] / absmax);
             }
             if (v_unit > 0) v.add(i, std::fabs(f.v_fast[i] - f.v_ref[i]) / v_unit);
@@ -93,8 +95,9 @@ TEST(DifferentialDrift, ThreeHundredEventsWithoutResyncEveryFormat) {
           const double drift = run.samples.back().theta.max_abs;
           EXPECT_LT(drift, 1000.0) << differential::scenario_name(s);
           std::printf("%-44s %10.4g/%-11.4g %10.4g/%-11.4g %10.4g  [%zu] %a vs %a / [%zu] %a vs %a\n",
-                      differential::scenario_name(s).c_str(), theta.max, theta.rms(), v.max, v.rms(), run.samples.back().theta.rms,
-                      theta.at, f.theta_fast[theta.at], f.theta_ref[theta.at], v.at, f.v_fast[v.at], f.v_ref[v.at]);
+                      differential::scenario_name(s).c_str(), theta.max, theta.rms(), v.max, v.rms(),
+                      run.samples.back().theta.rms, theta.at, f.theta_fast[theta.at], f.theta_ref[theta.at], v.at,
+                      f.v_fast[v.at], f.v_ref[v.at]);
         }
       }
     }

@@ -31,7 +31,8 @@ std::vector<fastpath::StepConfig> every_format(OptimizerKind kind, const Hyper& 
   std::vector<fastpath::StepConfig> out;
   for (const ParamFormat params : {ParamFormat::fp32, ParamFormat::bf16}) {
     for (const StateFormat state : {StateFormat::fp32, StateFormat::bf16, StateFormat::q8}) {
-      for (const Rounding rounding : {Rounding::nearest, Rounding::stochastic}) out.push_back(step_config(kind, h, params, state, rounding));
+      for (const Rounding rounding : {Rounding::nearest, Rounding::stochastic})
+        out.push_back(step_config(kind, h, params, state, rounding));
       // bitsandbytes' semantics where bnb has a kernel (fp32 or q8 state, nearest rounding).
       if (state != StateFormat::bf16) {
         auto bnb = step_config(kind, h, params, state, Rounding::nearest);
@@ -84,8 +85,9 @@ std::vector<unsigned char> state_codes(const fastpath::CpuOptimizer& opt) {
 
 // Finite gradients of ordinary magnitude for the warm-up events (the state must be nonzero, not exotic).
 rc::Gen<std::vector<std::vector<float>>> gen_warmup(std::size_t n) {
-  const auto value = rc::gen::map(rc::gen::pair(rc::gen::inRange(-(1 << 20), 1 << 20), rc::gen::inRange(-20, 5)),
-                                  [](const std::pair<int, int>& p) { return std::ldexp(static_cast<float>(p.first), p.second - 20); });
+  const auto value =
+      rc::gen::map(rc::gen::pair(rc::gen::inRange(-(1 << 20), 1 << 20), rc::gen::inRange(-20, 5)),
+                   [](const std::pair<int, int>& p) { return std::ldexp(static_cast<float>(p.first), p.second - 20); });
   return rc::gen::container<std::vector<std::vector<float>>>(rc::gen::container<std::vector<float>>(n, value));
 }
 
@@ -119,8 +121,9 @@ RC_GTEST_PROP(DifferentialExactness, GatePastCutoffSkipsEveryByteOrIsThePureDeca
                             (expected[k] == 0.0f && got[k] == 0.0f);
           if (!same) {
             std::ostringstream os;
-            os << describe(config) << ": the gated event (tau " << tau << ") is not the zero-gradient step at value " << k
-               << " of " << expected.size() << " (params, m, v): " << std::hexfloat << got[k] << " vs " << expected[k];
+            os << describe(config) << ": the gated event (tau " << tau << ") is not the zero-gradient step at value "
+               << k << " of " << expected.size() << " (params, m, v): " << std::hexfloat << got[k] << " vs "
+               << expected[k];
             RC_FAIL(os.str());
           }
         }
@@ -154,7 +157,8 @@ RC_GTEST_PROP(DifferentialExactness, FreshEventsEqualPlainAdamBitForBit, ()) {
       }
       gated_params.step(gated, c.grad, 0);
       adam_params.step(adam, c.grad, 0);
-      if (snapshot(gated_params, gated) != snapshot(adam_params, adam)) RC_FAIL(describe(config) + " differs from adam at tau 0");
+      if (snapshot(gated_params, gated) != snapshot(adam_params, adam))
+        RC_FAIL(describe(config) + " differs from adam at tau 0");
     }
   }
 }

@@ -23,22 +23,23 @@ inline rc::Gen<float> gen_float() {
     return std::bit_cast<float>((sign << 31) | (exponent_field << 23) | fraction);
   };
   return rc::gen::weightedOneOf<float>({
-      {2, rc::gen::element(0.0f, -0.0f, 0x1p-149f, -0x1.fffffcp-127f, 0x1p-126f, 1.0f, -1.0f, 0x1.01p0f,
-                           -0x1.03p0f, 1e-30f, -1e-30f, 1e30f, -1e30f)},
-      {5, rc::gen::map(rc::gen::tuple(rc::gen::inRange(1 << 23, 1 << 24), rc::gen::inRange(kMinExponent, kMaxExponent + 1),
-                                      rc::gen::arbitrary<bool>()),
+      {2, rc::gen::element(0.0f, -0.0f, 0x1p-149f, -0x1.fffffcp-127f, 0x1p-126f, 1.0f, -1.0f, 0x1.01p0f, -0x1.03p0f,
+                           1e-30f, -1e-30f, 1e30f, -1e30f)},
+      {5, rc::gen::map(rc::gen::tuple(rc::gen::inRange(1 << 23, 1 << 24),
+                                      rc::gen::inRange(kMinExponent, kMaxExponent + 1), rc::gen::arbitrary<bool>()),
                        [](const std::tuple<int, int, bool>& t) {
                          const float x = std::ldexp(static_cast<float>(std::get<0>(t)), std::get<1>(t) - 23);
                          return std::get<2>(t) ? -x : x;
                        })},
-      {2, rc::gen::map(rc::gen::tuple(rc::gen::inRange<std::uint32_t>(0, 2),
-                                      rc::gen::weightedOneOf<std::uint32_t>(
-                                          {{4, rc::gen::inRange<std::uint32_t>(127 + kMinExponent, 127 + kMaxExponent + 1)},
-                                           {1, rc::gen::just<std::uint32_t>(0)}}),
-                                      rc::gen::inRange<std::uint32_t>(0, 1u << 23)),
-                       [from_bits](const std::tuple<std::uint32_t, std::uint32_t, std::uint32_t>& t) {
-                         return from_bits(std::get<0>(t), std::get<1>(t), std::get<2>(t));
-                       })},
+      {2, rc::gen::map(
+              rc::gen::tuple(rc::gen::inRange<std::uint32_t>(0, 2),
+                             rc::gen::weightedOneOf<std::uint32_t>(
+                                 {{4, rc::gen::inRange<std::uint32_t>(127 + kMinExponent, 127 + kMaxExponent + 1)},
+                                  {1, rc::gen::just<std::uint32_t>(0)}}),
+                             rc::gen::inRange<std::uint32_t>(0, 1u << 23)),
+              [from_bits](const std::tuple<std::uint32_t, std::uint32_t, std::uint32_t>& t) {
+                return from_bits(std::get<0>(t), std::get<1>(t), std::get<2>(t));
+              })},
       {1, rc::gen::map(rc::gen::tuple(rc::gen::inRange<std::uint32_t>(0, 2),
                                       rc::gen::inRange<std::uint32_t>(127 + kMinExponent, 127 + kMaxExponent + 1),
                                       rc::gen::inRange<std::uint32_t>(0, 1u << 7)),
@@ -74,12 +75,13 @@ struct Hyper {
 
 inline rc::Gen<Hyper> gen_hyper() {
   const auto log_uniform = [](int lo, int hi) {
-    return rc::gen::map(rc::gen::inRange(lo * 64, hi * 64 + 1), [](int k) { return std::exp2(static_cast<float>(k) / 64); });
+    return rc::gen::map(rc::gen::inRange(lo * 64, hi * 64 + 1),
+                        [](int k) { return std::exp2(static_cast<float>(k) / 64); });
   };
   return rc::gen::build<Hyper>(
       rc::gen::set(&Hyper::lr, log_uniform(-14, 0)),
-      rc::gen::set(&Hyper::beta1, rc::gen::weightedOneOf<float>({{1, rc::gen::just(0.0f)},
-                                                                   {4, rc::gen::element(0.5f, 0.9f, 0.95f, 0.99f)}})),
+      rc::gen::set(&Hyper::beta1, rc::gen::weightedOneOf<float>(
+                                      {{1, rc::gen::just(0.0f)}, {4, rc::gen::element(0.5f, 0.9f, 0.95f, 0.99f)}})),
       rc::gen::set(&Hyper::beta2, rc::gen::element(0.9f, 0.95f, 0.99f, 0.999f, 0.9999f)),
       rc::gen::set(&Hyper::eps, log_uniform(-40, -10)),
       rc::gen::set(&Hyper::weight_decay,
@@ -88,7 +90,8 @@ inline rc::Gen<Hyper> gen_hyper() {
       rc::gen::set(&Hyper::momentum, rc::gen::element(0.0f, 0.5f, 0.9f, 0.99f)),
       rc::gen::set(&Hyper::alpha, rc::gen::weightedOneOf<float>({{1, rc::gen::just(0.0f)}, {3, log_uniform(-6, 1)}})),
       rc::gen::set(&Hyper::tau_cut, rc::gen::inRange<std::int64_t>(1, 65)),
-      rc::gen::set(&Hyper::on_zero_gate, rc::gen::element(reference::ZeroGatePolicy::apply, reference::ZeroGatePolicy::skip)),
+      rc::gen::set(&Hyper::on_zero_gate,
+                   rc::gen::element(reference::ZeroGatePolicy::apply, reference::ZeroGatePolicy::skip)),
       rc::gen::set(&Hyper::seed, rc::gen::arbitrary<std::uint64_t>()));
 }
 
@@ -129,10 +132,11 @@ inline rc::Gen<OneStepCase> gen_one_step_case() {
 inline void showValue(const OneStepCase& c, std::ostream& os) {
   const Hyper& h = c.hyper;
   os << std::hexfloat << "tau " << c.tau << " lr " << h.lr << " beta1 " << h.beta1 << " beta2 " << h.beta2 << " eps "
-     << h.eps << " wd " << h.weight_decay << " nesterov lr " << h.nesterov_lr << " momentum " << h.momentum
-     << " alpha " << h.alpha << " tau_cut " << h.tau_cut << " on_zero_gate "
+     << h.eps << " wd " << h.weight_decay << " nesterov lr " << h.nesterov_lr << " momentum " << h.momentum << " alpha "
+     << h.alpha << " tau_cut " << h.tau_cut << " on_zero_gate "
      << (h.on_zero_gate == reference::ZeroGatePolicy::skip ? "skip" : "apply") << " seed " << h.seed << "\n";
-  for (std::size_t i = 0; i < c.grad.size(); ++i) os << "  [" << i << "] theta " << c.theta[i] << " grad " << c.grad[i] << "\n";
+  for (std::size_t i = 0; i < c.grad.size(); ++i)
+    os << "  [" << i << "] theta " << c.theta[i] << " grad " << c.grad[i] << "\n";
   os << std::defaultfloat;
 }
 

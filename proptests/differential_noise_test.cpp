@@ -49,8 +49,9 @@ constexpr double kWideRange = 1e5;
 
 constexpr std::uint64_t kSeeds[] = {11, 12, 13, 14};
 
-differential::NoiseRun study(const std::string& optimizer, StateFormat state, Rounding rounding, const std::string& delays,
-                    std::uint64_t seed, double scale_range = kNarrowRange, Q8Semantics semantics = Q8Semantics::cgad) {
+differential::NoiseRun study(const std::string& optimizer, StateFormat state, Rounding rounding,
+                             const std::string& delays, std::uint64_t seed, double scale_range = kNarrowRange,
+                             Q8Semantics semantics = Q8Semantics::cgad) {
   reference::set_working_precision_bits(128);
   differential::NoiseScenario s;
   differential::parse_study_optimizer(optimizer, s);
@@ -68,10 +69,11 @@ differential::NoiseRun study(const std::string& optimizer, StateFormat state, Ro
   const auto& a = run.samples.at(0).v;
   const auto& b = run.samples.at(1).v;
   const auto& t = run.samples.at(1).trap;
-  std::printf("%-60s v bias %+.4e -> %+.4e  rms %.4e -> %.4e (1000 -> 2000 steps); v0 %.4f >5lr %.3e max/lr %.4g "
-              "(reference %.4g)\n",
-              differential::scenario_name(s).c_str(), a.bias, b.bias, a.rms, b.rms, t.v_zero_fraction, t.step_over_5lr_fraction,
-              t.max_step_over_lr, t.reference_max_step_over_lr);
+  std::printf(
+      "%-60s v bias %+.4e -> %+.4e  rms %.4e -> %.4e (1000 -> 2000 steps); v0 %.4f >5lr %.3e max/lr %.4g "
+      "(reference %.4g)\n",
+      differential::scenario_name(s).c_str(), a.bias, b.bias, a.rms, b.rms, t.v_zero_fraction, t.step_over_5lr_fraction,
+      t.max_step_over_lr, t.reference_max_step_over_lr);
   return run;
 }
 

@@ -38,7 +38,9 @@ void ErrorStats::merge(const ErrorStats& other) {
   max_bound_use = std::max(max_bound_use, other.max_bound_use);
 }
 
-double ErrorStats::rms() const { return count == 0 ? 0 : std::sqrt(sum_sq / static_cast<double>(count)); }
+double ErrorStats::rms() const {
+  return count == 0 ? 0 : std::sqrt(sum_sq / static_cast<double>(count));
+}
 
 namespace {
 
@@ -89,7 +91,9 @@ Chain nesterov_chain(const fastpath::StepConfig& c, float theta, float delta, do
   return out;
 }
 
-double as_double(const mpfr_real& x) { return x.convert_to<double>(); }
+double as_double(const mpfr_real& x) {
+  return x.convert_to<double>();
+}
 
 std::string where(const char* what, std::size_t i, float fast, const mpfr_real& ref, double bound) {
   std::ostringstream os;
@@ -154,7 +158,9 @@ OneStepOutcome check_one_step(const fastpath::StepConfig& config, const std::vec
     const double ref_abs = std::fabs(as_double(ref));
     double store = 0;
     switch (config.state) {
-      case StateFormat::fp32: unit = fp32_spacing(ref_abs); break;
+      case StateFormat::fp32:
+        unit = fp32_spacing(ref_abs);
+        break;
       case StateFormat::bf16:
         store = bf16_store_error(magnitude, stochastic);
         unit = bf16_spacing(ref_abs);
@@ -173,7 +179,8 @@ OneStepOutcome check_one_step(const fastpath::StepConfig& config, const std::vec
   std::vector<Chain> chains;
   chains.reserve(n);
   for (std::size_t i = 0; i < n; ++i) {
-    chains.push_back(adam ? adam_chain(config, theta0[i], grad[i], sigma) : nesterov_chain(config, theta0[i], grad[i], sigma));
+    chains.push_back(adam ? adam_chain(config, theta0[i], grad[i], sigma)
+                          : nesterov_chain(config, theta0[i], grad[i], sigma));
   }
   // A q8 block shares one absmax: one element outside the fp32 range (v = +Inf) makes the absmax Inf, and
   // every other element of the block then decodes as code·Inf (NaN for the zero code). The whole block is
@@ -186,11 +193,13 @@ OneStepOutcome check_one_step(const fastpath::StepConfig& config, const std::vec
     const Chain& chain = chains[i];
     const double theta_magnitude = chain.theta.computed_max();
     const bool block_ok = config.state != StateFormat::q8 || block_in_range[i / fastpath::kQ8BlockSize];
-    if (!chain.in_range || !block_ok || (config.params == fastpath::ParamFormat::bf16 && theta_magnitude >= 0x1.fep127)) {
+    if (!chain.in_range || !block_ok ||
+        (config.params == fastpath::ParamFormat::bf16 && theta_magnitude >= 0x1.fep127)) {
       ++out.outside_fp32;
       continue;
     }
-    const float theta_fast = config.params == fastpath::ParamFormat::fp32 ? params.fp32[i] : fastpath::to_float(params.half[i]);
+    const float theta_fast =
+        config.params == fastpath::ParamFormat::fp32 ? params.fp32[i] : fastpath::to_float(params.half[i]);
     const double theta_ref_abs = std::fabs(as_double(ref_theta[i]));
     double theta_store = 0, theta_unit = fp32_spacing(theta_ref_abs);
     if (config.params == fastpath::ParamFormat::bf16) {
@@ -230,16 +239,16 @@ void OneStepSummary::add(const std::string& config, const OneStepOutcome& outcom
 }
 
 void OneStepSummary::print() const {
-  std::printf("%-36s %6s %8s | %-28s | %-28s | %-28s\n", "configuration", "cases", "outside", "theta max/RMS units (use)",
-              "m|b max/RMS units (use)", "v max/RMS units (use)");
+  std::printf("%-36s %6s %8s | %-28s | %-28s | %-28s\n", "configuration", "cases", "outside",
+              "theta max/RMS units (use)", "m|b max/RMS units (use)", "v max/RMS units (use)");
   for (const auto& [name, row] : rows_) {
     const auto cell = [](const ErrorStats& s) {
       char buffer[64];
       std::snprintf(buffer, sizeof buffer, "%9.3g/%-8.3g (%.3f)", s.max_units, s.rms(), s.max_bound_use);
       return std::string(buffer);
     };
-    std::printf("%-36s %6zu %8zu | %-28s | %-28s | %-28s\n", name.c_str(), row.cases, row.outside, cell(row.theta).c_str(),
-                cell(row.first).c_str(), cell(row.second).c_str());
+    std::printf("%-36s %6zu %8zu | %-28s | %-28s | %-28s\n", name.c_str(), row.cases, row.outside,
+                cell(row.theta).c_str(), cell(row.first).c_str(), cell(row.second).c_str());
     std::printf("    worst theta: %s\n", row.theta.worst.c_str());
   }
 }

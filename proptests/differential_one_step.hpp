@@ -25,15 +25,15 @@ struct ErrorStats {
 };
 
 struct OneStepOutcome {
-  std::string failure;         // empty when every element is within its bound and the reports agree
+  std::string failure;  // empty when every element is within its bound and the reports agree
   bool applied = false;
   std::size_t outside_fp32 = 0;  // elements whose bound reaches FLT_MAX (not compared)
   ErrorStats theta, first, second;
 };
 
 // The reference runs at `reference_bits` (set once by the caller: precision is process-global).
-OneStepOutcome check_one_step(const fastpath::StepConfig& config, const std::vector<float>& theta, const std::vector<float>& grad,
-                              std::int64_t tau);
+OneStepOutcome check_one_step(const fastpath::StepConfig& config, const std::vector<float>& theta,
+                              const std::vector<float>& grad, std::int64_t tau);
 
 // Accumulated outcomes per configuration name, printed as one table.
 class OneStepSummary {

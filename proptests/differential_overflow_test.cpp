@@ -47,7 +47,7 @@ using testing::Params;
 using testing::random_vector;
 using testing::state_bytes;
 
-constexpr float kLimit = 0x1p63f;  // 2^kRefusedGradientExponent (reference/overflow_rule.hpp)
+constexpr float kLimit = 0x1p63f;                         // 2^kRefusedGradientExponent (reference/overflow_rule.hpp)
 const float kBelowLimit = std::nextafter(0x1p63f, 0.0f);  // 0x1.fffffep62
 
 constexpr OptimizerKind kAdamFamily[] = {OptimizerKind::cgad, OptimizerKind::pa_cgad, OptimizerKind::adam_decay,
@@ -120,7 +120,9 @@ struct Layout {
   std::size_t min_q8_size;
   std::vector<std::size_t> positions;  // where to put the overflowing element, as indices into the event's slice
 };
-std::vector<Layout> layouts() { return {{{600}, 0, {0, 300, 599}}, {{257, 0, 300, 1, 512, 45}, 300, {100, 400}}}; }
+std::vector<Layout> layouts() {
+  return {{{600}, 0, {0, 300, 599}}, {{257, 0, 300, 1, 512, 45}, 300, {100, 400}}};
+}
 
 // σ = 1 (τ = 0) for every Adam-family optimizer; σ < 1: CGAD at τ = 1, Adam-Decay at τ = 3.
 struct Gate {
@@ -317,7 +319,8 @@ TEST(OverflowFastPath, NesterovAndSdmFollowTheRuleOnTheirSigmaDelta) {
         while ((sigma * std::nextafter(edge, INFINITY)) < kLimit) edge = std::nextafter(edge, INFINITY);
         grad = random_vector(600, 18);
         grad[0] = std::nextafter(edge, INFINITY);
-        EXPECT_EQ(rig.step(grad, tau).reason, SkipReason::overflowing_gradient) << describe(config) << " " << hex(grad[0]);
+        EXPECT_EQ(rig.step(grad, tau).reason, SkipReason::overflowing_gradient)
+            << describe(config) << " " << hex(grad[0]);
         grad[0] = -edge;
         report = rig.step(grad, tau);
         EXPECT_TRUE(report.applied) << describe(config) << " tau " << tau << " " << hex(edge);
@@ -456,7 +459,7 @@ void check_reference_agrees() {
         const std::vector<std::pair<float, bool>> cases =
             gate.tau == 0 ? std::vector<std::pair<float, bool>>{{kLimit, false}, {kBelowLimit, true}}
                           : std::vector<std::pair<float, bool>>{{static_cast<float>(0x1p64 / sigma), false},
-                                                                 {static_cast<float>(0x1p62 / sigma), true}};
+                                                                {static_cast<float>(0x1p62 / sigma), true}};
         for (const auto& [magnitude, applies] : cases) {
           std::vector<float> grad = random_vector(rig.size(), 77);
           grad[position] = sign * magnitude;

@@ -48,14 +48,15 @@ class SigmaInvarianceReference : public ::testing::Test {
 // A stream of 16 to 24 events over 1 to 8 parameters (values from reference_streams.hpp: magnitudes
 // 2^-30 … 2^10, both signs, signed zeros; printed in hexfloat on failure). The staleness is set by the test.
 rc::Gen<Stream> gen_twenty_events() {
-  return rc::gen::mapcat(rc::gen::pair(rc::gen::inRange(1, 9), rc::gen::inRange(16, 25)), [](const std::pair<int, int>& shape) {
-    const auto [n, steps] = shape;
-    const auto gen_step = rc::gen::build<StreamStep>(
-        rc::gen::set(&StreamStep::grad, rc::gen::container<std::vector<double>>(n, gen_value())));
-    return rc::gen::build<Stream>(
-        rc::gen::set(&Stream::params, rc::gen::container<std::vector<double>>(n, gen_value())),
-        rc::gen::set(&Stream::steps, rc::gen::container<std::vector<StreamStep>>(steps, gen_step)));
-  });
+  return rc::gen::mapcat(
+      rc::gen::pair(rc::gen::inRange(1, 9), rc::gen::inRange(16, 25)), [](const std::pair<int, int>& shape) {
+        const auto [n, steps] = shape;
+        const auto gen_step = rc::gen::build<StreamStep>(
+            rc::gen::set(&StreamStep::grad, rc::gen::container<std::vector<double>>(n, gen_value())));
+        return rc::gen::build<Stream>(
+            rc::gen::set(&Stream::params, rc::gen::container<std::vector<double>>(n, gen_value())),
+            rc::gen::set(&Stream::steps, rc::gen::container<std::vector<StreamStep>>(steps, gen_step)));
+      });
 }
 
 template <class Real>
@@ -214,8 +215,9 @@ RC_GTEST_FIXTURE_PROP(SigmaInvarianceReference, ConstantTauIsAdamWithEpsOverSigm
   RC_TAG(sigma <= 0.5 ? "sigma <= 1/2" : "sigma > 1/2");
   // How much of the tolerance the double run used (MPFR's differences are almost always exactly 0: the
   // parameters' own rounding absorbs them), in powers of two.
-  RC_TAG("double: |diff|/tol " + (dbl.worst_theta_ratio == 0 ? std::string("= 0")
-                                                               : "~ 2^" + std::to_string(std::ilogb(dbl.worst_theta_ratio))));
+  RC_TAG("double: |diff|/tol " + (dbl.worst_theta_ratio == 0
+                                      ? std::string("= 0")
+                                      : "~ 2^" + std::to_string(std::ilogb(dbl.worst_theta_ratio))));
 }
 
 // Not vacuous in double either: gradients of the size of ε (where ε vs ε/σ changes every step's size by
@@ -226,7 +228,8 @@ void check_same_eps_far_outside(OptimizerKind kind, std::int64_t tau) {
   Stream stream;
   stream.params = {1.0, -0.5, 0.25};
   for (int k = 0; k < 20; ++k) {
-    stream.steps.push_back({{std::ldexp(1.0 + k / 32.0, -27), -std::ldexp(3.0, -29), std::ldexp(1.0, -26 - k % 3)}, tau});
+    stream.steps.push_back(
+        {{std::ldexp(1.0 + k / 32.0, -27), -std::ldexp(3.0, -29), std::ldexp(1.0, -26 - k % 3)}, tau});
   }
   ref::OptimizerConfig<Real> gated;
   gated.kind = kind;
@@ -246,9 +249,9 @@ void check_same_eps_far_outside(OptimizerKind kind, std::int64_t tau) {
       theta_max = std::max({theta_max, std::fabs(static_cast<double>(pg[i])), std::fabs(static_cast<double>(pa[i]))});
     }
   }
-  const double tol = theta_tolerance(ref::precision_bits<Real>(), stream.steps.size(), theta_max,
-                                     static_cast<double>(gated.adam.lr), 0.0, static_cast<double>(gated.adam.beta1),
-                                     static_cast<double>(gated.adam.beta2));
+  const double tol =
+      theta_tolerance(ref::precision_bits<Real>(), stream.steps.size(), theta_max, static_cast<double>(gated.adam.lr),
+                      0.0, static_cast<double>(gated.adam.beta1), static_cast<double>(gated.adam.beta2));
   double same_gap = 0, scaled_gap = 0;
   for (std::size_t i = 0; i < 3; ++i) {
     scaled_gap = std::max(scaled_gap, abs_diff(pg[i], pa[i]));
@@ -364,8 +367,8 @@ struct GatedCase {
 
 // Runs `events` events through the gated optimizer and Adam with eps·2^e, for one configuration and layout.
 // Returns the first difference ("" when none); also asserts every report (applied, σ exact).
-std::string run_case(fp::StepConfig config, const std::vector<std::size_t>& tensors, const GatedCase& gc,
-                     int events, std::uint32_t seed, bool same_eps = false) {
+std::string run_case(fp::StepConfig config, const std::vector<std::size_t>& tensors, const GatedCase& gc, int events,
+                     std::uint32_t seed, bool same_eps = false) {
   config.min_q8_size = 300;  // the layouts' tensors on both sides of it (fastpath_test_support.hpp)
   fp::StepConfig gated = config;
   gated.optimizer = gc.kind;
@@ -397,7 +400,8 @@ std::string run_case(fp::StepConfig config, const std::vector<std::size_t>& tens
 std::vector<GatedCase> power_of_two_cases() {
   std::vector<GatedCase> cases;
   const float ln2 = std::numbers::ln2_v<float>;
-  for (std::int64_t tau = 0; tau <= 12; ++tau) cases.push_back({OptimizerKind::adam_decay, ln2, 32.0f, tau, static_cast<int>(tau)});
+  for (std::int64_t tau = 0; tau <= 12; ++tau)
+    cases.push_back({OptimizerKind::adam_decay, ln2, 32.0f, tau, static_cast<int>(tau)});
   for (const std::int64_t k : {1, 2, 3, 5, 8, 16}) {
     cases.push_back({OptimizerKind::cgad, 0.0f, static_cast<float>(2 * k), k, 1});
   }
@@ -449,8 +453,8 @@ RC_GTEST_PROP(SigmaInvarianceFastPath, PowerOfTwoSigmaBitForBitOnRandomStreams, 
 // here, in fp32 parameters (cgad's fp32 state, and bnb's q8 state).
 TEST(SigmaInvarianceFastPath, UnscaledEpsIsCaught) {
   const auto configs = fp::testing::all_format_configs(OptimizerKind::adam_decay);
-  const fp::StepConfig cgad_fp32 = configs[0];   // fp32 params, fp32 state, nearest, cgad
-  const fp::StepConfig bnb_q8 = configs[13];     // fp32 params, q8 state, bnb
+  const fp::StepConfig cgad_fp32 = configs[0];  // fp32 params, fp32 state, nearest, cgad
+  const fp::StepConfig bnb_q8 = configs[13];    // fp32 params, q8 state, bnb
   ASSERT_EQ(cgad_fp32.params, fp::ParamFormat::fp32);
   ASSERT_EQ(cgad_fp32.state, fp::StateFormat::fp32);
   ASSERT_EQ(bnb_q8.state, fp::StateFormat::q8);

@@ -34,7 +34,9 @@ float mpfr_round_to_bf16(float x) {
   return rounded;
 }
 
-std::uint32_t bits_of(float x) { return std::bit_cast<std::uint32_t>(x); }
+std::uint32_t bits_of(float x) {
+  return std::bit_cast<std::uint32_t>(x);
+}
 
 // Every bf16 value b, the float midpoint between b and its successor, and their float neighbours: the only
 // inputs where round-to-nearest-even can go wrong (a wrong carry, a wrong tie), over the whole range,
@@ -62,8 +64,8 @@ TEST(FastpathBf16, NearestEvenMatchesMpfrAtEveryMidpointAndNeighbour) {
     }
   }
   EXPECT_EQ(mismatches, 0u) << "of " << checked;
-  std::printf("bf16 RNE: %llu inputs checked against MPFR, %llu mismatches\n",
-              static_cast<unsigned long long>(checked), static_cast<unsigned long long>(mismatches));
+  std::printf("bf16 RNE: %llu inputs checked against MPFR, %llu mismatches\n", static_cast<unsigned long long>(checked),
+              static_cast<unsigned long long>(mismatches));
 }
 
 TEST(FastpathBf16, NearestEvenSpecialCases) {

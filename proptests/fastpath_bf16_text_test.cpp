@@ -33,9 +33,9 @@ TEST(Bf16Text, EveryFiniteValueRoundTripsThroughItsShortestDecimal) {
 // 1 + 2^-8 + 2^-30 lies above it, its nearest float is the midpoint (float spacing there is 2^-23), and its
 // nearest bf16 is 1 + 2^-7.
 TEST(Bf16Text, ParsesWithOneRoundingNotTwo) {
-  const char* just_above_midpoint = "1.00390625093132257461547851562";  // 1 + 2^-8 + 2^-30
+  const char* just_above_midpoint = "1.00390625093132257461547851562";                              // 1 + 2^-8 + 2^-30
   EXPECT_EQ(fp::round_nearest_even_bf16(std::strtof(just_above_midpoint, nullptr)).bits, 0x3F80u);  // via float: 1
-  EXPECT_EQ(parse_bf16(just_above_midpoint, "x").bits, 0x3F81u);                                     // once: 1 + 2^-7
+  EXPECT_EQ(parse_bf16(just_above_midpoint, "x").bits, 0x3F81u);                                    // once: 1 + 2^-7
   EXPECT_EQ(parse_bf16("1.00390625", "x").bits, 0x3F80u);  // the midpoint itself ties to even
   EXPECT_EQ(parse_bf16("-0", "x").bits, 0x8000u);
   // Past the largest finite bf16 is refused (it became +Inf silently, where fp32 refuses it);

@@ -112,13 +112,13 @@ void expect_same_counters(CudaOptimizer& gpu, const CpuOptimizer& cpu, cudaStrea
 
 TEST(FastpathCuda, BitIdenticalToTheCpuBackend) {
   if (!cuda_device_available()) GTEST_SKIP() << "CUDA-vs-CPU bit identity not checked: " << cuda_unavailable_reason();
-  for (const auto kind : {reference::OptimizerKind::cgad, reference::OptimizerKind::adam_decay,
-                          reference::OptimizerKind::adam, reference::OptimizerKind::nesterov,
-                          reference::OptimizerKind::sdm}) {
+  for (const auto kind :
+       {reference::OptimizerKind::cgad, reference::OptimizerKind::adam_decay, reference::OptimizerKind::adam,
+        reference::OptimizerKind::nesterov, reference::OptimizerKind::sdm}) {
     for (StepConfig config : all_format_configs(kind)) {
       config.on_zero_gate = reference::ZeroGatePolicy::skip;
-      for (const std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{255}, std::size_t{256},
-                                  std::size_t{257}, std::size_t{5000}}) {
+      for (const std::size_t n :
+           {std::size_t{0}, std::size_t{1}, std::size_t{255}, std::size_t{256}, std::size_t{257}, std::size_t{5000}}) {
         CpuOptimizer cpu(config, n, 2);
         CudaOptimizer gpu(config, n);
         Params params(config, random_vector(n, 21));
@@ -130,11 +130,12 @@ TEST(FastpathCuda, BitIdenticalToTheCpuBackend) {
           float* device_grad = to_device(grad);
           const StepReport want = params.step(cpu, grad, taus[e]);
           device.step(gpu, device_grad, n, taus[e], 0, nullptr);
-          expect_same_report(gpu.report(), want, describe(config) + " n=" + std::to_string(n) + " event " +
-                                                     std::to_string(e));
+          expect_same_report(gpu.report(), want,
+                             describe(config) + " n=" + std::to_string(n) + " event " + std::to_string(e));
           cudaFree(device_grad);
         }
-        ASSERT_EQ(device.back(params).bytes(), params.bytes()) << describe(config) << " n=" << n << ": parameters differ";
+        ASSERT_EQ(device.back(params).bytes(), params.bytes())
+            << describe(config) << " n=" << n << ": parameters differ";
         ASSERT_EQ(host_state_bytes(gpu.download()), host_state_bytes(cpu.state()))
             << describe(config) << " n=" << n << ": state differs";
         EXPECT_EQ(gpu.counters().size(), cpu.counters().size());
@@ -334,9 +335,9 @@ TEST(FastpathCuda, StepsOnTwoStreamsAreOrdered) {
   for (auto& s : streams) cudaStreamDestroy(s);
 }
 
-// A kernel fault (here: the pseudo-gradient at an address in the never-mapped first page) makes the optimizer unusable with
-// a message saying so at the next call and every call after, instead of a misleading error one step later. A
-// fault corrupts the process's CUDA context, so it runs in a child process (a re-executed test binary).
+// A kernel fault (here: the pseudo-gradient at an address in the never-mapped first page) makes the optimizer unusable
+// with a message saying so at the next call and every call after, instead of a misleading error one step later. A fault
+// corrupts the process's CUDA context, so it runs in a child process (a re-executed test binary).
 TEST(FastpathCuda, AFaultMakesTheOptimizerUnusable) {
   if (!cuda_device_available()) GTEST_SKIP() << "CUDA fault latching not checked: " << cuda_unavailable_reason();
   GTEST_FLAG_SET(death_test_style, "threadsafe");

@@ -7,7 +7,8 @@
 //
 // This file builds two executables (proptests/CMakeLists.txt): fastpath_q8_bnb_test (label ci) runs a large
 // structured sample; fastpath_q8_bnb_long_test (label long, CGAD_Q8_BNB_LONG defined) runs every binary32 in
-// [−1, 1] for the three maps m and v use (signed, unsigned, zero-free) (2·(0x3F800000 + 1) ≈ 2.13e9 values per map) plus the specials.
+// [−1, 1] for the three maps m and v use (signed, unsigned, zero-free) (2·(0x3F800000 + 1) ≈ 2.13e9 values per map)
+// plus the specials.
 #include "cgad/fastpath/block_step.hpp"
 #include "cgad/fastpath/q8.hpp"
 #include "cgad/fastpath/q8_maps.hpp"
@@ -31,7 +32,9 @@
 namespace cgad::fastpath {
 namespace {
 
-const Q8Map& bnb_map(Q8MapKind kind) { return dynamic_map(kind, Q8Semantics::bnb); }
+const Q8Map& bnb_map(Q8MapKind kind) {
+  return dynamic_map(kind, Q8Semantics::bnb);
+}
 const char* name_of(Q8MapKind kind) {
   return kind == Q8MapKind::signed_map ? "signed" : kind == Q8MapKind::unsigned_map ? "unsigned" : "zero-free";
 }
@@ -96,7 +99,7 @@ std::vector<float> specials() {
           -denorm,
           2 * denorm,
           -2 * denorm,
-          std::nextafter(tiny, 0.0f),   // largest subnormal
+          std::nextafter(tiny, 0.0f),  // largest subnormal
           -std::nextafter(tiny, 0.0f),
           tiny,
           -tiny,
@@ -185,9 +188,8 @@ TEST(FastpathQ8Bnb, NearestCodeIsBitsandbytesSearchOnAStructuredSample) {
       const int expected = oracle(x, kind);
       const int got = q8_nearest(x, map);
       if (got != expected && ++mismatches <= 10) {
-        ADD_FAILURE() << name_of(kind) << " map: x = " << show(x) << " q8_nearest " << got << " (code "
-                      << std::hexfloat << map.code[got] << "), quantize_2D " << expected << " (code "
-                      << map.code[expected] << ")";
+        ADD_FAILURE() << name_of(kind) << " map: x = " << show(x) << " q8_nearest " << got << " (code " << std::hexfloat
+                      << map.code[got] << "), quantize_2D " << expected << " (code " << map.code[expected] << ")";
       }
       differs_from_cgad += q8_nearest(x, cgad_map) != expected;
       ties += std::binary_search(midpoints.begin(), midpoints.end(), x);
@@ -289,7 +291,7 @@ TEST(FastpathQ8Bnb, QuantizeMomentIsTheSearchThenTheSignFix) {
   views[2].map = &bnb_map(Q8MapKind::unsigned_zero_free);
   const RandomWords no_random{{0, 0, 0, 0}};
   std::mt19937 rng(314159);
-  std::vector<std::pair<float, float>> cases = {{0.0f, 0.0f}, {-0.0f, 0.0f}, {0.0f, 1.0f}, {-0.0f, 1.0f},
+  std::vector<std::pair<float, float>> cases = {{0.0f, 0.0f},      {-0.0f, 0.0f},      {0.0f, 1.0f}, {-0.0f, 1.0f},
                                                 {0x1p-149f, 1.0f}, {-0x1p-149f, 1.0f}, {1.0f, 1.0f}, {-1.0f, 1.0f}};
   for (int i = 0; i < 200000; ++i) {
     const float absmax = std::ldexp(std::uniform_real_distribution<float>(1.0f, 2.0f)(rng),
@@ -300,8 +302,8 @@ TEST(FastpathQ8Bnb, QuantizeMomentIsTheSearchThenTheSignFix) {
   }
   for (const auto& [value, absmax] : cases) {
     const float x = value / absmax;
-    const auto m_expected = sign_fix_definition(static_cast<std::uint8_t>(oracle(x, Q8MapKind::signed_map)), value,
-                                                *views[0].map);
+    const auto m_expected =
+        sign_fix_definition(static_cast<std::uint8_t>(oracle(x, Q8MapKind::signed_map)), value, *views[0].map);
     ASSERT_EQ(quantize_moment<Bnb>(a, views[0], 0, value, absmax, no_random), m_expected)
         << "m = " << show(value) << " absmax " << show(absmax);
     const float magnitude = std::fabs(value);
@@ -341,8 +343,8 @@ TEST_P(FastpathQ8BnbExhaustive, NearestCodeIsBitsandbytesSearchOnEveryFloatOfMin
       const std::uint64_t begin = kTotal * p / threads, end = kTotal * (p + 1) / threads;
       std::uint64_t bad = 0;
       for (std::uint64_t j = begin; j < end; ++j) {
-        const std::uint32_t bits = j < kPerSign ? static_cast<std::uint32_t>(j)
-                                                : static_cast<std::uint32_t>(j - kPerSign) | 0x80000000u;
+        const std::uint32_t bits =
+            j < kPerSign ? static_cast<std::uint32_t>(j) : static_cast<std::uint32_t>(j - kPerSign) | 0x80000000u;
         const float x = std::bit_cast<float>(bits);
         if (q8_nearest(x, map) != bnb_quantize_2d(x, map.code, is_signed)) {
           if (++bad <= 10) first_bad[p].push_back(bits);

@@ -20,9 +20,15 @@
 namespace cgad::fastpath {
 namespace {
 
-const Q8Map& signed_map() { return dynamic_map(Q8MapKind::signed_map); }
-const Q8Map& unsigned_map() { return dynamic_map(Q8MapKind::unsigned_map); }
-const Q8Map& zero_free_map() { return dynamic_map(Q8MapKind::unsigned_zero_free); }
+const Q8Map& signed_map() {
+  return dynamic_map(Q8MapKind::signed_map);
+}
+const Q8Map& unsigned_map() {
+  return dynamic_map(Q8MapKind::unsigned_map);
+}
+const Q8Map& zero_free_map() {
+  return dynamic_map(Q8MapKind::unsigned_zero_free);
+}
 
 std::vector<float> read_torch_maps(const std::string& file) {
   std::ifstream in(std::string(CGAD_FASTPATH_DATA_DIR) + "/" + file);
@@ -67,8 +73,8 @@ TEST(FastpathQ8Map, StructureOfBothMaps) {
 // (start + step·i0) + j·step where the element rule rounds start + step·(i0 + j), at most one rounding apart
 // at each of the point, the mean and the product — observed: never more than 2 ulps.
 TEST(FastpathQ8Map, WithinTwoUlpsOfEveryPyTorchBuildOfTheFormula) {
-  for (const char* file : {"bnb_maps_torch1.13_default.txt", "bnb_maps_torch1.13_avx2.txt",
-                           "bnb_maps_torch1.13_avx512.txt"}) {
+  for (const char* file :
+       {"bnb_maps_torch1.13_default.txt", "bnb_maps_torch1.13_avx2.txt", "bnb_maps_torch1.13_avx512.txt"}) {
     const std::vector<float> torch_codes = read_torch_maps(file);
     ASSERT_EQ(torch_codes.size(), 512u) << file;
     int differing = 0;
@@ -111,10 +117,20 @@ int brute_force_nearest(float x, const Q8Map& map) {
 // Every class of float the quantizer can meet: specials, zeros, subnormals, every code exactly, every midpoint
 // and the floats either side of it, the ends of the range and beyond, and random bit patterns.
 std::vector<float> pattern_classes(const Q8Map& map) {
-  std::vector<float> xs = {0.0f, -0.0f, INFINITY, -INFINITY, std::numeric_limits<float>::denorm_min(),
-                           -std::numeric_limits<float>::denorm_min(), std::numeric_limits<float>::min(),
-                           -std::numeric_limits<float>::min(), 1.0f, -1.0f, 1.5f, -1.5f,
-                           std::numeric_limits<float>::max(), -std::numeric_limits<float>::max()};
+  std::vector<float> xs = {0.0f,
+                           -0.0f,
+                           INFINITY,
+                           -INFINITY,
+                           std::numeric_limits<float>::denorm_min(),
+                           -std::numeric_limits<float>::denorm_min(),
+                           std::numeric_limits<float>::min(),
+                           -std::numeric_limits<float>::min(),
+                           1.0f,
+                           -1.0f,
+                           1.5f,
+                           -1.5f,
+                           std::numeric_limits<float>::max(),
+                           -std::numeric_limits<float>::max()};
   for (int k = 0; k < kQ8Codes; ++k) {
     const float c = map.code[k];
     xs.insert(xs.end(), {c, std::nextafter(c, -INFINITY), std::nextafter(c, INFINITY)});

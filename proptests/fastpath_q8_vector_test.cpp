@@ -36,12 +36,15 @@ struct MapCase {
   Q8MapKind kind;
   Q8Semantics semantics;
 };
-const MapCase kMaps[] = {{Q8MapKind::signed_map, Q8Semantics::cgad},        {Q8MapKind::unsigned_map, Q8Semantics::cgad},
-                         {Q8MapKind::signed_map, Q8Semantics::bnb},         {Q8MapKind::unsigned_map, Q8Semantics::bnb},
-                         {Q8MapKind::unsigned_zero_free, Q8Semantics::cgad}, {Q8MapKind::unsigned_zero_free, Q8Semantics::bnb}};
+const MapCase kMaps[] = {
+    {Q8MapKind::signed_map, Q8Semantics::cgad},         {Q8MapKind::unsigned_map, Q8Semantics::cgad},
+    {Q8MapKind::signed_map, Q8Semantics::bnb},          {Q8MapKind::unsigned_map, Q8Semantics::bnb},
+    {Q8MapKind::unsigned_zero_free, Q8Semantics::cgad}, {Q8MapKind::unsigned_zero_free, Q8Semantics::bnb}};
 
 std::string name_of(const MapCase& c) {
-  const char* kind = c.kind == Q8MapKind::signed_map ? "signed" : c.kind == Q8MapKind::unsigned_map ? "unsigned" : "zero-free";
+  const char* kind = c.kind == Q8MapKind::signed_map     ? "signed"
+                     : c.kind == Q8MapKind::unsigned_map ? "unsigned"
+                                                         : "zero-free";
   return std::string(kind) + "/" + (c.semantics == Q8Semantics::cgad ? "cgad" : "bnb");
 }
 
@@ -49,7 +52,9 @@ std::string name_of(const MapCase& c) {
 struct Encoder {
   bool scalar_model;
   CpuIsa isa;
-  std::string name() const { return scalar_model ? "q8_nearest_fast" : "block encoder, " + std::string(to_string(isa)); }
+  std::string name() const {
+    return scalar_model ? "q8_nearest_fast" : "block encoder, " + std::string(to_string(isa));
+  }
 };
 
 std::vector<Encoder> encoders() {
@@ -76,7 +81,8 @@ std::uint64_t mismatches(const std::vector<float>& inputs, const Q8Map& map, con
     if (codes[i] != expected) {
       if (++bad <= 5) {
         std::ostringstream s;
-        s << std::hexfloat << " x=" << inputs[i] << " encoder " << int(codes[i]) << " q8_nearest " << int(expected) << ";";
+        s << std::hexfloat << " x=" << inputs[i] << " encoder " << int(codes[i]) << " q8_nearest " << int(expected)
+          << ";";
         examples += s.str();
       }
     }
@@ -92,11 +98,12 @@ TEST(FastpathQ8Vector, EncodersEqualTheBucketSearchOnTheSample) {
   for (const MapCase& c : kMaps) {
     const Q8Map& map = dynamic_map(c.kind, c.semantics);
     std::vector<float> inputs;
-    for (std::uint64_t bits = 0; bits < (1ull << 32); bits += 251) inputs.push_back(std::bit_cast<float>(std::uint32_t(bits)));
-    for (float special : {0.0f, -0.0f, 1.0f, -1.0f, std::numeric_limits<float>::infinity(),
-                          -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN(),
-                          -std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::denorm_min(),
-                          std::numeric_limits<float>::max()}) {
+    for (std::uint64_t bits = 0; bits < (1ull << 32); bits += 251)
+      inputs.push_back(std::bit_cast<float>(std::uint32_t(bits)));
+    for (float special :
+         {0.0f, -0.0f, 1.0f, -1.0f, std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+          std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::quiet_NaN(),
+          std::numeric_limits<float>::denorm_min(), std::numeric_limits<float>::max()}) {
       inputs.push_back(special);
     }
     for (int k = 0; k + 1 < kQ8Codes; ++k) {
@@ -159,7 +166,8 @@ TEST(FastpathQ8Vector, DecoderEqualsQ8DequantizeOnEveryCode) {
         q8_decode(codes.data(), codes.size(), absmax, map, out.data(), isa);
         for (int k = 0; k < kQ8Codes; ++k) {
           const float expected = q8_dequantize(static_cast<std::uint8_t>(k), absmax, map);
-          EXPECT_EQ(std::bit_cast<std::uint32_t>(out[static_cast<std::size_t>(k)]), std::bit_cast<std::uint32_t>(expected))
+          EXPECT_EQ(std::bit_cast<std::uint32_t>(out[static_cast<std::size_t>(k)]),
+                    std::bit_cast<std::uint32_t>(expected))
               << name_of(c) << " " << to_string(isa) << std::hexfloat << " code " << k << " absmax " << absmax;
         }
       }
@@ -170,9 +178,20 @@ TEST(FastpathQ8Vector, DecoderEqualsQ8DequantizeOnEveryCode) {
 TEST(FastpathQ8Vector, BnbSignFixOfABlockEqualsBnbSignFixForEveryCodeAndValueClass) {
   const Q8Map& map = dynamic_map(Q8MapKind::signed_map, Q8Semantics::bnb);
   ASSERT_EQ(map.has_model, 1);
-  const float values[] = {0.0f, -0.0f, 0x1p-149f, -0x1p-149f, 1e-30f, -1e-30f, 0.5f, -0.5f, 1.0f, -1.0f,
-                          std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
-                          std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::quiet_NaN()};
+  const float values[] = {0.0f,
+                          -0.0f,
+                          0x1p-149f,
+                          -0x1p-149f,
+                          1e-30f,
+                          -1e-30f,
+                          0.5f,
+                          -0.5f,
+                          1.0f,
+                          -1.0f,
+                          std::numeric_limits<float>::infinity(),
+                          -std::numeric_limits<float>::infinity(),
+                          std::numeric_limits<float>::quiet_NaN(),
+                          -std::numeric_limits<float>::quiet_NaN()};
   for (float value : values) {
     std::vector<std::uint8_t> codes(kQ8Codes);
     std::vector<float> block(kQ8Codes, value);

@@ -136,12 +136,13 @@ void check_one_step(OptimizerKind kind, std::int64_t tau, float weight_decay) {
                                   << " from theta0 " << theta0[i] << " grad " << grad[i];
     theta_stats.add(i, error / ulp_of(theta_ref), theta_bound == 0 ? 0 : error / theta_bound);
   }
-  std::printf("%s tau=%lld wd=%g: theta max %.3f ulps (worst i=%zu theta0=%a grad=%a), RMS %.3f ulps, "
-              "max %.3f of the bound; sigma fast %a ref %.17g\n",
-              std::string(reference::to_string(kind)).c_str(), static_cast<long long>(tau), weight_decay,
-              theta_stats.max_ulps, theta_stats.worst, theta0[theta_stats.worst], grad[theta_stats.worst],
-              std::sqrt(theta_stats.sum_sq / theta_stats.count), theta_stats.max_bound_use, report.sigma,
-              ref_report.sigma.convert_to<double>());
+  std::printf(
+      "%s tau=%lld wd=%g: theta max %.3f ulps (worst i=%zu theta0=%a grad=%a), RMS %.3f ulps, "
+      "max %.3f of the bound; sigma fast %a ref %.17g\n",
+      std::string(reference::to_string(kind)).c_str(), static_cast<long long>(tau), weight_decay, theta_stats.max_ulps,
+      theta_stats.worst, theta0[theta_stats.worst], grad[theta_stats.worst],
+      std::sqrt(theta_stats.sum_sq / theta_stats.count), theta_stats.max_bound_use, report.sigma,
+      ref_report.sigma.convert_to<double>());
 }
 
 TEST(FastpathVsReference, CgadOneStep) {
@@ -188,7 +189,8 @@ TEST(FastpathVsReference, BitIdenticalToTheFloatReferenceWhereTheConstantsAgree)
     const auto ref_first = ref->buffers()[0].values;
     for (std::size_t i = 0; i < n; ++i) {
       ASSERT_EQ(std::bit_cast<std::uint32_t>(theta[i]), std::bit_cast<std::uint32_t>(ref_theta[i]))
-          << reference::to_string(kind) << std::hexfloat << " theta[" << i << "] " << theta[i] << " vs " << ref_theta[i];
+          << reference::to_string(kind) << std::hexfloat << " theta[" << i << "] " << theta[i] << " vs "
+          << ref_theta[i];
       ASSERT_EQ(std::bit_cast<std::uint32_t>(first[i]), std::bit_cast<std::uint32_t>(ref_first[i])) << i;
     }
   }

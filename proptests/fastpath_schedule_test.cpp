@@ -64,10 +64,18 @@ TEST(FastpathSchedule, DoubleDoublePowerIsCorrectlyRoundedAgainstMpfr) {
     for (int i = 0; i < 200000; ++i) {
       float beta;
       switch (i % 4) {
-        case 0: beta = uniform(random); break;
-        case 1: beta = 1.0f - std::ldexp(1.0f, -static_cast<int>(1 + random() % 24)); break;  // 1 − 2^-k
-        case 2: beta = std::nextafter(1.0f, 0.0f) - static_cast<float>(random() % 64) * 0x1p-24f; break;
-        default: beta = std::vector<float>{0.0f, 0.5f, 0.9f, 0.95f, 0.99f, 0.999f, 0.9999f}[random() % 7]; break;
+        case 0:
+          beta = uniform(random);
+          break;
+        case 1:
+          beta = 1.0f - std::ldexp(1.0f, -static_cast<int>(1 + random() % 24));
+          break;  // 1 − 2^-k
+        case 2:
+          beta = std::nextafter(1.0f, 0.0f) - static_cast<float>(random() % 64) * 0x1p-24f;
+          break;
+        default:
+          beta = std::vector<float>{0.0f, 0.5f, 0.9f, 0.95f, 0.99f, 0.999f, 0.9999f}[random() % 7];
+          break;
       }
       const int magnitude = static_cast<int>(random() % 41);
       const std::uint64_t t = random() % (std::uint64_t{1} << magnitude) + (i % 3 == 0 ? 0 : 1);
@@ -144,8 +152,8 @@ TEST(FastpathSchedule, AgesAreGatedAsTheReferenceGates) {
           ASSERT_EQ(planner.age(1), age);
           const StepPlanner::Plan plan = planner.plan(64, 32, tau, 1);
           const std::int64_t seen = std::max(tau, age);
-          const std::string where = "tau_cut " + std::to_string(tau_cut) + " age " + std::to_string(age) + " tau " +
-                                    std::to_string(tau);
+          const std::string where =
+              "tau_cut " + std::to_string(tau_cut) + " age " + std::to_string(age) + " tau " + std::to_string(tau);
           EXPECT_EQ(plan.scheduled.tau_effective, seen) << where;
           EXPECT_EQ(std::bit_cast<std::uint32_t>(plan.scheduled.sigma),
                     std::bit_cast<std::uint32_t>(gate_sigma(gate, seen)))
@@ -190,8 +198,9 @@ TEST(FastpathSchedule, CountersThatCouldOverflowAreRefused) {
 
 TEST(FastpathSchedule, PaCgadTauCutIsBoundedByTheAgeTable) {
   EXPECT_NO_THROW(validate(pa_cgad(kMaxPaCgadTauCut, reference::ZeroGatePolicy::apply)));
-  EXPECT_THROW(validate(pa_cgad(std::nextafter(kMaxPaCgadTauCut, 2 * kMaxPaCgadTauCut), reference::ZeroGatePolicy::apply)),
-               reference::InputError);
+  EXPECT_THROW(
+      validate(pa_cgad(std::nextafter(kMaxPaCgadTauCut, 2 * kMaxPaCgadTauCut), reference::ZeroGatePolicy::apply)),
+      reference::InputError);
   const StepPlanner planner(pa_cgad(100.5, reference::ZeroGatePolicy::apply), 8);
   EXPECT_EQ(planner.age_sigma().size(), 101u);  // ages 0..100 lie below τ_cut
 }

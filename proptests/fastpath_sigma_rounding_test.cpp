@@ -64,7 +64,8 @@ struct Mismatches {
   std::string shown;
   void check(std::int64_t tau, float fast, float ideal) {
     if (std::bit_cast<std::uint32_t>(fast) == std::bit_cast<std::uint32_t>(ideal)) return;
-    if (++count <= 12) shown += "\n  tau " + std::to_string(tau) + ": fast path " + hex(fast) + " reference " + hex(ideal);
+    if (++count <= 12)
+      shown += "\n  tau " + std::to_string(tau) + ": fast path " + hex(fast) + " reference " + hex(ideal);
   }
 };
 
@@ -146,8 +147,8 @@ TEST(StalenessFactorRounding, SdmScaleIsTheFloatNearestOneOverOnePlusTau) {
   taus.push_back(INT64_MAX);
   taus.push_back(INT64_MAX - 1);
   taus.push_back(0x5851F42D4C957F2D);  // odd, far from any power of two
-  for (const std::int64_t near_midpoint : {846731598LL, 939524102LL, 943201286LL, 1614112202LL, 2004436222LL,
-                                           3394919014LL, 4026531854LL, 67645734974LL}) {
+  for (const std::int64_t near_midpoint :
+       {846731598LL, 939524102LL, 943201286LL, 1614112202LL, 2004436222LL, 3394919014LL, 4026531854LL, 67645734974LL}) {
     taus.push_back(near_midpoint);
   }
   Mismatches bad;

@@ -155,7 +155,9 @@ std::vector<char> with_crc(std::vector<char> bytes) {
   std::memcpy(bytes.data() + bytes.size() - 4, &sum, 4);
   return bytes;
 }
-void put_float(std::vector<char>& bytes, std::size_t offset, float value) { std::memcpy(bytes.data() + offset, &value, 4); }
+void put_float(std::vector<char>& bytes, std::size_t offset, float value) {
+  std::memcpy(bytes.data() + offset, &value, 4);
+}
 
 TEST(FastpathStateFile, ImpossibleContentsUnderAValidChecksumAreRefused) {
   const std::size_t n = 300;
@@ -172,12 +174,12 @@ TEST(FastpathStateFile, ImpossibleContentsUnderAValidChecksumAreRefused) {
     const auto before = state_bytes(*target_owner);
     const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
     for (const auto& [offset, value] : std::vector<std::pair<std::size_t, float>>{
-             {header + 4 * 5, nan},            // m[5] NaN
-             {header + 4 * 6, -inf},           // m[6] -Inf
-             {header + 4 * n + 4 * 7, -1.0f},  // v[7] < 0
-             {header + 4 * n + 4 * 8, inf},    // v[8] Inf
-             {header + 4 * n, nan},            // v[0] NaN
-             {header + 4 * 9, -0x1p64f},       // |m[9]| = 2^64 > 2^63, past any step's reach (fuzz_state_bytes)
+             {header + 4 * 5, nan},                   // m[5] NaN
+             {header + 4 * 6, -inf},                  // m[6] -Inf
+             {header + 4 * n + 4 * 7, -1.0f},         // v[7] < 0
+             {header + 4 * n + 4 * 8, inf},           // v[8] Inf
+             {header + 4 * n, nan},                   // v[0] NaN
+             {header + 4 * 9, -0x1p64f},              // |m[9]| = 2^64 > 2^63, past any step's reach (fuzz_state_bytes)
              {header + 4 * n + 4 * 10, 0x1p127f}}) {  // v[10] = 2^127 > 2^126
       std::vector<char> bad = good;
       put_float(bad, offset, value);
@@ -265,7 +267,8 @@ TEST(FastpathStateFile, VMapIsRecordedAndAVersionTwoFileLoadsAsDynamic) {
   std::uint32_t word;
   std::memcpy(&word, bytes.data() + v_map_word, 4);
   ASSERT_EQ(word, 0u) << "dynamic is stored as 0";
-  bytes.erase(bytes.begin() + static_cast<std::ptrdiff_t>(v_map_word), bytes.begin() + static_cast<std::ptrdiff_t>(v_map_word + 4));
+  bytes.erase(bytes.begin() + static_cast<std::ptrdiff_t>(v_map_word),
+              bytes.begin() + static_cast<std::ptrdiff_t>(v_map_word + 4));
   const std::uint32_t version = 2;
   std::memcpy(bytes.data() + 8, &version, 4);
   write_all(path, with_crc(bytes));
@@ -273,7 +276,8 @@ TEST(FastpathStateFile, VMapIsRecordedAndAVersionTwoFileLoadsAsDynamic) {
   old_reader.load(path);
   EXPECT_EQ(state_bytes(old_reader), state_bytes(*dynamic_saved));
   CpuOptimizer zero_free_reader(zero_free, n, 1);
-  EXPECT_NE(load_error(zero_free_reader, path).find("another v map than this optimizer's (dynamic, this optimizer zero-free)"),
+  EXPECT_NE(load_error(zero_free_reader, path)
+                .find("another v map than this optimizer's (dynamic, this optimizer zero-free)"),
             std::string::npos)
       << load_error(zero_free_reader, path);
   std::filesystem::remove(path);
@@ -367,9 +371,7 @@ TEST(FastpathStateFile, NonRegularAndOversizedFilesAreRefusedWithoutReading) {
   if (::mknod((dir / "zero").c_str(), S_IFCHR | 0444, ::makedev(1, 5)) == 0) {  // our own /dev/zero, read only
     EXPECT_THROW(target.load(dir / "zero"), reference::InputError);
   }
-  {
-    std::ofstream(dir / "huge").put('C');
-  }
+  { std::ofstream(dir / "huge").put('C'); }
   std::filesystem::resize_file(dir / "huge", std::uintmax_t{1} << 40);
   EXPECT_THROW(target.load(dir / "huge"), reference::InputError);
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 5.0);
@@ -391,7 +393,8 @@ TEST(FastpathStateFile, SaveReplacesOnlyRegularFilesKeepingModeAndLinks) {
     EXPECT_TRUE(std::filesystem::is_character_file(dir / "null"));
   }
   saver->save(dir / "state.bin");
-  std::filesystem::permissions(dir / "state.bin", std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  std::filesystem::permissions(dir / "state.bin",
+                               std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
   std::filesystem::create_symlink("state.bin", dir / "link");
   saver->save(dir / "link");
   EXPECT_TRUE(std::filesystem::is_symlink(std::filesystem::symlink_status(dir / "link")));
@@ -401,7 +404,8 @@ TEST(FastpathStateFile, SaveReplacesOnlyRegularFilesKeepingModeAndLinks) {
   EXPECT_NO_THROW(loaded.load(dir / "link"));
   EXPECT_EQ(state_bytes(loaded), state_bytes(*saver));
   std::size_t entries = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) entries += entry.is_regular_file() && !entry.is_symlink();
+  for (const auto& entry : std::filesystem::directory_iterator(dir))
+    entries += entry.is_regular_file() && !entry.is_symlink();
   EXPECT_EQ(entries, 1u) << "state.bin only: no temporary";
   std::filesystem::remove_all(dir);
 }

@@ -96,8 +96,10 @@ TEST(FastpathStep, ElementwiseFormatsDoNotDependOnTheSize) {
           single.read_buffer(single.buffer_names()[0], m_one);
           const float theta = config.params == ParamFormat::fp32 ? params.fp32[i] : to_float(params.half[i]);
           const float theta_one = config.params == ParamFormat::fp32 ? one.fp32[0] : to_float(one.half[0]);
-          ASSERT_EQ(std::bit_cast<std::uint32_t>(theta), std::bit_cast<std::uint32_t>(theta_one)) << describe(config) << " i=" << i;
-          ASSERT_EQ(std::bit_cast<std::uint32_t>(m[i]), std::bit_cast<std::uint32_t>(m_one[0])) << describe(config) << " i=" << i;
+          ASSERT_EQ(std::bit_cast<std::uint32_t>(theta), std::bit_cast<std::uint32_t>(theta_one))
+              << describe(config) << " i=" << i;
+          ASSERT_EQ(std::bit_cast<std::uint32_t>(m[i]), std::bit_cast<std::uint32_t>(m_one[0]))
+              << describe(config) << " i=" << i;
         }
       }
     }
@@ -106,7 +108,8 @@ TEST(FastpathStep, ElementwiseFormatsDoNotDependOnTheSize) {
 
 // Moment k of q8 `state`: each block's absmax the max |moment| over exactly its (tail-aware) elements, each code
 // the nearest to moment/absmax in `map`.
-void expect_requantized(const HostState& state, int k, const std::vector<float>& moment, const Q8Map& map, std::size_t n) {
+void expect_requantized(const HostState& state, int k, const std::vector<float>& moment, const Q8Map& map,
+                        std::size_t n) {
   for (std::size_t block = 0; block * 256 < n; ++block) {
     const std::size_t end = std::min(n, block * 256 + 256);
     float absmax = 0;
@@ -319,9 +322,9 @@ TEST(FastpathStep, IndexArithmeticIsSixtyFourBit) {
 // runs block_step.hpp in the configuration's FixedFormats (chosen by with_fixed_formats and, for a q8 configuration's
 // fp32-fallback chunk, with_chunk_formats, as the kernel chooses them), stores θ and the elementwise moments; for
 // q8 the block reduces each moment's absmax (thread 0 finishes and stores it) and every thread stores its codes.
-// This host emulation runs the agent's own code for every thread of every block in the kernel's order (the reduction folded
-// in reverse thread order: a max is exact in any order), so where no GPU is available to compare the real kernel,
-// its logic — both arrangements, the alignment decision, the tail, the q8 absmax — is checked against the CPU
+// This host emulation runs the agent's own code for every thread of every block in the kernel's order (the reduction
+// folded in reverse thread order: a max is exact in any order), so where no GPU is available to compare the real
+// kernel, its logic — both arrangements, the alignment decision, the tail, the q8 absmax — is checked against the CPU
 // backend bit for bit.
 struct KernelPaths {
   std::size_t vectorized = 0;    // full chunks, every operand aligned
@@ -381,7 +384,8 @@ void emulate_block(StepArgs& a, const StepChunk& chunk, std::size_t fragment_off
   // its element, its Δ slice position and (fp32 fallback) its slot are multiples of 4.
   constexpr std::size_t items = TilePolicy::items;
   const bool expected = chunk.count == kQ8BlockSize && chunk.begin % items == 0 &&
-                        (chunk.begin - fragment_offset) % items == 0 && (chunk.fp32_state == 0 || chunk.slot % items == 0);
+                        (chunk.begin - fragment_offset) % items == 0 &&
+                        (chunk.fp32_state == 0 || chunk.slot % items == 0);
   EXPECT_EQ(vectorized, expected) << what << " chunk at " << chunk.begin;
   ++(vectorized ? paths.vectorized : a.size == kQ8BlockSize ? paths.guarded_full : paths.tail);
   agent::TileThread<F> threads[TilePolicy::threads];
@@ -455,8 +459,12 @@ TEST(FastpathStep, KernelAgentOnTheHostMatchesTheCpuBackend) {
       std::vector<Event> events;
       for (std::size_t f = 0; f < fragments; ++f) events.push_back({f, static_cast<std::int64_t>(f % 3)});
       for (std::size_t f = fragments; f-- > 0;) events.push_back({f, 1});
-      for (const std::vector<std::size_t>& tensors : {std::vector<std::size_t>{257}, {1000}, {7 * 768}, {7 * 768 + 1},
-                                                       {7 * 768 + 5}, {3 * 256 + 17, 1000, 299}}) {
+      for (const std::vector<std::size_t>& tensors : {std::vector<std::size_t>{257},
+                                                      {1000},
+                                                      {7 * 768},
+                                                      {7 * 768 + 1},
+                                                      {7 * 768 + 5},
+                                                      {3 * 256 + 17, 1000, 299}}) {
         ASSERT_EQ(emulate_kernel_steps(config, tensors, events, paths), cpu_steps(config, tensors, events))
             << describe(config) << " P=" << fragments << " n=" << tensors[0];
       }

@@ -90,7 +90,8 @@ std::vector<std::vector<float>> split(const std::vector<float>& whole, const std
   std::vector<std::vector<float>> out;
   std::size_t at = 0;
   for (const std::size_t n : sizes) {
-    out.emplace_back(whole.begin() + static_cast<std::ptrdiff_t>(at), whole.begin() + static_cast<std::ptrdiff_t>(at + n));
+    out.emplace_back(whole.begin() + static_cast<std::ptrdiff_t>(at),
+                     whole.begin() + static_cast<std::ptrdiff_t>(at + n));
     at += n;
   }
   return out;
@@ -242,7 +243,8 @@ TEST(FastpathStateBytes, SameAsTheFileAndResumeBitForBit) {
     CpuOptimizer opt(config, sizes, 2);
     const std::size_t n = opt.parameters();
     Params params(config, random_vector(n, 8));
-    for (const std::int64_t tau : {0, 2, 5}) params.step(opt, random_vector(n, 50 + static_cast<std::uint32_t>(tau)), tau);
+    for (const std::int64_t tau : {0, 2, 5})
+      params.step(opt, random_vector(n, 50 + static_cast<std::uint32_t>(tau)), tau);
     const std::vector<unsigned char> bytes = opt.save_bytes();
     opt.save(path);
     std::ifstream file(path, std::ios::binary);
@@ -277,7 +279,8 @@ TEST(FastpathStateBytes, SameAsTheFileAndResumeBitForBit) {
       different.load_bytes(bytes);
       ADD_FAILURE() << "bytes of another lr accepted";
     } catch (const reference::InputError& e) {
-      EXPECT_NE(std::string(e.what()).find("the fast-path state was saved with another lr"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("the fast-path state was saved with another lr"), std::string::npos)
+          << e.what();
     }
     CpuOptimizer other_layout(config, std::vector<std::size_t>{257, 345}, 1);
     EXPECT_THROW(other_layout.load_bytes(bytes), reference::InputError);
@@ -316,10 +319,8 @@ TEST(FastpathHyperparameters, NewLearningRateKeepsTheState) {
 
     for (const auto& change : std::vector<std::function<void(StepConfig&)>>{
              [](StepConfig& c) { c.state = c.state == StateFormat::q8 ? StateFormat::fp32 : StateFormat::q8; },
-             [](StepConfig& c) { c.seed += 1; },
-             [](StepConfig& c) { c.min_q8_size = 7; },
-             [](StepConfig& c) { c.optimizer = OptimizerKind::adam; },
-             [](StepConfig& c) { c.adam.lr = -1.0f; }}) {
+             [](StepConfig& c) { c.seed += 1; }, [](StepConfig& c) { c.min_q8_size = 7; },
+             [](StepConfig& c) { c.optimizer = OptimizerKind::adam; }, [](StepConfig& c) { c.adam.lr = -1.0f; }}) {
       StepConfig bad = faster;
       change(bad);
       EXPECT_THROW(switched.set_hyperparameters(bad), reference::InputError) << describe(config);

@@ -108,8 +108,7 @@ TEST_F(GateTest, RefusesBadParameters) {
   EXPECT_THROW(ref::validate(GateParams<mpfr_real>{GateKind::cosine, nan, mpfr_real(32)}), ref::InputError);
   EXPECT_THROW(ref::sigma(mpfr_real(-1), gate_from(200, 32)), ref::InputError);
   EXPECT_THROW(ref::sigma(nan, gate_from(200, 32)), ref::InputError);
-  EXPECT_THROW(ref::sigma(std::numeric_limits<double>::infinity(),
-                          GateParams<double>{GateKind::cosine, 0.2, 32.0}),
+  EXPECT_THROW(ref::sigma(std::numeric_limits<double>::infinity(), GateParams<double>{GateKind::cosine, 0.2, 32.0}),
                ref::InputError);
 }
 
@@ -119,12 +118,14 @@ TEST_F(GateTest, DoubleRungAgreesWithMpfr) {
   for (int tau = 0; tau <= 33; ++tau) {
     const double d = ref::sigma(double(tau), GateParams<double>{GateKind::cosine, 0.2, 32.0});
     // Against the MPFR σ for the α the double actually holds (0.2 is not a double).
-    const mpfr_real m = ref::sigma(mpfr_real(tau), GateParams<mpfr_real>{GateKind::cosine, mpfr_real(0.2), mpfr_real(32)});
+    const mpfr_real m =
+        ref::sigma(mpfr_real(tau), GateParams<mpfr_real>{GateKind::cosine, mpfr_real(0.2), mpfr_real(32)});
     if (m == 0) {
       EXPECT_EQ(d, 0.0) << tau;
       continue;
     }
-    EXPECT_LE(abs((mpfr_real(d) - m) / m), ldexp(mpfr_real(8), -53)) << "tau " << tau << " double " << std::hexfloat << d;
+    EXPECT_LE(abs((mpfr_real(d) - m) / m), ldexp(mpfr_real(8), -53))
+        << "tau " << tau << " double " << std::hexfloat << d;
   }
 }
 

@@ -91,7 +91,8 @@ RC_GTEST_FIXTURE_PROP(OptimizerTest, AdamDecayIsTheLimitOfCgadAsTauCutGrows, ())
     config.tau_cut = tau_cut;
     const auto cgad = replay(config, stream);
     mpfr_real gap(0);
-    for (std::size_t i = 0; i < cgad.params.size(); ++i) gap = std::max(gap, mpfr_real(abs(cgad.params[i] - decay.params[i])));
+    for (std::size_t i = 0; i < cgad.params.size(); ++i)
+      gap = std::max(gap, mpfr_real(abs(cgad.params[i] - decay.params[i])));
     return gap;
   };
   const mpfr_real g1 = gap_at(mpfr_real(1 << 10));
@@ -294,9 +295,9 @@ RC_GTEST_FIXTURE_PROP(OptimizerTest, ApplyPastTheCutoffIsThePureDecayStep, ()) {
 // A pseudo-gradient with a NaN or Inf anywhere skips the step for every optimizer and changes nothing.
 RC_GTEST_FIXTURE_PROP(OptimizerTest, NonFiniteGradientChangesNothing, ()) {
   const Stream stream = *gen_stream(40);
-  const auto kind = *rc::gen::element(OptimizerKind::cgad, OptimizerKind::pa_cgad, OptimizerKind::adam_decay,
-                                      OptimizerKind::adam, OptimizerKind::nesterov, OptimizerKind::delayed_nesterov,
-                                      OptimizerKind::sdm);
+  const auto kind =
+      *rc::gen::element(OptimizerKind::cgad, OptimizerKind::pa_cgad, OptimizerKind::adam_decay, OptimizerKind::adam,
+                        OptimizerKind::nesterov, OptimizerKind::delayed_nesterov, OptimizerKind::sdm);
   std::vector<double> bad = stream.steps.front().grad;
   const std::size_t where = *rc::gen::inRange<std::size_t>(0, bad.size());
   bad[where] = *rc::gen::element(std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity(),

@@ -17,7 +17,9 @@ class PrecisionTest : public ::testing::Test {
   void SetUp() override { ref::set_working_precision_bits(256); }
 };
 
-mpfr_real R(const char* text) { return ref::parse_real<mpfr_real>(text, "test"); }
+mpfr_real R(const char* text) {
+  return ref::parse_real<mpfr_real>(text, "test");
+}
 
 std::vector<mpfr_real> run(OptimizerKind kind, std::vector<mpfr_real> params,
                            const std::vector<std::pair<std::vector<mpfr_real>, std::int64_t>>& events,
@@ -45,22 +47,24 @@ void expect_close(const mpfr_real& actual, const char* expected) {
 
 TEST_F(PrecisionTest, OneCgadStepFromRestMatchesTheHandValue) {
   // θ0 = 1, Δ = 0.5, τ = 3: g = σ(3)·Δ, m̂ = g, v̂ = g², θ1 = 1 − η·g/(|g| + ε).
-  expect_close(ref::sigma(mpfr_real(3), ref::GateParams<mpfr_real>{ref::GateKind::cosine, R("0.2"), mpfr_real(32)}),
-               "0.53699581369579346184737829242533494368406922878055834443954187803404551060045858424567857103815760459");
-  expect_close(run(OptimizerKind::cgad, {R("1")}, {{{R("0.5")}, 3}})[0],
-               "0.99900000003724423681717042957224847736248599927394629748397562402345161739296531308042401717435574167");
+  expect_close(
+      ref::sigma(mpfr_real(3), ref::GateParams<mpfr_real>{ref::GateKind::cosine, R("0.2"), mpfr_real(32)}),
+      "0.53699581369579346184737829242533494368406922878055834443954187803404551060045858424567857103815760459");
+  expect_close(
+      run(OptimizerKind::cgad, {R("1")}, {{{R("0.5")}, 3}})[0],
+      "0.99900000003724423681717042957224847736248599927394629748397562402345161739296531308042401717435574167");
 }
 
 TEST_F(PrecisionTest, TwoAdamStepsMatchTheHandValue) {
   // θ0 = 0, Δ1 = 1, Δ2 = −2: m2 = −0.11, v2 = 0.004999, bias corrections 0.19 and 0.001999.
-  expect_close(run(OptimizerKind::adam, {R("0")}, {{{R("1")}, 0}, {{R("-2")}, 0}})[0],
-               "-0.00063389646527924911794492851072850701679977306133189494903674104447505061169522612759040314791668883");
+  expect_close(
+      run(OptimizerKind::adam, {R("0")}, {{{R("1")}, 0}, {{R("-2")}, 0}})[0],
+      "-0.00063389646527924911794492851072850701679977306133189494903674104447505061169522612759040314791668883");
 }
 
 TEST_F(PrecisionTest, WeightDecayAloneMatchesTheHandValue) {
   // Δ = 0 leaves m = v = 0, so θ1 = θ0 − η·λ·θ0 = 2 − 1e-3·0.1·2.
-  expect_close(run(OptimizerKind::cgad, {R("2")}, {{{R("0")}, 0}},
-                   [](auto& c) { c.adam.weight_decay = R("0.1"); })[0],
+  expect_close(run(OptimizerKind::cgad, {R("2")}, {{{R("0")}, 0}}, [](auto& c) { c.adam.weight_decay = R("0.1"); })[0],
                "1.9998");
 }
 
@@ -68,9 +72,9 @@ TEST_F(PrecisionTest, NesterovFamilyMatchesHandValues) {
   // Nesterov, θ0 = 1, Δ = 0.5 then 0.25: b1 = 0.5, θ1 = 1 − 0.7·0.95 = 0.335; b2 = 0.7, θ2 = 0.335 − 0.7·0.88.
   expect_close(run(OptimizerKind::nesterov, {R("1")}, {{{R("0.5")}, 0}, {{R("0.25")}, 5}})[0], "-0.281");
   // Delayed Nesterov N = 2, θ0 = 0, Δ = 1 then 3: θ1 = −0.7·0.5; then D = 4, b = 2, θ2 = θ1 − 0.7·(1.8 + 1.5).
-  expect_close(run(OptimizerKind::delayed_nesterov, {R("0")}, {{{R("1")}, 0}, {{R("3")}, 0}},
-                   [](auto& c) { c.buffer = 2; })[0],
-               "-2.66");
+  expect_close(
+      run(OptimizerKind::delayed_nesterov, {R("0")}, {{{R("1")}, 0}, {{R("3")}, 0}}, [](auto& c) { c.buffer = 2; })[0],
+      "-2.66");
   // SDM, τ = 3: d = Δ/4 = 0.25, b = 0.25, θ1 = −0.7·(0.25 + 0.225).
   expect_close(run(OptimizerKind::sdm, {R("0")}, {{{R("1")}, 3}})[0], "-0.3325");
 }
@@ -94,7 +98,8 @@ RC_GTEST_FIXTURE_PROP(PrecisionTest, AgreesAcrossPrecisionsWithinTheRoundingBudg
     std::vector<std::pair<std::vector<mpfr_real>, std::int64_t>> events;
     for (const auto& s : stream.steps) events.push_back({cgad::proptests::to_real<mpfr_real>(s.grad), s.tau});
     std::vector<std::string> out;
-    for (const auto& x : run(kind, cgad::proptests::to_real<mpfr_real>(stream.params), events)) out.push_back(ref::to_decimal(x));
+    for (const auto& x : run(kind, cgad::proptests::to_real<mpfr_real>(stream.params), events))
+      out.push_back(ref::to_decimal(x));
     return out;
   };
   const auto narrow = replay_at(256);
@@ -164,9 +169,9 @@ TEST_F(PrecisionTest, BadEventsAreRefusedAndChangeNothing) {
   auto optimizer = ref::make_optimizer(config, 4);
   std::vector<mpfr_real> params(4, mpfr_real(1));
   const std::vector<mpfr_real> two(2, mpfr_real(1)), three(3, mpfr_real(1));
-  EXPECT_THROW(optimizer->apply(params, {three, 0, 0}), ref::InputError);   // wrong length for fragment 0
-  EXPECT_THROW(optimizer->apply(params, {two, 0, 2}), ref::InputError);     // no fragment 2
-  EXPECT_THROW(optimizer->apply(params, {two, -1, 0}), ref::InputError);    // negative staleness
+  EXPECT_THROW(optimizer->apply(params, {three, 0, 0}), ref::InputError);  // wrong length for fragment 0
+  EXPECT_THROW(optimizer->apply(params, {two, 0, 2}), ref::InputError);    // no fragment 2
+  EXPECT_THROW(optimizer->apply(params, {two, -1, 0}), ref::InputError);   // negative staleness
   std::vector<mpfr_real> short_params(3, mpfr_real(1));
   EXPECT_THROW(optimizer->apply(short_params, {two, 0, 0}), ref::InputError);
   EXPECT_EQ(params, std::vector<mpfr_real>(4, mpfr_real(1)));

@@ -44,30 +44,46 @@ TEST_F(SimulateAdversarial, MergeRefusesImpossibleRecords) {
   ok("simulate " + kSweep + " --shard 1/2 --out part1.json");
   ok("merge part0.json part1.json");
   using nlohmann::json;
-  expect_edit_refused([](json& r) { r["final_loss"] = "-0x1p-3"; r["curve"].back()[1] = "-0x1p-3"; },
-                      "impossible loss -0x1p-3");
-  expect_edit_refused([](json& r) { r["initial_loss"] = "nan"; r["curve"][0][1] = "nan"; }, "impossible initial_loss nan");
+  expect_edit_refused(
+      [](json& r) {
+        r["final_loss"] = "-0x1p-3";
+        r["curve"].back()[1] = "-0x1p-3";
+      },
+      "impossible loss -0x1p-3");
+  expect_edit_refused(
+      [](json& r) {
+        r["initial_loss"] = "nan";
+        r["curve"][0][1] = "nan";
+      },
+      "impossible initial_loss nan");
   expect_edit_refused([](json& r) { r["curve"][1][1] = "-0x1p+0"; }, "impossible loss -0x1p+0");
   // A finished run relabelled unsupported: the engine runs this spec.
-  expect_edit_refused([](json& r) { r = json{{"index", r["index"]}, {"method", r["method"]}, {"tau", r["tau"]},
-                                             {"size", r["size"]}, {"state", r["state"]}, {"seed", r["seed"]},
-                                             {"status", "unsupported"}, {"reason", "no such kernel"}}; },
-                      "run 1: unsupported, but the engine runs it");
+  expect_edit_refused(
+      [](json& r) {
+        r = json{{"index", r["index"]},     {"method", r["method"]},     {"tau", r["tau"]},
+                 {"size", r["size"]},       {"state", r["state"]},       {"seed", r["seed"]},
+                 {"status", "unsupported"}, {"reason", "no such kernel"}};
+      },
+      "run 1: unsupported, but the engine runs it");
   // Indices and counts that are not integers, or out of any range (1e30 into size_t was undefined behaviour).
   expect_edit_refused([](json& r) { r["index"] = 1e30; }, "index: expected a non-negative integer, got 1e+30");
   expect_edit_refused([](json& r) { r["index"] = 1.0; }, "index: expected a non-negative integer");
   expect_edit_refused([](json& r) { r["index"] = -1; }, "index: expected a non-negative integer, got -1");
   expect_edit_refused([](json& r) { r["applied"] = 29.5; }, "applied: expected an integer");
   // A zero-gate skip at τ = 0, where CGAD's gate is 1.
-  expect_edit_refused([](json& r) {
-    r["applied"] = r["applied"].get<long>() - 1;
-    r["skipped_zero_gate"] = 1;
-  }, "skipped_zero_gate 1 where cgad at tau 0 never skips at a zero gate");
+  expect_edit_refused(
+      [](json& r) {
+        r["applied"] = r["applied"].get<long>() - 1;
+        r["skipped_zero_gate"] = 1;
+      },
+      "skipped_zero_gate 1 where cgad at tau 0 never skips at a zero gate");
   // A finished run whose counts say nothing trained is stalled, not finished.
-  expect_edit_refused([](json& r) {
-    r["skipped_nonfinite"] = r["applied"];
-    r["applied"] = 0;
-  }, "finished, but it made no progress");
+  expect_edit_refused(
+      [](json& r) {
+        r["skipped_nonfinite"] = r["applied"];
+        r["applied"] = 0;
+      },
+      "finished, but it made no progress");
   // The trap metrics are fractions.
   expect_edit_refused([](json& r) { r["v_zero_fraction"] = "0x1.8p+0"; }, "v_zero_fraction 0x1.8p+0 is impossible");
   expect_edit_refused([](json& r) { r["mean_tau"] = "0x1p+0"; }, "mean_tau 0x1p+0 is impossible at tau 0");
@@ -75,17 +91,21 @@ TEST_F(SimulateAdversarial, MergeRefusesImpossibleRecords) {
 
 // Item 10. Flags of the other objective changed nothing and were taken; now they are refused.
 TEST_F(SimulateAdversarial, ObjectiveFlagsOfTheOtherObjectiveAreRefused) {
-  expect_refused(cgad("simulate --objective nqm --label-noise 0.5"), "--label-noise applies to the teacher-student objective");
+  expect_refused(cgad("simulate --objective nqm --label-noise 0.5"),
+                 "--label-noise applies to the teacher-student objective");
   expect_refused(cgad("simulate --label-noise 0.5"), "--label-noise applies to the teacher-student objective");
-  expect_refused(cgad("simulate --objective teacher-student --nqm-noise 2"), "--nqm-noise applies to the nqm objective");
-  ok("simulate --objective teacher-student --label-noise 0.2 --optimizer cgad --tau 0 --size 8 --state fp32 --rounds 5 --seeds 1");
+  expect_refused(cgad("simulate --objective teacher-student --nqm-noise 2"),
+                 "--nqm-noise applies to the nqm objective");
+  ok("simulate --objective teacher-student --label-noise 0.2 --optimizer cgad --tau 0 --size 8 --state fp32 --rounds 5 "
+     "--seeds 1");
   ok("simulate --nqm-noise 2 --optimizer cgad --tau 0 --size 8 --state fp32 --rounds 5 --seeds 1");
 }
 
 // Item 10. --nqm-noise 1e308 makes every inner gradient infinite: AdamW refuses every step, every Δ is 0, and the
 // loss never moves. That is not a finished run's mean: the run is "stalled", outside the statistics, and said so.
 TEST_F(SimulateAdversarial, ARunInWhichNothingTrainsIsStalledNotFinished) {
-  const Outcome o = ok("simulate --nqm-noise 1e308 --optimizer cgad --tau 0 --size 8 --state fp32 --rounds 20 --seeds 2 --json");
+  const Outcome o =
+      ok("simulate --nqm-noise 1e308 --optimizer cgad --tau 0 --size 8 --state fp32 --rounds 20 --seeds 2 --json");
   const auto j = nlohmann::json::parse(o.out);
   for (const auto& run : j["runs"]) {
     EXPECT_EQ(run["status"], "stalled") << run.dump();
@@ -97,7 +117,8 @@ TEST_F(SimulateAdversarial, ARunInWhichNothingTrainsIsStalledNotFinished) {
   EXPECT_TRUE(cell["final_loss_mean"].is_null());
   EXPECT_NE(cell["note"].get<std::string>().find("2 stalled"), std::string::npos) << cell.dump();
   // The stalled records survive a shard and merge (they are records the engine writes).
-  ok("simulate --nqm-noise 1e308 --optimizer cgad --tau 0 --size 8 --state fp32 --rounds 20 --seeds 2 --shard 0/1 --out s.json");
+  ok("simulate --nqm-noise 1e308 --optimizer cgad --tau 0 --size 8 --state fp32 --rounds 20 --seeds 2 --shard 0/1 "
+     "--out s.json");
   EXPECT_EQ(ok("merge s.json --json").out, o.out);
 }
 
@@ -129,12 +150,14 @@ TEST_F(SimulateAdversarial, TwoShardsCannotWriteOnePartFile) {
 // Item 16 (simulate). The loss curves a sweep would hold are estimated before any run: 10^8 rounds logged every
 // round is 10^8 points per run (the old code accepted it and would have needed ~57 GB for the default sweep).
 TEST_F(SimulateAdversarial, LossCurvesThatCannotFitAreRefusedBeforeRunning) {
-  expect_refused(cgad("simulate --rounds 100000000 --log-every 1"), "its records (loss curves of 100000003 points per run");
+  expect_refused(cgad("simulate --rounds 100000000 --log-every 1"),
+                 "its records (loss curves of 100000003 points per run");
   expect_refused(cgad("simulate --optimizer cgad --tau 0 --state fp32 --seeds 1 --rounds 100000000 --log-every 1"),
                  "over the 2 GiB limit");
   // A long run logged sparsely is fine (refused here only for its other problem, to keep the test fast).
-  expect_refused(cgad("simulate --optimizer cgad --tau 0 --state fp32 --seeds 1 --rounds 100000000 --log-every 1000 --workers 0"),
-                 "workers K must lie in [1, 4096]");
+  expect_refused(
+      cgad("simulate --optimizer cgad --tau 0 --state fp32 --seeds 1 --rounds 100000000 --log-every 1000 --workers 0"),
+      "workers K must lie in [1, 4096]");
 }
 
 }  // namespace

@@ -53,7 +53,8 @@ TEST_F(SimulateCli, ShardsMergedEqualTheUnshardedRun) {
 TEST_F(SimulateCli, MergeRefusesOtherSweepsDuplicatesAndMissingRuns) {
   ok("simulate " + kTiny + " --shard 0/2 --out part0.json");
   ok("simulate " + kTiny + " --shard 1/2 --out part1.json");
-  ok("simulate --optimizer cgad,nesterov --tau 0,3 --size 8 --state fp32 --rounds 31 --seeds 2 --shard 1/2 --out other.json");
+  ok("simulate --optimizer cgad,nesterov --tau 0,3 --size 8 --state fp32 --rounds 31 --seeds 2 --shard 1/2 --out "
+     "other.json");
   expect_refused(cgad("merge part0.json other.json"), "different sweep");
   expect_refused(cgad("merge part0.json part1.json part0.json"), "run 0 is in both part0.json and part0.json");
   expect_refused(cgad("merge part0.json"), "4 of 8 runs are missing (first: run 1 = cgad tau 0 size 8 fp32 seed 2)");
@@ -76,7 +77,8 @@ TEST_F(SimulateCli, JobsDoNotChangeTheResult) {
 TEST_F(SimulateCli, DivergingRunsAreReportedNotFatal) {
   // Nesterov at outer lr 1000 on the NQM (the recipe is 0.7): the loss passes 1000 × its initial value within
   // the first 10 rounds.
-  const Outcome o = ok("simulate --optimizer nesterov,cgad --lr 1000 --tau 0 --size 8 --state fp32 --rounds 30 --seeds 2 --json");
+  const Outcome o =
+      ok("simulate --optimizer nesterov,cgad --lr 1000 --tau 0 --size 8 --state fp32 --rounds 30 --seeds 2 --json");
   const auto j = nlohmann::json::parse(o.out);
   for (const auto& run : j["runs"]) {
     if (run["method"] != "nesterov") continue;
@@ -86,14 +88,18 @@ TEST_F(SimulateCli, DivergingRunsAreReportedNotFatal) {
   EXPECT_EQ(j["cells"][0]["diverged"], 2);
   EXPECT_TRUE(j["cells"][0]["final_loss_mean"].is_null());
   EXPECT_EQ(j["cells"][0]["note"], "all 2 diverged");
-  const Outcome table = ok("simulate --optimizer nesterov --lr 1000 --tau 0 --size 8 --state fp32 --rounds 30 --seeds 2");
+  const Outcome table =
+      ok("simulate --optimizer nesterov --lr 1000 --tau 0 --size 8 --state fp32 --rounds 30 --seeds 2");
   EXPECT_NE(table.out.find("all 2 diverged"), std::string::npos) << table.out;
 }
 
 TEST_F(SimulateCli, UnsupportedCombinationsAreRecordedWithTheReason) {
-  const Outcome o = ok("simulate --optimizer cgad,delayed-nesterov --params fp32 --state fp32,q8 --tau 2 --size 8 "
-                       "--rounds 20 --seeds 1 --csv");
-  EXPECT_NE(o.out.find("delayed-nesterov,2,8,q8,1,1,1,0,0,0," + std::string(12, ',') + "\"unsupported: delayed-nesterov"), std::string::npos)
+  const Outcome o =
+      ok("simulate --optimizer cgad,delayed-nesterov --params fp32 --state fp32,q8 --tau 2 --size 8 "
+         "--rounds 20 --seeds 1 --csv");
+  EXPECT_NE(
+      o.out.find("delayed-nesterov,2,8,q8,1,1,1,0,0,0," + std::string(12, ',') + "\"unsupported: delayed-nesterov"),
+      std::string::npos)
       << o.out;
   EXPECT_NE(o.out.find("delayed-nesterov,2,8,fp32,1,1,0,0,0,1,"), std::string::npos) << o.out;
 }
@@ -133,16 +139,19 @@ TEST_F(SimulateCli, EmptyNumbersDirectoriesAndHugeSweepsAreRefused) {
 
 TEST_F(SimulateCli, HyperparametersOfMethodsNotSweptAreRefused) {
   // Each flag is read by some methods only; with none of them swept it would change nothing.
-  expect_refused(cgad("simulate --optimizer cgad --momentum 0.5"), "--momentum applies to nesterov,delayed-nesterov,sdm");
+  expect_refused(cgad("simulate --optimizer cgad --momentum 0.5"),
+                 "--momentum applies to nesterov,delayed-nesterov,sdm");
   for (const char* flag : {"--beta1 0.8", "--beta2 0.99", "--eps 1e-6", "--weight-decay 0.1"}) {
-    expect_refused(cgad("simulate --optimizer nesterov,sdm " + std::string(flag)), "applies to cgad,pa-cgad,adam-decay,adam");
+    expect_refused(cgad("simulate --optimizer nesterov,sdm " + std::string(flag)),
+                   "applies to cgad,pa-cgad,adam-decay,adam");
   }
   expect_refused(cgad("simulate --optimizer adam,nesterov --alpha 0.3"), "--alpha applies to cgad,pa-cgad,adam-decay");
   expect_refused(cgad("simulate --optimizer adam-decay --tau-cut 8"), "--tau-cut applies to cgad,pa-cgad");
   expect_refused(cgad("simulate --optimizer adam-decay --on-zero-gate skip"), "--on-zero-gate applies to cgad,pa-cgad");
   expect_refused(cgad("simulate --optimizer cgad --buffer 2"), "--buffer applies to delayed-nesterov");
   // With one method that reads it in the sweep, the flag is taken.
-  ok("simulate --optimizer cgad,nesterov --momentum 0.5 --tau-cut 8 --tau 0 --size 8 --state fp32 --rounds 5 --seeds 1");
+  ok("simulate --optimizer cgad,nesterov --momentum 0.5 --tau-cut 8 --tau 0 --size 8 --state fp32 --rounds 5 --seeds "
+     "1");
 }
 
 TEST_F(SimulateCli, HandEditedPartsAreRefused) {
@@ -166,19 +175,21 @@ TEST_F(SimulateCli, PartsOfAnotherCgadVersionAreRefusedUnlessAllowed) {
   part["cgad_version"] = "0.0.1";
   write("old.json", part.dump());
   expect_refused(cgad("merge part0.json old.json"), "old.json was written by cgad 0.0.1, this is cgad ");
-  EXPECT_EQ(ok("merge part0.json old.json --allow-other-versions --json").out, ok("merge part0.json part1.json --json").out);
+  EXPECT_EQ(ok("merge part0.json old.json --allow-other-versions --json").out,
+            ok("merge part0.json part1.json --json").out);
 }
 
 TEST_F(SimulateCli, PartlyDivergedCellsSaySo) {
   // Nesterov at outer lr 30 ends within a few × its initial loss on this NQM, so a divergence bound of 3 × the
   // initial loss splits the seeds; the split is checked, then the note must state it in every format.
-  const std::string sweep = "simulate --optimizer nesterov --lr 30 --diverge-factor 3 --tau 0 --size 8 --state fp32 "
-                            "--rounds 30 --seeds 6";
+  const std::string sweep =
+      "simulate --optimizer nesterov --lr 30 --diverge-factor 3 --tau 0 --size 8 --state fp32 "
+      "--rounds 30 --seeds 6";
   const auto cell = nlohmann::json::parse(ok(sweep + " --json").out)["cells"][0];
   const int diverged = cell["diverged"], finished = cell["finished"];
   ASSERT_TRUE(diverged > 0 && finished > 0) << "no mixed cell: " << cell.dump();
-  const std::string note = std::to_string(diverged) + " of 6 diverged; statistics over the " +
-                           std::to_string(finished) + " finished";
+  const std::string note =
+      std::to_string(diverged) + " of 6 diverged; statistics over the " + std::to_string(finished) + " finished";
   EXPECT_EQ(cell["note"], note);
   EXPECT_FALSE(cell["single_shot_risk"].is_null());
   const Outcome table = ok(sweep), csv = ok(sweep + " --csv");
@@ -218,18 +229,30 @@ TEST_F(SimulateCli, RecordedDeltasAreAReplayStreamTheFastPathReplays) {
     std::int64_t rounds;
     std::size_t fragments;
     std::vector<std::size_t> tensors;
-    bool skips;  // some events skipped at a zero gate, so the counts below compare something
+    bool skips;         // some events skipped at a zero gate, so the counts below compare something
     std::int64_t idle;  // rounds before the first arrival (constant delays: τ)
   };
   const std::vector<Case> cases = {
       {"--objective teacher-student --size 8 --optimizer pa-cgad --fragments 3 --state q8 --delays uniform --tau 9 "
        "--tau-cut 6 --on-zero-gate skip --rounds 40 --seed 3",
-       40, 3, {128, 8, 8, 1}, true, 0},
+       40,
+       3,
+       {128, 8, 8, 1},
+       true,
+       0},
       {"--objective teacher-student --size 256 --optimizer adam --state q8 --q8-semantics bnb --tau 2 --rounds 12 "
        "--seeds 1",
-       12, 1, {4096, 256, 256, 1}, false, 2},
+       12,
+       1,
+       {4096, 256, 256, 1},
+       false,
+       2},
       {"--size 40 --optimizer nesterov --params fp32 --state fp32 --tau 1 --rounds 15 --seed 9 --rounding stochastic",
-       15, 1, {40}, false, 1},
+       15,
+       1,
+       {40},
+       false,
+       1},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.args);
@@ -340,11 +363,13 @@ TEST_F(SimulateCli, RecordDeltasIsForOneRunAndWritesNothingWhenRefused) {
   EXPECT_EQ(slurp(dir_ / "d.jsonl"), "earlier\n");
   // And no temporary file is left beside it.
   std::size_t files = 0;
-  for (const auto& entry : fs::directory_iterator(dir_)) files += entry.path().filename().string().rfind(".d.jsonl", 0) == 0;
+  for (const auto& entry : fs::directory_iterator(dir_))
+    files += entry.path().filename().string().rfind(".d.jsonl", 0) == 0;
   EXPECT_EQ(files, 0u);
   // Delayed Nesterov's arrivals are recorded, and the command says the fast path cannot replay them.
-  const Outcome dn = ok("simulate --optimizer delayed-nesterov --params fp32 --tau 1 --size 8 --state fp32 --rounds 5 "
-                        "--seeds 1 --record-deltas d.jsonl");
+  const Outcome dn =
+      ok("simulate --optimizer delayed-nesterov --params fp32 --tau 1 --size 8 --state fp32 --rounds 5 "
+         "--seeds 1 --record-deltas d.jsonl");
   EXPECT_EQ(json_lines(dir_ / "d.jsonl").size(), 5u);  // the start and 4 arrivals (constant tau 1: none in round 0)
   EXPECT_NE(dn.err.find("the fast path cannot replay delayed-nesterov"), std::string::npos) << dn.err;
 }
@@ -354,8 +379,9 @@ TEST_F(SimulateCli, RecordDeltasIsForOneRunAndWritesNothingWhenRefused) {
 // (simulate_engine_test checks why); with --min-q8-size 0 they are 8-bit and differ. The table says which
 // semantics ran.
 TEST_F(SimulateCli, BnbQ8UnderTheMinimumSizeIsBnbFp32State) {
-  const std::string sweep = "simulate --objective teacher-student --size 8 --optimizer cgad,adam --params fp32 "
-                            "--state fp32,q8 --q8-semantics bnb --delays uniform --tau 3 --rounds 30 --seeds 2";
+  const std::string sweep =
+      "simulate --objective teacher-student --size 8 --optimizer cgad,adam --params fp32 "
+      "--state fp32,q8 --q8-semantics bnb --delays uniform --tau 3 --rounds 30 --seeds 2";
   const auto same_runs = [](const nlohmann::json& j) {
     bool all = true;
     for (const auto& run : j["runs"]) {
@@ -380,12 +406,14 @@ TEST_F(SimulateCli, BnbQ8UnderTheMinimumSizeIsBnbFp32State) {
   // fp32 parameters, as bf16 ones can round both to the same values).
   const auto cgad = nlohmann::json::parse(
       ok("simulate --objective teacher-student --size 8 --optimizer cgad,adam --params fp32 --state fp32,q8 "
-         "--delays uniform --tau 3 --rounds 30 --seeds 2 --json").out);
+         "--delays uniform --tau 3 --rounds 30 --seeds 2 --json")
+          .out);
   EXPECT_EQ(cgad["grid"]["outer"]["q8_semantics"], "cgad");
   EXPECT_NE(cgad["runs"][0]["curve"], bnb["runs"][0]["curve"]);
   const Outcome table = ok(sweep);
   EXPECT_NE(table.out.find("bitsandbytes' (bnb) Adam semantics, q8 tensors under 4096 elements in fp32 state"),
-            std::string::npos) << table.out;
+            std::string::npos)
+      << table.out;
 }
 
 TEST_F(SimulateCli, MergeRefusesPartsOfAnotherQ8Semantics) {
@@ -420,7 +448,8 @@ TEST_F(SimulateCli, Q8SemanticsIsRefusedWhereItMakesNoSense) {
   expect_refused(cgad("simulate --min-q8-size ''"), "empty value");
   expect_refused(cgad("simulate --min-q8-size -1"), "--min-q8-size: must be a non-negative integer");
   // Where they make sense they run.
-  ok("simulate --optimizer adam-decay --state fp32,q8 --q8-semantics bnb --min-q8-size 0 --tau 1 --size 8 --rounds 5 --seeds 1");
+  ok("simulate --optimizer adam-decay --state fp32,q8 --q8-semantics bnb --min-q8-size 0 --tau 1 --size 8 --rounds 5 "
+     "--seeds 1");
   ok("simulate --optimizer nesterov --state q8 --min-q8-size 4 --tau 1 --size 8 --rounds 5 --seeds 1");
 }
 
@@ -459,8 +488,9 @@ std::vector<std::map<std::string, double>> v_zero_by_tensor(const std::string& j
 // outliers (scale 1) SGD fires nothing either. Both q8 semantics, two seeds, 30 rounds (a few seconds), a depth-2
 // student whose W1 (256 × 16) and W2 (256 × 256) are 8-bit.
 TEST_F(SimulateCli, OutlierFeaturesFireTheVZeroTrapUnderInnerSgdAndNotUnderAdamw) {
-  const std::string base = "simulate --objective teacher-student --size 256 --depth 2 --state q8 --optimizer cgad "
-                           "--tau 4 --rounds 30 --seeds 2 --outlier-features 4 --json";
+  const std::string base =
+      "simulate --objective teacher-student --size 256 --depth 2 --state q8 --optimizer cgad "
+      "--tau 4 --rounds 30 --seeds 2 --outlier-features 4 --json";
   for (const std::string semantics : {"cgad", "bnb"}) {
     const std::string run = base + " --q8-semantics " + semantics;
     for (const auto& tensors : v_zero_by_tensor(ok(run + " --inner sgd --outlier-scale 1000").out)) {
@@ -474,8 +504,10 @@ TEST_F(SimulateCli, OutlierFeaturesFireTheVZeroTrapUnderInnerSgdAndNotUnderAdamw
     }
   }
   expect_refused(cgad("simulate --objective nqm --depth 2"), "depth applies to the teacher-student objective");
-  expect_refused(cgad("simulate --objective teacher-student --outlier-features 17"), "outlier features must lie in [0, 16]");
-  expect_refused(cgad("simulate --objective teacher-student --inner sgd --inner-eps 1e-3"), "--inner-eps applies to --inner adamw");
+  expect_refused(cgad("simulate --objective teacher-student --outlier-features 17"),
+                 "outlier features must lie in [0, 16]");
+  expect_refused(cgad("simulate --objective teacher-student --inner sgd --inner-eps 1e-3"),
+                 "--inner-eps applies to --inner adamw");
 }
 
 }  // namespace
@@ -486,8 +518,9 @@ namespace {
 // features × 1000), W1's 8-bit v stores no zero and its largest step falls from thousands of η; the fp32 runs
 // of the same sweep are those of a sweep without the flag, bit for bit; without q8 state the flag is refused.
 TEST_F(SimulateCli, ZeroFreeVMapReachesTheQ8RunsAndRemovesTheTrapTheOutliersDrive) {
-  const std::string base = "simulate --objective teacher-student --size 256 --depth 2 --state fp32,q8 --optimizer cgad "
-                           "--tau 4 --rounds 30 --seeds 2 --outlier-features 4 --outlier-scale 1000 --inner sgd --json";
+  const std::string base =
+      "simulate --objective teacher-student --size 256 --depth 2 --state fp32,q8 --optimizer cgad "
+      "--tau 4 --rounds 30 --seeds 2 --outlier-features 4 --outlier-scale 1000 --inner sgd --json";
   const auto dynamic = nlohmann::json::parse(ok(base).out);
   const auto zero_free = nlohmann::json::parse(ok(base + " --v-map zero-free").out);
   ASSERT_EQ(dynamic["runs"].size(), 4u);

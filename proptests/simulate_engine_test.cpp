@@ -457,11 +457,10 @@ TEST(SimulateEngine, TheCurveIsLoggedEveryLogEveryRoundsAndAtTheEnd) {
   spec.rounds = 25;
   spec.log_every = 10;
   std::vector<std::int64_t> progress;
-  const SimulationResult result =
-      simulate::run_simulation(spec, [&](std::int64_t done, std::int64_t total) {
-        EXPECT_EQ(total, 25);
-        progress.push_back(done);
-      });
+  const SimulationResult result = simulate::run_simulation(spec, [&](std::int64_t done, std::int64_t total) {
+    EXPECT_EQ(total, 25);
+    progress.push_back(done);
+  });
   ASSERT_FALSE(result.diverged);
   std::vector<std::int64_t> rounds;
   for (const auto& point : result.curve) rounds.push_back(point.round);
@@ -586,7 +585,8 @@ TEST(SimulateEngine, LogEveryDoesNotChangeTheOutcome) {
     }
     if (every_round.diverged) {
       ++diverged;
-      EXPECT_TRUE(every_round.diverged_at % simulate::kDivergenceCheckEvery == 0 || every_round.diverged_at == spec.rounds)
+      EXPECT_TRUE(every_round.diverged_at % simulate::kDivergenceCheckEvery == 0 ||
+                  every_round.diverged_at == spec.rounds)
           << every_round.diverged_at;
       EXPECT_LT(every_round.diverged_at, spec.rounds);  // mid-run: the property is not that of the last round
     }
@@ -673,7 +673,8 @@ TEST(SimulateEngine, TeacherStudentTensorsAreTheMlpsWeightMatricesAndBiases) {
     EXPECT_NE(output(params, x), output(params, y)) << "width " << width;
     EXPECT_EQ(output(no_w2, x), params.back()) << "width " << width;
     double expected = params.back();  // b2
-    for (std::size_t j = 0; j < width; ++j) expected += params[shape.readout() + j] * std::tanh(params[shape.bias(0) + j]);
+    for (std::size_t j = 0; j < width; ++j)
+      expected += params[shape.readout() + j] * std::tanh(params[shape.bias(0) + j]);
     EXPECT_EQ(output(no_w1, x), expected) << "width " << width;
   }
   SimulationSpec nqm;
@@ -806,7 +807,8 @@ TEST(SimulateEngine, RecordedArrivalsReplayThroughTheFastPathToTheFinalParameter
       EXPECT_LE(e.tau, static_cast<std::int64_t>(r)) << c.name << " round " << r;
       // Kept fragment progress: worker r mod K goes through its fragments (fragment_progress.hpp).
       const std::size_t k = r % spec.workers, j = r / spec.workers;
-      EXPECT_EQ(e.fragment, (spec.fragment_progress == simulate::FragmentProgress::keep ? j + k : r) % spec.outer.fragments)
+      EXPECT_EQ(e.fragment,
+                (spec.fragment_progress == simulate::FragmentProgress::keep ? j + k : r) % spec.outer.fragments)
           << c.name << " round " << r;
       EXPECT_EQ(e.grad.size(), layout.size(e.fragment)) << c.name << " round " << r;
       tau_sum += static_cast<double>(e.tau);
@@ -855,8 +857,8 @@ TEST(SimulateEngine, BnbQ8StateOfTensorsUnderMinQ8SizeIsBnbFp32State) {
     return simulate::run_simulation(spec);
   };
   for (const ParamFormat params : {ParamFormat::bf16, ParamFormat::fp32}) {
-    for (const auto& [kind, size] : {std::pair{ObjectiveKind::teacher_student, std::size_t{8}},
-                                     std::pair{ObjectiveKind::nqm, std::size_t{256}}}) {
+    for (const auto& [kind, size] :
+         {std::pair{ObjectiveKind::teacher_student, std::size_t{8}}, std::pair{ObjectiveKind::nqm, std::size_t{256}}}) {
       SCOPED_TRACE(std::string(simulate::to_string(kind)) + " size " + std::to_string(size) + ", " +
                    std::string(fastpath::to_string(params)) + " params");
       const SimulationResult fp32 = run(kind, size, params, StateFormat::fp32, Q8Semantics::bnb, std::nullopt);
@@ -886,46 +888,97 @@ TEST(SimulateEngine, BadSpecsAreRefusedWithOneLine) {
   const std::vector<std::pair<const char*, std::function<void(SimulationSpec&)>>> bad = {
       {"size 0", [](SimulationSpec& s) { s.size = 0; }},
       {"huge nqm", [](SimulationSpec& s) { s.size = std::size_t{1} << 30; }},
-      {"huge mlp", [](SimulationSpec& s) { s.objective = simulate::ObjectiveKind::teacher_student; s.size = 100000; }},
+      {"huge mlp",
+       [](SimulationSpec& s) {
+         s.objective = simulate::ObjectiveKind::teacher_student;
+         s.size = 100000;
+       }},
       {"no workers", [](SimulationSpec& s) { s.workers = 0; }},
       {"no rounds", [](SimulationSpec& s) { s.rounds = 0; }},
       {"no inner steps", [](SimulationSpec& s) { s.inner.steps = 0; }},
       {"inner lr 0", [](SimulationSpec& s) { s.inner.lr = 0; }},
       {"inner lr NaN", [](SimulationSpec& s) { s.inner.lr = std::numeric_limits<float>::quiet_NaN(); }},
-      {"sgd lr Inf", [](SimulationSpec& s) { s.inner.kind = simulate::InnerOptimizerKind::sgd; s.inner.lr = INFINITY; }},
+      {"sgd lr Inf",
+       [](SimulationSpec& s) {
+         s.inner.kind = simulate::InnerOptimizerKind::sgd;
+         s.inner.lr = INFINITY;
+       }},
       {"inner beta1 1", [](SimulationSpec& s) { s.inner.beta1 = 1; }},
       {"outer lr 0", [](SimulationSpec& s) { s.outer.adam.lr = 0; }},
-      {"nesterov lr -1", [](SimulationSpec& s) { s.outer.optimizer = reference::OptimizerKind::nesterov; s.outer.nesterov.lr = -1; }},
+      {"nesterov lr -1",
+       [](SimulationSpec& s) {
+         s.outer.optimizer = reference::OptimizerKind::nesterov;
+         s.outer.nesterov.lr = -1;
+       }},
       {"tau -1", [](SimulationSpec& s) { s.tau = -1; }},
-      {"ring over 1 GiB", [](SimulationSpec& s) { s.size = 1 << 20; s.tau = 1000; s.rounds = 1000; }},
+      {"ring over 1 GiB",
+       [](SimulationSpec& s) {
+         s.size = 1 << 20;
+         s.tau = 1000;
+         s.rounds = 1000;
+       }},
       // 2^24 NQM parameters: 2 + 2 (θ, ring of 1) + 8 (outer m, v) + 4·8 (inner m, v) + 7·4 (run vectors) +
       // 48 (objective) = 120 bytes each, 1.9 GiB; the ring and inner states alone (the old estimate) are 544 MiB.
-      {"largest nqm, every buffer counted", [](SimulationSpec& s) { s.size = std::size_t{1} << 24; s.tau = 0; }},
+      {"largest nqm, every buffer counted",
+       [](SimulationSpec& s) {
+         s.size = std::size_t{1} << 24;
+         s.tau = 0;
+       }},
       // 10^8 + 3 curve points of 16 bytes: 1.5 GiB for the curve alone.
-      {"loss curve over 1 GiB", [](SimulationSpec& s) { s.rounds = 100'000'000; s.log_every = 1; }},
+      {"loss curve over 1 GiB",
+       [](SimulationSpec& s) {
+         s.rounds = 100'000'000;
+         s.log_every = 1;
+       }},
       {"divergence factor 1", [](SimulationSpec& s) { s.divergence_factor = 1; }},
       {"divergence factor NaN", [](SimulationSpec& s) { s.divergence_factor = NAN; }},
       {"log every 0", [](SimulationSpec& s) { s.log_every = 0; }},
       {"negative noise", [](SimulationSpec& s) { s.nqm_noise = -1; }},
       {"NaN label noise", [](SimulationSpec& s) { s.label_noise = NAN; }},
       {"fragments on cgad", [](SimulationSpec& s) { s.outer.fragments = 2; }},
-      {"empty fragment", [](SimulationSpec& s) { s.outer.optimizer = reference::OptimizerKind::pa_cgad; s.outer.fragments = 65; }},
-      {"delayed nesterov q8", [](SimulationSpec& s) {
-         s.delayed_nesterov = true; s.outer.params = fastpath::ParamFormat::fp32; s.outer.state = fastpath::StateFormat::q8; }},
+      {"empty fragment",
+       [](SimulationSpec& s) {
+         s.outer.optimizer = reference::OptimizerKind::pa_cgad;
+         s.outer.fragments = 65;
+       }},
+      {"delayed nesterov q8",
+       [](SimulationSpec& s) {
+         s.delayed_nesterov = true;
+         s.outer.params = fastpath::ParamFormat::fp32;
+         s.outer.state = fastpath::StateFormat::q8;
+       }},
       {"delayed nesterov bf16 params", [](SimulationSpec& s) { s.delayed_nesterov = true; }},
-      {"delayed nesterov by name, bf16 params", [](SimulationSpec& s) { s.outer.optimizer = reference::OptimizerKind::delayed_nesterov; }},
-      {"delayed nesterov buffer 0", [](SimulationSpec& s) {
-         s.delayed_nesterov = true; s.outer.params = fastpath::ParamFormat::fp32; s.delayed_nesterov_buffer = 0; }},
+      {"delayed nesterov by name, bf16 params",
+       [](SimulationSpec& s) { s.outer.optimizer = reference::OptimizerKind::delayed_nesterov; }},
+      {"delayed nesterov buffer 0",
+       [](SimulationSpec& s) {
+         s.delayed_nesterov = true;
+         s.outer.params = fastpath::ParamFormat::fp32;
+         s.delayed_nesterov_buffer = 0;
+       }},
       // bnb semantics where bitsandbytes has no such kernel (fastpath::validate), and for Delayed Nesterov, which
       // the fast path never sees.
-      {"bnb nesterov", [](SimulationSpec& s) {
-         s.outer.optimizer = reference::OptimizerKind::nesterov; s.outer.q8_semantics = fastpath::Q8Semantics::bnb; }},
-      {"bnb bf16 state", [](SimulationSpec& s) {
-         s.outer.state = fastpath::StateFormat::bf16; s.outer.q8_semantics = fastpath::Q8Semantics::bnb; }},
-      {"bnb stochastic", [](SimulationSpec& s) {
-         s.outer.rounding = fastpath::Rounding::stochastic; s.outer.q8_semantics = fastpath::Q8Semantics::bnb; }},
-      {"bnb delayed nesterov", [](SimulationSpec& s) {
-         s.delayed_nesterov = true; s.outer.params = fastpath::ParamFormat::fp32; s.outer.q8_semantics = fastpath::Q8Semantics::bnb; }},
+      {"bnb nesterov",
+       [](SimulationSpec& s) {
+         s.outer.optimizer = reference::OptimizerKind::nesterov;
+         s.outer.q8_semantics = fastpath::Q8Semantics::bnb;
+       }},
+      {"bnb bf16 state",
+       [](SimulationSpec& s) {
+         s.outer.state = fastpath::StateFormat::bf16;
+         s.outer.q8_semantics = fastpath::Q8Semantics::bnb;
+       }},
+      {"bnb stochastic",
+       [](SimulationSpec& s) {
+         s.outer.rounding = fastpath::Rounding::stochastic;
+         s.outer.q8_semantics = fastpath::Q8Semantics::bnb;
+       }},
+      {"bnb delayed nesterov",
+       [](SimulationSpec& s) {
+         s.delayed_nesterov = true;
+         s.outer.params = fastpath::ParamFormat::fp32;
+         s.outer.q8_semantics = fastpath::Q8Semantics::bnb;
+       }},
   };
   for (const auto& [name, mutate] : bad) {
     SimulationSpec spec;

@@ -29,8 +29,8 @@
 namespace {
 
 using namespace cgad::simulate;
-using cgad::reference::InputError;
 using cgad::fastpath::StateFormat;
+using cgad::reference::InputError;
 
 RunRecord finished(const SweepGrid& grid, std::size_t index, double loss) {
   RunRecord r;
@@ -249,8 +249,13 @@ TEST(SimulateSweepGrid, RefusesBadGridsAndRecordsUnsupportedCombinations) {
 }
 
 // Values whose decimal printing would lose bits, and the specials a diverged run produces.
-const double kTricky[] = {0.1, 1.0 / 3.0, -0.0, 4.9406564584124654e-324, std::numeric_limits<double>::max(),
-                          std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity(),
+const double kTricky[] = {0.1,
+                          1.0 / 3.0,
+                          -0.0,
+                          4.9406564584124654e-324,
+                          std::numeric_limits<double>::max(),
+                          std::numeric_limits<double>::infinity(),
+                          -std::numeric_limits<double>::infinity(),
                           std::nextafter(1.0, 2.0)};
 
 TEST(SimulateSweepJson, RecordsRoundTripBitForBit) {
@@ -430,8 +435,8 @@ TEST(SimulateSweepJson, HexfloatTextIsOnlyWhatCgadWrites) {
   }
   EXPECT_EQ(parse_hexfloat("-0x1.8p+1", "x"), -3.0);
   // Decimals, blanks, spellings strtod takes but "%a" never writes, and hex without its exponent.
-  for (const char* text : {"1.5", " 0x1p+0", "0x1p+0 ", "infinity", "NAN", "0X1P+0", "0x1", "+0x1p+0", "", "0x.8p+1",
-                           "0x1p1"}) {
+  for (const char* text :
+       {"1.5", " 0x1p+0", "0x1p+0 ", "infinity", "NAN", "0X1P+0", "0x1", "+0x1p+0", "", "0x.8p+1", "0x1p1"}) {
     EXPECT_THROW(parse_hexfloat(text, "x"), InputError) << text;
   }
 }
@@ -472,30 +477,49 @@ TEST(SimulateSweepJson, PartsRefuseResultsNoRunCouldHave) {
     }
   };
   for (const char* loss : {"nan", "inf", "0x1p+1000"}) {
-    refused(tame, [&](nlohmann::json& r) { r["final_loss"] = loss; }, "run 0: finished with final_loss");
+    refused(
+        tame, [&](nlohmann::json& r) { r["final_loss"] = loss; }, "run 0: finished with final_loss");
   }
-  refused(tame, [](nlohmann::json& r) { r["applied"] = -1; }, "run 0: negative counts");
-  refused(tame, [](nlohmann::json& r) { r["skipped_zero_gate"] = -3; }, "run 0: negative counts");
-  refused(tame, [](nlohmann::json& r) { r["inner_steps_skipped"] = -1; }, "run 0: negative counts");
-  refused(tame, [](nlohmann::json& r) { r["curve"] = nlohmann::json::array(); }, "run 0: empty loss curve");
-  refused(tame, [](nlohmann::json& r) { r["final_loss"] = hexfloat(parse_hexfloat(r["final_loss"], "") / 2); },
-          "run 0: final_loss is not the curve's last loss");
-  refused(tame, [](nlohmann::json& r) { r["skipped_overflowing"] = -1; }, "run 0: negative counts");
-  constexpr const char* kSum = "run 0: applied + skipped_nonfinite + skipped_zero_gate + skipped_overflowing is not the 30 arrivals";
-  refused(tame, [](nlohmann::json& r) { r["applied"] = r["applied"].get<long>() - 1; }, kSum);
-  refused(tame, [](nlohmann::json& r) { r["skipped_nonfinite"] = 1; }, kSum);
-  refused(tame, [](nlohmann::json& r) { r["skipped_overflowing"] = 1; }, kSum);
+  refused(
+      tame, [](nlohmann::json& r) { r["applied"] = -1; }, "run 0: negative counts");
+  refused(
+      tame, [](nlohmann::json& r) { r["skipped_zero_gate"] = -3; }, "run 0: negative counts");
+  refused(
+      tame, [](nlohmann::json& r) { r["inner_steps_skipped"] = -1; }, "run 0: negative counts");
+  refused(
+      tame, [](nlohmann::json& r) { r["curve"] = nlohmann::json::array(); }, "run 0: empty loss curve");
+  refused(
+      tame, [](nlohmann::json& r) { r["final_loss"] = hexfloat(parse_hexfloat(r["final_loss"], "") / 2); },
+      "run 0: final_loss is not the curve's last loss");
+  refused(
+      tame, [](nlohmann::json& r) { r["skipped_overflowing"] = -1; }, "run 0: negative counts");
+  constexpr const char* kSum =
+      "run 0: applied + skipped_nonfinite + skipped_zero_gate + skipped_overflowing is not the 30 arrivals";
+  refused(
+      tame, [](nlohmann::json& r) { r["applied"] = r["applied"].get<long>() - 1; }, kSum);
+  refused(
+      tame, [](nlohmann::json& r) { r["skipped_nonfinite"] = 1; }, kSum);
+  refused(
+      tame, [](nlohmann::json& r) { r["skipped_overflowing"] = 1; }, kSum);
   // One applied round recounted as overflowing still adds up, and is accepted.
   nlohmann::json recounted = tame;
   recounted["runs"][0]["applied"] = recounted["runs"][0]["applied"].get<long>() - 1;
   recounted["runs"][0]["skipped_overflowing"] = 1;
   EXPECT_NO_THROW(part_from_json(recounted, "p.json"));
-  refused(tame, [](nlohmann::json& r) { r["divergence"] = "loss too high"; }, "run 0: finished but with a divergence");
-  refused(wild, [](nlohmann::json& r) { r["divergence"] = ""; }, "run 0: diverged without a reason");
-  refused(wild, [](nlohmann::json& r) { r["diverged_at"] = 0; }, "run 0: diverged_at 0 is not a divergence check in [1, 30]");
-  refused(wild, [](nlohmann::json& r) { r["diverged_at"] = 31; }, "run 0: diverged_at 31 is not a divergence check in [1, 30]");
-  refused(wild, [](nlohmann::json& r) { r["applied"] = r["applied"].get<long>() + 1; }, "arrivals of the rounds it ran");
-  refused(wild, [](nlohmann::json& r) { r["initial_loss"] = "1.0"; }, "not hexfloat text");
+  refused(
+      tame, [](nlohmann::json& r) { r["divergence"] = "loss too high"; }, "run 0: finished but with a divergence");
+  refused(
+      wild, [](nlohmann::json& r) { r["divergence"] = ""; }, "run 0: diverged without a reason");
+  refused(
+      wild, [](nlohmann::json& r) { r["diverged_at"] = 0; },
+      "run 0: diverged_at 0 is not a divergence check in [1, 30]");
+  refused(
+      wild, [](nlohmann::json& r) { r["diverged_at"] = 31; },
+      "run 0: diverged_at 31 is not a divergence check in [1, 30]");
+  refused(
+      wild, [](nlohmann::json& r) { r["applied"] = r["applied"].get<long>() + 1; }, "arrivals of the rounds it ran");
+  refused(
+      wild, [](nlohmann::json& r) { r["initial_loss"] = "1.0"; }, "not hexfloat text");
 }
 
 TEST(SimulateSweepJson, PartsRefuseEditsAndRecordsOutsideTheirShard) {
@@ -648,14 +672,12 @@ TEST(SimulateSweepRun, AThreadThatCannotStartLeavesItsShareToTheOthers) {
     if (setrlimit(RLIMIT_AS, &cap) != 0) _exit(4);
     try {
       while (parked.size() < parked.capacity()) parked.emplace_back([go] { go.wait(); });
-    } catch (const std::system_error&) {
-    }
+    } catch (const std::system_error&) {}
     if (parked.size() == parked.capacity()) _exit(3);  // the cap did not stop threads: nothing to test
     int code = 2;
     try {
       code = sweep_to_json({grid, run_sweep(grid, runs, 2), {}}).dump() == expected ? 0 : 1;
-    } catch (...) {
-    }
+    } catch (...) {}
     release.set_value();
     for (auto& thread : parked) thread.join();
     _exit(code);

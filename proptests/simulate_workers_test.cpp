@@ -22,7 +22,9 @@ namespace {
 using namespace cgad;
 using simulate::SimulationSpec;
 
-bool is_bf16(float x) { return (std::bit_cast<std::uint32_t>(x) & 0xFFFFu) == 0; }
+bool is_bf16(float x) {
+  return (std::bit_cast<std::uint32_t>(x) & 0xFFFFu) == 0;
+}
 
 struct Deltas : simulate::ArrivalRecorder {
   std::vector<float> values;
@@ -129,7 +131,8 @@ TEST(SimulateWorkers, MupGivesTheReadoutItsLearningRateAndScale) {
   const std::vector<float> w = simulate::make_objective(wide)->initial_point(1);
   const simulate::MlpShape wide_shape{16, 4096};
   double squares = 0;
-  for (std::size_t i = wide_shape.readout(); i < wide_shape.readout_bias(); ++i) squares += static_cast<double>(w[i]) * w[i];
+  for (std::size_t i = wide_shape.readout(); i < wide_shape.readout_bias(); ++i)
+    squares += static_cast<double>(w[i]) * w[i];
   EXPECT_NEAR(std::sqrt(squares / 4096), std::sqrt(32.0) / 4096, 0.05 * std::sqrt(32.0) / 4096);
 }
 
@@ -201,7 +204,8 @@ TEST(SimulateWorkers, KeptFragmentProgressIsSentWhenTheFragmentIsSynced) {
         for (std::size_t i = layout.offset(g); i < layout.offset(g) + layout.size(g); ++i) x[i] = theta0[i];
       }
       worker.run(*objective, x, grad);
-      for (std::size_t i = layout.offset(f); i < layout.offset(f) + layout.size(f); ++i) expected.push_back(theta0[i] - x[i]);
+      for (std::size_t i = layout.offset(f); i < layout.offset(f) + layout.size(f); ++i)
+        expected.push_back(theta0[i] - x[i]);
     }
     EXPECT_EQ(sent.values, expected);
   }

@@ -60,8 +60,10 @@ TEST_F(TheoryCli, VerifyBoundRefusesBadInputBeforeRunning) {
 
 TEST_F(TheoryCli, VerifyBoundJsonAndPlot) {
   const fs::path png = dir_ / "trajectory.png";
-  const Outcome r = cgad("verify-bound --objective sine-ripple --delays pareto --tau-max 32 --steps 300 --seed 4 "
-                     "--precision 128 --json --plot " + png.string());
+  const Outcome r = cgad(
+      "verify-bound --objective sine-ripple --delays pareto --tau-max 32 --steps 300 --seed 4 "
+      "--precision 128 --json --plot " +
+      png.string());
   ASSERT_EQ(r.status, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_TRUE(j["descent_form"]["first_violation"].is_null());
@@ -89,8 +91,9 @@ TEST_F(TheoryCli, VerifyBoundRefusesBadUpdate) {
 }
 
 TEST_F(TheoryCli, VerifyBoundRealUpdateSingleAndSweep) {
-  const Outcome one = cgad("verify-bound --update cgad-adam --objective sine-ripple --delays heavy-tail --tau-max 64 "
-                           "--steps 300 --seed 3 --precision 128 --json");
+  const Outcome one = cgad(
+      "verify-bound --update cgad-adam --objective sine-ripple --delays heavy-tail --tau-max 64 "
+      "--steps 300 --seed 3 --precision 128 --json");
   ASSERT_EQ(one.status, 0) << one.err;
   const auto j = nlohmann::json::parse(one.out);
   EXPECT_EQ(j["run"], "cgad-adam");
@@ -102,8 +105,10 @@ TEST_F(TheoryCli, VerifyBoundRealUpdateSingleAndSweep) {
   EXPECT_LE(std::stod(j["realized_bias"].get<std::string>()), std::stod(j["mean_tau"].get<std::string>()));
 
   const fs::path png = dir_ / "sweep.png";
-  const Outcome sweep = cgad("verify-bound --update cgad-adam --objective sine-ripple --delays uniform --tau-max 16 "
-                             "--steps 200 --seed 3 --precision 128 --sweep-tau-max --json --plot " + png.string());
+  const Outcome sweep = cgad(
+      "verify-bound --update cgad-adam --objective sine-ripple --delays uniform --tau-max 16 "
+      "--steps 200 --seed 3 --precision 128 --sweep-tau-max --json --plot " +
+      png.string());
   ASSERT_EQ(sweep.status, 0) << sweep.err;
   const auto s = nlohmann::json::parse(sweep.out);
   ASSERT_EQ(s["columns"].size(), 6u);

@@ -24,7 +24,9 @@ using ref::mpfr_real;
 
 // α as a decimal "n/1000" with n in [1, 5000] (α ∈ [0.001, 5]), τ_cut in [1, 2000]: covers both regimes,
 // α·τ_cut < 1 (the cutoff binds) and ≥ 1 (the exponential binds).
-std::string alpha_text(int thousandths) { return std::to_string(thousandths) + "e-3"; }
+std::string alpha_text(int thousandths) {
+  return std::to_string(thousandths) + "e-3";
+}
 
 struct Independent {
   mpfr_real b1, b2, w, b1_int;
@@ -145,8 +147,7 @@ TEST_F(TheoryConstants, AlphaZeroIsVacuousAndMatchesClosedForm) {
   for (long cut : {1L, 2L, 7L, 32L, 1000L}) {
     const th::BoundConstants c = th::compute_bound_constants("0", cut);
     EXPECT_TRUE(c.w.contains(mpfr_real(cut - 1) / 2)) << cut << " " << c.w.to_string(30);
-    EXPECT_TRUE(c.b1.value.contains(c.b1.cutoff_bound.midpoint()) ||
-                c.b1.cutoff_bound.contains(c.b1.value.midpoint()));
+    EXPECT_TRUE(c.b1.value.contains(c.b1.cutoff_bound.midpoint()) || c.b1.cutoff_bound.contains(c.b1.value.midpoint()));
     for (const auto& q : c.inequalities) EXPECT_EQ(q.verdict, th::Verdict::proved_vacuous) << q.statement;
   }
 }

@@ -41,8 +41,8 @@ RC_GTEST_FIXTURE_PROP(TheoryIntervalGate, EnclosureContainsReferenceSigma, ()) {
                                           mpfr_real(cut)};
     expected = ref::sigma(tau_exact, gate);
   }
-  const th::Interval enclosure =
-      th::sigma_enclosure(th::Interval::point(tau_exact), th::IntervalGate{th::Interval::from_decimal(alpha, "a"), cut});
+  const th::Interval enclosure = th::sigma_enclosure(th::Interval::point(tau_exact),
+                                                     th::IntervalGate{th::Interval::from_decimal(alpha, "a"), cut});
   // reference::sigma at 600 bits is within 8 ulps (sin, exp, a product, a square: each correctly rounded,
   // well conditioned on [0, τ_cut]), i.e. 2^-590 relative: the allowed slack on either side.
   PrecisionScope scope(kIndependentBits);

@@ -18,7 +18,7 @@ namespace th = cgad::theory;
 using ref::mpfr_real;
 
 const std::vector<th::ObjectiveKind> kKinds{th::ObjectiveKind::geman_mcclure, th::ObjectiveKind::sine_ripple,
-                                        th::ObjectiveKind::logcosh_ripple, th::ObjectiveKind::noisy_quadratic};
+                                            th::ObjectiveKind::logcosh_ripple, th::ObjectiveKind::noisy_quadratic};
 
 class TheoryObjectives : public ::testing::Test {
  protected:

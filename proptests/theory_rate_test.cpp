@@ -30,7 +30,9 @@ class TheoryRate : public ::testing::Test {
   void SetUp() override { ref::set_working_precision_bits(256); }
 };
 
-th::IntervalGate interval_gate(const char* alpha, long cut) { return {th::Interval::from_decimal(alpha, "alpha"), cut}; }
+th::IntervalGate interval_gate(const char* alpha, long cut) {
+  return {th::Interval::from_decimal(alpha, "alpha"), cut};
+}
 
 // min over η > 0 of A/η + B·η, by golden-section search on ln η (the function is convex in ln η), in double.
 double minimize(double A, double B) {
@@ -69,8 +71,9 @@ RC_GTEST_FIXTURE_PROP(TheoryRate, ClosedFormIsTheRatioOfTheMinimizedBounds, ()) 
     t += p * j;
   }
   RC_PRE(s > 0);
-  th::DelayLawMoments law{"random", th::Interval::point(s), th::Interval::point(st), th::Interval::point(s2),
-                          th::Interval::point(t), false};
+  th::DelayLawMoments law{
+      "random", th::Interval::point(s), th::Interval::point(st), th::Interval::point(s2), th::Interval::point(t),
+      false};
   const th::OptimizedEtaComparison c = th::compare_optimized_eta(law);
   RC_ASSERT(!c.gated_vacuous);
   RC_ASSERT(!c.ungated_vacuous);
@@ -87,7 +90,8 @@ RC_GTEST_FIXTURE_PROP(TheoryRate, ClosedFormIsTheRatioOfTheMinimizedBounds, ()) 
   // η* = √(A/B): its ratio gated/ungated.
   const double eta_gated = std::sqrt(delta / (L * G * G * T * (Est + Es2 / 2)));
   const double eta_ungated = std::sqrt(delta / (L * G * G * T * (Et + 0.5)));
-  RC_ASSERT(std::abs(eta_gated / eta_ungated - c.eta_ratio.midpoint().convert_to<double>()) <= 1e-12 * eta_gated / eta_ungated);
+  RC_ASSERT(std::abs(eta_gated / eta_ungated - c.eta_ratio.midpoint().convert_to<double>()) <=
+            1e-12 * eta_gated / eta_ungated);
 }
 
 // Constant delays: R = √((τ + σ/2)/(σ(τ + ½))) with σ from reference::sigma at 600 bits, inside the enclosure, and
@@ -114,7 +118,8 @@ TEST_F(TheoryRate, ConstantDelayRatioMatchesTheClosedForm) {
       EXPECT_GE(c.bound_ratio.upper(), 1) << alpha << " " << tau;  // = 1 exactly at τ = 0 (σ = 1)
     }
   }
-  const th::OptimizedEtaComparison at16 = th::compare_optimized_eta(th::constant_delay_law(16, interval_gate("0.2", 32)));
+  const th::OptimizedEtaComparison at16 =
+      th::compare_optimized_eta(th::constant_delay_law(16, interval_gate("0.2", 32)));
   EXPECT_NEAR(at16.bound_ratio.midpoint().convert_to<double>(), 6.89989, 5e-6);
 }
 

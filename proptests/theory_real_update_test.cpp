@@ -26,12 +26,11 @@ namespace {
 
 namespace ref = cgad::reference;
 namespace th = cgad::theory;
-using ref::mpfr_real;
 using cgad::theory_test::gate;
 using cgad::theory_test::kDelays;
 using cgad::theory_test::kGates;
 using cgad::theory_test::kObjectives;
-
+using ref::mpfr_real;
 
 class TheoryRealUpdate : public ::testing::Test {
  protected:

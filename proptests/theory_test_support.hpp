@@ -54,6 +54,8 @@ inline mpfr_real golden_section_max(unsigned k, const reference::GateParams<mpfr
 }
 
 // x·(1 + 2^e) for x ≥ 0, i.e. x nudged up by a relative 2^e (e < 0).
-inline mpfr_real nudge(const mpfr_real& x, int e) { return mpfr_real(x + ldexp(x, e)); }
+inline mpfr_real nudge(const mpfr_real& x, int e) {
+  return mpfr_real(x + ldexp(x, e));
+}
 
 }  // namespace cgad::theory_test

@@ -13,8 +13,9 @@ inline const std::vector<theory::ObjectiveKind> kObjectives{
     theory::ObjectiveKind::geman_mcclure, theory::ObjectiveKind::sine_ripple, theory::ObjectiveKind::logcosh_ripple,
     theory::ObjectiveKind::noisy_quadratic};
 inline const std::vector<theory::DelayKind> kDelays{
-    theory::DelayKind::constant, theory::DelayKind::uniform,     theory::DelayKind::geometric,
-    theory::DelayKind::pareto,   theory::DelayKind::bursty,      theory::DelayKind::adversarial,
+    theory::DelayKind::constant,   theory::DelayKind::uniform,
+    theory::DelayKind::geometric,  theory::DelayKind::pareto,
+    theory::DelayKind::bursty,     theory::DelayKind::adversarial,
     theory::DelayKind::heavy_tail, theory::DelayKind::constant_from_start};
 inline const std::vector<reference::GateKind> kGates{reference::GateKind::cosine, reference::GateKind::exponential,
                                                      reference::GateKind::none};

@@ -18,12 +18,11 @@ namespace {
 
 namespace ref = cgad::reference;
 namespace th = cgad::theory;
-using ref::mpfr_real;
 using cgad::theory_test::gate;
 using cgad::theory_test::kDelays;
 using cgad::theory_test::kGates;
 using cgad::theory_test::kObjectives;
-
+using ref::mpfr_real;
 
 class TheoryTrajectory : public ::testing::Test {
  protected:
@@ -231,9 +230,7 @@ TEST_F(TheoryTrajectory, DelaySchedulesHaveTheirStatedLaws) {
       at_max += tau == K;
       sum += static_cast<double>(tau);
     }
-    auto near = [&](long count, double p) {
-      return std::abs(count - N * p) <= 5 * std::sqrt(N * p * (1 - p));
-    };
+    auto near = [&](long count, double p) { return std::abs(count - N * p) <= 5 * std::sqrt(N * p * (1 - p)); };
     if (kind == th::DelayKind::pareto) {
       EXPECT_TRUE(near(at_least_1, std::pow(2.0, -1.2))) << at_least_1;
       EXPECT_TRUE(near(at_least_7, std::pow(8.0, -1.2))) << at_least_7;

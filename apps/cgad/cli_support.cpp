@@ -39,14 +39,18 @@ unsigned apply_precision(unsigned requested_bits) {
 
 namespace {
 
-std::string why(int error) { return std::strerror(error); }
+std::string why(int error) {
+  return std::strerror(error);
+}
 
 // The stream std::cout writes through once route_standard_output() ran (null before). Never destroyed: std::cout
 // is flushed after every static destructor has run, and must still have its buffer then.
 fastpath::FdOutputStream* routed_output = nullptr;
 
 // The errno of the first failed write to standard output, 0 if none (or if it was never routed).
-int standard_output_error() { return routed_output != nullptr ? routed_output->error() : 0; }
+int standard_output_error() {
+  return routed_output != nullptr ? routed_output->error() : 0;
+}
 
 constexpr char kOutOfMemory[] =
     "cgad: out of memory: this input needs more memory than the process may use (ulimit -v, a cgroup or the "
@@ -88,7 +92,9 @@ void* gmp_reallocate(void* old, std::size_t old_bytes, std::size_t bytes) {
   std::free(old);
   return memory;
 }
-void gmp_free(void* memory, std::size_t /*bytes*/) { std::free(memory); }
+void gmp_free(void* memory, std::size_t /*bytes*/) {
+  std::free(memory);
+}
 
 [[noreturn]] void terminate_handler() {
   // An exception that escaped where none may (a destructor, a thread): out of memory is still bad input's exit.
@@ -98,8 +104,7 @@ void gmp_free(void* memory, std::size_t /*bytes*/) { std::free(memory); }
     } catch (const std::bad_alloc&) {
       report_out_of_memory();
       std::_Exit(2);
-    } catch (...) {
-    }
+    } catch (...) {}
   }
   std::abort();
 }
@@ -145,7 +150,9 @@ OutputFile::OutputFile(const std::string& path) : path_(path) {
 
 OutputFile::~OutputFile() = default;
 
-std::ostream& OutputFile::stream() { return file_ ? file_->stream() : std::cout; }
+std::ostream& OutputFile::stream() {
+  return file_ ? file_->stream() : std::cout;
+}
 
 bool OutputFile::replaces(dev_t device, ino_t inode) const {
   return file_ ? file_->replaces(device, inode) : standard_output_is(device, inode);
@@ -194,8 +201,9 @@ std::string check_value(std::string& value, const std::string& type) {
     // Past 64 bits CLI11 would saturate the value (99999999999999999999 became 9223372036854775807, and the
     // range check after it quoted that number): refuse it here, in the user's words.
     const bool negative = value.front() == '-';
-    const std::string limit = unsigned_type ? "18446744073709551615" : negative ? "9223372036854775808"
-                                                                                : "9223372036854775807";
+    const std::string limit = unsigned_type ? "18446744073709551615"
+                              : negative    ? "9223372036854775808"
+                                            : "9223372036854775807";
     if (digits.size() > limit.size() || (digits.size() == limit.size() && digits > limit)) {
       return "'" + value + "' is out of range (a " + std::string(unsigned_type ? "64-bit unsigned" : "64-bit") +
              " integer is at most " + (negative ? "-" : "") + limit + (negative ? " in magnitude" : "") + ")";
@@ -213,14 +221,17 @@ void install_on(CLI::App& app) {
   for (CLI::Option* option : app.get_options()) {
     if (option->get_type_size() == 0) continue;  // a flag: no value
     const std::string type = option->get_type_name();
-    option->transform(CLI::Validator([type](std::string& value) { return check_value(value, type); }, "", "value check"));
+    option->transform(
+        CLI::Validator([type](std::string& value) { return check_value(value, type); }, "", "value check"));
   }
   for (CLI::App* sub : app.get_subcommands({})) install_on(*sub);
 }
 
 }  // namespace
 
-void install_value_checks(CLI::App& app) { install_on(app); }
+void install_value_checks(CLI::App& app) {
+  install_on(app);
+}
 
 namespace {
 

@@ -14,7 +14,7 @@
 namespace cgad::fastpath {
 class AtomicFile;
 class InputFile;
-}
+}  // namespace cgad::fastpath
 
 namespace cgad::cli {
 

@@ -59,7 +59,9 @@ std::string short_value(const reference::mpfr_real& x) {
   out << std::setprecision(6) << rounded;
   return out.str();
 }
-std::string short_value(const Interval& x) { return x.is_point_infinite() ? "inf" : short_value(x.midpoint()); }
+std::string short_value(const Interval& x) {
+  return x.is_point_infinite() ? "inf" : short_value(x.midpoint());
+}
 
 // One right-aligned table cell of `width` characters, wider when the text needs it, always after at least one
 // space: a value longer than its column (7.27153e+173) never runs into the one before it.
@@ -89,23 +91,23 @@ void print_eta_table(const std::vector<theory::OptimizedEtaComparison>& rows) {
       widest = c.bound_ratio.relative_width();
     }
   }
-  std::cout << "\nOptimized-eta comparison with the ungated update (the ideal update's bound (S), each at its own best "
-               "eta):\n"
-            << "  (S)/(rho*sum sigma_t) = A/eta + B*eta is least at eta* = sqrt(A/B), value 2*sqrt(A*B); per step, with "
-               "the delay law's expectations,\n"
-            << "  R = [gated at eta*] / [ungated at eta*] = sqrt(E[sigma*tau] + E[sigma^2]/2) / (E[sigma]*sqrt(E[tau] + "
-               "1/2)).\n"
-            << "  R > 1: the gate makes the bound worse; at a constant delay R = sqrt((tau + sigma/2)/(sigma*(tau + "
-               "1/2))) >= 1 always.\n"
-            << "  (6-digit midpoints of certified enclosures; widest relative width of R: "
-            << theory::decimal_up(widest, 2) << ")\n"
-            << "  " << std::left << std::setw(58) << "delay law" << std::right << cell("E[sigma]", 12)
-            << cell("E[sigma*tau]", 14) << cell("E[tau]", 12) << cell("R", 12) << cell("eta*_g/eta*_u", 14) << "\n";
+  std::cout
+      << "\nOptimized-eta comparison with the ungated update (the ideal update's bound (S), each at its own best "
+         "eta):\n"
+      << "  (S)/(rho*sum sigma_t) = A/eta + B*eta is least at eta* = sqrt(A/B), value 2*sqrt(A*B); per step, with "
+         "the delay law's expectations,\n"
+      << "  R = [gated at eta*] / [ungated at eta*] = sqrt(E[sigma*tau] + E[sigma^2]/2) / (E[sigma]*sqrt(E[tau] + "
+         "1/2)).\n"
+      << "  R > 1: the gate makes the bound worse; at a constant delay R = sqrt((tau + sigma/2)/(sigma*(tau + "
+         "1/2))) >= 1 always.\n"
+      << "  (6-digit midpoints of certified enclosures; widest relative width of R: " << theory::decimal_up(widest, 2)
+      << ")\n"
+      << "  " << std::left << std::setw(58) << "delay law" << std::right << cell("E[sigma]", 12)
+      << cell("E[sigma*tau]", 14) << cell("E[tau]", 12) << cell("R", 12) << cell("eta*_g/eta*_u", 14) << "\n";
   for (const auto& c : rows) {
     std::cout << "  " << std::left << std::setw(58) << c.law.name << std::right
-              << cell(short_value(c.law.mean_sigma), 12)
-              << cell(short_value(c.law.mean_sigma_tau), 14) << cell(short_value(c.law.mean_tau), 12)
-              << cell(short_value(c.bound_ratio), 12)
+              << cell(short_value(c.law.mean_sigma), 12) << cell(short_value(c.law.mean_sigma_tau), 14)
+              << cell(short_value(c.law.mean_tau), 12) << cell(short_value(c.bound_ratio), 12)
               << cell(c.gated_vacuous || c.ungated_vacuous ? std::string("-") : short_value(c.eta_ratio), 14);
     if (c.gated_vacuous) std::cout << "  (every delay >= tau_cut: sigma = 0, the gated bound is vacuous)";
     if (c.ungated_vacuous) std::cout << "  (E[tau] = inf: the ungated bound is vacuous)";
@@ -132,31 +134,31 @@ nlohmann::json alpha_scan_json(const std::vector<theory::AlphaScanRow>& rows, un
 void print_alpha_scan(const std::vector<theory::AlphaScanRow>& rows, long tau_cut) {
   reference::mpfr_real widest(0);
   for (const auto& r : rows) {
-    for (const Interval* x : {&r.b1, &r.b1_integer, &r.w, &r.alpha_b1, &r.alpha_w, &r.exp_alpha_w,
-                              &r.exp_alpha_b1_integer}) {
+    for (const Interval* x :
+         {&r.b1, &r.b1_integer, &r.w, &r.alpha_b1, &r.alpha_w, &r.exp_alpha_w, &r.exp_alpha_b1_integer}) {
       if (x->relative_width() > widest) widest = x->relative_width();
     }
   }
-  std::cout << "\nB1, B1_int and W over alpha at tau_cut = " << tau_cut
-            << " (what \"O(1/e^alpha)\" can mean; 6-digit midpoints of certified enclosures, widest relative width "
-            << theory::decimal_up(widest, 2) << ")\n"
-            << "  alpha*B1 stays below 1/e and settles at it: B1 ~ 1/(e*alpha) is Theta(1/alpha) for every alpha, never "
-               "e^{-alpha};\n"
-            << "  alpha*W and alpha*B1_int stay of order 1 up to alpha ~ 0.7 (the paper's 0.2 and 0.4 included) while "
-               "e^{-alpha} barely moves;\n"
-            << "  only past that, where sigma(1) < 1/2 and the integer maximizer is tau = 1 (B1_int = sigma(1) = "
-               "gamma(1)*e^{-alpha}), do W and B1_int decay like e^{-alpha}\n"
-            << cell("alpha", 8) << cell("B1", 12) << cell("alpha*B1", 12) << cell("B1_int", 12) << cell("at", 6)
-            << cell("e^alpha*B1_int", 16) << cell("W", 12) << cell("alpha*W", 12) << cell("e^alpha*W", 12)
-            << cell("e^-alpha", 12) << "\n";
+  std::cout
+      << "\nB1, B1_int and W over alpha at tau_cut = " << tau_cut
+      << " (what \"O(1/e^alpha)\" can mean; 6-digit midpoints of certified enclosures, widest relative width "
+      << theory::decimal_up(widest, 2) << ")\n"
+      << "  alpha*B1 stays below 1/e and settles at it: B1 ~ 1/(e*alpha) is Theta(1/alpha) for every alpha, never "
+         "e^{-alpha};\n"
+      << "  alpha*W and alpha*B1_int stay of order 1 up to alpha ~ 0.7 (the paper's 0.2 and 0.4 included) while "
+         "e^{-alpha} barely moves;\n"
+      << "  only past that, where sigma(1) < 1/2 and the integer maximizer is tau = 1 (B1_int = sigma(1) = "
+         "gamma(1)*e^{-alpha}), do W and B1_int decay like e^{-alpha}\n"
+      << cell("alpha", 8) << cell("B1", 12) << cell("alpha*B1", 12) << cell("B1_int", 12) << cell("at", 6)
+      << cell("e^alpha*B1_int", 16) << cell("W", 12) << cell("alpha*W", 12) << cell("e^alpha*W", 12)
+      << cell("e^-alpha", 12) << "\n";
   for (const auto& r : rows) {
     const reference::mpfr_real alpha = reference::parse_real<reference::mpfr_real>(r.alpha, "alpha");
     const std::string decay = short_value(reference::mpfr_real(exp(-alpha)));
     std::cout << cell(r.alpha, 8) << cell(short_value(r.b1), 12) << cell(short_value(r.alpha_b1), 12)
               << cell(short_value(r.b1_integer), 12) << cell(std::to_string(r.b1_integer_argmax), 6)
               << cell(short_value(r.exp_alpha_b1_integer), 16) << cell(short_value(r.w), 12)
-              << cell(short_value(r.alpha_w), 12) << cell(short_value(r.exp_alpha_w), 12) << cell(decay, 12)
-              << "\n";
+              << cell(short_value(r.alpha_w), 12) << cell(short_value(r.exp_alpha_w), 12) << cell(decay, 12) << "\n";
   }
 }
 
@@ -197,9 +199,9 @@ void run_bound(const BoundOptions& options) {
   // meaningful (72 digits at 256 bits, 30 at the 116-bit minimum).
   const unsigned digits = static_cast<unsigned>(std::floor((bits - 16) * 0.30102999566398120));
   const std::vector<theory::OptimizedEtaComparison> eta = theory::optimized_eta_table(options.alpha, options.tau_cut);
-  const std::vector<theory::AlphaScanRow> scan =
-      options.alpha_scan ? theory::alpha_scan(options.tau_cut, theory::default_alpha_scan())
-                         : std::vector<theory::AlphaScanRow>{};
+  const std::vector<theory::AlphaScanRow> scan = options.alpha_scan
+                                                     ? theory::alpha_scan(options.tau_cut, theory::default_alpha_scan())
+                                                     : std::vector<theory::AlphaScanRow>{};
   nlohmann::json inequalities = nlohmann::json::array();
   for (const auto& q : c.inequalities) {
     inequalities.push_back({{"statement", q.statement},
@@ -211,17 +213,17 @@ void run_bound(const BoundOptions& options) {
     nlohmann::json eta_rows = nlohmann::json::array();
     for (const auto& row : eta) eta_rows.push_back(eta_json(row, digits));
     nlohmann::json out{{"alpha", c.alpha_text},
-                                {"tau_cut", c.tau_cut},
-                                {"precision_bits", c.precision_bits},
-                                {"B1", sup_json(c.b1, digits)},
-                                {"B2", sup_json(c.b2, digits)},
-                                {"W",
-                                 {{"value", reference::to_decimal(c.w_mpfr, digits)},
-                                  {"enclosure", enclosure_json(c.w, digits)},
-                                  {"cutoff_bound_enclosure", enclosure_json(c.w_cutoff_bound, digits)}}},
-                                {"alpha_tau_cut_at_least_1", c.cutoff_past_peak},
-                                {"inequalities", inequalities},
-                                {"optimized_eta", eta_rows}};
+                       {"tau_cut", c.tau_cut},
+                       {"precision_bits", c.precision_bits},
+                       {"B1", sup_json(c.b1, digits)},
+                       {"B2", sup_json(c.b2, digits)},
+                       {"W",
+                        {{"value", reference::to_decimal(c.w_mpfr, digits)},
+                         {"enclosure", enclosure_json(c.w, digits)},
+                         {"cutoff_bound_enclosure", enclosure_json(c.w_cutoff_bound, digits)}}},
+                       {"alpha_tau_cut_at_least_1", c.cutoff_past_peak},
+                       {"inequalities", inequalities},
+                       {"optimized_eta", eta_rows}};
     if (options.alpha_scan) out["alpha_scan"] = alpha_scan_json(scan, digits);
     std::cout << out.dump(2) << "\n";
     return;
@@ -242,8 +244,7 @@ void run_bound(const BoundOptions& options) {
             << "\n\nCertified inequalities (proved = hi(constant) <= lo(comparison)):\n";
   for (const auto& q : c.inequalities) {
     std::cout << "  " << q.statement << "\n      lhs        " << q.constant.to_string(digits) << "\n      rhs        "
-              << q.comparison.to_string(digits) << "\n      verdict    "
-              << theory::to_string(q.verdict) << "\n";
+              << q.comparison.to_string(digits) << "\n      verdict    " << theory::to_string(q.verdict) << "\n";
   }
   print_eta_table(eta);
   if (options.alpha_scan) print_alpha_scan(scan, options.tau_cut);
@@ -255,13 +256,15 @@ void add_bound_command(CLI::App& app) {
   auto options = std::make_shared<BoundOptions>();
   CLI::App* command = app.add_subcommand(
       "bound", "Certified constants B1, B2, W of the convergence bound and their inequalities (MPFI)");
-  command->add_option("--alpha", options->alpha, "decay rate alpha >= 0 (decimal; alpha = 0 makes every comparison +inf)")
+  command
+      ->add_option("--alpha", options->alpha, "decay rate alpha >= 0 (decimal; alpha = 0 makes every comparison +inf)")
       ->capture_default_str();
   command->add_option("--tau-cut", options->tau_cut, "cosine cutoff tau_cut (integer in [1, 1000000])")
       ->capture_default_str();
   command->add_flag("--json", options->json, "print JSON instead of a report");
-  command->add_flag("--alpha-scan", options->alpha_scan,
-                    "also certify B1, B1_int and W for alpha = 0.01 ... 16 at this tau_cut (what O(1/e^alpha) can mean)");
+  command->add_flag(
+      "--alpha-scan", options->alpha_scan,
+      "also certify B1, B1_int and W for alpha = 0.01 ... 16 at this tau_cut (what O(1/e^alpha) can mean)");
   add_precision_option(*command, options->precision);
   command->callback([options] { run_bound(*options); });
 }

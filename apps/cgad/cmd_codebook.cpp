@@ -50,8 +50,9 @@ void run_codebook(bool json) {
     return;
   }
   std::cout << "q8 dynamic maps (" << source << ")\n";
-  std::cout << std::setw(5) << "index" << "  " << std::left << std::setw(16) << "signed" << std::setw(18)
-            << "(hex)" << std::setw(16) << "unsigned" << std::setw(18) << "(hex)" << std::setw(16) << "zero-free"
+  std::cout << std::setw(5) << "index"
+            << "  " << std::left << std::setw(16) << "signed" << std::setw(18) << "(hex)" << std::setw(16) << "unsigned"
+            << std::setw(18) << "(hex)" << std::setw(16) << "zero-free"
             << "(hex)\n"
             << std::right;
   for (int k = 0; k < fastpath::kQ8Codes; ++k) {
@@ -68,7 +69,8 @@ void run_codebook(bool json) {
 
 void add_codebook_command(CLI::App& app) {
   auto json = std::make_shared<bool>(false);
-  CLI::App* command = app.add_subcommand("codebook", "The fast path's q8 maps (signed for m; unsigned or zero-free for v)");
+  CLI::App* command =
+      app.add_subcommand("codebook", "The fast path's q8 maps (signed for m; unsigned or zero-free for v)");
   command->add_flag("--json", *json, "print JSON instead of a table");
   command->callback([json] { run_codebook(*json); });
 }

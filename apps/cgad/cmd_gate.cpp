@@ -59,10 +59,12 @@ void run_gate(const GateOptions& options) {
               << "\n";
     return;
   }
-  std::cout << "CGAD staleness gate  alpha = " << options.alpha << "  tau_cut = " << options.tau_cut << "  ("
-            << bits << "-bit MPFR, " << digits << " significant digits)\n";
+  std::cout << "CGAD staleness gate  alpha = " << options.alpha << "  tau_cut = " << options.tau_cut << "  (" << bits
+            << "-bit MPFR, " << digits << " significant digits)\n";
   const int width = static_cast<int>(digits) + 7;
-  std::cout << std::setw(6) << "tau" << "  " << std::left << std::setw(width) << "gamma(tau)" << "  sigma(tau)\n"
+  std::cout << std::setw(6) << "tau"
+            << "  " << std::left << std::setw(width) << "gamma(tau)"
+            << "  sigma(tau)\n"
             << std::right;
   for (const auto& row : rows) {
     std::cout << std::setw(6) << row["tau"].get<std::int64_t>() << "  " << std::left << std::setw(width)

@@ -62,8 +62,8 @@ void run_merge(const MergeOptions& o) {
   simulate::MergedSweep merged = simulate::merge_parts(parts, o.parts, o.allow_other_versions);
   if (!merged.missing.empty() && !o.allow_partial) {
     throw InputError("merge: " + std::to_string(merged.missing.size()) + " of " +
-                     std::to_string(simulate::run_count(merged.grid)) + " runs are missing (first: " +
-                     describe_run(merged.grid, merged.missing.front()) +
+                     std::to_string(simulate::run_count(merged.grid)) +
+                     " runs are missing (first: " + describe_run(merged.grid, merged.missing.front()) +
                      "); pass --allow-partial to tabulate what is there");
   }
   write_sweep_output(merged, o.output);

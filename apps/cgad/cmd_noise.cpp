@@ -58,8 +58,12 @@ nlohmann::json tensors_json(const differential::NoiseRun& run, const differentia
   nlohmann::json out = nlohmann::json::array();
   for (std::size_t t = 0; t < sample.tensors.size(); ++t) {
     const differential::TensorSample& s = sample.tensors[t];
-    out.push_back({{"tensor", t}, {"size", run.tensors[t]}, {"v", summary_json(s.v)}, {"m", summary_json(s.m)},
-                   {"theta", summary_json(s.theta)}, {"trap", trap_json(s.trap)}});
+    out.push_back({{"tensor", t},
+                   {"size", run.tensors[t]},
+                   {"v", summary_json(s.v)},
+                   {"m", summary_json(s.m)},
+                   {"theta", summary_json(s.theta)},
+                   {"trap", trap_json(s.trap)}});
   }
   return out;
 }
@@ -67,8 +71,9 @@ nlohmann::json tensors_json(const differential::NoiseRun& run, const differentia
 void print_table(const std::vector<differential::NoiseRun>& runs, unsigned bits) {
   std::printf("cgad noise: fast path (bf16 params) vs %u-bit MPFR reference in lockstep, never re-synced\n", bits);
   std::printf("v: relative error (fast - ref)/ref; m: (fast - ref)/sqrt(v_ref); theta: (fast - ref)/lr\n");
-  std::printf("v0/m0: share of stored v/m that decode to 0 at the end; >5lr: share of element-steps with "
-              "|dtheta| > 5 lr; max/lr: largest |dtheta|/lr (fast path | reference)\n");
+  std::printf(
+      "v0/m0: share of stored v/m that decode to 0 at the end; >5lr: share of element-steps with "
+      "|dtheta| > 5 lr; max/lr: largest |dtheta|/lr (fast path | reference)\n");
   std::printf("%-58s %10s %10s %10s %10s %10s %8s %8s %9s %17s %7s\n", "scenario", "v bias@10%", "v bias@end",
               "v rms@end", "m rms@end", "th rms@end", "v0", "m0", ">5lr", "max/lr", "gated0");
   for (const auto& run : runs) {
@@ -76,8 +81,8 @@ void print_table(const std::vector<differential::NoiseRun>& runs, unsigned bits)
     const differential::NoiseSample& end = run.samples.back();
     const differential::TrapSummary& t = end.trap;
     std::printf("%-58s %10.3e %10.3e %10.3e %10.3e %10.3e %8.4f %8.4f %9.2e %8.3g|%-8.3g %7lld\n",
-                differential::scenario_name(run.scenario).c_str(), early.v.bias, end.v.bias, end.v.rms, end.m.rms, end.theta.rms,
-                t.v_zero_fraction, t.m_zero_fraction, t.step_over_5lr_fraction, t.max_step_over_lr,
+                differential::scenario_name(run.scenario).c_str(), early.v.bias, end.v.bias, end.v.rms, end.m.rms,
+                end.theta.rms, t.v_zero_fraction, t.m_zero_fraction, t.step_over_5lr_fraction, t.max_step_over_lr,
                 t.reference_max_step_over_lr, static_cast<long long>(end.gated_to_zero));
     if (run.tensors.size() < 2) continue;
     for (std::size_t k = 0; k < run.tensors.size(); ++k) {
@@ -95,9 +100,13 @@ void print_json(const std::vector<differential::NoiseRun>& runs, unsigned bits) 
   for (const auto& run : runs) {
     nlohmann::json samples = nlohmann::json::array();
     for (const auto& s : run.samples) {
-      samples.push_back({{"step", s.step}, {"v", summary_json(s.v)}, {"m", summary_json(s.m)},
-                         {"theta", summary_json(s.theta)}, {"trap", trap_json(s.trap)},
-                         {"gated_to_zero", s.gated_to_zero}, {"tensors", tensors_json(run, s)}});
+      samples.push_back({{"step", s.step},
+                         {"v", summary_json(s.v)},
+                         {"m", summary_json(s.m)},
+                         {"theta", summary_json(s.theta)},
+                         {"trap", trap_json(s.trap)},
+                         {"gated_to_zero", s.gated_to_zero},
+                         {"tensors", tensors_json(run, s)}});
     }
     out["runs"].push_back({{"scenario", differential::scenario_name(run.scenario)}, {"samples", samples}});
   }
@@ -114,7 +123,8 @@ void run_noise(const NoiseOptions& o) {
   if (!o.stream.empty()) {
     fastpath::InputFile in(o.stream);  // the one rule for inputs (cli_support.hpp): files, pipes, FIFOs with a writer
     refuse_standard_output_onto(in, o.stream);
-    stream = std::make_shared<const differential::PseudoGradientStream>(differential::read_stream(in.stream(), o.stream));
+    stream =
+        std::make_shared<const differential::PseudoGradientStream>(differential::read_stream(in.stream(), o.stream));
   }
   std::vector<differential::NoiseScenario> scenarios;
   for (const auto& optimizer : o.optimizers) {
@@ -157,7 +167,8 @@ void run_noise(const NoiseOptions& o) {
     const long total = static_cast<long>(scenarios.size()) * steps;
     for (std::size_t k = 0; k < scenarios.size(); ++k) {
       const long before = static_cast<long>(k) * steps;
-      runs.push_back(differential::run_lockstep(scenarios[k], [&](long done, long) { bar.update(before + done, total); }));
+      runs.push_back(
+          differential::run_lockstep(scenarios[k], [&](long done, long) { bar.update(before + done, total); }));
     }
   }
   if (o.json) {
@@ -178,14 +189,18 @@ void run_noise(const NoiseOptions& o) {
 
 void add_noise_command(CLI::App& app) {
   auto o = std::make_shared<NoiseOptions>();
-  CLI::App* command = app.add_subcommand("noise", "Second-moment rounding noise: fast path vs MPFR reference in lockstep");
-  command->add_option("--optimizers", o->optimizers, "cgad, cgad-skip, adam-decay, adam (comma list)")->delimiter(',')->capture_default_str();
+  CLI::App* command =
+      app.add_subcommand("noise", "Second-moment rounding noise: fast path vs MPFR reference in lockstep");
+  command->add_option("--optimizers", o->optimizers, "cgad, cgad-skip, adam-decay, adam (comma list)")
+      ->delimiter(',')
+      ->capture_default_str();
   command->add_option("--state", o->states, "q8, bf16, fp32 (comma list)")->delimiter(',')->capture_default_str();
   command->add_option("--q8-semantics", o->semantics, "cgad, bnb (comma list; bnb: bitsandbytes' 8-bit Adam)")
       ->delimiter(',')
       ->capture_default_str();
-  command->add_option("--v-map", o->v_maps,
-                      "q8 second moments' map: dynamic (bitsandbytes', with a 0), zero-free (DE-0: no 0) (comma list)")
+  command
+      ->add_option("--v-map", o->v_maps,
+                   "q8 second moments' map: dynamic (bitsandbytes', with a 0), zero-free (DE-0: no 0) (comma list)")
       ->delimiter(',')
       ->capture_default_str();
   command->add_option("--min-q8-size", o->min_q8_size,
@@ -194,8 +209,12 @@ void add_noise_command(CLI::App& app) {
       ->capture_default_str();
   command->add_option("--zero-fraction", o->zero_fraction, "share of exact zeros in each event")->capture_default_str();
   command->add_option("--stream", o->stream, "a recorded stream (replay JSONL) instead of the synthetic one");
-  command->add_option("--rounding", o->roundings, "nearest, stochastic (comma list)")->delimiter(',')->capture_default_str();
-  command->add_option("--delays", o->delays, "paper (tau in {0,1,2,4,8,16}), heavy (30% Pareto tail past tau_cut)")->delimiter(',')->capture_default_str();
+  command->add_option("--rounding", o->roundings, "nearest, stochastic (comma list)")
+      ->delimiter(',')
+      ->capture_default_str();
+  command->add_option("--delays", o->delays, "paper (tau in {0,1,2,4,8,16}), heavy (30% Pareto tail past tau_cut)")
+      ->delimiter(',')
+      ->capture_default_str();
   command->add_option("--seeds", o->seeds, "stream seeds (comma list)")->delimiter(',')->capture_default_str();
   command->add_option("--size", o->size, "parameters per model")->capture_default_str();
   command->add_option("--steps", o->steps, "outer steps per scenario")->capture_default_str();

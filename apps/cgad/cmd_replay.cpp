@@ -37,12 +37,12 @@ void run_replay(const ReplayOptions& options) {
   OutputFile output(options.output);
   // Replacing the input by the output would destroy it (the same path, a symlink or a hard link to it).
   if (output.replaces(input.device(), input.inode())) {
-    throw reference::InputError(
-        (options.output == "-" ? "standard output (--output -, a redirection such as >> " + options.input + ")"
-                               : "--output '" + options.output + "'") +
-        " is the input file '" + options.input + "': " +
-        (options.output == "-" ? "the records would be written into the stream being read"
-                               : "it would be overwritten by the replay"));
+    throw reference::InputError((options.output == "-"
+                                     ? "standard output (--output -, a redirection such as >> " + options.input + ")"
+                                     : "--output '" + options.output + "'") +
+                                " is the input file '" + options.input + "': " +
+                                (options.output == "-" ? "the records would be written into the stream being read"
+                                                       : "it would be overwritten by the replay"));
   }
   differential::StreamReader reader(input.stream(), options.input);
   // Each record goes to the output's temporary as soon as it is computed (memory does not grow with the stream),
@@ -57,17 +57,18 @@ void run_replay(const ReplayOptions& options) {
   const differential::ReplayCounts result =
       reference_backend
           ? differential::replay_reference(reader.header(), next, options.input, options.optimizer, std::cerr, sink)
-          : differential::replay_fastpath(reader.header(), next, options.input, options.optimizer, options.fastpath, std::cerr, sink);
+          : differential::replay_fastpath(reader.header(), next, options.input, options.optimizer, options.fastpath,
+                                          std::cerr, sink);
   output.commit();
-  const std::string how = reference_backend ? "reference, " + std::to_string(bits) + "-bit MPFR"
-                                            : "fastpath on " + options.fastpath.device + ", " + options.fastpath.params +
-                                                  " params, " + options.fastpath.state + " state (" +
-                                                  options.fastpath.q8_semantics + " semantics), " +
-                                                  options.fastpath.rounding + " rounding";
-  std::cerr << "cgad replay: " << options.optimizer.optimizer << " (" << how << "): "
-            << result.events << " events, " << result.nonfinite << " skipped for non-finite gradients, "
-            << result.zero_gate << " skipped at a zero gate, " << result.overflowing
-            << " skipped for overflowing gradients -> " << options.output << "\n";
+  const std::string how = reference_backend
+                              ? "reference, " + std::to_string(bits) + "-bit MPFR"
+                              : "fastpath on " + options.fastpath.device + ", " + options.fastpath.params +
+                                    " params, " + options.fastpath.state + " state (" + options.fastpath.q8_semantics +
+                                    " semantics), " + options.fastpath.rounding + " rounding";
+  std::cerr << "cgad replay: " << options.optimizer.optimizer << " (" << how << "): " << result.events << " events, "
+            << result.nonfinite << " skipped for non-finite gradients, " << result.zero_gate
+            << " skipped at a zero gate, " << result.overflowing << " skipped for overflowing gradients -> "
+            << options.output << "\n";
 }
 
 }  // namespace
@@ -78,13 +79,15 @@ void add_replay_command(CLI::App& app) {
   command->add_option("--backend", options->backend, "reference (MPFR) or fastpath (production precision)")
       ->check(CLI::IsMember({"reference", "fastpath"}))
       ->capture_default_str();
-  command->add_option("--input", options->input,
-                      "JSON-lines stream: {\"params\":[...],\"tensors\":[n0,...]} then {\"grad\":[...],\"tau\":k}; a "
-                      "regular file, or a pipe or FIFO read as a stream (/dev/stdin, <(...))")
+  command
+      ->add_option("--input", options->input,
+                   "JSON-lines stream: {\"params\":[...],\"tensors\":[n0,...]} then {\"grad\":[...],\"tau\":k}; a "
+                   "regular file, or a pipe or FIFO read as a stream (/dev/stdin, <(...))")
       ->required();
-  command->add_option("--output", options->output,
-                      "JSON-lines result, one line per event ('-' for stdout); replaces a regular file atomically "
-                      "(through a symlink), never a device, FIFO, directory or the input")
+  command
+      ->add_option("--output", options->output,
+                   "JSON-lines result, one line per event ('-' for stdout); replaces a regular file atomically "
+                   "(through a symlink), never a device, FIFO, directory or the input")
       ->required();
   add_optimizer_options(*command, options->optimizer);
   options->fastpath_flags = add_fastpath_options(*command, options->fastpath);

@@ -42,7 +42,8 @@ void run_report(const ReportOptions& options) {
   }
   const auto md = report.finish();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::cout << "cgad report: wrote " << md.string() << " with the CSV and PNG files behind it, in " << std::fixed << std::setprecision(1) << seconds << " s\n";
+  std::cout << "cgad report: wrote " << md.string() << " with the CSV and PNG files behind it, in " << std::fixed
+            << std::setprecision(1) << seconds << " s\n";
   for (const std::string& line : summary) std::cout << "  " << line << "\n";
 }
 

@@ -64,7 +64,8 @@ struct SimulateOptions {
   unsigned jobs = 0;
   std::string shard;
   std::string out;
-  differential::OptimizerOptions optimizer;  // the outer hyperparameters; its single --optimizer is replaced by the list above
+  differential::OptimizerOptions
+      optimizer;                // the outer hyperparameters; its single --optimizer is replaced by the list above
   CLI::App* command = nullptr;  // to ask which method-specific flags were given (refuse_unread_flags)
   SweepOutputOptions output;
 };
@@ -79,12 +80,17 @@ const std::vector<MethodSpecificFlag>& method_specific_flags() {
   static const std::vector<std::string> adam{"cgad", "pa-cgad", "adam-decay", "adam"};
   static const std::vector<std::string> nesterov{"nesterov", "delayed-nesterov", "sdm"};
   static const std::vector<MethodSpecificFlag> flags{
-      {"--fragments", {"pa-cgad"}},           {"--buffer", {"delayed-nesterov"}},
+      {"--fragments", {"pa-cgad"}},
+      {"--buffer", {"delayed-nesterov"}},
       {"--fragment-progress", {"pa-cgad"}},
-      {"--momentum", nesterov},               {"--beta1", adam},
-      {"--beta2", adam},                      {"--eps", adam},
-      {"--weight-decay", adam},               {"--alpha", {"cgad", "pa-cgad", "adam-decay"}},  // gated by α
-      {"--tau-cut", {"cgad", "pa-cgad"}},     {"--on-zero-gate", {"cgad", "pa-cgad"}},  // cosine gate: σ can be 0
+      {"--momentum", nesterov},
+      {"--beta1", adam},
+      {"--beta2", adam},
+      {"--eps", adam},
+      {"--weight-decay", adam},
+      {"--alpha", {"cgad", "pa-cgad", "adam-decay"}},  // gated by α
+      {"--tau-cut", {"cgad", "pa-cgad"}},
+      {"--on-zero-gate", {"cgad", "pa-cgad"}},  // cosine gate: σ can be 0
   };
   return flags;
 }
@@ -126,10 +132,12 @@ void refuse_other_objectives_flags(const SimulateOptions& o) {
 void refuse_unread_q8_size(const SimulateOptions& o) {
   const bool zero_free = fastpath::parse_v_map(o.v_map) == fastpath::VMap::zero_free;
   if (!o.min_q8_size && !zero_free) return;
-  const bool q8 = std::any_of(o.states.begin(), o.states.end(),
-                              [](const std::string& state) { return fastpath::parse_state_format(state) == fastpath::StateFormat::q8; });
-  if (!q8) throw InputError(std::string(o.min_q8_size ? "--min-q8-size" : "--v-map zero-free") +
-                            " applies to q8 state, which is not in --state");
+  const bool q8 = std::any_of(o.states.begin(), o.states.end(), [](const std::string& state) {
+    return fastpath::parse_state_format(state) == fastpath::StateFormat::q8;
+  });
+  if (!q8)
+    throw InputError(std::string(o.min_q8_size ? "--min-q8-size" : "--v-map zero-free") +
+                     " applies to q8 state, which is not in --state");
 }
 
 simulate::SweepGrid make_grid(const SimulateOptions& o) {
@@ -254,10 +262,10 @@ std::string replay_flags(const simulate::SimulationSpec& spec, std::string& why)
   } else {
     out << " --momentum " << real(c.nesterov.momentum);
   }
-  out << " --params " << fastpath::to_string(c.params) << " --state " << fastpath::to_string(c.state)
-      << " --rounding " << fastpath::to_string(c.rounding) << " --seed " << c.seed << " --q8-semantics "
-      << fastpath::to_string(c.q8_semantics) << " --min-q8-size " << fastpath::effective_min_q8_size(c)
-      << " --v-map " << fastpath::to_string(c.v_map);
+  out << " --params " << fastpath::to_string(c.params) << " --state " << fastpath::to_string(c.state) << " --rounding "
+      << fastpath::to_string(c.rounding) << " --seed " << c.seed << " --q8-semantics "
+      << fastpath::to_string(c.q8_semantics) << " --min-q8-size " << fastpath::effective_min_q8_size(c) << " --v-map "
+      << fastpath::to_string(c.v_map);
   return out.str();
 }
 
@@ -280,7 +288,8 @@ void refuse_replacing_another_shard(const std::string& out, const simulate::Swee
 // Refused before the runs rather than after them.
 void check_output_file(const std::string& flag, const std::string& path) {
   const std::filesystem::path dir = std::filesystem::path(path).parent_path();
-  if (!dir.empty() && !std::filesystem::is_directory(dir)) throw InputError(flag + ": no such directory: " + dir.string());
+  if (!dir.empty() && !std::filesystem::is_directory(dir))
+    throw InputError(flag + ": no such directory: " + dir.string());
   if (std::filesystem::is_directory(path)) throw InputError(flag + ": '" + path + "' is a directory, not a file");
 }
 
@@ -326,7 +335,10 @@ void run_simulate(const SimulateOptions& o) {
       write_atomically(o.record_deltas, [&](std::ostream& out) {
         DeltaStreamWriter writer(out);
         simulate::RunRecord record = simulate::execute_run(
-            grid, 0, [&](std::int64_t done, std::int64_t total) { bar.update(static_cast<long>(done), static_cast<long>(total)); },
+            grid, 0,
+            [&](std::int64_t done, std::int64_t total) {
+              bar.update(static_cast<long>(done), static_cast<long>(total));
+            },
             &writer);
         if (record.status == simulate::RunStatus::unsupported) throw InputError(record.unsupported_reason);
         events = writer.events();
@@ -371,8 +383,9 @@ void add_simulate_command(CLI::App& app) {
   command->add_option("--objective", o->objective, "nqm or teacher-student")->capture_default_str();
   add_optimizer_options(*command, o->optimizer);
   command->remove_option(command->get_option("--optimizer"));
-  command->add_option("--optimizer", o->methods,
-                      "outer optimizers (comma list of cgad, pa-cgad, adam-decay, adam, nesterov, delayed-nesterov, sdm)")
+  command
+      ->add_option("--optimizer", o->methods,
+                   "outer optimizers (comma list of cgad, pa-cgad, adam-decay, adam, nesterov, delayed-nesterov, sdm)")
       ->delimiter(',')
       ->capture_default_str();
   std::ostringstream lr_help;
@@ -394,55 +407,67 @@ void add_simulate_command(CLI::App& app) {
   command->add_option("--problem-seed", o->problem_seed, "seed of the objective itself")->capture_default_str();
   command->add_option("--nqm-noise", o->nqm_noise, "NQM gradient noise scale s (default 1; 0: exact gradients)");
   command->add_option("--label-noise", o->label_noise, "teacher-student label noise std (default 0.1)");
-  command->add_option("--delays", o->delays,
-                      std::string(simulate::kDelayNames) +
-                          " (constant: nothing arrives in the first tau rounds, then every arrival is tau old; "
-                          "constant-clamped: tau_r = min(tau, r))")
+  command
+      ->add_option("--delays", o->delays,
+                   std::string(simulate::kDelayNames) +
+                       " (constant: nothing arrives in the first tau rounds, then every arrival is tau old; "
+                       "constant-clamped: tau_r = min(tau, r))")
       ->capture_default_str();
   command->add_option("--workers", o->workers, "workers K")->capture_default_str();
   command->add_option("--rounds", o->rounds, "outer rounds")->capture_default_str();
   command->add_option("--inner", o->inner, "inner optimizer, sgd or adamw")->capture_default_str();
   command->add_option("--inner-steps", o->inner_steps, "inner steps H per round")->capture_default_str();
   command->add_option("--inner-lr", o->inner_lr, "inner learning rate (default 0.01)");
-  command->add_option("--inner-eps", o->inner_eps, "inner AdamW epsilon (default 1e-8; raise it to reach the eps regime)");
+  command->add_option("--inner-eps", o->inner_eps,
+                      "inner AdamW epsilon (default 1e-8; raise it to reach the eps regime)");
   command->add_option("--depth", o->depth, "teacher-student: the student's hidden layers, each --size wide")
       ->capture_default_str();
-  command->add_option("--outlier-features", o->outlier_features,
-                      "teacher-student: how many of the 16 input dimensions are outlier features (scaled by --outlier-scale)")
+  command
+      ->add_option(
+          "--outlier-features", o->outlier_features,
+          "teacher-student: how many of the 16 input dimensions are outlier features (scaled by --outlier-scale)")
       ->capture_default_str();
-  command->add_option("--outlier-scale", o->outlier_scale, "teacher-student: the outlier features' standard deviation R (default 1)");
+  command->add_option("--outlier-scale", o->outlier_scale,
+                      "teacher-student: the outlier features' standard deviation R (default 1)");
   command->add_option("--params", o->params, "outer parameter format, bf16 or fp32")->capture_default_str();
-  command->add_option("--worker-params", o->worker_params,
-                      "workers' parameters and arithmetic: fp32, or bf16 as a bf16 training run (bf16 parameters, "
-                      "activations and gradients, fp32 accumulation and inner-optimizer state)")
+  command
+      ->add_option("--worker-params", o->worker_params,
+                   "workers' parameters and arithmetic: fp32, or bf16 as a bf16 training run (bf16 parameters, "
+                   "activations and gradients, fp32 accumulation and inner-optimizer state)")
       ->capture_default_str();
-  command->add_option("--lr-scale", o->lr_scale,
-                      "none, or mup: muP's Adam rules (Yang et al. 2022) relative to width 32 -- the teacher-student "
-                      "readout w2 gets lr x 32/width (outer and inner) and a 32/width smaller init variance")
+  command
+      ->add_option("--lr-scale", o->lr_scale,
+                   "none, or mup: muP's Adam rules (Yang et al. 2022) relative to width 32 -- the teacher-student "
+                   "readout w2 gets lr x 32/width (outer and inner) and a 32/width smaller init variance")
       ->capture_default_str();
-  command->add_option("--fragment-progress", o->fragment_progress,
-                      "pa-cgad: keep (torchft's streaming DiLoCo: a worker keeps and later sends its progress on "
-                      "fragments it did not sync) or discard (each job starts from the whole snapshot)")
+  command
+      ->add_option("--fragment-progress", o->fragment_progress,
+                   "pa-cgad: keep (torchft's streaming DiLoCo: a worker keeps and later sends its progress on "
+                   "fragments it did not sync) or discard (each job starts from the whole snapshot)")
       ->capture_default_str();
   command->add_option("--rounding", o->rounding, "nearest or stochastic")->capture_default_str();
-  command->add_option("--q8-semantics", o->q8_semantics,
-                      "whose Adam every run's outer state follows, one value for the whole sweep (not an axis): cgad "
-                      "(exact nearest code, v = 0 guard) or bnb (bitsandbytes' 8-bit Adam, and its 32-bit Adam for "
-                      "fp32 state; Adam family, fp32/q8 state, nearest rounding only)")
+  command
+      ->add_option("--q8-semantics", o->q8_semantics,
+                   "whose Adam every run's outer state follows, one value for the whole sweep (not an axis): cgad "
+                   "(exact nearest code, v = 0 guard) or bnb (bitsandbytes' 8-bit Adam, and its 32-bit Adam for "
+                   "fp32 state; Adam family, fp32/q8 state, nearest rounding only)")
       ->capture_default_str();
-  command->add_option("--v-map", o->v_map,
-                      "the second moment's 8-bit map in every q8 run of the Adam family (not an axis): dynamic "
-                      "(bitsandbytes', with a code at 0) or zero-free (no code at 0; docs/results/noise.md)")
+  command
+      ->add_option("--v-map", o->v_map,
+                   "the second moment's 8-bit map in every q8 run of the Adam family (not an axis): dynamic "
+                   "(bitsandbytes', with a code at 0) or zero-free (no code at 0; docs/results/noise.md)")
       ->capture_default_str();
   command->add_option("--min-q8-size", o->min_q8_size,
                       "with q8 state, a tensor under this many elements keeps fp32 state, in every run (default 4096 "
                       "with bnb, as bitsandbytes' min_8bit_size, 0 with cgad); the tensors are the teacher-student's "
                       "W1, b1, w2, b2 and the NQM's one vector");
-  command->add_option("--diverge-factor", o->diverge_factor, "diverged: loss above this x the initial loss (default 1000)");
+  command->add_option("--diverge-factor", o->diverge_factor,
+                      "diverged: loss above this x the initial loss (default 1000)");
   command->add_option("--log-every", o->log_every, "rounds between recorded losses")->capture_default_str();
-  command->add_option("--jobs", o->jobs,
-                      "runs at once, at most the usable cores (CPU affinity) and the run count (0: that many); "
-                      "results do not depend on it")
+  command
+      ->add_option("--jobs", o->jobs,
+                   "runs at once, at most the usable cores (CPU affinity) and the run count (0: that many); "
+                   "results do not depend on it")
       ->capture_default_str();
   command->add_option("--shard", o->shard, "run only slice I of N (runs whose index % N == I); needs --out");
   command->add_option("--out", o->out, "write this run's records as a part file for cgad merge");
@@ -461,7 +486,8 @@ void add_simulate_command(CLI::App& app) {
         return value.find('-') != std::string::npos ? std::string("must be a non-negative integer") : std::string();
       },
       "NON_NEGATIVE");
-  for (const char* name : {"--min-q8-size", "--depth", "--outlier-features"}) command->get_option(name)->check(non_negative);
+  for (const char* name : {"--min-q8-size", "--depth", "--outlier-features"})
+    command->get_option(name)->check(non_negative);
   for (const char* name : {"--tau", "--size", "--seeds", "--seed", "--problem-seed", "--workers", "--rounds",
                            "--inner-steps", "--log-every", "--jobs", "--tau-cut", "--buffer", "--fragments",
                            "--min-q8-size", "--depth", "--outlier-features"}) {

@@ -1,8 +1,8 @@
-// `cgad verify-bound`: runs the ideal gated update of docs/design.md §6 — or, with --update cgad-adam|adam-decay-adam|adam,
-// the real gated-moment Adam update of the reference — in MPFR on an objective with proven L and f*, under a
-// delay schedule, and checks the inequalities of theory/trajectory.hpp at every T; `--sweep-tau-max` shows the
-// staleness-bias term against τ_max (the ideal update's Σσ_tτ_t/T, and the realized R_T/(Lη²G_run²T) of every
-// update). The engines are theory/'s; this file parses, calls and prints.
+// `cgad verify-bound`: runs the ideal gated update of docs/design.md §6 — or, with --update
+// cgad-adam|adam-decay-adam|adam, the real gated-moment Adam update of the reference — in MPFR on an objective with
+// proven L and f*, under a delay schedule, and checks the inequalities of theory/trajectory.hpp at every T;
+// `--sweep-tau-max` shows the staleness-bias term against τ_max (the ideal update's Σσ_tτ_t/T, and the realized
+// R_T/(Lη²G_run²T) of every update). The engines are theory/'s; this file parses, calls and prints.
 #include "cli_support.hpp"
 #include "commands.hpp"
 #include "plot.hpp"
@@ -24,8 +24,12 @@ namespace {
 
 using reference::mpfr_real;
 
-std::string dec(const mpfr_real& x) { return reference::to_decimal(x, 20); }
-std::string when(const std::optional<long>& T) { return T ? "T = " + std::to_string(*T) : "none"; }
+std::string dec(const mpfr_real& x) {
+  return reference::to_decimal(x, 20);
+}
+std::string when(const std::optional<long>& T) {
+  return T ? "T = " + std::to_string(*T) : "none";
+}
 
 nlohmann::json report_json(const theory::TrajectoryReport& r) {
   auto form = [](const theory::InequalityState& s, bool claimed) {
@@ -117,8 +121,11 @@ void run_single(const VerifyOptions& o, unsigned bits) {
           realized_lhs.push_back(p.realized->lhs.convert_to<double>());
           realized_rhs.push_back(p.realized->rhs.convert_to<double>());
           if (o.json) {
-            nlohmann::json point{{"T", p.T}, {"bias", dec(p.bias)}, {"realized_bias_sum", dec(p.realized_bias_sum)},
-                                 {"realized_lhs", dec(p.realized->lhs)}, {"realized_rhs", dec(p.realized->rhs)}};
+            nlohmann::json point{{"T", p.T},
+                                 {"bias", dec(p.bias)},
+                                 {"realized_bias_sum", dec(p.realized_bias_sum)},
+                                 {"realized_lhs", dec(p.realized->lhs)},
+                                 {"realized_rhs", dec(p.realized->rhs)}};
             if (ideal) {
               point["descent_lhs"] = dec(p.descent->lhs);
               point["descent_rhs"] = dec(p.descent->rhs);
@@ -175,24 +182,25 @@ void run_single(const VerifyOptions& o, unsigned bits) {
               << "  sum(sigma_t*tau_t)/T = " << dec(r.bias)
               << (ideal ? "  (the ideal update's bound on the staleness-bias term, / (L*eta^2*G^2*T))" : "") << "\n\n";
     if (ideal) {
-      std::cout << "  descent form  sum sigma_t<grad_{t-tau},u_t> <= (f0 - f(x_T))/eta + L*eta*G^2*sum(sigma*tau + "
-                   "sigma^2/2)\n"
-                << "    at T: lhs " << dec(r.descent.lhs) << "  rhs " << dec(r.descent.rhs)
-                << "\n    first violation: " << when(r.descent.first_violation) << "\n"
-                << "  docs/design.md 6 form  rho*sum sigma_t*|grad_{t-tau}|^2 <= (f0 - f*)/eta + L*eta*G^2*sum(sigma*tau + "
-                   "sigma^2/2)\n"
-                << "    at T: lhs " << dec(r.design.lhs) << "  rhs " << dec(r.design.rhs)
-                << "\n    first violation: " << when(r.design.first_violation)
-                << (r.alignment_failure ? "  (NOT claimed from step " + std::to_string(*r.alignment_failure) +
-                                              ": clipping broke the alignment hypothesis)"
-                                        : "  (alignment held at every step)")
-                << "\n";
+      std::cout
+          << "  descent form  sum sigma_t<grad_{t-tau},u_t> <= (f0 - f(x_T))/eta + L*eta*G^2*sum(sigma*tau + "
+             "sigma^2/2)\n"
+          << "    at T: lhs " << dec(r.descent.lhs) << "  rhs " << dec(r.descent.rhs)
+          << "\n    first violation: " << when(r.descent.first_violation) << "\n"
+          << "  docs/design.md 6 form  rho*sum sigma_t*|grad_{t-tau}|^2 <= (f0 - f*)/eta + L*eta*G^2*sum(sigma*tau + "
+             "sigma^2/2)\n"
+          << "    at T: lhs " << dec(r.design.lhs) << "  rhs " << dec(r.design.rhs)
+          << "\n    first violation: " << when(r.design.first_violation)
+          << (r.alignment_failure ? "  (NOT claimed from step " + std::to_string(*r.alignment_failure) +
+                                        ": clipping broke the alignment hypothesis)"
+                                  : "  (alignment held at every step)")
+          << "\n";
     }
     print_realized(r);
   }
   if (!o.plot.empty()) {
-    PlotSpec spec{"Summed inequality, " + o.objective + ", " + o.delays + " delays, " + name, "T", "value", false, true,
-                  {}};
+    PlotSpec spec{
+        "Summed inequality, " + o.objective + ", " + o.delays + " delays, " + name, "T", "value", false, true, {}};
     auto add = [&](const std::string& title, const std::vector<double>& y) {
       PlotSeries line;
       line.title = title;
@@ -231,7 +239,8 @@ void print_column_table(const theory::BiasSweep& sweep, bool realized, bool with
     }
     // The delays, hence the mean, are the same for every column except the adversarial schedule's, whose τ
     // depends on the gate: the ungated ideal run's is shown (the largest).
-    if (with_mean) std::cout << std::setw(18) << std::setprecision(8) << sweep.reports[2][row].mean_tau.convert_to<double>();
+    if (with_mean)
+      std::cout << std::setw(18) << std::setprecision(8) << sweep.reports[2][row].mean_tau.convert_to<double>();
     std::cout << "\n";
   }
 }
@@ -267,16 +276,16 @@ void run_sweep(const VerifyOptions& o, unsigned bits) {
     }
     nlohmann::json columns = nlohmann::json::array();
     for (const auto& column : sweep.columns) columns.push_back(column.name);
-    std::cout << nlohmann::json{{"objective", o.objective}, {"delays", o.delays},   {"steps", o.steps},
-                                {"seed", o.seed},           {"alpha", o.alpha},     {"tau_cut", o.tau_cut},
-                                {"update", o.update},       {"columns", columns},   {"eta", o.eta},
-                                {"precision_bits", bits},   {"B1_upper", b1_hi},    {"rows", rows}}
+    std::cout << nlohmann::json{{"objective", o.objective}, {"delays", o.delays}, {"steps", o.steps},
+                                {"seed", o.seed},           {"alpha", o.alpha},   {"tau_cut", o.tau_cut},
+                                {"update", o.update},       {"columns", columns}, {"eta", o.eta},
+                                {"precision_bits", bits},   {"B1_upper", b1_hi},  {"rows", rows}}
                      .dump(2)
               << "\n";
   } else {
     std::cout << "Staleness-bias term vs tau_max  (" << o.objective << ", " << o.delays << " delays, T = " << o.steps
-              << ", seed " << o.seed << ", eta " << o.eta << ", alpha " << o.alpha << ", tau_cut " << o.tau_cut
-              << ", " << bits << "-bit MPFR)\n\n"
+              << ", seed " << o.seed << ", eta " << o.eta << ", alpha " << o.alpha << ", tau_cut " << o.tau_cut << ", "
+              << bits << "-bit MPFR)\n\n"
               << "The ideal update's bound on it, sum(sigma_t*tau_t)/T  (B1 <= " << b1_hi
               << " bounds every cgad entry; 1/(e*alpha) bounds adam-decay; the mean tau bounds ungated)\n";
     print_column_table(sweep, false, false);
@@ -288,7 +297,8 @@ void run_sweep(const VerifyOptions& o, unsigned bits) {
   if (!o.plot.empty()) plot_png(o.plot, bias_sweep_plot(o, sweep));
   for (std::size_t i = 0; i < sweep.columns.size(); ++i) {
     for (std::size_t row = 0; row < sweep.tau_maxes.size(); ++row) {
-      fail_on_violation(sweep.reports[i][row], sweep.columns[i].name + ", tau_max " + std::to_string(sweep.tau_maxes[row]));
+      fail_on_violation(sweep.reports[i][row],
+                        sweep.columns[i].name + ", tau_max " + std::to_string(sweep.tau_maxes[row]));
     }
   }
 }
@@ -319,9 +329,10 @@ void add_verify_bound_command(CLI::App& app) {
   command->add_option("--seed", o->seed, "seed of objective data, x_0, delays and noise")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  command->add_option("--update", o->update,
-                      "ideal (the theorem's update, gate from --optimizer) or the real gated-moment Adam update: "
-                      "cgad-adam|adam-decay-adam|adam")
+  command
+      ->add_option("--update", o->update,
+                   "ideal (the theorem's update, gate from --optimizer) or the real gated-moment Adam update: "
+                   "cgad-adam|adam-decay-adam|adam")
       ->capture_default_str();
   CLI::Option* optimizer =
       command->add_option("--optimizer", o->optimizer, "the ideal update's gate: cgad|adam-decay|ungated")

@@ -3,8 +3,9 @@
 namespace cgad::cli {
 
 void add_optimizer_options(CLI::App& command, differential::OptimizerOptions& options) {
-  command.add_option("--optimizer", options.optimizer,
-                     "cgad, pa-cgad, adam-decay, adam, nesterov, delayed-nesterov or sdm")
+  command
+      .add_option("--optimizer", options.optimizer,
+                  "cgad, pa-cgad, adam-decay, adam, nesterov, delayed-nesterov or sdm")
       ->capture_default_str();
   command.add_option("--lr", options.lr, "outer learning rate (default 1e-3 Adam family, 0.7 Nesterov family)");
   command.add_option("--beta1", options.beta1, "Adam beta1 (default 0.9)");
@@ -22,19 +23,24 @@ void add_optimizer_options(CLI::App& command, differential::OptimizerOptions& op
 
 std::vector<CLI::Option*> add_fastpath_options(CLI::App& command, differential::FastpathOptions& options) {
   return {
-      command.add_option("--params", options.params, "fast path: parameter format, fp32 or bf16")->capture_default_str(),
-      command.add_option("--state", options.state, "fast path: optimizer state, fp32, bf16 or q8")->capture_default_str(),
+      command.add_option("--params", options.params, "fast path: parameter format, fp32 or bf16")
+          ->capture_default_str(),
+      command.add_option("--state", options.state, "fast path: optimizer state, fp32, bf16 or q8")
+          ->capture_default_str(),
       command.add_option("--rounding", options.rounding, "fast path: nearest or stochastic")->capture_default_str(),
       command.add_option("--seed", options.seed, "fast path: stochastic rounding seed")->capture_default_str(),
       command.add_option("--device", options.device, "fast path: cpu or cuda")->capture_default_str(),
-      command.add_option("--q8-semantics", options.q8_semantics,
-                         "fast path: cgad (exact nearest code, v = 0 guard) or bnb (bitsandbytes' 8-bit Adam)")
+      command
+          .add_option("--q8-semantics", options.q8_semantics,
+                      "fast path: cgad (exact nearest code, v = 0 guard) or bnb (bitsandbytes' 8-bit Adam)")
           ->capture_default_str(),
-      command.add_option("--v-map", options.v_map,
-                         "fast path: q8 second moments' map, dynamic (bitsandbytes', with a 0) or zero-free (DE-0)")
+      command
+          .add_option("--v-map", options.v_map,
+                      "fast path: q8 second moments' map, dynamic (bitsandbytes', with a 0) or zero-free (DE-0)")
           ->capture_default_str(),
-      command.add_option("--min-q8-size", options.min_q8_size,
-                         "fast path: tensors under this many elements keep fp32 state (default 4096 with bnb, 0 with cgad)"),
+      command.add_option(
+          "--min-q8-size", options.min_q8_size,
+          "fast path: tensors under this many elements keep fp32 state (default 4096 with bnb, 0 with cgad)"),
   };
 }
 

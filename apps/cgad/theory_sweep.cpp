@@ -37,8 +37,9 @@ theory::TrajectoryConfig trajectory_config(const VerifyOptions& o) {
   c.update = choice.kind;
   if (choice.gate) {
     if (o.optimizer_given && c.gate.kind != *choice.gate) {
-      throw reference::InputError("--optimizer " + o.optimizer + " contradicts --update " + o.update +
-                                  " (--optimizer picks the ideal update's gate; the Adam update's gate is in its name)");
+      throw reference::InputError(
+          "--optimizer " + o.optimizer + " contradicts --update " + o.update +
+          " (--optimizer picks the ideal update's gate; the Adam update's gate is in its name)");
     }
     c.gate.kind = *choice.gate;
     c.adam.beta1 = reference::parse_real<mpfr_real>(o.beta1, "beta1");
@@ -63,7 +64,9 @@ std::string run_name(const VerifyOptions& o) {
   return theory::update_name(c.update, c.gate.kind);
 }
 
-bool sweep_has_real_update(const VerifyOptions& o) { return theory::parse_update(o.update).kind != theory::UpdateKind::ideal; }
+bool sweep_has_real_update(const VerifyOptions& o) {
+  return theory::parse_update(o.update).kind != theory::UpdateKind::ideal;
+}
 
 theory::BiasSweep run_bias_sweep(const VerifyOptions& o) {
   const theory::TrajectoryConfig base = trajectory_config(o);

@@ -14,7 +14,9 @@ namespace cgad::bench {
 using fastpath::detail::check;
 using DeviceBytes = fastpath::detail::DeviceBuffer<std::byte>;
 
-std::string cuda_unavailable_reason() { return fastpath::cuda_unavailable_reason(); }
+std::string cuda_unavailable_reason() {
+  return fastpath::cuda_unavailable_reason();
+}
 
 struct CudaWorkload::Impl {
   fastpath::StepConfig config;
@@ -99,11 +101,16 @@ double CudaWorkload::time_copy() {
   Impl& s = *impl_;
   const std::size_t half = static_cast<std::size_t>(step_bytes(s.config, s.n) / 2);
   return s.timed([&] {
-    check(cudaMemcpyAsync(s.copy_target.data(), s.copy_source.data(), half, cudaMemcpyDeviceToDevice, s.stream), "copy");
+    check(cudaMemcpyAsync(s.copy_target.data(), s.copy_source.data(), half, cudaMemcpyDeviceToDevice, s.stream),
+          "copy");
   });
 }
 
-double CudaWorkload::bytes() const { return step_bytes(impl_->config, impl_->n); }
-double CudaWorkload::parameters() const { return static_cast<double>(impl_->n); }
+double CudaWorkload::bytes() const {
+  return step_bytes(impl_->config, impl_->n);
+}
+double CudaWorkload::parameters() const {
+  return static_cast<double>(impl_->n);
+}
 
 }  // namespace cgad::bench

@@ -8,15 +8,25 @@ namespace cgad::bench {
 
 struct CudaWorkload::Impl {};
 
-std::string cuda_unavailable_reason() { return fastpath::cuda_unavailable_reason(); }
+std::string cuda_unavailable_reason() {
+  return fastpath::cuda_unavailable_reason();
+}
 
 CudaWorkload::CudaWorkload(const fastpath::StepConfig&, std::size_t) {
   throw reference::InputError(cuda_unavailable_reason());
 }
 CudaWorkload::~CudaWorkload() = default;
-double CudaWorkload::time_step() { return 0; }
-double CudaWorkload::time_copy() { return 0; }
-double CudaWorkload::bytes() const { return 0; }
-double CudaWorkload::parameters() const { return 0; }
+double CudaWorkload::time_step() {
+  return 0;
+}
+double CudaWorkload::time_copy() {
+  return 0;
+}
+double CudaWorkload::bytes() const {
+  return 0;
+}
+double CudaWorkload::parameters() const {
+  return 0;
+}
 
 }  // namespace cgad::bench

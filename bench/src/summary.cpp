@@ -12,7 +12,9 @@
 namespace cgad::bench {
 namespace {
 
-nlohmann::ordered_json spread_json(const Spread& s) { return {{"min", s.min}, {"median", s.median}, {"max", s.max}}; }
+nlohmann::ordered_json spread_json(const Spread& s) {
+  return {{"min", s.min}, {"median", s.median}, {"max", s.max}};
+}
 
 // One CGAD configuration's step against its in-place twin (the roofline), timed alternately; ratios per pair.
 struct CpuMeasurement {
@@ -44,23 +46,22 @@ fastpath::StepConfig cgad_config(fastpath::ParamFormat params, fastpath::StateFo
 
 nlohmann::ordered_json run_cpu(std::size_t n, unsigned threads, double min_seconds, double& params_per_second) {
   // The production configuration first (the summary's headline), then the other formats the roofline goals name.
-  const CpuMeasurement q8 = measure_cpu(cgad_config(fastpath::ParamFormat::bf16, fastpath::StateFormat::q8), n,
-                                        threads, min_seconds);
+  const CpuMeasurement q8 =
+      measure_cpu(cgad_config(fastpath::ParamFormat::bf16, fastpath::StateFormat::q8), n, threads, min_seconds);
   CopyWorkload copy(static_cast<std::size_t>(q8.step_bytes), q8.threads);
   const double copy_bytes_per_second = copy.bytes() / measure(copy, min_seconds);
   params_per_second = q8.params_per_second.median;
   const double step_bytes_per_second = q8.step_bytes * params_per_second / static_cast<double>(n);
-  nlohmann::ordered_json out = {
-      {"config", "cgad, bf16 params, q8 state, nearest"},
-      {"isa", fastpath::to_string(q8.isa)},
-      {"threads", q8.threads},
-      {"size", n},
-      {"params_per_second", params_per_second},
-      {"roofline_ratio", spread_json(q8.ratio)},
-      {"roofline_bytes_per_second", q8.twin_bytes_per_second},
-      {"step_bytes_per_second", step_bytes_per_second},
-      {"copy_bytes_per_second", copy_bytes_per_second},
-      {"copy_ratio", step_bytes_per_second / copy_bytes_per_second}};
+  nlohmann::ordered_json out = {{"config", "cgad, bf16 params, q8 state, nearest"},
+                                {"isa", fastpath::to_string(q8.isa)},
+                                {"threads", q8.threads},
+                                {"size", n},
+                                {"params_per_second", params_per_second},
+                                {"roofline_ratio", spread_json(q8.ratio)},
+                                {"roofline_bytes_per_second", q8.twin_bytes_per_second},
+                                {"step_bytes_per_second", step_bytes_per_second},
+                                {"copy_bytes_per_second", copy_bytes_per_second},
+                                {"copy_ratio", step_bytes_per_second / copy_bytes_per_second}};
   nlohmann::ordered_json formats = nlohmann::ordered_json::array();
   for (const auto& [params, state] : {std::pair{fastpath::ParamFormat::bf16, fastpath::StateFormat::fp32},
                                       std::pair{fastpath::ParamFormat::fp32, fastpath::StateFormat::fp32},
@@ -119,7 +120,8 @@ nlohmann::ordered_json run_summary(const SummaryOptions& options) {
   const unsigned threads = options.threads ? options.threads : std::thread::hardware_concurrency();
   double fastpath_rate = 0;
   nlohmann::ordered_json out;
-  std::cerr << "cgad bench: CPU step vs its in-place twin (" << cpu_size << " parameters, " << threads << " threads) ...\n";
+  std::cerr << "cgad bench: CPU step vs its in-place twin (" << cpu_size << " parameters, " << threads
+            << " threads) ...\n";
   out["cpu"] = run_cpu(cpu_size, threads, min_seconds, fastpath_rate);
   std::cerr << "cgad bench: reference vs raw MPFR (256 bits) ...\n";
   out["reference"] = run_reference(options.quick ? 1024 : 8192, min_seconds, fastpath_rate);
@@ -144,11 +146,10 @@ std::string summary_text(const nlohmann::ordered_json& out) {
        << cpu["params_per_second"].get<double>() / 1e6 << " M params/s)\n";
   for (const auto& f : cpu["other_formats"]) {
     text << "      " << f["params"].get<std::string>() << " params, " << f["state"].get<std::string>()
-         << " state: " << ratio(f["roofline_ratio"]) << " of its roofline (" << f["params_per_second"].get<double>() / 1e6
-         << " M params/s)\n";
+         << " state: " << ratio(f["roofline_ratio"]) << " of its roofline ("
+         << f["params_per_second"].get<double>() / 1e6 << " M params/s)\n";
   }
-  text
-       << "REF   256-bit MPFR: " << ref["updates_per_second"].get<double>() / 1e6 << " M updates/s, "
+  text << "REF   256-bit MPFR: " << ref["updates_per_second"].get<double>() / 1e6 << " M updates/s, "
        << ref["ratio_to_raw_mpfr"].get<double>() << "x the raw-MPFR loop's time, "
        << ref["slowdown_vs_fastpath"].get<double>() << "x slower than the fast path\n";
   if (out["cuda"].contains("unavailable")) {

@@ -12,9 +12,15 @@ double step_bytes(const fastpath::StepConfig& config, std::size_t n) {
   const int moments = reference::is_adam_family(config.optimizer) ? 2 : 1;
   double moment = 0;
   switch (config.state) {
-    case fastpath::StateFormat::fp32: moment = 4; break;
-    case fastpath::StateFormat::bf16: moment = 2; break;
-    case fastpath::StateFormat::q8: moment = 1 + 4.0 / fastpath::kQ8BlockSize; break;  // code + absmax share
+    case fastpath::StateFormat::fp32:
+      moment = 4;
+      break;
+    case fastpath::StateFormat::bf16:
+      moment = 2;
+      break;
+    case fastpath::StateFormat::q8:
+      moment = 1 + 4.0 / fastpath::kQ8BlockSize;
+      break;  // code + absmax share
   }
   return count * (2 * param + 4 + moments * 2 * moment);
 }
@@ -46,8 +52,12 @@ InPlaceWorkload::InPlaceWorkload(const fastpath::StepConfig& config, std::size_t
   const int moments = reference::is_adam_family(config.optimizer) ? 2 : 1;
   for (int k = 0; k < moments; ++k) {
     switch (config.state) {
-      case fastpath::StateFormat::fp32: moments32_[k].assign(n, 0); break;
-      case fastpath::StateFormat::bf16: moments16_[k].assign(n, 0); break;
+      case fastpath::StateFormat::fp32:
+        moments32_[k].assign(n, 0);
+        break;
+      case fastpath::StateFormat::bf16:
+        moments16_[k].assign(n, 0);
+        break;
       case fastpath::StateFormat::q8:
         codes_[k].assign(n, 0);
         absmax_[k].assign(fastpath::block_count(n), 0.0f);
@@ -106,12 +116,12 @@ inline void touch(const float* grad, Param* params, std::vector<std::uint32_t> (
 
 // The twin runs the ISA the step runs (cpu_isa.hpp), each version compiled for it (flatten inlines the loops into
 // the target-specific wrapper), so that the roofline is not held back by narrower vectors than the step's.
-#define CGAD_TWIN_VERSION(name, attributes)                                                                       \
-  template <class Param>                                                                                        \
-  attributes void name(const float* grad, Param* params, std::vector<std::uint32_t>(&m32)[2],                  \
-                       std::vector<std::uint16_t>(&m16)[2], std::vector<std::uint8_t>(&codes)[2],              \
-                       std::vector<float>(&absmax)[2], std::size_t n, std::size_t begin, std::size_t end) {    \
-    touch(grad, params, m32, m16, codes, absmax, n, begin, end);                                               \
+#define CGAD_TWIN_VERSION(name, attributes)                                                                 \
+  template <class Param>                                                                                    \
+  attributes void name(const float* grad, Param* params, std::vector<std::uint32_t>(&m32)[2],               \
+                       std::vector<std::uint16_t>(&m16)[2], std::vector<std::uint8_t>(&codes)[2],           \
+                       std::vector<float>(&absmax)[2], std::size_t n, std::size_t begin, std::size_t end) { \
+    touch(grad, params, m32, m16, codes, absmax, n, begin, end);                                            \
   }
 CGAD_TWIN_VERSION(touch_generic, __attribute__((flatten)))
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
@@ -177,7 +187,9 @@ ReferenceWorkload::ReferenceWorkload(std::size_t n) : params_(n, reference::mpfr
   for (std::size_t i = 0; i < n; ++i) grad_[i] = reference::mpfr_real(gradient_value(i));
 }
 
-void ReferenceWorkload::run() { optimizer_->apply(params_, {grad_, 1, 0}); }
+void ReferenceWorkload::run() {
+  optimizer_->apply(params_, {grad_, 1, 0});
+}
 
 struct RawMpfrWorkload::Impl {
   std::vector<reference::mpfr_real> theta, m, v, grad;
@@ -200,7 +212,9 @@ struct RawMpfrWorkload::Impl {
 
 RawMpfrWorkload::RawMpfrWorkload(std::size_t n) : impl_(std::make_unique<Impl>(n)) {}
 RawMpfrWorkload::~RawMpfrWorkload() = default;
-std::span<const reference::mpfr_real> RawMpfrWorkload::params() const { return impl_->theta; }
+std::span<const reference::mpfr_real> RawMpfrWorkload::params() const {
+  return impl_->theta;
+}
 
 void RawMpfrWorkload::run() {
   Impl& s = *impl_;

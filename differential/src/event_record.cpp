@@ -20,7 +20,10 @@ void write_array(std::ostream& out, const EventRecord::Array& array) {
 
 EventRecord::EventRecord(nlohmann::ordered_json head, Array params, std::vector<Array> buffers,
                          nlohmann::ordered_json counters)
-    : head_(std::move(head)), params_(std::move(params)), buffers_(std::move(buffers)), counters_(std::move(counters)) {}
+    : head_(std::move(head)),
+      params_(std::move(params)),
+      buffers_(std::move(buffers)),
+      counters_(std::move(counters)) {}
 
 void EventRecord::write(std::ostream& out) const {
   const std::string head = head_.dump();  // "{...}": the closing brace comes after the arrays

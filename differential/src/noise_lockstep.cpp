@@ -70,9 +70,12 @@ fastpath::StepConfig step_config_of(const NoiseScenario& scenario) {
 
 void validate(const NoiseScenario& s) {
   fastpath::validate(step_config_of(s));  // before any run, so that a bad combination costs no run
-  if (s.delays != "paper" && s.delays != "heavy") throw reference::InputError("noise: delays must be paper or heavy, got '" + s.delays + "'");
-  if (s.size < 1 || s.size > (1u << 20)) throw reference::InputError("noise: size must lie in [1, 2^20], got " + std::to_string(s.size));
-  if (s.steps < 1 || s.steps > 10'000'000) throw reference::InputError("noise: steps must lie in [1, 10^7], got " + std::to_string(s.steps));
+  if (s.delays != "paper" && s.delays != "heavy")
+    throw reference::InputError("noise: delays must be paper or heavy, got '" + s.delays + "'");
+  if (s.size < 1 || s.size > (1u << 20))
+    throw reference::InputError("noise: size must lie in [1, 2^20], got " + std::to_string(s.size));
+  if (s.steps < 1 || s.steps > 10'000'000)
+    throw reference::InputError("noise: steps must lie in [1, 10^7], got " + std::to_string(s.steps));
   if (s.log_every < 1) throw reference::InputError("noise: log-every must be >= 1, got " + std::to_string(s.log_every));
   if (!(s.scale_range >= 1.0) || !std::isfinite(s.scale_range) || s.scale_range > 1e30) {
     throw reference::InputError("noise: scale-range must lie in [1, 1e30], got " + reference::show(s.scale_range));
@@ -99,10 +102,10 @@ std::int64_t DelayStream::next() {
 NoiseMemory estimated_memory(const NoiseScenario& s) {
   const double elements = static_cast<double>(s.stream ? s.stream->params.size() : s.size);
   const double events = static_cast<double>(s.stream ? s.stream->events.size() : static_cast<std::size_t>(s.steps));
-  const double samples = std::floor(events / static_cast<double>(s.log_every)) + 2;  // every log_every-th, the first, the last
+  const double samples =
+      std::floor(events / static_cast<double>(s.log_every)) + 2;  // every log_every-th, the first, the last
   // An mpfr_real: the object and its limbs at the working precision.
-  const double mpfr_bytes =
-      sizeof(reference::mpfr_real) + 8.0 * std::ceil(reference::working_precision_bits() / 64.0);
+  const double mpfr_bytes = sizeof(reference::mpfr_real) + 8.0 * std::ceil(reference::working_precision_bits() / 64.0);
   NoiseMemory m;
   m.kept = samples * sizeof(NoiseSample) + elements * 6 * sizeof(double);  // FinalState: six vectors of doubles
   // The reference's θ, m, v and Δ in MPFR; the fast path's θ, m, v (at most fp32 each), Δ, scales and θ0 in float.
@@ -118,9 +121,11 @@ void check_memory(const std::vector<NoiseScenario>& scenarios) {
     working = std::max(working, m.working);
   }
   if (kept + working > kMaxNoiseStudyBytes) {
-    throw reference::InputError("noise: the study would take about " +
-                                std::to_string(static_cast<long long>(std::ceil((kept + working) / (1024.0 * 1024.0)))) + " MiB (" + std::to_string(scenarios.size()) + " runs, their samples held until printed), over the " +
-                                "1024 MiB limit: raise --log-every, or lower --steps, --size or the number of runs");
+    throw reference::InputError(
+        "noise: the study would take about " +
+        std::to_string(static_cast<long long>(std::ceil((kept + working) / (1024.0 * 1024.0)))) + " MiB (" +
+        std::to_string(scenarios.size()) + " runs, their samples held until printed), over the " +
+        "1024 MiB limit: raise --log-every, or lower --steps, --size or the number of runs");
   }
 }
 
@@ -151,7 +156,8 @@ namespace {
 // The fast path's parameters in their storage format (bf16 ones rounded to nearest once, before any step).
 class FastParams {
  public:
-  FastParams(fastpath::ParamFormat format, const std::vector<float>& initial) : bf16_(format == fastpath::ParamFormat::bf16) {
+  FastParams(fastpath::ParamFormat format, const std::vector<float>& initial)
+      : bf16_(format == fastpath::ParamFormat::bf16) {
     if (bf16_) {
       for (const float x : initial) half_.push_back(fastpath::round_nearest_even_bf16(x));
     } else {
@@ -197,7 +203,9 @@ class EventSource {
     return scenario_.stream ? static_cast<std::int64_t>(scenario_.stream->events.size()) : scenario_.steps;
   }
   const std::vector<float>& initial() const { return initial_; }
-  std::vector<std::size_t> tensors() const { return tensors_.empty() ? std::vector<std::size_t>{initial_.size()} : tensors_; }
+  std::vector<std::size_t> tensors() const {
+    return tensors_.empty() ? std::vector<std::size_t>{initial_.size()} : tensors_;
+  }
   // Event k (0-based) into `grad`; returns its τ.
   std::int64_t next(std::int64_t k, std::vector<float>& grad) {
     if (scenario_.stream) {
@@ -230,7 +238,8 @@ class EventSource {
 NoiseRun run_lockstep(const NoiseScenario& scenario, const std::function<void(long, long)>& progress) {
   validate(scenario);
   const fastpath::StepConfig config = step_config_of(scenario);
-  if (!reference::is_adam_family(config.optimizer)) throw reference::InputError("noise: the study needs an Adam-family optimizer");
+  if (!reference::is_adam_family(config.optimizer))
+    throw reference::InputError("noise: the study needs an Adam-family optimizer");
 
   EventSource source(scenario);
   const std::size_t n = source.initial().size();
@@ -329,7 +338,9 @@ NoiseRun run_lockstep(const NoiseScenario& scenario, const std::function<void(lo
     for (std::size_t t = 0; t < tensor_count; ++t) {
       const fastpath::TrapCounts c = tensor_traps[t].summary(part(v, t));
       const double size = static_cast<double>(run.tensors[t]);
-      tensors.push_back({tv[t].summary(), tm[t].summary(), tt[t].summary(),
+      tensors.push_back({tv[t].summary(),
+                         tm[t].summary(),
+                         tt[t].summary(),
                          {c.v_zero_fraction, size == 0 ? 0.0 : static_cast<double>(tensor_m_zero[t]) / size,
                           c.step_over_5lr_fraction, c.max_step_over_lr, tensor_ideal_max[t]}});
     }

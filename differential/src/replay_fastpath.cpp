@@ -46,7 +46,8 @@ ReplayCounts replay_fastpath(const StreamHeader& header, const EventSource& next
   } else {
     params.fp32 = parse_numbers<float>(header.params, header_where);
   }
-  const std::unique_ptr<fastpath::FastpathEngine> engine = fastpath::make_fastpath_engine(options.device, config, std::move(params));
+  const std::unique_ptr<fastpath::FastpathEngine> engine =
+      fastpath::make_fastpath_engine(options.device, config, std::move(params));
   ReplayCounts counts;
   std::vector<std::vector<float>> buffers;
   for (std::size_t i = 0;; ++i) {
@@ -63,11 +64,10 @@ ReplayCounts replay_fastpath(const StreamHeader& header, const EventSource& next
     engine->advance_round();
     nlohmann::ordered_json head = event_record(i, *event, report, where, counts, notes);
     const fastpath::FastpathParams& now = engine->params();
-    EventRecord::Array values =
-        now.bf16.empty() ? float_array("params", now.fp32)
-                         : EventRecord::Array{"params", now.bf16.size(), [&now](std::size_t k) {
-                             return fastpath::bf16_to_decimal(now.bf16[k]);
-                           }};
+    EventRecord::Array values = now.bf16.empty() ? float_array("params", now.fp32)
+                                                 : EventRecord::Array{"params", now.bf16.size(), [&now](std::size_t k) {
+                                                                        return fastpath::bf16_to_decimal(now.bf16[k]);
+                                                                      }};
     // Each buffer widened to float (4 bytes an element) while the record is written.
     const std::vector<std::string> names = engine->buffer_names();
     buffers.resize(names.size());

@@ -16,8 +16,9 @@ EventRecord::Array decimal_array(std::string name, std::span<const mpfr_real> va
 }  // namespace
 
 template <reference::RealScalar Real>
-nlohmann::ordered_json event_record(std::size_t index, const StreamEvent& event, const reference::StepReport<Real>& report,
-                                    const std::string& where, ReplayCounts& result, std::ostream& notes) {
+nlohmann::ordered_json event_record(std::size_t index, const StreamEvent& event,
+                                    const reference::StepReport<Real>& report, const std::string& where,
+                                    ReplayCounts& result, std::ostream& notes) {
   nlohmann::ordered_json record{{"event", index},
                                 {"tau", event.tau},
                                 {"fragment", event.fragment},
@@ -36,12 +37,14 @@ nlohmann::ordered_json event_record(std::size_t index, const StreamEvent& event,
   if (report.reason == reference::SkipReason::overflowing_gradient) {
     ++result.overflowing;
     notes << "cgad: " << where << ": event " << index << " skipped: |sigma * grad| >= 2^63 at element "
-          << report.nonfinite_index << " (the overflow rule: its square would leave no headroom in float); nothing changed\n";
+          << report.nonfinite_index
+          << " (the overflow rule: its square would leave no headroom in float); nothing changed\n";
   }
   return record;
 }
-template nlohmann::ordered_json event_record<float>(std::size_t, const StreamEvent&, const reference::StepReport<float>&,
-                                                    const std::string&, ReplayCounts&, std::ostream&);
+template nlohmann::ordered_json event_record<float>(std::size_t, const StreamEvent&,
+                                                    const reference::StepReport<float>&, const std::string&,
+                                                    ReplayCounts&, std::ostream&);
 template nlohmann::ordered_json event_record<mpfr_real>(std::size_t, const StreamEvent&,
                                                         const reference::StepReport<mpfr_real>&, const std::string&,
                                                         ReplayCounts&, std::ostream&);
@@ -87,11 +90,9 @@ EventSource events_of(const PseudoGradientStream& stream) {
 ReplayResult replay_reference(const PseudoGradientStream& stream, const std::string& source,
                               const OptimizerOptions& options, std::ostream& notes) {
   ReplayResult result;
-  static_cast<ReplayCounts&>(result) =
-      replay_reference(stream, events_of(stream), source, options, notes,
-                       [&](const EventRecord& record) {
-                         result.records.push_back(nlohmann::ordered_json::parse(record.dump()));
-                       });
+  static_cast<ReplayCounts&>(result) = replay_reference(
+      stream, events_of(stream), source, options, notes,
+      [&](const EventRecord& record) { result.records.push_back(nlohmann::ordered_json::parse(record.dump())); });
   return result;
 }
 

@@ -16,7 +16,9 @@ namespace {
 
 using nlohmann::json;
 
-bool digit(char c) { return c >= '0' && c <= '9'; }
+bool digit(char c) {
+  return c >= '0' && c <= '9';
+}
 
 // Whether `token` is a JSON number (RFC 8259: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?), and whether it is
 // written as an integer.
@@ -72,8 +74,8 @@ std::string quote_inexact_numbers(const std::string& text) {
       continue;
     }
     const std::size_t start = i;
-    while (i < text.size() && (digit(text[i]) || text[i] == '-' || text[i] == '+' || text[i] == '.' ||
-                               text[i] == 'e' || text[i] == 'E')) {
+    while (i < text.size() &&
+           (digit(text[i]) || text[i] == '-' || text[i] == '+' || text[i] == '.' || text[i] == 'e' || text[i] == 'E')) {
       ++i;
     }
     const std::string_view token(text.data() + start, i - start);
@@ -226,15 +228,19 @@ LineValues parse_line(const std::string& text, const std::string& where, std::in
   LineSax sax(allowed);
   const bool ok = json::sax_parse(quote_inexact_numbers(text), &sax, json::input_format_t::json, /*strict=*/true);
   switch (sax.stopped) {
-    case LineSax::not_object: throw reference::InputError(where + ": each line must be a JSON object");
-    case LineSax::unknown: throw reference::InputError(where + ": unknown key \"" + sax.stop_key + "\"");
-    case LineSax::duplicate: throw reference::InputError(where + ": duplicate key \"" + sax.stop_key + "\"");
+    case LineSax::not_object:
+      throw reference::InputError(where + ": each line must be a JSON object");
+    case LineSax::unknown:
+      throw reference::InputError(where + ": unknown key \"" + sax.stop_key + "\"");
+    case LineSax::duplicate:
+      throw reference::InputError(where + ": duplicate key \"" + sax.stop_key + "\"");
     case LineSax::bad_element:
       throw reference::InputError(where + ": " + sax.stop_key + "[" + std::to_string(sax.stop_index) +
                                   "] must be a number or a decimal string");
     case LineSax::bad_value:
       throw reference::InputError(where + ": \"" + sax.stop_key + "\" has the wrong type (an object)");
-    case LineSax::none: break;
+    case LineSax::none:
+      break;
   }
   if (!ok) {
     throw reference::InputError(where + ": not a valid JSON value (truncated or malformed)" +

@@ -22,7 +22,9 @@ namespace {
 
 using reference::InputError;
 
-std::string why(int error) { return std::strerror(error); }
+std::string why(int error) {
+  return std::strerror(error);
+}
 
 // The host part of a temporary's name: the hostname, cut to 64 characters, with anything but [A-Za-z0-9-_]
 // replaced by '_' so that the name stays one path component and parses back unambiguously.
@@ -31,8 +33,8 @@ std::string host_tag() {
   if (::gethostname(name, sizeof name - 1) != 0 || name[0] == '\0') return "unknown";
   std::string tag;
   for (const char* c = name; *c != '\0' && tag.size() < 64; ++c) {
-    const bool plain = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
-                       *c == '-' || *c == '_';
+    const bool plain =
+        (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '-' || *c == '_';
     tag += plain ? *c : '_';
   }
   return tag;
@@ -40,7 +42,9 @@ std::string host_tag() {
 
 // The target's name as it appears in a temporary's name: at most 100 bytes of it, so that the temporary's name
 // stays under NAME_MAX (255) for any target name.
-std::string stem_of(const std::string& target_name) { return target_name.substr(0, 100); }
+std::string stem_of(const std::string& target_name) {
+  return target_name.substr(0, 100);
+}
 
 // write_all (atomic_file.hpp), keeping the first error in `error` and writing nothing after one.
 void write_all(int fd, const char* data, std::size_t size, int& error) {
@@ -133,11 +137,15 @@ FdOutputStream::FdOutputStream(int fd) : std::ostream(nullptr), buffer_(std::mak
   rdbuf(buffer_.get());
 }
 FdOutputStream::~FdOutputStream() = default;
-int FdOutputStream::error() const { return buffer_->error(); }
+int FdOutputStream::error() const {
+  return buffer_->error();
+}
 
 // --- names ------------------------------------------------------------------------------------------------------
 
-std::string temporary_prefix(const std::string& target_name) { return "." + stem_of(target_name) + ".cgad-tmp."; }
+std::string temporary_prefix(const std::string& target_name) {
+  return "." + stem_of(target_name) + ".cgad-tmp.";
+}
 
 std::string fresh_temporary_name(const std::string& target_name) {
   unsigned long long random = 0;
@@ -182,7 +190,9 @@ bool is_stale_temporary(const std::string& entry_name, const std::string& target
   return mask;
 }
 
-::mode_t default_file_mode() { return 0666 & ~process_umask(); }
+::mode_t default_file_mode() {
+  return 0666 & ~process_umask();
+}
 
 // --- AtomicFile -------------------------------------------------------------------------------------------------
 
@@ -198,18 +208,21 @@ AtomicFile::AtomicFile(const std::filesystem::path& target) {
       resolved = fs::canonical(target, error);
       if (!error && ::lstat(resolved.c_str(), &st) != 0) error = std::error_code(errno, std::generic_category());
       if (error == std::errc::too_many_symbolic_link_levels) {
-        throw InputError("output " + shown + " is a symbolic link in a loop (links that lead back to themselves, "
+        throw InputError("output " + shown +
+                         " is a symbolic link in a loop (links that lead back to themselves, "
                          "never to a file)");
       }
       if (error == std::errc::no_such_file_or_directory) {
-        throw InputError("output " + shown + " is a symbolic link to a missing file (cgad writes through a link "
+        throw InputError("output " + shown +
+                         " is a symbolic link to a missing file (cgad writes through a link "
                          "only to an existing regular file)");
       }
       if (error) throw InputError("cannot follow the symbolic link " + shown + ": " + why(error.value()));
     }
     if (S_ISDIR(st.st_mode)) throw InputError("output " + shown + " is a directory");
     if (!S_ISREG(st.st_mode)) {
-      throw InputError("output " + shown + " exists and is not a regular file (a device, FIFO or socket); cgad "
+      throw InputError("output " + shown +
+                       " exists and is not a regular file (a device, FIFO or socket); cgad "
                        "replaces only regular files");
     }
     exists_ = true;
@@ -232,8 +245,9 @@ AtomicFile::AtomicFile(const std::filesystem::path& target) {
   dir_fd_ = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir_fd_ < 0) {
     const int error = errno;
-    throw InputError((error == ENOENT || error == ENOTDIR ? "no such directory: '" + dir_.string() + "'"
-                                                          : "cannot open directory '" + dir_.string() + "': " + why(error)) +
+    throw InputError((error == ENOENT || error == ENOTDIR
+                          ? "no such directory: '" + dir_.string() + "'"
+                          : "cannot open directory '" + dir_.string() + "': " + why(error)) +
                      " (for output " + shown + ")");
   }
   remove_stale_temporaries(dir_fd_, name_);
@@ -258,7 +272,9 @@ AtomicFile::AtomicFile(const std::filesystem::path& target) {
   stream_ = std::make_unique<FdOutputStream>(fd_);
 }
 
-AtomicFile::~AtomicFile() { discard(); }
+AtomicFile::~AtomicFile() {
+  discard();
+}
 
 void AtomicFile::discard() noexcept {
   if (fd_ >= 0) ::close(fd_);
@@ -269,7 +285,9 @@ void AtomicFile::discard() noexcept {
   dir_fd_ = -1;
 }
 
-std::ostream& AtomicFile::stream() { return *stream_; }
+std::ostream& AtomicFile::stream() {
+  return *stream_;
+}
 
 void AtomicFile::write(const void* data, std::size_t size) {
   stream_->write(static_cast<const char*>(data), static_cast<std::streamsize>(size));

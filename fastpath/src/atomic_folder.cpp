@@ -25,7 +25,9 @@ using reference::InputError;
 
 constexpr const char* kBuildingMarker = ".cgad-building";
 
-std::string why(int error) { return std::strerror(error); }
+std::string why(int error) {
+  return std::strerror(error);
+}
 
 // Whether `inner` is `outer` or lies inside it (both absolute and normal).
 bool within(const fs::path& inner, const fs::path& outer) {
@@ -153,14 +155,17 @@ AtomicFolder::AtomicFolder(fs::path target, std::string what) : shown_(target), 
     if (error == std::errc::too_many_symbolic_link_levels) {
       throw InputError(folder + " " + shown + " is a symbolic link in a loop (links that lead back to themselves)");
     }
-    if (error) throw InputError(folder + " " + shown + " is a symbolic link to a missing folder (cgad writes "
-                                "through a link only to an existing folder)");
+    if (error)
+      throw InputError(folder + " " + shown +
+                       " is a symbolic link to a missing folder (cgad writes "
+                       "through a link only to an existing folder)");
     absolute = resolved;
   }
   target_ = absolute;
   const fs::path cwd = fs::weakly_canonical(fs::current_path(error), error);
   if (target_ == target_.root_path() || within(cwd, fs::weakly_canonical(target_, error))) {
-    throw InputError(folder + " " + shown + " is the current directory or one above it: cgad replaces "
+    throw InputError(folder + " " + shown +
+                     " is the current directory or one above it: cgad replaces "
                      "the folder it writes as a whole; give it a folder of its own");
   }
   exists_ = ::lstat(target_.c_str(), &st) == 0;
@@ -187,10 +192,12 @@ AtomicFolder::AtomicFolder(fs::path target, std::string what) : shown_(target), 
   if (exists_) {
     const std::string mounted = crossing_mount(parent_dir.fd, name, mount);
     if (!mounted.empty()) {
-      throw InputError(folder + " " + shown + " " +
-                       (mounted == name ? "is a mount point" : "holds a mount point, '" + (parent / mounted).string() + "'") +
-                       ": cgad replaces the folder as a whole and never moves or removes anything across a "
-                       "mount; unmount it or give the " + what_ + " another folder");
+      throw InputError(
+          folder + " " + shown + " " +
+          (mounted == name ? "is a mount point" : "holds a mount point, '" + (parent / mounted).string() + "'") +
+          ": cgad replaces the folder as a whole and never moves or removes anything across a "
+          "mount; unmount it or give the " +
+          what_ + " another folder");
     }
   }
   remove_stale_builds(parent_dir.fd, name, mount);
@@ -208,7 +215,9 @@ AtomicFolder::AtomicFolder(fs::path target, std::string what) : shown_(target), 
   std::ofstream(build_ / kBuildingMarker) << "cgad is writing this folder; a dead run's copy is removed\n";
 }
 
-AtomicFolder::~AtomicFolder() { discard(); }
+AtomicFolder::~AtomicFolder() {
+  discard();
+}
 
 void AtomicFolder::discard() noexcept {
   if (!built_) return;

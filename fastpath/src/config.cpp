@@ -23,16 +23,17 @@ void validate(const StepConfig& config) {
   } else {
     reference::validate(config.nesterov);
   }
-  if (config.optimizer == OptimizerKind::pa_cgad &&
-      static_cast<double>(config.fragments) - 1.0 >= config.tau_cut) {
-    throw reference::InputError("pa-cgad needs at most tau_cut fragments (a fragment synchronized every P rounds "
-                                "has age P - 1, and an age >= tau_cut gates every event to 0); got P = " +
-                                std::to_string(config.fragments) +
-                                ", tau_cut = " + reference::show(config.tau_cut));
+  if (config.optimizer == OptimizerKind::pa_cgad && static_cast<double>(config.fragments) - 1.0 >= config.tau_cut) {
+    throw reference::InputError(
+        "pa-cgad needs at most tau_cut fragments (a fragment synchronized every P rounds "
+        "has age P - 1, and an age >= tau_cut gates every event to 0); got P = " +
+        std::to_string(config.fragments) + ", tau_cut = " + reference::show(config.tau_cut));
   }
   if (config.optimizer == OptimizerKind::pa_cgad && !(config.tau_cut <= kMaxPaCgadTauCut)) {
-    throw reference::InputError("the fast path's pa-cgad takes tau_cut <= 2^20 outer rounds (it tabulates sigma over "
-                                "the ages below tau_cut); got " + reference::show(config.tau_cut));
+    throw reference::InputError(
+        "the fast path's pa-cgad takes tau_cut <= 2^20 outer rounds (it tabulates sigma over "
+        "the ages below tau_cut); got " +
+        reference::show(config.tau_cut));
   }
   if (config.q8_semantics == Q8Semantics::bnb) {
     if (!reference::is_adam_family(config.optimizer)) {
@@ -43,15 +44,17 @@ void validate(const StepConfig& config) {
       throw reference::InputError("q8 semantics bnb has no bf16 state (bitsandbytes keeps 8-bit or 32-bit state)");
     }
     if (config.rounding == Rounding::stochastic) {
-      throw reference::InputError("q8 semantics bnb rounds to nearest only (bitsandbytes' Adam kernels have no "
-                                  "stochastic rounding)");
+      throw reference::InputError(
+          "q8 semantics bnb rounds to nearest only (bitsandbytes' Adam kernels have no "
+          "stochastic rounding)");
     }
   }
   if (config.v_map == VMap::zero_free &&
       (config.state != StateFormat::q8 || !reference::is_adam_family(config.optimizer))) {
-    throw reference::InputError("v map zero-free is a map of q8 second moments: it needs state q8 and an Adam-family "
-                                "optimizer (got state " + std::string(to_string(config.state)) + ", " +
-                                std::string(reference::to_string(config.optimizer)) + ")");
+    throw reference::InputError(
+        "v map zero-free is a map of q8 second moments: it needs state q8 and an Adam-family "
+        "optimizer (got state " +
+        std::string(to_string(config.state)) + ", " + std::string(reference::to_string(config.optimizer)) + ")");
   }
 }
 
@@ -60,18 +63,29 @@ std::size_t effective_min_q8_size(const StepConfig& config) {
   return config.q8_semantics == Q8Semantics::bnb ? 4096 : 0;
 }
 
-std::string_view to_string(ParamFormat format) { return format == ParamFormat::fp32 ? "fp32" : "bf16"; }
+std::string_view to_string(ParamFormat format) {
+  return format == ParamFormat::fp32 ? "fp32" : "bf16";
+}
 std::string_view to_string(StateFormat format) {
   switch (format) {
-    case StateFormat::fp32: return "fp32";
-    case StateFormat::bf16: return "bf16";
-    case StateFormat::q8: return "q8";
+    case StateFormat::fp32:
+      return "fp32";
+    case StateFormat::bf16:
+      return "bf16";
+    case StateFormat::q8:
+      return "q8";
   }
   return "unknown";
 }
-std::string_view to_string(Rounding rounding) { return rounding == Rounding::nearest ? "nearest" : "stochastic"; }
-std::string_view to_string(Q8Semantics semantics) { return semantics == Q8Semantics::cgad ? "cgad" : "bnb"; }
-std::string_view to_string(VMap map) { return map == VMap::dynamic ? "dynamic" : "zero-free"; }
+std::string_view to_string(Rounding rounding) {
+  return rounding == Rounding::nearest ? "nearest" : "stochastic";
+}
+std::string_view to_string(Q8Semantics semantics) {
+  return semantics == Q8Semantics::cgad ? "cgad" : "bnb";
+}
+std::string_view to_string(VMap map) {
+  return map == VMap::dynamic ? "dynamic" : "zero-free";
+}
 
 ParamFormat parse_param_format(std::string_view text) {
   if (text == "fp32") return ParamFormat::fp32;

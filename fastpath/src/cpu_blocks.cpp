@@ -141,15 +141,27 @@ inline bool any_refused_body(const float* values, std::uint64_t count, float sig
 // The ISA wrappers (see the top of this file).
 #if defined(CGAD_CPU_VECTOR_ISAS)
 template <class F>
-CGAD_ISA_AVX512 void step_block_avx512(const StepArgs& a) { step_block<F, CpuIsa::avx512>(a); }
+CGAD_ISA_AVX512 void step_block_avx512(const StepArgs& a) {
+  step_block<F, CpuIsa::avx512>(a);
+}
 template <class F>
-CGAD_ISA_AVX2 void step_block_avx2(const StepArgs& a) { step_block<F, CpuIsa::avx2>(a); }
-CGAD_ISA_AVX512 bool any_refused_avx512(const float* v, std::uint64_t n, float s) { return any_refused_body(v, n, s); }
-CGAD_ISA_AVX2 bool any_refused_avx2(const float* v, std::uint64_t n, float s) { return any_refused_body(v, n, s); }
+CGAD_ISA_AVX2 void step_block_avx2(const StepArgs& a) {
+  step_block<F, CpuIsa::avx2>(a);
+}
+CGAD_ISA_AVX512 bool any_refused_avx512(const float* v, std::uint64_t n, float s) {
+  return any_refused_body(v, n, s);
+}
+CGAD_ISA_AVX2 bool any_refused_avx2(const float* v, std::uint64_t n, float s) {
+  return any_refused_body(v, n, s);
+}
 #endif
 template <class F>
-CGAD_ISA_GENERIC void step_block_generic(const StepArgs& a) { step_block<F, CpuIsa::generic>(a); }
-CGAD_ISA_GENERIC bool any_refused_generic(const float* v, std::uint64_t n, float s) { return any_refused_body(v, n, s); }
+CGAD_ISA_GENERIC void step_block_generic(const StepArgs& a) {
+  step_block<F, CpuIsa::generic>(a);
+}
+CGAD_ISA_GENERIC bool any_refused_generic(const float* v, std::uint64_t n, float s) {
+  return any_refused_body(v, n, s);
+}
 
 template <class F>
 BlockFunction for_isa(CpuIsa isa) {

@@ -9,9 +9,12 @@ namespace cgad::fastpath {
 
 std::string_view to_string(CpuIsa isa) {
   switch (isa) {
-    case CpuIsa::generic: return "generic";
-    case CpuIsa::avx2: return "avx2";
-    case CpuIsa::avx512: return "avx512";
+    case CpuIsa::generic:
+      return "generic";
+    case CpuIsa::avx2:
+      return "avx2";
+    case CpuIsa::avx512:
+      return "avx512";
   }
   return "?";
 }

@@ -65,7 +65,9 @@ CpuOptimizer::CpuOptimizer(const StepConfig& config, std::size_t parameters, uns
     : CpuOptimizer(config, std::vector<std::size_t>{parameters}, threads) {}
 
 CpuOptimizer::CpuOptimizer(const StepConfig& config, std::vector<std::size_t> tensor_sizes, unsigned threads)
-    : planner_(config, std::move(tensor_sizes)), state_(HostState::zeros(planner_)), pool_(threads),
+    : planner_(config, std::move(tensor_sizes)),
+      state_(HostState::zeros(planner_)),
+      pool_(threads),
       isa_(selected_cpu_isa()) {
   const std::vector<std::size_t>& sizes = planner_.tensor_sizes();
   tensor_begin_.assign(sizes.size() + 1, 0);
@@ -168,34 +170,34 @@ std::pair<StepOutcome, std::uint64_t> CpuOptimizer::scan(const Operands& operand
   std::atomic<std::uint64_t> first_nonfinite{kNone}, first_overflow{kNone};
   const auto lower_to = [](std::atomic<std::uint64_t>& first, std::uint64_t i) {
     std::uint64_t seen = first.load();
-    while (i < seen && !first.compare_exchange_weak(seen, i)) {
-    }
+    while (i < seen && !first.compare_exchange_weak(seen, i)) {}
   };
   const StepChunk* chunks = planner_.chunks().data();
   const std::size_t first_chunk = planner_.chunk_begin(plan.fragment);
-  pool_.parallel_for(planner_.chunk_begin(plan.fragment + 1) - first_chunk, [&](std::uint64_t begin, std::uint64_t end) {
-    for (std::uint64_t n = begin; n < end; ++n) {
-      const std::size_t chunk = first_chunk + n;
-      const StepChunk& c = chunks[chunk];
-      const float* grad = operands.at(chunk, c).grad;
-      if (!any_refused(grad, c.count, sigma, isa_)) continue;
-      for (std::uint64_t j = 0; j < c.count; ++j) {
-        const std::uint64_t i = c.begin - plan.offset + j;  // counted from the fragment's first element
-        if (!std::isfinite(grad[j])) {
-          lower_to(first_nonfinite, i);
-          return;  // nothing after it in this range can matter
+  pool_.parallel_for(
+      planner_.chunk_begin(plan.fragment + 1) - first_chunk, [&](std::uint64_t begin, std::uint64_t end) {
+        for (std::uint64_t n = begin; n < end; ++n) {
+          const std::size_t chunk = first_chunk + n;
+          const StepChunk& c = chunks[chunk];
+          const float* grad = operands.at(chunk, c).grad;
+          if (!any_refused(grad, c.count, sigma, isa_)) continue;
+          for (std::uint64_t j = 0; j < c.count; ++j) {
+            const std::uint64_t i = c.begin - plan.offset + j;  // counted from the fragment's first element
+            if (!std::isfinite(grad[j])) {
+              lower_to(first_nonfinite, i);
+              return;  // nothing after it in this range can matter
+            }
+            if (refuses_event(sigma, grad[j])) lower_to(first_overflow, i);
+          }
         }
-        if (refuses_event(sigma, grad[j])) lower_to(first_overflow, i);
-      }
-    }
-  });
+      });
   const std::uint64_t nonfinite = first_nonfinite.load(), overflow = first_overflow.load();
   const StepOutcome outcome = outcome_of(plan.scheduled, nonfinite != kNone, overflow != kNone);
   return {outcome, outcome == StepOutcome::nonfinite ? nonfinite : overflow};
 }
 
-StepReport CpuOptimizer::run(const Operands& operands, std::size_t params_size, std::size_t grad_size,
-                             std::int64_t tau, std::size_t fragment) {
+StepReport CpuOptimizer::run(const Operands& operands, std::size_t params_size, std::size_t grad_size, std::int64_t tau,
+                             std::size_t fragment) {
   StepPlanner::Plan plan = planner_.plan(params_size, grad_size, tau, fragment);
   const auto [outcome, index] = scan(operands, plan);
   const StepReport report = StepPlanner::report_of(plan.event, plan.scheduled, outcome, index);
@@ -231,7 +233,9 @@ StepReport CpuOptimizer::run(const Operands& operands, std::size_t params_size, 
   return report;
 }
 
-std::vector<std::string> CpuOptimizer::buffer_names() const { return planner_.buffer_names(); }
+std::vector<std::string> CpuOptimizer::buffer_names() const {
+  return planner_.buffer_names();
+}
 
 void CpuOptimizer::read_buffer(std::string_view name, std::span<float> out) const {
   state_.read(planner_, planner_.buffer_to_read(name, out.size()), out);
@@ -268,7 +272,9 @@ void CpuOptimizer::load(const std::filesystem::path& path) {
   adopt(read_state_file(path, planner_, state_));
 }
 
-std::vector<unsigned char> CpuOptimizer::save_bytes() const { return state_bytes(planner_, state_); }
+std::vector<unsigned char> CpuOptimizer::save_bytes() const {
+  return state_bytes(planner_, state_);
+}
 
 void CpuOptimizer::load_bytes(std::span<const unsigned char> bytes) {
   adopt(parse_state_bytes(bytes, "the fast-path state", planner_, state_));

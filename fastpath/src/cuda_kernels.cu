@@ -3,8 +3,8 @@
 // striped path otherwise) → the fused kernel, one CUDA block of TilePolicy::threads per chunk (a chunk never crosses
 // a tensor or fragment boundary), grid-stride over the chunks → the launch functions the host calls on the caller's
 // stream. The fused kernel is instantiated per format configuration (FixedFormats through with_fixed_formats, the
-// CPU block loops' dispatch); a q8 configuration's fp32-fallback chunks run its Fp32State formats. The schedule and commit
-// kernels run step_schedule.hpp's functions, the CPU backend's, on the counters in device memory.
+// CPU block loops' dispatch); a q8 configuration's fp32-fallback chunks run its Fp32State formats. The schedule and
+// commit kernels run step_schedule.hpp's functions, the CPU backend's, on the counters in device memory.
 #include "cuda_kernels.hpp"
 
 #include "cgad/fastpath/agent/step_agent.hpp"
@@ -40,19 +40,21 @@ __global__ void schedule_kernel(ScheduleConstants constants, CounterView counter
 }
 
 __global__ void commit_kernel(ScheduleConstants constants, CounterView counters, StepRecord* record) {
-  const StepOutcome outcome = outcome_of(record->scheduled, record->first_refused[0] != kNoRefusal,
-                                         record->first_refused[1] != kNoRefusal);
+  const StepOutcome outcome =
+      outcome_of(record->scheduled, record->first_refused[0] != kNoRefusal, record->first_refused[1] != kNoRefusal);
   record->outcome = outcome;
   commit_step(constants, counters, record->event.fragment, outcome);
 }
 
-__global__ void advance_round_kernel(std::int64_t* round) { *round += 1; }
+__global__ void advance_round_kernel(std::int64_t* round) {
+  *round += 1;
+}
 
 // Each thread keeps the first NaN/Inf and the first overflowing index it sees, the block reduces them, and one
 // atomicMin per block and kind publishes them: a Δ that is NaN everywhere costs one atomic per block, not one per
 // element serialized on the same address.
-__global__ void __launch_bounds__(kScanThreads) refusal_scan_kernel(const float* grad, std::uint64_t n,
-                                                                     StepRecord* record) {
+__global__ void __launch_bounds__(kScanThreads)
+    refusal_scan_kernel(const float* grad, std::uint64_t n, StepRecord* record) {
   // σ = 0 where the event is not applied, so that only NaN/Inf is looked for (cpu_optimizer.cpp's scan).
   const float sigma = record->scheduled.applied ? record->scheduled.sigma : 0.0f;
   unsigned long long* first = record->first_refused;

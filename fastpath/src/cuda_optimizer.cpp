@@ -16,7 +16,9 @@
 namespace cgad::fastpath {
 using detail::DeviceBuffer;
 
-bool cuda_device_available() { return cuda_unavailable_reason().empty(); }
+bool cuda_device_available() {
+  return cuda_unavailable_reason().empty();
+}
 
 std::string cuda_unavailable_reason() {
   int devices = 0;
@@ -107,9 +109,9 @@ struct CudaOptimizer::Impl {
     }
     upload_state(zeros, stream);
     const Q8Semantics semantics = config.q8_semantics;
-    guard(maps.upload_async({dynamic_map(Q8MapKind::signed_map, semantics),
-                             dynamic_map(second_moment_map(config.v_map), semantics)},
-                            stream),
+    guard(maps.upload_async(
+              {dynamic_map(Q8MapKind::signed_map, semantics), dynamic_map(second_moment_map(config.v_map), semantics)},
+              stream),
           "map upload");
     chunks = DeviceBuffer<StepChunk>(planner.chunks().size());
     guard(chunks.upload_async(planner.chunks(), stream), "chunk upload");
@@ -160,7 +162,8 @@ struct CudaOptimizer::Impl {
   // Reads block the host, which a stream capture cannot.
   void start_read(cudaStream_t stream, const char* what) {
     if (capturing(stream)) {
-      throw reference::InputError(std::string(what) + " cannot run inside a stream capture (it waits for the "
+      throw reference::InputError(std::string(what) +
+                                  " cannot run inside a stream capture (it waits for the "
                                   "device); call it on a stream that is not capturing");
     }
     start(stream);
@@ -224,8 +227,12 @@ struct CudaOptimizer::Impl {
     for (int k = 0; k < moments; ++k) {
       MomentView& view = a.moment[k];
       switch (format) {
-        case StateFormat::fp32: view.fp32 = fp32[k].data(); break;
-        case StateFormat::bf16: view.half = half[k].data(); break;
+        case StateFormat::fp32:
+          view.fp32 = fp32[k].data();
+          break;
+        case StateFormat::bf16:
+          view.half = half[k].data();
+          break;
         case StateFormat::q8:
           view.codes = codes[k].data();
           view.absmax = absmax[k].data();
@@ -308,18 +315,28 @@ void CudaOptimizer::step(bf16* params, std::size_t params_size, const float* gra
   impl_->step(params_size, nullptr, params, grad, grad_size, tau, fragment, stream);
 }
 
-StepReport CudaOptimizer::report(CUstream_st* stream) { return impl_->report(stream); }
-void CudaOptimizer::advance_round(CUstream_st* stream) { impl_->advance_round(stream); }
+StepReport CudaOptimizer::report(CUstream_st* stream) {
+  return impl_->report(stream);
+}
+void CudaOptimizer::advance_round(CUstream_st* stream) {
+  impl_->advance_round(stream);
+}
 
-const StepConfig& CudaOptimizer::config() const { return impl_->planner.config(); }
-std::size_t CudaOptimizer::parameters() const { return impl_->planner.parameters(); }
+const StepConfig& CudaOptimizer::config() const {
+  return impl_->planner.config();
+}
+std::size_t CudaOptimizer::parameters() const {
+  return impl_->planner.parameters();
+}
 
 std::vector<reference::StateCounter> CudaOptimizer::counters(CUstream_st* stream) {
   impl_->pull_counters(stream);
   return impl_->planner.counters();
 }
 
-std::vector<std::string> CudaOptimizer::buffer_names() const { return impl_->planner.buffer_names(); }
+std::vector<std::string> CudaOptimizer::buffer_names() const {
+  return impl_->planner.buffer_names();
+}
 
 void CudaOptimizer::read_buffer(std::string_view name, std::span<float> out, CUstream_st* stream) {
   const int k = impl_->planner.buffer_to_read(name, out.size());
@@ -331,8 +348,12 @@ void CudaOptimizer::save(const std::filesystem::path& path, CUstream_st* stream)
   write_state_file(path, impl_->planner, state);
 }
 
-void CudaOptimizer::load(const std::filesystem::path& path, CUstream_st* stream) { impl_->load(path, stream); }
+void CudaOptimizer::load(const std::filesystem::path& path, CUstream_st* stream) {
+  impl_->load(path, stream);
+}
 
-HostState CudaOptimizer::download(CUstream_st* stream) { return impl_->download(stream); }
+HostState CudaOptimizer::download(CUstream_st* stream) {
+  return impl_->download(stream);
+}
 
 }  // namespace cgad::fastpath

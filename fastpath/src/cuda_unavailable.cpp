@@ -8,8 +8,12 @@
 
 namespace cgad::fastpath {
 
-bool cuda_device_available() { return false; }
-std::string cuda_unavailable_reason() { return "this build has no CUDA backend (CGAD_ENABLE_CUDA is off)"; }
+bool cuda_device_available() {
+  return false;
+}
+std::string cuda_unavailable_reason() {
+  return "this build has no CUDA backend (CGAD_ENABLE_CUDA is off)";
+}
 
 struct CudaOptimizer::Impl {};
 
@@ -23,7 +27,9 @@ CudaOptimizer::~CudaOptimizer() = default;
 
 // Unreachable: no CudaOptimizer can exist in this build.
 namespace {
-[[noreturn]] void unreachable() { throw std::logic_error("CudaOptimizer without a CUDA backend"); }
+[[noreturn]] void unreachable() {
+  throw std::logic_error("CudaOptimizer without a CUDA backend");
+}
 }  // namespace
 void CudaOptimizer::step(float*, std::size_t, const float*, std::size_t, std::int64_t, std::size_t, CUstream_st*) {
   unreachable();
@@ -31,15 +37,35 @@ void CudaOptimizer::step(float*, std::size_t, const float*, std::size_t, std::in
 void CudaOptimizer::step(bf16*, std::size_t, const float*, std::size_t, std::int64_t, std::size_t, CUstream_st*) {
   unreachable();
 }
-StepReport CudaOptimizer::report(CUstream_st*) { unreachable(); }
-void CudaOptimizer::advance_round(CUstream_st*) { unreachable(); }
-const StepConfig& CudaOptimizer::config() const { unreachable(); }
-std::size_t CudaOptimizer::parameters() const { unreachable(); }
-std::vector<reference::StateCounter> CudaOptimizer::counters(CUstream_st*) { unreachable(); }
-HostState CudaOptimizer::download(CUstream_st*) { unreachable(); }
-std::vector<std::string> CudaOptimizer::buffer_names() const { unreachable(); }
-void CudaOptimizer::read_buffer(std::string_view, std::span<float>, CUstream_st*) { unreachable(); }
-void CudaOptimizer::save(const std::filesystem::path&, CUstream_st*) { unreachable(); }
-void CudaOptimizer::load(const std::filesystem::path&, CUstream_st*) { unreachable(); }
+StepReport CudaOptimizer::report(CUstream_st*) {
+  unreachable();
+}
+void CudaOptimizer::advance_round(CUstream_st*) {
+  unreachable();
+}
+const StepConfig& CudaOptimizer::config() const {
+  unreachable();
+}
+std::size_t CudaOptimizer::parameters() const {
+  unreachable();
+}
+std::vector<reference::StateCounter> CudaOptimizer::counters(CUstream_st*) {
+  unreachable();
+}
+HostState CudaOptimizer::download(CUstream_st*) {
+  unreachable();
+}
+std::vector<std::string> CudaOptimizer::buffer_names() const {
+  unreachable();
+}
+void CudaOptimizer::read_buffer(std::string_view, std::span<float>, CUstream_st*) {
+  unreachable();
+}
+void CudaOptimizer::save(const std::filesystem::path&, CUstream_st*) {
+  unreachable();
+}
+void CudaOptimizer::load(const std::filesystem::path&, CUstream_st*) {
+  unreachable();
+}
 
 }  // namespace cgad::fastpath

@@ -62,9 +62,7 @@ class CudaEngine final : public FastpathEngine {
   }
 
   void* host_params() { return params_.bf16.empty() ? static_cast<void*>(params_.fp32.data()) : params_.bf16.data(); }
-  std::size_t param_bytes() const {
-    return params_.bf16.empty() ? n_ * sizeof(float) : n_ * sizeof(bf16);
-  }
+  std::size_t param_bytes() const { return params_.bf16.empty() ? n_ * sizeof(float) : n_ * sizeof(bf16); }
 
   FastpathParams params_;
   std::size_t n_;

@@ -2,7 +2,6 @@
 
 #include "cgad/fastpath/q8_maps.hpp"
 
-
 namespace cgad::fastpath {
 
 std::uint8_t zero_code(Q8MapKind kind) {
@@ -27,11 +26,15 @@ HostState HostState::zeros(const StepPlanner& planner) {
   const std::size_t n = planner.parameters();
   for (int k = 0; k < s.moments; ++k) {
     switch (s.format) {
-      case StateFormat::fp32: s.fp32[k].assign(n, 0.0f); break;
-      case StateFormat::bf16: s.half[k].assign(n, bf16{}); break;
+      case StateFormat::fp32:
+        s.fp32[k].assign(n, 0.0f);
+        break;
+      case StateFormat::bf16:
+        s.half[k].assign(n, bf16{});
+        break;
       case StateFormat::q8:
-        s.codes[k].assign(n, config.q8_semantics == Q8Semantics::bnb ? std::uint8_t{0}
-                                                                      : zero_code(map_kind_of(k, planner)));
+        s.codes[k].assign(
+            n, config.q8_semantics == Q8Semantics::bnb ? std::uint8_t{0} : zero_code(map_kind_of(k, planner)));
         s.absmax[k].assign(planner.q8_blocks(), 0.0f);
         s.fp32[k].assign(planner.fallback_size(), 0.0f);
         break;
@@ -44,8 +47,12 @@ void HostState::bind(StepPlanner::Plan& plan) {
   for (int k = 0; k < moments; ++k) {
     MomentView& view = plan.args.moment[k];
     switch (format) {
-      case StateFormat::fp32: view.fp32 = fp32[k].data(); break;
-      case StateFormat::bf16: view.half = half[k].data(); break;
+      case StateFormat::fp32:
+        view.fp32 = fp32[k].data();
+        break;
+      case StateFormat::bf16:
+        view.half = half[k].data();
+        break;
       case StateFormat::q8:
         view.codes = codes[k].data();
         view.absmax = absmax[k].data();
@@ -65,9 +72,15 @@ void HostState::read(const StepPlanner& planner, int k, std::span<float> out) co
         continue;
       }
       switch (format) {
-        case StateFormat::fp32: out[j] = fp32[k][j]; break;
-        case StateFormat::bf16: out[j] = to_float(half[k][j]); break;
-        case StateFormat::q8: out[j] = q8_dequantize(codes[k][j], absmax[k][c.slot], map); break;
+        case StateFormat::fp32:
+          out[j] = fp32[k][j];
+          break;
+        case StateFormat::bf16:
+          out[j] = to_float(half[k][j]);
+          break;
+        case StateFormat::q8:
+          out[j] = q8_dequantize(codes[k][j], absmax[k][c.slot], map);
+          break;
       }
     }
   }

@@ -18,7 +18,9 @@ namespace {
 
 using reference::InputError;
 
-std::string why(int error) { return std::strerror(error); }
+std::string why(int error) {
+  return std::strerror(error);
+}
 
 }  // namespace
 
@@ -112,6 +114,8 @@ InputFile::~InputFile() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-std::istream& InputFile::stream() { return *stream_; }
+std::istream& InputFile::stream() {
+  return *stream_;
+}
 
 }  // namespace cgad::fastpath

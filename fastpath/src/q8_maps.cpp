@@ -19,8 +19,8 @@ void torch_linspace_f32(float start, float end, int points, float* out) {
   const float step = (end - start) / static_cast<float>(points - 1);
   const int halfway = points / 2;
   for (int idx = 0; idx < points; ++idx) {
-    out[idx] = idx < halfway ? start + step * static_cast<float>(idx)
-                             : end - step * static_cast<float>(points - idx - 1);
+    out[idx] =
+        idx < halfway ? start + step * static_cast<float>(idx) : end - step * static_cast<float>(points - idx - 1);
   }
 }
 
@@ -58,8 +58,9 @@ void fill_buckets(Q8Map& map) {
 
 // q8_nearest_fast's line model (q8.hpp) of a map built as above (zero at index 127 or 0 — or, zero-free, index 0
 // repeating index 1 —, 1 at 255, groups of 2^g or 2^(g+1) codes), or has_model = 0 when the map is not of that
-// shape or a threshold lies farther than δ/4 from its line. The thresholds' own distance from the line (the maps' float roundings) and pos's float evaluation are
-// ~1e-5 in units of positions; δ = 2^-12 leaves a factor > 10 and sends ~2^-11 of the elements to the search.
+// shape or a threshold lies farther than δ/4 from its line. The thresholds' own distance from the line (the maps' float
+// roundings) and pos's float evaluation are ~1e-5 in units of positions; δ = 2^-12 leaves a factor > 10 and sends
+// ~2^-11 of the elements to the search.
 void fill_model(Q8Map& map) {
   map.has_model = 0;
   int zero = map.code[0] > 0.0f && map.code[0] == map.code[1] ? 0 : -1;  // the zero-free map counts from its slot 0

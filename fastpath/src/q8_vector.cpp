@@ -19,8 +19,8 @@ void encode_per_element(const float* x, std::size_t count, const Q8Map& map, std
 #if defined(CGAD_CPU_VECTOR_ISAS)
 // q8_nearest_fast's model (q8.hpp) for 8 lanes with AVX2, and the bucket search where it does not decide (the AVX-512
 // build runs it too: a 16-lane version was no faster on Zen 4, whose 512-bit units are two 256-bit halves).
-__attribute__((target("avx2"))) void encode_avx2(const float* x, std::size_t count, const Q8Map& map,
-                                                 const Q8Model& m, std::uint8_t* out) {
+__attribute__((target("avx2"))) void encode_avx2(const float* x, std::size_t count, const Q8Map& map, const Q8Model& m,
+                                                 std::uint8_t* out) {
   const __m256 nearness = _mm256_set1_ps(kQ8ModelNearness), sign_bit = _mm256_set1_ps(-0.0f);
   const __m256i magnitude_mask = _mm256_set1_epi32(0x7FFFFFFF), inf_bits = _mm256_set1_epi32(0x7F800000);
   const __m256i one_bits = _mm256_set1_epi32(0x3F800000), low_bits = _mm256_set1_epi32(kQ8ModelLowBits);
@@ -50,10 +50,13 @@ __attribute__((target("avx2"))) void encode_avx2(const float* x, std::size_t cou
     // P < |x| on the positive side, P ≤ |x| (P < |x| + one float) on the negative side (q8.hpp).
     const __m256i compared = _mm256_add_epi32(clamped, _mm256_and_si256(negative, ones));
     __m256i minus_groups = zeros;  // −G
-    for (int g = 0; g < kQ8ModelGroups; ++g) minus_groups = _mm256_add_epi32(minus_groups, _mm256_cmpgt_epi32(compared, boundary[g]));
-    minus_groups = _mm256_max_epi32(minus_groups, _mm256_add_epi32(minus_all, _mm256_and_si256(negative, missing_negative)));
+    for (int g = 0; g < kQ8ModelGroups; ++g)
+      minus_groups = _mm256_add_epi32(minus_groups, _mm256_cmpgt_epi32(compared, boundary[g]));
+    minus_groups =
+        _mm256_max_epi32(minus_groups, _mm256_add_epi32(minus_all, _mm256_and_si256(negative, missing_negative)));
     const __m256i group = _mm256_xor_si256(minus_groups, all_ones);  // G − 1 (−1 for G = 0: blended out below)
-    const __m256i on_boundary = _mm256_and_si256(negative, _mm256_cmpeq_epi32(clamped, _mm256_permutevar8x32_epi32(boundary_table, group)));
+    const __m256i on_boundary =
+        _mm256_and_si256(negative, _mm256_cmpeq_epi32(clamped, _mm256_permutevar8x32_epi32(boundary_table, group)));
     const __m256 pos = _mm256_sub_ps(_mm256_mul_ps(y, _mm256_permutevar8x32_ps(k_table, group)),
                                      _mm256_permutevar8x32_ps(c_table, group));
     const __m256 offset = _mm256_sub_ps(pos, _mm256_round_ps(pos, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
@@ -94,7 +97,7 @@ __attribute__((target("avx2"))) void decode_avx2(const std::uint8_t* codes, std:
 // permute picks from 32 codes by an index's low 5 bits, and its bits 5–7 then select among the 8 results
 // (0.25–0.29 ns per element, measured as above).
 __attribute__((target("arch=x86-64-v4"))) void decode_avx512(const std::uint8_t* codes, std::size_t count, float absmax,
-                                                            const Q8Map& map, float* out) {
+                                                             const Q8Map& map, float* out) {
   __m512 table[16];
   for (int t = 0; t < 16; ++t) table[t] = _mm512_loadu_ps(map.code + 16 * t);
   const __m512 scale = _mm512_set1_ps(absmax);

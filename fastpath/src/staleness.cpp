@@ -24,7 +24,7 @@ bool gate_is_zero(const reference::GateParams<long double>& gate, std::int64_t t
 
 float sdm_scale(std::int64_t tau) {
   const std::uint64_t n = static_cast<std::uint64_t>(tau) + 1;  // 1 ≤ n ≤ 2^63
-  const int b = std::bit_width(n);                             // 2^(b−1) ≤ n < 2^b
+  const int b = std::bit_width(n);                              // 2^(b−1) ≤ n < 2^b
   if (std::has_single_bit(n)) return std::ldexp(1.0f, 1 - b);
   // 1/n lies in (2^−b, 2^(1−b)), so its 24-bit significand is q = floor(2^(b+23)/n) ∈ [2^23, 2^24), remainder r.
   // 1/n is never half-way between two floats (that would make n a power of two), so 2r ≠ n: round up iff 2r > n.

@@ -82,7 +82,9 @@ std::uint32_t crc32(const unsigned char* data, std::size_t size) {
   return crc.checksum();
 }
 
-std::uint32_t bits(float x) { return std::bit_cast<std::uint32_t>(x); }
+std::uint32_t bits(float x) {
+  return std::bit_cast<std::uint32_t>(x);
+}
 
 // The configuration fields in file order; a file must match the loading optimizer in every one.
 struct ConfigWords {
@@ -93,15 +95,14 @@ ConfigWords config_words(const StepConfig& c) {
                       static_cast<std::uint32_t>(c.state), static_cast<std::uint32_t>(c.rounding),
                       static_cast<std::uint32_t>(c.on_zero_gate), bits(c.adam.lr), bits(c.adam.beta1),
                       bits(c.adam.beta2), bits(c.adam.eps), bits(c.adam.weight_decay), bits(c.nesterov.lr),
-                      bits(c.nesterov.momentum), bits(static_cast<float>(c.alpha)),
-                      bits(static_cast<float>(c.tau_cut)),
+                      bits(c.nesterov.momentum), bits(static_cast<float>(c.alpha)), bits(static_cast<float>(c.tau_cut)),
                       static_cast<std::uint32_t>(c.q8_semantics), static_cast<std::uint32_t>(c.v_map)}};
 }
 // Version 2 stops before the v map: its files are dynamic (VMap's first value, 0).
 constexpr int kConfigWordsOfVersion2 = 15;
-constexpr const char* kConfigNames[16] = {"optimizer", "parameter format", "state format", "rounding",
-                                          "on_zero_gate", "lr", "beta1", "beta2", "eps", "weight_decay",
-                                          "nesterov lr", "momentum", "alpha", "tau_cut", "q8 semantics", "v map"};
+constexpr const char* kConfigNames[16] = {
+    "optimizer", "parameter format", "state format", "rounding", "on_zero_gate", "lr",      "beta1",        "beta2",
+    "eps",       "weight_decay",     "nesterov lr",  "momentum", "alpha",        "tau_cut", "q8 semantics", "v map"};
 
 // The exact size of a file for this optimizer: what write_state_file writes.
 std::size_t expected_size(const StepPlanner& planner, const HostState& state) {
@@ -152,9 +153,9 @@ std::vector<unsigned char> read_bounded(const std::filesystem::path& path, const
   return bytes;
 }
 
-// A moment within its range (validate_contents, below) is not enough: m and v are sums of the same gradients, so a large |m| needs a
-// large v (|m| = 2^63 beside the smallest subnormal v loaded, and a zero-gradient step then sent θ to −Inf while
-// reporting "applied"). From m = v = 0 under constant β1, β2, after t steps
+// A moment within its range (validate_contents, below) is not enough: m and v are sums of the same gradients, so a
+// large |m| needs a large v (|m| = 2^63 beside the smallest subnormal v loaded, and a zero-gradient step then sent θ to
+// −Inf while reporting "applied"). From m = v = 0 under constant β1, β2, after t steps
 //   m = (1 − β1)·Σ_j β1^j·g_j,   v = (1 − β2)·Σ_j β2^j·g_j²     (g_j: the gradient j steps back),
 // and Cauchy–Schwarz on Σ_j (β1^j/β2^(j/2))·(β2^(j/2)·|g_j|) gives, for ρ = β1²/β2 < 1,
 //   |m| <= (1 − β1)·sqrt(Σ_j ρ^j)·sqrt(v/(1 − β2)) <= K·sqrt(v),   K = (1 − β1)/sqrt((1 − β2)·(1 − ρ)).
@@ -220,12 +221,13 @@ void validate_contents(const HostState& s, const StepConfig& config, bool adam_f
   const char* range = adam_family ? "|m| <= 2^63, 0 <= v <= 2^126" : "|b| <= 2^63/(1 - momentum)";
   const auto check = [&](float x, int k, std::size_t i, const char* where) {
     if (!in_range(x, k)) {
-      r.fail(std::string("holds an impossible ") + where + " " + name(k) + "[" + std::to_string(i) + "] = " +
-             reference::to_decimal(x) + " (a step can reach only " + range + ")");
+      r.fail(std::string("holds an impossible ") + where + " " + name(k) + "[" + std::to_string(i) +
+             "] = " + reference::to_decimal(x) + " (a step can reach only " + range + ")");
     }
   };
   for (int k = 0; k < s.moments; ++k) {
-    for (std::size_t i = 0; i < s.fp32[k].size(); ++i) check(s.fp32[k][i], k, i, s.format == StateFormat::q8 ? "fp32-fallback" : "fp32");
+    for (std::size_t i = 0; i < s.fp32[k].size(); ++i)
+      check(s.fp32[k][i], k, i, s.format == StateFormat::q8 ? "fp32-fallback" : "fp32");
     for (std::size_t i = 0; i < s.half[k].size(); ++i) check(to_float(s.half[k][i]), k, i, "bf16");
     for (std::size_t i = 0; i < s.absmax[k].size(); ++i) {
       const float a = s.absmax[k][i];
@@ -238,8 +240,8 @@ void validate_contents(const HostState& s, const StepConfig& config, bool adam_f
   if (!adam_family) return;
   const auto check_pair = [&](double m, double v, const JointBound& bound, std::size_t i, const char* where) {
     if (!bound.reachable(m, v)) {
-      r.fail(std::string("holds an impossible ") + where + " pair m[" + std::to_string(i) + "] = " +
-             reference::to_decimal(static_cast<float>(m)) + ", v[" + std::to_string(i) + "] = " +
+      r.fail(std::string("holds an impossible ") + where + " pair m[" + std::to_string(i) +
+             "] = " + reference::to_decimal(static_cast<float>(m)) + ", v[" + std::to_string(i) + "] = " +
              reference::to_decimal(static_cast<float>(v)) + " (no sequence of steps makes |m| that large beside " +
              "that v; fastpath/src/state_file.cpp derives the bound)");
     }
@@ -277,8 +279,12 @@ std::vector<unsigned char> state_bytes(const StepPlanner& planner, const HostSta
   }
   for (int k = 0; k < state.moments; ++k) {
     switch (state.format) {
-      case StateFormat::fp32: w.put_all(state.fp32[k]); break;
-      case StateFormat::bf16: w.put_all(state.half[k]); break;
+      case StateFormat::fp32:
+        w.put_all(state.fp32[k]);
+        break;
+      case StateFormat::bf16:
+        w.put_all(state.half[k]);
+        break;
       case StateFormat::q8:
         w.put_all(state.codes[k]);
         w.put_all(state.absmax[k]);
@@ -325,7 +331,10 @@ LoadedState parse_state_bytes(std::span<const unsigned char> bytes, const std::s
     const std::uint32_t stored = version == 2 && i >= kConfigWordsOfVersion2 ? 0u : r.get<std::uint32_t>();
     if (stored != expected.words[i]) {
       r.fail(std::string("was saved with another ") + kConfigNames[i] + " than this optimizer's" +
-             (i == 15 ? std::string(" (") + (stored == 0 ? "dynamic" : stored == 1 ? "zero-free" : "unknown") +
+             (i == 15 ? std::string(" (") +
+                            (stored == 0   ? "dynamic"
+                             : stored == 1 ? "zero-free"
+                                           : "unknown") +
                             ", this optimizer " + std::string(to_string(config.v_map)) + ")"
                       : std::string()));
     }
@@ -365,8 +374,12 @@ LoadedState parse_state_bytes(std::span<const unsigned char> bytes, const std::s
   s.moments = current.moments;
   for (int k = 0; k < s.moments; ++k) {
     switch (s.format) {
-      case StateFormat::fp32: s.fp32[k] = r.get_all<float>(current.fp32[k].size()); break;
-      case StateFormat::bf16: s.half[k] = r.get_all<bf16>(current.half[k].size()); break;
+      case StateFormat::fp32:
+        s.fp32[k] = r.get_all<float>(current.fp32[k].size());
+        break;
+      case StateFormat::bf16:
+        s.half[k] = r.get_all<bf16>(current.half[k].size());
+        break;
       case StateFormat::q8:
         s.codes[k] = r.get_all<std::uint8_t>(current.codes[k].size());
         s.absmax[k] = r.get_all<float>(current.absmax[k].size());

@@ -77,7 +77,9 @@ StepPlanner::StepPlanner(const StepConfig& config, std::vector<std::size_t> tens
   }
 }
 
-std::int64_t StepPlanner::age(std::size_t fragment) const { return fragment_age(values(), fragment); }
+std::int64_t StepPlanner::age(std::size_t fragment) const {
+  return fragment_age(values(), fragment);
+}
 
 CounterValues StepPlanner::values() const {
   return {counters_.t.data(), counters_.last_sync.data(), counters_.round, counters_.steps};
@@ -155,7 +157,8 @@ StepReport StepPlanner::report_of(const StepEvent& event, const ScheduledStep& s
   report.tau_effective = scheduled.tau_effective;
   report.sigma = scheduled.sigma;
   switch (outcome) {
-    case StepOutcome::applied: break;
+    case StepOutcome::applied:
+      break;
     case StepOutcome::zero_gate:
       report.applied = false;
       report.reason = reference::SkipReason::zero_gate;

@@ -56,8 +56,10 @@ ThreadPool::ThreadPool(unsigned threads)
     : threads_(threads == 0 ? std::max(1u, std::min(std::thread::hardware_concurrency(), kMaxThreads)) : threads),
       pid_(::getpid()) {
   if (threads_ > kMaxThreads) {
-    throw reference::InputError("threads must be at most " + std::to_string(kMaxThreads) + " (the step is bound by "
-                                "memory bandwidth, and every step wakes every thread), got " + std::to_string(threads));
+    throw reference::InputError("threads must be at most " + std::to_string(kMaxThreads) +
+                                " (the step is bound by "
+                                "memory bandwidth, and every step wakes every thread), got " +
+                                std::to_string(threads));
   }
   const unsigned wanted = threads_;
   const std::string failed = start_crew();

@@ -46,8 +46,8 @@ void bind_bench(py::module_& m) {
   py::class_<bench::InPlaceWorkload>(m, "InPlaceTwin",
                                      "The in-place twin of a step (the roofline): InPlaceTwin(params, state, "
                                      "optimizer, n, threads); threads = 0 for every core.")
-      .def(py::init([](const std::string& params, const std::string& state, const std::string& optimizer,
-                       std::size_t n, unsigned threads) {
+      .def(py::init([](const std::string& params, const std::string& state, const std::string& optimizer, std::size_t n,
+                       unsigned threads) {
              check_size(n);
              return std::make_unique<bench::InPlaceWorkload>(twin_config(params, state, optimizer), n, threads);
            }),

@@ -1,7 +1,7 @@
 // `CudaOptimizer`: fastpath::CudaOptimizer for torch parameters on a CUDA device, one per param group, stepping on
 // the caller's stream (torch's current stream). Its step takes one contiguous device vector of parameters and the
-// fragment's slice of the pseudo-gradient (cgad/torch/_groups.py gathers a group of several tensors into one and scatters it
-// back). In a build without the CUDA backend, or with no device, constructing one is an InputError, and
+// fragment's slice of the pseudo-gradient (cgad/torch/_groups.py gathers a group of several tensors into one and
+// scatters it back). In a build without the CUDA backend, or with no device, constructing one is an InputError, and
 // cuda_available() / cuda_unavailable_reason() say so beforehand.
 //
 // The CUDA backend keeps its state on the device and moves it only through state files (cuda_optimizer.hpp), so
@@ -41,7 +41,8 @@ class TemporaryFile {
   TemporaryFile() {
     std::string pattern = (std::filesystem::temp_directory_path() / "cgad-cuda-state.XXXXXX").string();
     const int fd = ::mkstemp(pattern.data());
-    if (fd < 0) throw reference::InputError("cannot create a temporary state file: " + std::string(std::strerror(errno)));
+    if (fd < 0)
+      throw reference::InputError("cannot create a temporary state file: " + std::string(std::strerror(errno)));
     ::close(fd);
     path_ = pattern;
   }
@@ -82,8 +83,8 @@ class CudaGroup {
         optimizer_->step(reinterpret_cast<float*>(params), n, reinterpret_cast<const float*>(grad), grad_size, tau,
                          fragment, s);
       } else {
-        optimizer_->step(reinterpret_cast<fastpath::bf16*>(params), n, reinterpret_cast<const float*>(grad),
-                         grad_size, tau, fragment, s);
+        optimizer_->step(reinterpret_cast<fastpath::bf16*>(params), n, reinterpret_cast<const float*>(grad), grad_size,
+                         tau, fragment, s);
       }
       report = optimizer_->report(s);
     }

@@ -109,16 +109,45 @@ py::dict noise(const py::dict& o, unsigned precision) {
 
   constexpr int kColumns = 19;
   std::vector<double> column[kColumns];
-  static constexpr const char* kNames[kColumns] = {
-      "step", "v_mean_abs", "v_rms", "v_max_abs", "v_bias", "m_mean_abs", "m_rms", "m_max_abs", "m_bias",
-      "theta_mean_abs", "theta_rms", "theta_max_abs", "theta_bias", "v_zero_fraction", "m_zero_fraction",
-      "step_over_5lr_fraction", "max_step_over_lr", "reference_max_step_over_lr", "gated_to_zero"};
+  static constexpr const char* kNames[kColumns] = {"step",
+                                                   "v_mean_abs",
+                                                   "v_rms",
+                                                   "v_max_abs",
+                                                   "v_bias",
+                                                   "m_mean_abs",
+                                                   "m_rms",
+                                                   "m_max_abs",
+                                                   "m_bias",
+                                                   "theta_mean_abs",
+                                                   "theta_rms",
+                                                   "theta_max_abs",
+                                                   "theta_bias",
+                                                   "v_zero_fraction",
+                                                   "m_zero_fraction",
+                                                   "step_over_5lr_fraction",
+                                                   "max_step_over_lr",
+                                                   "reference_max_step_over_lr",
+                                                   "gated_to_zero"};
   for (const auto& x : run.samples) {
-    const double row[kColumns] = {static_cast<double>(x.step), x.v.mean_abs, x.v.rms, x.v.max_abs, x.v.bias,
-                            x.m.mean_abs, x.m.rms, x.m.max_abs, x.m.bias, x.theta.mean_abs, x.theta.rms,
-                            x.theta.max_abs, x.theta.bias, x.trap.v_zero_fraction, x.trap.m_zero_fraction,
-                            x.trap.step_over_5lr_fraction, x.trap.max_step_over_lr,
-                            x.trap.reference_max_step_over_lr, static_cast<double>(x.gated_to_zero)};
+    const double row[kColumns] = {static_cast<double>(x.step),
+                                  x.v.mean_abs,
+                                  x.v.rms,
+                                  x.v.max_abs,
+                                  x.v.bias,
+                                  x.m.mean_abs,
+                                  x.m.rms,
+                                  x.m.max_abs,
+                                  x.m.bias,
+                                  x.theta.mean_abs,
+                                  x.theta.rms,
+                                  x.theta.max_abs,
+                                  x.theta.bias,
+                                  x.trap.v_zero_fraction,
+                                  x.trap.m_zero_fraction,
+                                  x.trap.step_over_5lr_fraction,
+                                  x.trap.max_step_over_lr,
+                                  x.trap.reference_max_step_over_lr,
+                                  static_cast<double>(x.gated_to_zero)};
     for (int k = 0; k < kColumns; ++k) column[k].push_back(row[k]);
   }
   py::dict samples;

@@ -141,26 +141,30 @@ py::dict bound_constants(const std::string& alpha, long tau_cut, unsigned precis
 }  // namespace
 
 void bind_numerics(py::module_& m) {
-  m.def("sigma", [](const std::string& tau, const std::string& alpha, const std::string& tau_cut,
-                    const std::string& gate) { return gate_double(true, tau, alpha, tau_cut, gate); },
-        py::arg("tau"), py::arg("alpha"), py::arg("tau_cut"), py::arg("gate"));
-  m.def("gamma", [](const std::string& tau, const std::string& alpha, const std::string& tau_cut,
-                    const std::string& gate) { return gate_double(false, tau, alpha, tau_cut, gate); },
-        py::arg("tau"), py::arg("alpha"), py::arg("tau_cut"), py::arg("gate"));
-  m.def("sigma_exact",
-        [](const std::string& tau, const std::string& alpha, const std::string& tau_cut, const std::string& gate,
-           unsigned precision, std::optional<unsigned> digits) {
-          return gate_exact(true, tau, alpha, tau_cut, gate, precision, digits);
-        },
-        py::arg("tau"), py::arg("alpha"), py::arg("tau_cut"), py::arg("gate"), py::arg("precision"),
-        py::arg("digits"));
-  m.def("gamma_exact",
-        [](const std::string& tau, const std::string& alpha, const std::string& tau_cut, const std::string& gate,
-           unsigned precision, std::optional<unsigned> digits) {
-          return gate_exact(false, tau, alpha, tau_cut, gate, precision, digits);
-        },
-        py::arg("tau"), py::arg("alpha"), py::arg("tau_cut"), py::arg("gate"), py::arg("precision"),
-        py::arg("digits"));
+  m.def(
+      "sigma",
+      [](const std::string& tau, const std::string& alpha, const std::string& tau_cut, const std::string& gate) {
+        return gate_double(true, tau, alpha, tau_cut, gate);
+      },
+      py::arg("tau"), py::arg("alpha"), py::arg("tau_cut"), py::arg("gate"));
+  m.def(
+      "gamma",
+      [](const std::string& tau, const std::string& alpha, const std::string& tau_cut, const std::string& gate) {
+        return gate_double(false, tau, alpha, tau_cut, gate);
+      },
+      py::arg("tau"), py::arg("alpha"), py::arg("tau_cut"), py::arg("gate"));
+  m.def(
+      "sigma_exact",
+      [](const std::string& tau, const std::string& alpha, const std::string& tau_cut, const std::string& gate,
+         unsigned precision,
+         std::optional<unsigned> digits) { return gate_exact(true, tau, alpha, tau_cut, gate, precision, digits); },
+      py::arg("tau"), py::arg("alpha"), py::arg("tau_cut"), py::arg("gate"), py::arg("precision"), py::arg("digits"));
+  m.def(
+      "gamma_exact",
+      [](const std::string& tau, const std::string& alpha, const std::string& tau_cut, const std::string& gate,
+         unsigned precision,
+         std::optional<unsigned> digits) { return gate_exact(false, tau, alpha, tau_cut, gate, precision, digits); },
+      py::arg("tau"), py::arg("alpha"), py::arg("tau_cut"), py::arg("gate"), py::arg("precision"), py::arg("digits"));
   m.def("bound_constants", &bound_constants, py::arg("alpha"), py::arg("tau_cut"), py::arg("precision"),
         py::arg("digits"));
   m.def("default_precision_bits", [] { return reference::kDefaultPrecisionBits; });

@@ -25,9 +25,9 @@ namespace py = pybind11;
 namespace cgad::python {
 namespace {
 
-const std::set<std::string> kKeys{"optimizer", "lr", "beta1", "beta2", "eps", "weight_decay", "momentum",
-                                  "alpha", "tau_cut", "on_zero_gate", "fragments", "params", "state",
-                                  "rounding", "seed", "q8_semantics", "v_map", "min_q8_size"};
+const std::set<std::string> kKeys{"optimizer", "lr",       "beta1",   "beta2",        "eps",       "weight_decay",
+                                  "momentum",  "alpha",    "tau_cut", "on_zero_gate", "fragments", "params",
+                                  "state",     "rounding", "seed",    "q8_semantics", "v_map",     "min_q8_size"};
 
 }  // namespace
 
@@ -54,8 +54,9 @@ py::dict report_dict(const fastpath::StepReport& r) {
 }
 
 void bind_step_config(py::module_& m) {
-  m.def("check_spec", [](const py::dict& spec) { step_config(spec); }, py::arg("spec"),
-        "refuses (InputError) what step_config refuses, builds nothing");
+  m.def(
+      "check_spec", [](const py::dict& spec) { step_config(spec); }, py::arg("spec"),
+      "refuses (InputError) what step_config refuses, builds nothing");
   // PA-CGAD's fragments over a layout, as the fast path cuts the concatenated tensors: (offset, size) each.
   m.def(
       "fragment_bounds",

@@ -48,7 +48,9 @@ namespace {
   throw InputError(std::string(what) + ": '" + std::string(text) + "' is out of range for this format");
 }
 
-bool digit(char c) { return c >= '0' && c <= '9'; }
+bool digit(char c) {
+  return c >= '0' && c <= '9';
+}
 
 bool equal_ignoring_case(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;

@@ -51,7 +51,7 @@ class JobCopies {
 
  private:
   struct Copy {
-    std::vector<float> local, base;        // x^k and o^k
+    std::vector<float> local, base;       // x^k and o^k
     std::optional<std::size_t> previous;  // the fragment its previous job synced
   };
   bool keep_;

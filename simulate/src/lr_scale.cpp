@@ -29,15 +29,16 @@ void validate_lr_scale(const SimulationSpec& spec) {
   if (spec.inner.kind != InnerOptimizerKind::adamw) {
     throw reference::InputError("lr scale mup applies Adam's muP rules; the inner sgd would need its SGD rules");
   }
-  const reference::OptimizerKind method = spec.delayed_nesterov ? reference::OptimizerKind::delayed_nesterov
-                                                                : spec.outer.optimizer;
+  const reference::OptimizerKind method =
+      spec.delayed_nesterov ? reference::OptimizerKind::delayed_nesterov : spec.outer.optimizer;
   if (!reference::is_adam_family(method)) {
     throw reference::InputError("lr scale mup applies Adam's muP rules; " + std::string(reference::to_string(method)) +
                                 " would need its SGD rules");
   }
   if (method == reference::OptimizerKind::pa_cgad) {
-    throw reference::InputError("lr scale mup gives each tensor its own optimizer; pa-cgad's fragments are slices of "
-                                "the flat parameter vector");
+    throw reference::InputError(
+        "lr scale mup gives each tensor its own optimizer; pa-cgad's fragments are slices of "
+        "the flat parameter vector");
   }
 }
 

@@ -47,7 +47,8 @@ class NoisyQuadraticModel final : public Objective {
 // drawn in the layout's order; w_out's standard deviation times `readout_multiplier` (μP's readout, lr_scale.hpp;
 // 1 for the teacher).
 template <class T>
-std::vector<T> mlp_initialization(const MlpShape& shape, reference::PhiloxStream stream, double readout_multiplier = 1.0) {
+std::vector<T> mlp_initialization(const MlpShape& shape, reference::PhiloxStream stream,
+                                  double readout_multiplier = 1.0) {
   std::vector<T> p(shape.parameters(), T(0));
   for (std::size_t l = 0; l < shape.depth; ++l) {
     const double scale = 1.0 / std::sqrt(static_cast<double>(shape.fan_in(l)));
@@ -56,7 +57,8 @@ std::vector<T> mlp_initialization(const MlpShape& shape, reference::PhiloxStream
     }
   }
   const double readout_scale = readout_multiplier / std::sqrt(static_cast<double>(shape.hidden));
-  for (std::size_t j = 0; j < shape.hidden; ++j) p[shape.readout() + j] = static_cast<T>(readout_scale * stream.normal());
+  for (std::size_t j = 0; j < shape.hidden; ++j)
+    p[shape.readout() + j] = static_cast<T>(readout_scale * stream.normal());
   return p;
 }
 
@@ -74,7 +76,8 @@ class TeacherStudent final : public Objective {
                  WorkerRounding round, double readout_multiplier)
       : student_(student),
         feature_scales_(std::move(feature_scales)),
-        teacher_(mlp_initialization<double>(kTeacherShape, reference::PhiloxStream(problem_seed, reference::StreamPurpose::teacher))),
+        teacher_(mlp_initialization<double>(kTeacherShape,
+                                            reference::PhiloxStream(problem_seed, reference::StreamPurpose::teacher))),
         label_noise_(label_noise),
         round_(round),
         readout_multiplier_(readout_multiplier),
@@ -94,8 +97,8 @@ class TeacherStudent final : public Objective {
   std::size_t parameters() const override { return student_.parameters(); }
   std::vector<std::size_t> tensor_sizes() const override { return student_.tensor_sizes(); }
   std::vector<float> initial_point(std::uint64_t run_seed) const override {
-    return mlp_initialization<float>(student_, reference::PhiloxStream(run_seed, reference::StreamPurpose::initial_point),
-                                     readout_multiplier_);
+    return mlp_initialization<float>(
+        student_, reference::PhiloxStream(run_seed, reference::StreamPurpose::initial_point), readout_multiplier_);
   }
   double loss(std::span<const float> x) const override {
     const std::vector<double> params(x.begin(), x.end());
@@ -159,8 +162,8 @@ std::unique_ptr<Objective> make_objective(const SimulationSpec& spec) {
     case ObjectiveKind::nqm:
       return std::make_unique<NoisyQuadraticModel>(spec.size, spec.problem_seed, spec.nqm_noise, round);
     case ObjectiveKind::teacher_student:
-      return std::make_unique<TeacherStudent>(MlpShape{kTeacherShape.inputs, spec.size, spec.depth}, feature_scales(spec),
-                                              spec.problem_seed, spec.label_noise, round,
+      return std::make_unique<TeacherStudent>(MlpShape{kTeacherShape.inputs, spec.size, spec.depth},
+                                              feature_scales(spec), spec.problem_seed, spec.label_noise, round,
                                               readout_init_multiplier(spec.size, spec.lr_scale));
   }
   throw reference::InputError("unknown objective kind");

@@ -16,8 +16,9 @@ bool runs_delayed_nesterov(const SimulationSpec& spec) {
 
 namespace {
 
-float widen(fastpath::bf16 x) { return fastpath::to_float(x); }
-
+float widen(fastpath::bf16 x) {
+  return fastpath::to_float(x);
+}
 
 }  // namespace
 
@@ -89,8 +90,8 @@ fastpath::StepReport OuterStep::step_groups(std::span<Param> params, std::span<c
   }
   fastpath::StepReport report;
   for (std::size_t g = 0; g < groups_.size(); ++g) {
-    const fastpath::StepReport r =
-        groups_[g].optimizer->step(std::span<Param* const>(param_table[g]), std::span<const float* const>(grad_table[g]), tau);
+    const fastpath::StepReport r = groups_[g].optimizer->step(std::span<Param* const>(param_table[g]),
+                                                              std::span<const float* const>(grad_table[g]), tau);
     if (g == 0) report = r;
   }
   return report;
@@ -133,7 +134,8 @@ std::vector<float> OuterStep::moment_in_layout(const char* name) const {
     std::size_t at = 0;
     for (const std::size_t t : group.tensors) {
       const std::size_t size = tensor_begin_[t + 1] - tensor_begin_[t];
-      std::copy_n(buffer.begin() + static_cast<std::ptrdiff_t>(at), size, out.begin() + static_cast<std::ptrdiff_t>(tensor_begin_[t]));
+      std::copy_n(buffer.begin() + static_cast<std::ptrdiff_t>(at), size,
+                  out.begin() + static_cast<std::ptrdiff_t>(tensor_begin_[t]));
       at += size;
     }
   }

@@ -23,10 +23,12 @@ bool runs_delayed_nesterov(const SimulationSpec& spec);
 class OuterStep {
  public:
   // `tensors`: the objective's tensor sizes; `lr_multipliers`: one per tensor (lr_scale.hpp).
-  OuterStep(const SimulationSpec& spec, const std::vector<std::size_t>& tensors, const std::vector<float>& lr_multipliers);
+  OuterStep(const SimulationSpec& spec, const std::vector<std::size_t>& tensors,
+            const std::vector<float>& lr_multipliers);
 
   // One event: `grad` is the fragment's slice (the whole Δ when there is one fragment, as with several groups).
-  fastpath::StepReport step(std::span<float> params, std::span<const float> grad, std::int64_t tau, std::size_t fragment);
+  fastpath::StepReport step(std::span<float> params, std::span<const float> grad, std::int64_t tau,
+                            std::size_t fragment);
   fastpath::StepReport step(std::span<fastpath::bf16> params, std::span<const float> grad, std::int64_t tau,
                             std::size_t fragment);
   void advance_round();
@@ -50,7 +52,7 @@ class OuterStep {
 
   std::vector<Group> groups_;
   std::unique_ptr<reference::OuterOptimizer<float>> reference_;  // Delayed Nesterov
-  std::vector<std::size_t> tensor_begin_;                          // tensor k's first element; one more than tensors
+  std::vector<std::size_t> tensor_begin_;                        // tensor k's first element; one more than tensors
   std::optional<fastpath::TrapCounter> trap_;
   std::vector<float> widened_;  // bf16 parameters widened, for the trap counter
   // A decoded moment ("m" or "v") of every group, in the tensors' layout order (groups hold their tensors in order).

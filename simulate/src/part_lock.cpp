@@ -29,13 +29,15 @@ PartLock::PartLock(const std::filesystem::path& target) : path_(lock_path(target
       char pid[32] = {};
       const ssize_t got = ::pread(fd, pid, sizeof pid - 1, 0);
       ::close(fd);
-      if (error != EWOULDBLOCK) throw std::system_error(error, std::generic_category(), "cannot lock " + path_.string());
+      if (error != EWOULDBLOCK)
+        throw std::system_error(error, std::generic_category(), "cannot lock " + path_.string());
       throw reference::InputError("another cgad is writing " + target.string() +
                                   (got > 0 ? " (pid " + std::string(pid, static_cast<std::size_t>(got)) + ")" : "") +
                                   ": give each shard its own --out");
     }
     // Still the file at that path? A holder that has just released it unlinked it after this open.
-    struct stat held{}, named{};
+    struct stat held {
+    }, named{};
     if (::fstat(fd, &held) == 0 && ::stat(path_.c_str(), &named) == 0 && held.st_dev == named.st_dev &&
         held.st_ino == named.st_ino) {
       const std::string pid = std::to_string(::getpid());

@@ -27,7 +27,9 @@ std::optional<std::string> engine_refusal(const SimulationSpec& spec) {
 }
 
 // Both objectives' losses are ½·(squared distances), never negative (the NQM's minimum is 0 at its centres).
-bool loss_possible(double loss) { return !(loss < 0); }
+bool loss_possible(double loss) {
+  return !(loss < 0);
+}
 
 void check_curve(const RunRecord& r, std::int64_t rounds_run) {
   const SimulationResult& s = r.result;
@@ -137,11 +139,14 @@ void check_tensor_traps(const SimulationResult& s, const SimulationSpec& spec, b
       throw InputError("tensor_traps entry " + std::to_string(k) + " is '" + t.name + "' of " + std::to_string(t.size) +
                        ", the objective's is '" + names[k] + "' of " + std::to_string(sizes[k]));
     }
-    for (const double fraction : {t.counts.v_zero_fraction, t.counts.m_zero_fraction, t.counts.step_over_5lr_fraction}) {
-      if (!(fraction >= 0 && fraction <= 1)) throw InputError("tensor " + t.name + ": a fraction " + hexfloat(fraction) + " is impossible");
+    for (const double fraction :
+         {t.counts.v_zero_fraction, t.counts.m_zero_fraction, t.counts.step_over_5lr_fraction}) {
+      if (!(fraction >= 0 && fraction <= 1))
+        throw InputError("tensor " + t.name + ": a fraction " + hexfloat(fraction) + " is impossible");
     }
     if (!(t.counts.max_step_over_lr >= 0 && std::isfinite(t.counts.max_step_over_lr))) {
-      throw InputError("tensor " + t.name + ": max_step_over_lr " + hexfloat(t.counts.max_step_over_lr) + " is impossible");
+      throw InputError("tensor " + t.name + ": max_step_over_lr " + hexfloat(t.counts.max_step_over_lr) +
+                       " is impossible");
     }
     largest = std::max(largest, t.counts.max_step_over_lr);
   }
@@ -159,14 +164,16 @@ void check_staleness_and_trap(const RunRecord& r, const SimulationSpec& spec, st
     throw InputError("mean_tau " + hexfloat(s.mean_tau) + " is impossible at tau " + std::to_string(r.key.tau));
   }
   const bool pa = spec.outer.optimizer == reference::OptimizerKind::pa_cgad && !spec.delayed_nesterov;
-  if (!std::isfinite(s.mean_tau_effective) || (pa ? s.mean_tau_effective < s.mean_tau : s.mean_tau_effective != s.mean_tau)) {
+  if (!std::isfinite(s.mean_tau_effective) ||
+      (pa ? s.mean_tau_effective < s.mean_tau : s.mean_tau_effective != s.mean_tau)) {
     throw InputError("mean_tau_effective " + hexfloat(s.mean_tau_effective) + " is impossible beside mean_tau " +
                      hexfloat(s.mean_tau));
   }
   const bool trap = !spec.delayed_nesterov && reference::is_adam_family(spec.outer.optimizer);
-  for (const auto& [name, value, fraction] :
-       {std::tuple{"v_zero_fraction", s.v_zero_fraction, true}, std::tuple{"step_over_5lr_fraction", s.step_over_5lr_fraction, true},
-        std::tuple{"max_step_over_lr", s.max_step_over_lr, false}, std::tuple{"m_zero_fraction", s.m_zero_fraction, true}}) {
+  for (const auto& [name, value, fraction] : {std::tuple{"v_zero_fraction", s.v_zero_fraction, true},
+                                              std::tuple{"step_over_5lr_fraction", s.step_over_5lr_fraction, true},
+                                              std::tuple{"max_step_over_lr", s.max_step_over_lr, false},
+                                              std::tuple{"m_zero_fraction", s.m_zero_fraction, true}}) {
     if (value.has_value() != trap) {
       throw InputError(std::string(name) + (trap ? " missing for " : " present for ") + r.key.method);
     }

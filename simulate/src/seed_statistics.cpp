@@ -19,7 +19,8 @@ class Draws {
   explicit Draws(std::uint64_t seed) : engine_(seed) {}
   std::size_t below(std::size_t n) {
     const std::uint64_t range = n;
-    const std::uint64_t limit = std::numeric_limits<std::uint64_t>::max() - std::numeric_limits<std::uint64_t>::max() % range;
+    const std::uint64_t limit =
+        std::numeric_limits<std::uint64_t>::max() - std::numeric_limits<std::uint64_t>::max() % range;
     std::uint64_t draw = engine_();
     while (draw >= limit) draw = engine_();
     return static_cast<std::size_t>(draw % range);

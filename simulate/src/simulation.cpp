@@ -58,7 +58,8 @@ void validate_inner(const InnerConfig& inner) {
   require_count(inner.steps, kMaxInnerSteps, "inner steps H");
   try {
     if (inner.kind == InnerOptimizerKind::adamw) {
-      reference::validate(reference::AdamHyper<float>{inner.lr, inner.beta1, inner.beta2, inner.eps, inner.weight_decay});
+      reference::validate(
+          reference::AdamHyper<float>{inner.lr, inner.beta1, inner.beta2, inner.eps, inner.weight_decay});
     } else {
       reference::require_positive(inner.lr, "lr");
     }
@@ -70,9 +71,10 @@ void validate_inner(const InnerConfig& inner) {
 void validate_outer(const SimulationSpec& spec, std::size_t parameters) {
   if (runs_delayed_nesterov(spec)) {
     if (spec.outer.params != fastpath::ParamFormat::fp32 || spec.outer.state != fastpath::StateFormat::fp32) {
-      throw InputError("delayed-nesterov runs the reference optimizer in float: it needs fp32 params and fp32 state, got " +
-                       std::string(fastpath::to_string(spec.outer.params)) + " params and " +
-                       std::string(fastpath::to_string(spec.outer.state)) + " state");
+      throw InputError(
+          "delayed-nesterov runs the reference optimizer in float: it needs fp32 params and fp32 state, got " +
+          std::string(fastpath::to_string(spec.outer.params)) + " params and " +
+          std::string(fastpath::to_string(spec.outer.state)) + " state");
     }
     if (spec.outer.fragments != 1) {
       throw InputError("only pa-cgad takes fragments; delayed-nesterov got " + std::to_string(spec.outer.fragments));
@@ -102,8 +104,10 @@ void validate_objective_shape(const SimulationSpec& spec) {
   }
   if (!mlp && spec.depth != 1) throw InputError("depth applies to the teacher-student objective, not nqm");
   if (spec.outlier_features > kTeacherShape.inputs) {
-    throw InputError("outlier features must lie in [0, " + std::to_string(kTeacherShape.inputs) + "] (the inputs' "
-                     "dimensions), got " + std::to_string(spec.outlier_features));
+    throw InputError("outlier features must lie in [0, " + std::to_string(kTeacherShape.inputs) +
+                     "] (the inputs' "
+                     "dimensions), got " +
+                     std::to_string(spec.outlier_features));
   }
   if (!(spec.outlier_scale > 0) || spec.outlier_scale > kMaxOutlierScale) {
     throw InputError("outlier scale must lie in (0, 1e6], got " + shown(spec.outlier_scale));
@@ -113,8 +117,12 @@ void validate_objective_shape(const SimulationSpec& spec) {
   }
 }
 
-float widen(float x) { return x; }
-float widen(fastpath::bf16 x) { return fastpath::to_float(x); }
+float widen(float x) {
+  return x;
+}
+float widen(fastpath::bf16 x) {
+  return fastpath::to_float(x);
+}
 
 template <class Param>
 Param narrow(float x) {
@@ -157,9 +165,10 @@ double bytes_per_parameter(const SimulationSpec& spec) {
     const double moments = reference::is_adam_family(spec.outer.optimizer) ? 2.0 : 1.0;
     // q8: a code for every parameter, an absmax per block, and fp32 moments for the tensors under min_q8_size
     // (as fastpath::HostState allocates them).
-    const double moment_bytes = spec.outer.state == fastpath::StateFormat::fp32   ? 4.0
-                                : spec.outer.state == fastpath::StateFormat::bf16 ? 2.0
-                                                                                  : 1.0 + 4.0 / 256.0 + 4.0 * q8_fallback_share(spec);
+    const double moment_bytes = spec.outer.state == fastpath::StateFormat::fp32 ? 4.0
+                                : spec.outer.state == fastpath::StateFormat::bf16
+                                    ? 2.0
+                                    : 1.0 + 4.0 / 256.0 + 4.0 * q8_fallback_share(spec);
     outer_state = moments * moment_bytes;
   }
   const double inner_state = spec.inner.kind == InnerOptimizerKind::adamw ? 2 * 4.0 : 0.0;
@@ -303,7 +312,8 @@ SimulationResult run(const SimulationSpec& spec, const std::function<void(std::i
     result.step_over_5lr_fraction = trap->all.step_over_5lr_fraction;
     result.max_step_over_lr = trap->all.max_step_over_lr;
     const std::vector<std::string> names = tensor_names(spec.objective, spec.size, spec.depth);
-    for (std::size_t k = 0; k < tensors.size(); ++k) result.tensor_traps.push_back({names[k], tensors[k], trap->tensors[k]});
+    for (std::size_t k = 0; k < tensors.size(); ++k)
+      result.tensor_traps.push_back({names[k], tensors[k], trap->tensors[k]});
   }
   result.final_params.resize(n);
   for (std::size_t i = 0; i < n; ++i) result.final_params[i] = widen(theta[i]);
@@ -328,28 +338,36 @@ InnerOptimizerKind parse_inner_optimizer(std::string_view name) {
   throw InputError("unknown inner optimizer '" + std::string(name) + "' (expected sgd or adamw)");
 }
 
-std::string_view to_string(InnerOptimizerKind kind) { return kind == InnerOptimizerKind::sgd ? "sgd" : "adamw"; }
+std::string_view to_string(InnerOptimizerKind kind) {
+  return kind == InnerOptimizerKind::sgd ? "sgd" : "adamw";
+}
 
 WorkerParams parse_worker_params(std::string_view name) {
   if (name == "fp32") return WorkerParams::fp32;
   if (name == "bf16") return WorkerParams::bf16;
   throw InputError("unknown worker params '" + std::string(name) + "' (expected fp32 or bf16)");
 }
-std::string_view to_string(WorkerParams params) { return params == WorkerParams::fp32 ? "fp32" : "bf16"; }
+std::string_view to_string(WorkerParams params) {
+  return params == WorkerParams::fp32 ? "fp32" : "bf16";
+}
 
 LrScale parse_lr_scale(std::string_view name) {
   if (name == "none") return LrScale::none;
   if (name == "mup") return LrScale::mup;
   throw InputError("unknown lr scale '" + std::string(name) + "' (expected none or mup)");
 }
-std::string_view to_string(LrScale scale) { return scale == LrScale::none ? "none" : "mup"; }
+std::string_view to_string(LrScale scale) {
+  return scale == LrScale::none ? "none" : "mup";
+}
 
 FragmentProgress parse_fragment_progress(std::string_view name) {
   if (name == "keep") return FragmentProgress::keep;
   if (name == "discard") return FragmentProgress::discard;
   throw InputError("unknown fragment progress '" + std::string(name) + "' (expected keep or discard)");
 }
-std::string_view to_string(FragmentProgress progress) { return progress == FragmentProgress::keep ? "keep" : "discard"; }
+std::string_view to_string(FragmentProgress progress) {
+  return progress == FragmentProgress::keep ? "keep" : "discard";
+}
 
 theory::DelayKind parse_delays(std::string_view name) {
   if (name == "constant") return theory::DelayKind::constant_from_start;
@@ -357,8 +375,7 @@ theory::DelayKind parse_delays(std::string_view name) {
   try {
     const theory::DelayKind kind = theory::parse_delay_kind(name);
     if (kind != theory::DelayKind::constant_from_start) return kind;
-  } catch (const InputError&) {
-  }
+  } catch (const InputError&) {}
   throw InputError("unknown delay schedule '" + std::string(name) + "' (expected " + kDelayNames + ")");
 }
 
@@ -395,9 +412,11 @@ void validate(const SimulationSpec& spec) {
   const std::size_t parameters = parameter_count(spec.objective, spec.size, spec.depth);
   const double bytes = static_cast<double>(parameters) * bytes_per_parameter(spec) + curve_bytes(spec);
   if (bytes > kMaxStateBytes) {
-    throw InputError("the run's buffers (snapshot ring, workers' inner states and copies, optimizer state, scratch, "
-                     "loss curve) would take " + shown(bytes / (1024.0 * 1024.0)) +
-                     " MiB, over the 1024 MiB limit: lower tau, workers, size or rounds/log-every");
+    throw InputError(
+        "the run's buffers (snapshot ring, workers' inner states and copies, optimizer state, scratch, "
+        "loss curve) would take " +
+        shown(bytes / (1024.0 * 1024.0)) +
+        " MiB, over the 1024 MiB limit: lower tau, workers, size or rounds/log-every");
   }
   validate_outer(spec, parameters);
   validate_lr_scale(spec);

@@ -32,12 +32,16 @@ void require_record_memory(const SweepGrid& grid) {
   if (b.rounds < 1 || b.log_every < 1) return;  // the engine refuses these, with its own message
   const double points = static_cast<double>(b.rounds / b.log_every) + 3.0;
   double parameters = 0;
-  for (const std::size_t size : grid.sizes) parameters += static_cast<double>(parameter_count(b.objective, size, b.depth));
-  const double runs_per_size = static_cast<double>(grid.methods.size() * grid.taus.size() * grid.states.size() * grid.seeds.size());
-  const double bytes = runs_per_size * (static_cast<double>(grid.sizes.size()) * points * kBytesPerCurvePoint + 4.0 * parameters);
+  for (const std::size_t size : grid.sizes)
+    parameters += static_cast<double>(parameter_count(b.objective, size, b.depth));
+  const double runs_per_size =
+      static_cast<double>(grid.methods.size() * grid.taus.size() * grid.states.size() * grid.seeds.size());
+  const double bytes =
+      runs_per_size * (static_cast<double>(grid.sizes.size()) * points * kBytesPerCurvePoint + 4.0 * parameters);
   if (bytes > kMaxSweepRecordBytes) {
     char text[160];
-    std::snprintf(text, sizeof text, "sweep: its records (loss curves of %.0f points per run, final parameters) would "
+    std::snprintf(text, sizeof text,
+                  "sweep: its records (loss curves of %.0f points per run, final parameters) would "
                   "take %.3g GiB, over the %.0f GiB limit: raise --log-every, or fewer runs",
                   points, bytes / (1024.0 * 1024.0 * 1024.0), kMaxSweepRecordBytes / (1024.0 * 1024.0 * 1024.0));
     throw InputError(text);
@@ -57,8 +61,8 @@ std::size_t parse_count(std::string_view text, std::string_view whole) {
 
 void validate(const SweepGrid& grid) {
   std::size_t runs = 1;
-  for (const std::size_t length : {grid.methods.size(), grid.taus.size(), grid.sizes.size(), grid.states.size(),
-                                   grid.seeds.size()}) {
+  for (const std::size_t length :
+       {grid.methods.size(), grid.taus.size(), grid.sizes.size(), grid.states.size(), grid.seeds.size()}) {
     // Checked before each product, so that it cannot wrap around.
     if (length != 0 && runs > kMaxRuns / length) {
       throw InputError("sweep: more than " + std::to_string(kMaxRuns) + " runs (the most a sweep holds)");
@@ -173,10 +177,14 @@ std::vector<std::size_t> shard_runs(const SweepGrid& grid, Shard shard) {
 
 std::string_view to_string(RunStatus status) {
   switch (status) {
-    case RunStatus::finished: return "finished";
-    case RunStatus::diverged: return "diverged";
-    case RunStatus::stalled: return "stalled";
-    case RunStatus::unsupported: return "unsupported";
+    case RunStatus::finished:
+      return "finished";
+    case RunStatus::diverged:
+      return "diverged";
+    case RunStatus::stalled:
+      return "stalled";
+    case RunStatus::unsupported:
+      return "unsupported";
   }
   return "unknown";
 }

@@ -140,9 +140,12 @@ ordered grid_to_json(const SweepGrid& grid) {
   j["outlier_scale"] = hexfloat(b.outlier_scale);
   j["workers"] = b.workers;
   j["rounds"] = b.rounds;
-  j["inner"] = {{"kind", to_string(b.inner.kind)},    {"steps", b.inner.steps},
-                {"lr", hexfloat(b.inner.lr)},         {"beta1", hexfloat(b.inner.beta1)},
-                {"beta2", hexfloat(b.inner.beta2)},   {"eps", hexfloat(b.inner.eps)},
+  j["inner"] = {{"kind", to_string(b.inner.kind)},
+                {"steps", b.inner.steps},
+                {"lr", hexfloat(b.inner.lr)},
+                {"beta1", hexfloat(b.inner.beta1)},
+                {"beta2", hexfloat(b.inner.beta2)},
+                {"eps", hexfloat(b.inner.eps)},
                 {"weight_decay", hexfloat(b.inner.weight_decay)}};
   j["delays"] = delays_name(b.delays);
   j["worker_params"] = to_string(b.worker_params);
@@ -228,7 +231,8 @@ SweepGrid grid_from_json(const nlohmann::json& j) {
   grid.methods = j.at("methods").get<std::vector<std::string>>();
   grid.taus = integers<long>(j.at("taus"), "taus");
   grid.sizes = integers<std::size_t>(j.at("sizes"), "sizes");
-  for (const auto& state : j.at("states")) grid.states.push_back(fastpath::parse_state_format(state.get<std::string>()));
+  for (const auto& state : j.at("states"))
+    grid.states.push_back(fastpath::parse_state_format(state.get<std::string>()));
   grid.seeds = integers<std::uint64_t>(j.at("seeds"), "seeds");
   return grid;
 }
@@ -306,7 +310,9 @@ RunRecord record_from_json(const nlohmann::json& j) {
   if (status != "finished" && status != "diverged" && status != "stalled") {
     throw InputError("unknown run status '" + status + "'");
   }
-  r.status = status == "diverged" ? RunStatus::diverged : status == "stalled" ? RunStatus::stalled : RunStatus::finished;
+  r.status = status == "diverged"  ? RunStatus::diverged
+             : status == "stalled" ? RunStatus::stalled
+                                   : RunStatus::finished;
   SimulationResult& s = r.result;
   if (r.status == RunStatus::stalled) s.stalled = j.at("stalled").get<std::string>();
   s.initial_loss = parse_hexfloat(j.at("initial_loss"), "initial_loss");
@@ -417,7 +423,8 @@ MergedSweep merge_parts(const std::vector<SweepPart>& parts, const std::vector<s
     const std::string source = p < sources.size() ? sources[p] : "part " + std::to_string(p + 1);
     if (!allow_other_versions && parts[p].cgad_version != kCgadVersion) {
       throw InputError("merge: " + source + " was written by cgad " + parts[p].cgad_version + ", this is cgad " +
-                       kCgadVersion + " (outcomes may differ between versions); pass --allow-other-versions to merge "
+                       kCgadVersion +
+                       " (outcomes may differ between versions); pass --allow-other-versions to merge "
                        "it anyway");
     }
     if (grid_fingerprint(parts[p].grid) != fingerprint) {

@@ -39,7 +39,7 @@ RunRecord execute_run(const SweepGrid& grid, std::size_t index,
     record.unsupported_reason = e.what();
     return record;
   }
-  record.status = record.result.diverged          ? RunStatus::diverged
+  record.status = record.result.diverged           ? RunStatus::diverged
                   : !record.result.stalled.empty() ? RunStatus::stalled
                                                    : RunStatus::finished;
   return record;

@@ -68,7 +68,8 @@ std::vector<CellSummary> summarize(const SweepGrid& grid, std::span<const RunRec
         cell.with_skips += s.inner_steps_skipped > 0 || s.skipped_nonfinite > 0 || s.skipped_overflowing > 0;
         v_zero[c].add(s.v_zero_fraction);
         over_5lr[c].add(s.step_over_5lr_fraction);
-        if (s.max_step_over_lr) cell.max_step_over_lr = std::max(cell.max_step_over_lr.value_or(0.0), *s.max_step_over_lr);
+        if (s.max_step_over_lr)
+          cell.max_step_over_lr = std::max(cell.max_step_over_lr.value_or(0.0), *s.max_step_over_lr);
         break;
       }
     }
@@ -98,7 +99,8 @@ std::vector<SigmaComparisonRow> compare_cells(const SweepGrid& grid, std::span<c
   const std::vector<std::vector<double>> losses = finished_losses(grid, records);
   const std::size_t seeds = grid.seeds.size();
   // Cell c's coordinates in the run order (method, τ, size, state; state fastest): its index on each axis.
-  const std::array<std::size_t, 4> lengths{grid.methods.size(), grid.taus.size(), grid.sizes.size(), grid.states.size()};
+  const std::array<std::size_t, 4> lengths{grid.methods.size(), grid.taus.size(), grid.sizes.size(),
+                                           grid.states.size()};
   const std::array<const char*, 4> names{"method", "tau", "size", "state"};
   std::array<std::size_t, 4> stride{};
   stride[3] = 1;
@@ -132,10 +134,12 @@ std::string cell_note(const CellSummary& cell) {
   if (lost > 0 && cell.finished > 0) {
     // The statistics leave the diverged and stalled seeds out, so they describe the survivors: a lower risk than
     // a single shot of the method really carries. The reader must see that next to them.
-    std::string what = cell.diverged > 0 ? std::to_string(cell.diverged) + " of " + std::to_string(lost + cell.finished) + " diverged" : "";
+    std::string what = cell.diverged > 0
+                           ? std::to_string(cell.diverged) + " of " + std::to_string(lost + cell.finished) + " diverged"
+                           : "";
     if (cell.stalled > 0) {
-      what += (what.empty() ? "" : ", ") + std::to_string(cell.stalled) + " of " + std::to_string(lost + cell.finished) +
-              " stalled (" + cell.stall_reason + ")";
+      what += (what.empty() ? "" : ", ") + std::to_string(cell.stalled) + " of " +
+              std::to_string(lost + cell.finished) + " stalled (" + cell.stall_reason + ")";
     }
     add(what + "; statistics over the " + std::to_string(cell.finished) + " finished");
   }

@@ -42,14 +42,16 @@ InnerOptimizer::InnerOptimizer(const InnerConfig& config, const std::vector<std:
     adamw_.back().size += tensors[t];
     offset += tensors[t];
   }
-  for (std::size_t g = 0; g < adamw_.size(); ++g) adamw_[g].adamw = make_adamw(config, group_multipliers[g], adamw_[g].size);
+  for (std::size_t g = 0; g < adamw_.size(); ++g)
+    adamw_[g].adamw = make_adamw(config, group_multipliers[g], adamw_[g].size);
 }
 
 bool InnerOptimizer::step(std::span<float> x, std::span<const float> g) {
   if (!adamw_.empty()) {
     if (refused(g)) return false;
     for (const Group& group : adamw_) {
-      group.adamw->apply(x.subspan(group.offset, group.size), reference::Event<float>{g.subspan(group.offset, group.size), 0, 0});
+      group.adamw->apply(x.subspan(group.offset, group.size),
+                         reference::Event<float>{g.subspan(group.offset, group.size), 0, 0});
     }
   } else {
     for (std::size_t i = 0; i < x.size(); ++i) x[i] = x[i] - sgd_lr_ * g[i];

@@ -14,10 +14,14 @@ using reference::mpfr_real;
 
 const char* to_string(Verdict verdict) {
   switch (verdict) {
-    case Verdict::proved: return "proved";
-    case Verdict::proved_vacuous: return "proved (vacuous: comparison is +inf because alpha = 0)";
-    case Verdict::refuted: return "refuted";
-    case Verdict::undetermined: return "undetermined at this precision";
+    case Verdict::proved:
+      return "proved";
+    case Verdict::proved_vacuous:
+      return "proved (vacuous: comparison is +inf because alpha = 0)";
+    case Verdict::refuted:
+      return "refuted";
+    case Verdict::undetermined:
+      return "undetermined at this precision";
   }
   return "?";
 }
@@ -30,7 +34,9 @@ mpfr_real infinity() {
   return x;
 }
 
-bool is_zero(const Interval& x) { return x.lower() == 0 && x.upper() == 0; }
+bool is_zero(const Interval& x) {
+  return x.lower() == 0 && x.upper() == 0;
+}
 
 Verdict compare(const Interval& constant, const Interval& comparison) {
   if (comparison.is_point_infinite()) return Verdict::proved_vacuous;
@@ -69,9 +75,9 @@ std::pair<mpfr_real, mpfr_real> initial_bracket(unsigned k, const IntervalGate& 
 // strictly decreasing from +∞ (τ → 0+) to −∞ (τ → τ_cut−) for k ≥ 1, α ≥ 0 (k/τ and −α−(π/τ_cut)tan(·)
 // both decrease). So g has exactly one zero τ*, h increases before it and decreases after it, and since
 // h(0) = 0 = h(τ) for τ ≥ τ_cut, sup_{τ≥0} h = h(τ*). Bisection starts from initial_bracket and keeps the
-// invariant "g(a) > 0 (or a = 0) and g(b) < 0 (or b = τ_cut)", each sign certified by an MPFI enclosure of g(m) that excludes 0; by the
-// intermediate value theorem τ* ∈ (a, b). It stops when the midpoint is no longer representable or the sign
-// of g(m) cannot be certified, which leaves (a, b) a few working-precision ulps wide. Then
+// invariant "g(a) > 0 (or a = 0) and g(b) < 0 (or b = τ_cut)", each sign certified by an MPFI enclosure of g(m) that
+// excludes 0; by the intermediate value theorem τ* ∈ (a, b). It stops when the midpoint is no longer representable or
+// the sign of g(m) cannot be certified, which leaves (a, b) a few working-precision ulps wide. Then
 //   * h(τ*) ∈ h([a, b]) ⊆ weighted_sigma_enclosure([a, b])  (inclusion property of interval arithmetic), and
 //   * h(τ*) ≥ h(a), h(τ*) ≥ h(b)  (τ* is the maximizer), so max(lo h(a), lo h(b)) is a valid lower end.
 SupConstant sup_without_cutoff(unsigned k, const Interval& alpha, long tau_cut) {

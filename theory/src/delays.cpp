@@ -9,9 +9,9 @@
 namespace cgad::theory {
 
 namespace {
-constexpr DelayKind kAll[] = {DelayKind::constant,    DelayKind::uniform,     DelayKind::geometric,
-                              DelayKind::pareto,      DelayKind::bursty,      DelayKind::adversarial,
-                              DelayKind::heavy_tail,  DelayKind::constant_from_start};
+constexpr DelayKind kAll[] = {
+    DelayKind::constant, DelayKind::uniform,     DelayKind::geometric,  DelayKind::pareto,
+    DelayKind::bursty,   DelayKind::adversarial, DelayKind::heavy_tail, DelayKind::constant_from_start};
 constexpr double kHeavyTailShare = 0.3;
 constexpr double kHeavyTailScale = 8.0;
 constexpr double kParetoShape = 1.2;
@@ -21,14 +21,22 @@ constexpr long kBurstLength = 8;
 
 const char* to_string(DelayKind kind) {
   switch (kind) {
-    case DelayKind::constant: return "constant";
-    case DelayKind::uniform: return "uniform";
-    case DelayKind::geometric: return "geometric";
-    case DelayKind::pareto: return "pareto";
-    case DelayKind::bursty: return "bursty";
-    case DelayKind::adversarial: return "adversarial";
-    case DelayKind::heavy_tail: return "heavy-tail";
-    case DelayKind::constant_from_start: return "constant-from-start";
+    case DelayKind::constant:
+      return "constant";
+    case DelayKind::uniform:
+      return "uniform";
+    case DelayKind::geometric:
+      return "geometric";
+    case DelayKind::pareto:
+      return "pareto";
+    case DelayKind::bursty:
+      return "bursty";
+    case DelayKind::adversarial:
+      return "adversarial";
+    case DelayKind::heavy_tail:
+      return "heavy-tail";
+    case DelayKind::constant_from_start:
+      return "constant-from-start";
   }
   return "?";
 }
@@ -48,12 +56,15 @@ DelaySchedule::DelaySchedule(DelayKind kind, long tau_max, std::uint64_t seed, l
   }
 }
 
-double DelaySchedule::unit() { return static_cast<double>(engine_() >> 11) * 0x1p-53; }
+double DelaySchedule::unit() {
+  return static_cast<double>(engine_() >> 11) * 0x1p-53;
+}
 
 long DelaySchedule::uniform_int(long n) {
   // Rejection sampling: exactly uniform, and the same sequence on every platform.
   const std::uint64_t range = static_cast<std::uint64_t>(n) + 1;
-  const std::uint64_t limit = std::numeric_limits<std::uint64_t>::max() - std::numeric_limits<std::uint64_t>::max() % range;
+  const std::uint64_t limit =
+      std::numeric_limits<std::uint64_t>::max() - std::numeric_limits<std::uint64_t>::max() % range;
   std::uint64_t draw = engine_();
   while (draw >= limit) draw = engine_();
   return static_cast<long>(draw % range);

@@ -14,12 +14,18 @@ namespace cgad::theory {
 using reference::mpfr_real;
 
 namespace {
-mpfr_prec_t working() { return static_cast<mpfr_prec_t>(reference::working_precision_bits()); }
+mpfr_prec_t working() {
+  return static_cast<mpfr_prec_t>(reference::working_precision_bits());
+}
 }  // namespace
 
-Interval::Interval(mpfr_prec_t precision, int /*tag*/) { mpfi_init2(value_, precision); }
+Interval::Interval(mpfr_prec_t precision, int /*tag*/) {
+  mpfi_init2(value_, precision);
+}
 
-Interval::Interval(long value) : Interval(working(), 0) { mpfi_set_si(value_, value); }
+Interval::Interval(long value) : Interval(working(), 0) {
+  mpfi_set_si(value_, value);
+}
 
 Interval Interval::from_decimal(std::string_view text, std::string_view what) {
   Interval result(working(), 0);
@@ -70,7 +76,9 @@ Interval& Interval::operator=(Interval&& other) noexcept {
   mpfi_swap(value_, other.value_);
   return *this;
 }
-Interval::~Interval() { mpfi_clear(value_); }
+Interval::~Interval() {
+  mpfi_clear(value_);
+}
 
 mpfr_real Interval::lower() const {
   mpfr_real x;
@@ -102,10 +110,18 @@ mpfr_real Interval::relative_width() const {
   return x;
 }
 
-bool Interval::strictly_positive() const { return mpfi_is_strictly_pos(value_) > 0; }
-bool Interval::strictly_negative() const { return mpfi_is_strictly_neg(value_) > 0; }
-bool Interval::contains(const mpfr_real& x) const { return mpfi_is_inside_fr(x.backend().data(), value_) > 0; }
-bool Interval::is_point_infinite() const { return mpfi_inf_p(value_) > 0 && mpfr_equal_p(&value_->left, &value_->right); }
+bool Interval::strictly_positive() const {
+  return mpfi_is_strictly_pos(value_) > 0;
+}
+bool Interval::strictly_negative() const {
+  return mpfi_is_strictly_neg(value_) > 0;
+}
+bool Interval::contains(const mpfr_real& x) const {
+  return mpfi_is_inside_fr(x.backend().data(), value_) > 0;
+}
+bool Interval::is_point_infinite() const {
+  return mpfi_inf_p(value_) > 0 && mpfr_equal_p(&value_->left, &value_->right);
+}
 
 std::string Interval::to_string(unsigned digits) const {
   // Built by append rather than "[" + a + ...: GCC 12 warns falsely (-Wrestrict, PR 105651) on the latter.
@@ -113,12 +129,18 @@ std::string Interval::to_string(unsigned digits) const {
   text.append(lower_string(digits)).append(", ").append(upper_string(digits)).append("]");
   return text;
 }
-std::string Interval::lower_string(unsigned digits) const { return decimal_down(lower(), digits); }
-std::string Interval::upper_string(unsigned digits) const { return decimal_up(upper(), digits); }
+std::string Interval::lower_string(unsigned digits) const {
+  return decimal_down(lower(), digits);
+}
+std::string Interval::upper_string(unsigned digits) const {
+  return decimal_up(upper(), digits);
+}
 
 namespace {
 
-Interval fresh() { return Interval::point(mpfr_real(0)); }
+Interval fresh() {
+  return Interval::point(mpfr_real(0));
+}
 
 template <class Op>
 Interval unary(const Interval& a, Op op) {
@@ -149,25 +171,51 @@ std::string directed(const mpfr_real& x, unsigned digits, bool up) {
 
 }  // namespace
 
-Interval operator+(const Interval& a, const Interval& b) { return binary(a, b, mpfi_add); }
-Interval operator-(const Interval& a, const Interval& b) { return binary(a, b, mpfi_sub); }
-Interval operator*(const Interval& a, const Interval& b) { return binary(a, b, mpfi_mul); }
-Interval operator/(const Interval& a, const Interval& b) { return binary(a, b, mpfi_div); }
-Interval operator-(const Interval& a) { return unary(a, mpfi_neg); }
+Interval operator+(const Interval& a, const Interval& b) {
+  return binary(a, b, mpfi_add);
+}
+Interval operator-(const Interval& a, const Interval& b) {
+  return binary(a, b, mpfi_sub);
+}
+Interval operator*(const Interval& a, const Interval& b) {
+  return binary(a, b, mpfi_mul);
+}
+Interval operator/(const Interval& a, const Interval& b) {
+  return binary(a, b, mpfi_div);
+}
+Interval operator-(const Interval& a) {
+  return unary(a, mpfi_neg);
+}
 // mpfi_sqr, unlike a*a, knows both factors are the same number: sqr([−1, 2]) = [0, 4], not [−2, 4].
-Interval square(const Interval& a) { return unary(a, mpfi_sqr); }
+Interval square(const Interval& a) {
+  return unary(a, mpfi_sqr);
+}
 Interval pow(const Interval& a, unsigned k) {
   Interval result(1);
   for (unsigned i = 0; i < k; ++i) result = result * a;
   return result;
 }
-Interval sqrt(const Interval& a) { return unary(a, mpfi_sqrt); }
-Interval exp(const Interval& a) { return unary(a, mpfi_exp); }
-Interval expm1(const Interval& a) { return unary(a, mpfi_expm1); }
-Interval sin(const Interval& a) { return unary(a, mpfi_sin); }
-Interval tan(const Interval& a) { return unary(a, mpfi_tan); }
+Interval sqrt(const Interval& a) {
+  return unary(a, mpfi_sqrt);
+}
+Interval exp(const Interval& a) {
+  return unary(a, mpfi_exp);
+}
+Interval expm1(const Interval& a) {
+  return unary(a, mpfi_expm1);
+}
+Interval sin(const Interval& a) {
+  return unary(a, mpfi_sin);
+}
+Interval tan(const Interval& a) {
+  return unary(a, mpfi_tan);
+}
 
-std::string decimal_down(const mpfr_real& x, unsigned digits) { return directed(x, digits, false); }
-std::string decimal_up(const mpfr_real& x, unsigned digits) { return directed(x, digits, true); }
+std::string decimal_down(const mpfr_real& x, unsigned digits) {
+  return directed(x, digits, false);
+}
+std::string decimal_up(const mpfr_real& x, unsigned digits) {
+  return directed(x, digits, true);
+}
 
 }  // namespace cgad::theory

@@ -9,10 +9,14 @@ constexpr ObjectiveKind kAll[] = {ObjectiveKind::geman_mcclure, ObjectiveKind::s
 
 const char* to_string(ObjectiveKind kind) {
   switch (kind) {
-    case ObjectiveKind::geman_mcclure: return "geman-mcclure";
-    case ObjectiveKind::sine_ripple: return "sine-ripple";
-    case ObjectiveKind::logcosh_ripple: return "logcosh-ripple";
-    case ObjectiveKind::noisy_quadratic: return "noisy-quadratic";
+    case ObjectiveKind::geman_mcclure:
+      return "geman-mcclure";
+    case ObjectiveKind::sine_ripple:
+      return "sine-ripple";
+    case ObjectiveKind::logcosh_ripple:
+      return "logcosh-ripple";
+    case ObjectiveKind::noisy_quadratic:
+      return "noisy-quadratic";
   }
   return "?";
 }

@@ -40,7 +40,9 @@ struct Accumulator {
   }
 };
 
-bool is_zero(const Interval& x) { return x.lower() == 0 && x.upper() == 0; }
+bool is_zero(const Interval& x) {
+  return x.lower() == 0 && x.upper() == 0;
+}
 
 }  // namespace
 
@@ -81,8 +83,9 @@ DelayLawMoments heavy_tail_delay_law(std::optional<long> cap, const IntervalGate
 }
 
 OptimizedEtaComparison compare_optimized_eta(const DelayLawMoments& law) {
-  OptimizedEtaComparison c{law, law.mean_sigma_tau + law.mean_sigma_squared / Interval(2), Interval(0), Interval(0),
-                           Interval(0), false, false};
+  OptimizedEtaComparison c{
+      law,  law.mean_sigma_tau + law.mean_sigma_squared / Interval(2), Interval(0), Interval(0), Interval(0), false,
+      false};
   c.gated_vacuous = is_zero(law.mean_sigma);
   c.ungated_vacuous = law.mean_tau_infinite;
   c.ungated_staleness = c.ungated_vacuous ? positive_infinity() : law.mean_tau + Interval(1) / Interval(2);
@@ -124,8 +127,9 @@ std::vector<AlphaScanRow> alpha_scan(long tau_cut, const std::vector<std::string
     reference::validate(reference::GateParams<mpfr_real>{reference::GateKind::cosine, alpha_mpfr, mpfr_real(tau_cut)});
     const Interval alpha = Interval::from_decimal(text, "alpha");
     const SupConstant b1 = certified_sup(1, alpha, tau_cut);
-    AlphaScanRow row{text, b1.value, b1.integer_value, b1.integer_argmax, certified_stale_weight(alpha, tau_cut),
-                     Interval(0), Interval(0), Interval(0), Interval(0)};
+    AlphaScanRow row{
+        text,        b1.value,    b1.integer_value, b1.integer_argmax, certified_stale_weight(alpha, tau_cut),
+        Interval(0), Interval(0), Interval(0),      Interval(0)};
     row.alpha_b1 = alpha * row.b1;
     row.alpha_w = alpha * row.w;
     row.exp_alpha_w = exp(alpha) * row.w;

@@ -19,9 +19,13 @@ namespace {
 // Independent streams from one user seed: objective data, x_0, delays, noise (splitmix64's increment keeps
 // the derived seeds far apart).
 constexpr std::uint64_t kStream = 0x9E3779B97F4A7C15ULL;
-std::uint64_t stream_seed(std::uint64_t seed, std::uint64_t index) { return seed + index * kStream; }
+std::uint64_t stream_seed(std::uint64_t seed, std::uint64_t index) {
+  return seed + index * kStream;
+}
 
-double unit(std::mt19937_64& engine) { return static_cast<double>(engine() >> 11) * 0x1p-53; }
+double unit(std::mt19937_64& engine) {
+  return static_cast<double>(engine() >> 11) * 0x1p-53;
+}
 
 mpfr_real dot(const std::vector<mpfr_real>& a, const std::vector<mpfr_real>& b) {
   mpfr_real sum(0);
@@ -61,9 +65,12 @@ namespace {
 
 reference::OptimizerKind adam_kind(reference::GateKind gate) {
   switch (gate) {
-    case reference::GateKind::cosine: return reference::OptimizerKind::cgad;
-    case reference::GateKind::exponential: return reference::OptimizerKind::adam_decay;
-    case reference::GateKind::none: return reference::OptimizerKind::adam;
+    case reference::GateKind::cosine:
+      return reference::OptimizerKind::cgad;
+    case reference::GateKind::exponential:
+      return reference::OptimizerKind::adam_decay;
+    case reference::GateKind::none:
+      return reference::OptimizerKind::adam;
   }
   throw std::logic_error("unknown gate kind");
 }
@@ -108,15 +115,21 @@ UpdateChoice parse_update(std::string_view name) {
 std::string update_name(UpdateKind kind, reference::GateKind gate) {
   if (kind == UpdateKind::ideal) {
     switch (gate) {
-      case reference::GateKind::cosine: return "ideal cgad";
-      case reference::GateKind::exponential: return "ideal adam-decay";
-      case reference::GateKind::none: return "ideal ungated";
+      case reference::GateKind::cosine:
+        return "ideal cgad";
+      case reference::GateKind::exponential:
+        return "ideal adam-decay";
+      case reference::GateKind::none:
+        return "ideal ungated";
     }
   } else {
     switch (gate) {
-      case reference::GateKind::cosine: return "cgad-adam";
-      case reference::GateKind::exponential: return "adam-decay-adam";
-      case reference::GateKind::none: return "adam";
+      case reference::GateKind::cosine:
+        return "cgad-adam";
+      case reference::GateKind::exponential:
+        return "adam-decay-adam";
+      case reference::GateKind::none:
+        return "adam";
     }
   }
   return "?";
@@ -233,8 +246,8 @@ TrajectoryReport run_trajectory(const TrajectoryConfig& config,
       report.bias = mpfr_real(report.sum_sigma_tau / T);
       report.f_final = f;
       if (on_step) {
-        on_step(TrajectoryPoint{T, 0, zero, f, &report.descent, &report.design, report.bias,
-                                report.realized_bias_sum, &report.realized, &x});
+        on_step(TrajectoryPoint{T, 0, zero, f, &report.descent, &report.design, report.bias, report.realized_bias_sum,
+                                &report.realized, &x});
       }
       if (on_progress && (T % progress_every == 0 || T == config.steps)) on_progress(T, config.steps);
       continue;
@@ -307,15 +320,14 @@ TrajectoryReport run_trajectory(const TrajectoryConfig& config,
     // The realized form holds for any points (the iterates as stored, rounded or not), so only the evaluation
     // of f, ∇f, the norms and the sums rounds: the same budget as above with a larger operation count.
     report.realized.lhs = sum_realized_inner;
-    report.realized.rhs =
-        mpfr_real(report.f0 - f + report.realized_bias_sum + report.L * report.sum_step_squared / 2);
+    report.realized.rhs = mpfr_real(report.f0 - f + report.realized_bias_sum + report.L * report.sum_step_squared / 2);
     check(report.realized, T, 4 * d, abs(report.f0) + abs(f) + sum_abs_realized_inner);
 
     report.bias = mpfr_real(report.sum_sigma_tau / T);
     report.f_final = f;
     if (on_step) {
-      on_step(TrajectoryPoint{T, tau, sigma, f, &report.descent, &report.design, report.bias,
-                              report.realized_bias_sum, &report.realized, &x});
+      on_step(TrajectoryPoint{T, tau, sigma, f, &report.descent, &report.design, report.bias, report.realized_bias_sum,
+                              &report.realized, &x});
     }
     if (on_progress && (T % progress_every == 0 || T == config.steps)) on_progress(T, config.steps);
   }

@@ -18,7 +18,7 @@ std::string noise_samples_csv(const std::vector<differential::NoiseRun>& runs) {
          "theta_rms,theta_max_abs,theta_bias,v_zero_fraction,m_zero_fraction,step_over_5lr_fraction,"
          "max_step_over_lr,reference_max_step_over_lr,gated_to_zero\n";
   csv.precision(17);
-  const auto row = [&csv](const std::string& scenario, std::int64_t step, const differential::ErrorSummary* (&errors)[3],
+  const auto row = [&csv](const std::string& scenario, std::int64_t step, const differential::ErrorSummary*(&errors)[3],
                           const differential::TrapSummary& t, std::int64_t gated_to_zero) {
     csv << scenario << ',' << step;
     for (const differential::ErrorSummary* e : errors) {
@@ -47,10 +47,14 @@ std::string noise_samples_csv(const std::vector<differential::NoiseRun>& runs) {
 }
 
 NoisePlots noise_plots(const std::vector<differential::NoiseRun>& runs) {
-  NoisePlots plots{{"Relative RMS error of v (fast path vs MPFR), never re-synced", "outer step",
-                    "RMS (v_fast - v_ref)/v_ref", false, true, {}},
-                   {"Signed mean relative error of v (bias)", "outer step", "mean (v_fast - v_ref)/v_ref", false,
-                    false, {}}};
+  NoisePlots plots{
+      {"Relative RMS error of v (fast path vs MPFR), never re-synced",
+       "outer step",
+       "RMS (v_fast - v_ref)/v_ref",
+       false,
+       true,
+       {}},
+      {"Signed mean relative error of v (bias)", "outer step", "mean (v_fast - v_ref)/v_ref", false, false, {}}};
   for (const auto& run : runs) {
     PlotSeries rms{differential::scenario_name(run.scenario), {}, {}, false}, bias = rms;
     for (const auto& s : run.samples) {

@@ -81,7 +81,8 @@ void plot_png(const std::filesystem::path& target, const PlotSpec& spec) {
   // started with an argument vector, so no path or title can reach a command interpreter.
   fastpath::AtomicFile image(target);
   int script_pipe[2];
-  if (::pipe2(script_pipe, O_CLOEXEC) != 0) throw reference::InputError("cannot start gnuplot: " + std::string(std::strerror(errno)));
+  if (::pipe2(script_pipe, O_CLOEXEC) != 0)
+    throw reference::InputError("cannot start gnuplot: " + std::string(std::strerror(errno)));
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, script_pipe[0], STDIN_FILENO);
@@ -97,7 +98,8 @@ void plot_png(const std::filesystem::path& target, const PlotSpec& spec) {
     throw reference::InputError("cannot start gnuplot: " + std::string(std::strerror(spawned)));
   }
   // gnuplot may stop reading early (a script error): a write to the closed pipe must fail, not kill cgad.
-  struct sigaction ignore {}, previous {};
+  struct sigaction ignore {
+  }, previous{};
   ignore.sa_handler = SIG_IGN;
   ::sigaction(SIGPIPE, &ignore, &previous);
   const std::string script = script_of(spec);
@@ -105,8 +107,7 @@ void plot_png(const std::filesystem::path& target, const PlotSpec& spec) {
   ::close(script_pipe[1]);
   ::sigaction(SIGPIPE, &previous, nullptr);
   int status = 0;
-  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
-  }
+  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {}
   if (!sent || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     throw reference::InputError("gnuplot failed to draw " + target.string());
   }

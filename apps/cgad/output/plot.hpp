@@ -15,7 +15,7 @@ struct PlotSeries {
   std::string title;
   std::vector<double> x, y;
   bool points = true;  // linespoints; false: lines
-  int color = -1;       // series given the same number share a colour (e.g. a mean and its mean + σ); -1: by position
+  int color = -1;      // series given the same number share a colour (e.g. a mean and its mean + σ); -1: by position
   bool dashed = false;
 };
 

@@ -1,6 +1,6 @@
 #pragma once
-// A one-line progress bar on stderr for long runs (verify-bound, bound, noise). It draws only when stderr is a terminal, so CI
-// logs and redirected output stay clean; it erases itself when done.
+// A one-line progress bar on stderr for long runs (verify-bound, bound, noise). It draws only when stderr is a
+// terminal, so CI logs and redirected output stay clean; it erases itself when done.
 #include <string>
 
 namespace cgad::cli {

@@ -23,7 +23,8 @@ std::string number(const std::optional<double>& x, const char* format) {
 }
 
 std::string tau_label(const simulate::SweepGrid& grid) {
-  const bool fixed = grid.base.delays == theory::DelayKind::constant_from_start || grid.base.delays == theory::DelayKind::constant;
+  const bool fixed =
+      grid.base.delays == theory::DelayKind::constant_from_start || grid.base.delays == theory::DelayKind::constant;
   return fixed ? "tau" : "tau_max";
 }
 
@@ -56,16 +57,16 @@ bool has_points(const PlotSpec& spec) {
 std::string describe_sweep(const simulate::SweepGrid& grid) {
   const simulate::SimulationSpec& b = grid.base;
   std::ostringstream out;
-  out << to_string(b.objective) << " objective (problem seed " << b.problem_seed << "), " << b.workers
-      << " workers, " << b.rounds << " outer rounds of H = " << b.inner.steps << ' ' << to_string(b.inner.kind)
-      << " inner steps (lr " << b.inner.lr << "), " << simulate::delays_name(b.delays) << " delays, "
-      << fastpath::to_string(b.outer.params) << " parameters, " << fastpath::to_string(b.outer.rounding)
-      << " rounding";
+  out << to_string(b.objective) << " objective (problem seed " << b.problem_seed << "), " << b.workers << " workers, "
+      << b.rounds << " outer rounds of H = " << b.inner.steps << ' ' << to_string(b.inner.kind) << " inner steps (lr "
+      << b.inner.lr << "), " << simulate::delays_name(b.delays) << " delays, " << fastpath::to_string(b.outer.params)
+      << " parameters, " << fastpath::to_string(b.outer.rounding) << " rounding";
   // fp32 workers, unscaled learning rates and kept fragment progress are the defaults: said only when not.
   if (b.worker_params == simulate::WorkerParams::bf16) out << ", bf16 workers";
   if (b.lr_scale == simulate::LrScale::mup) out << ", muP learning rates (base width 32)";
   const bool pa = std::find(grid.methods.begin(), grid.methods.end(), "pa-cgad") != grid.methods.end();
-  if (pa && b.fragment_progress == simulate::FragmentProgress::discard) out << ", PA-CGAD discarding unsynced fragments' progress";
+  if (pa && b.fragment_progress == simulate::FragmentProgress::discard)
+    out << ", PA-CGAD discarding unsynced fragments' progress";
   // cgad's semantics with every q8 tensor in 8 bits is what a sweep has always run: said only when it is not.
   const bool q8 = std::find(grid.states.begin(), grid.states.end(), fastpath::StateFormat::q8) != grid.states.end();
   const std::size_t min_q8 = fastpath::effective_min_q8_size(b.outer);
@@ -93,8 +94,8 @@ std::string sweep_axes_command(const simulate::SweepGrid& grid) {
 
 // "cell" as the table names it: method, τ, size, state.
 std::string cell_name(const simulate::SweepGrid& grid, const CellSummary& c) {
-  return c.key.method + " " + tau_label(grid) + " " + std::to_string(c.key.tau) + " size " + std::to_string(c.key.size) +
-         " " + std::string(fastpath::to_string(c.key.state));
+  return c.key.method + " " + tau_label(grid) + " " + std::to_string(c.key.tau) + " size " +
+         std::to_string(c.key.size) + " " + std::string(fastpath::to_string(c.key.state));
 }
 
 void print_sigma_comparisons(std::ostream& out, const MergedSweep& sweep, const std::vector<CellSummary>& cells) {
@@ -113,7 +114,8 @@ void print_sigma_comparisons(std::ostream& out, const MergedSweep& sweep, const 
 
 void print_sweep_table(std::ostream& out, const MergedSweep& sweep) {
   out << "cgad simulate: " << describe_sweep(sweep.grid) << "\n"
-      << "final loss over the seeds that did not diverge or stall: mean, sample sigma (n-1), single-shot risk = mean + sigma, "
+      << "final loss over the seeds that did not diverge or stall: mean, sample sigma (n-1), single-shot risk = mean + "
+         "sigma, "
          "each interval a 95% percentile bootstrap; v0 = share of v stored as 0 at the end, >5lr = share of "
          "element-steps past 5 lr (Adam family)\n"
       << missing_line(sweep);
@@ -128,9 +130,10 @@ void print_sweep_table(std::ostream& out, const MergedSweep& sweep) {
     std::snprintf(line, sizeof line, "%-16s %7ld %6zu %5s %9s %8zu %7zu %11s %23s %11s %23s %11s %23s %9s %9s",
                   c.key.method.c_str(), c.key.tau, c.key.size, std::string(fastpath::to_string(c.key.state)).c_str(),
                   finished.c_str(), c.diverged, c.stalled, number(c.mean, "%.4e").c_str(),
-                  interval(c.mean_ci, "%.3e").c_str(), number(c.stddev, "%.4e").c_str(), interval(c.stddev_ci, "%.3e").c_str(),
-                  number(c.risk, "%.4e").c_str(), interval(c.risk_ci, "%.3e").c_str(),
-                  number(c.v_zero_fraction, "%.3g").c_str(), number(c.step_over_5lr_fraction, "%.3g").c_str());
+                  interval(c.mean_ci, "%.3e").c_str(), number(c.stddev, "%.4e").c_str(),
+                  interval(c.stddev_ci, "%.3e").c_str(), number(c.risk, "%.4e").c_str(),
+                  interval(c.risk_ci, "%.3e").c_str(), number(c.v_zero_fraction, "%.3g").c_str(),
+                  number(c.step_over_5lr_fraction, "%.3g").c_str());
     const std::string note = simulate::cell_note(c);
     out << line << (note.empty() ? "" : "  " + note) << "\n";
   }
@@ -140,7 +143,8 @@ void print_sweep_table(std::ostream& out, const MergedSweep& sweep) {
 void print_sweep_csv(std::ostream& out, const MergedSweep& sweep) {
   out << "method," << tau_label(sweep.grid)
       << ",size,state,runs,present,unsupported,diverged,stalled,finished,final_loss_mean,mean_ci95_low,"
-         "mean_ci95_high,final_loss_stddev,stddev_ci95_low,stddev_ci95_high,single_shot_risk,risk_ci95_low,risk_ci95_high,v_zero_fraction,"
+         "mean_ci95_high,final_loss_stddev,stddev_ci95_low,stddev_ci95_high,single_shot_risk,risk_ci95_low,risk_ci95_"
+         "high,v_zero_fraction,"
          "step_over_5lr_fraction,max_step_over_lr,note\n";
   const auto field = [](const std::optional<double>& x) { return x ? number(x, "%.17g") : std::string(); };
   const auto low = [](const std::optional<simulate::Interval>& x) {
@@ -154,11 +158,10 @@ void print_sweep_csv(std::ostream& out, const MergedSweep& sweep) {
     std::replace(note.begin(), note.end(), '"', '\'');
     out << c.key.method << ',' << c.key.tau << ',' << c.key.size << ',' << fastpath::to_string(c.key.state) << ','
         << c.runs << ',' << c.present << ',' << c.unsupported << ',' << c.diverged << ',' << c.stalled << ','
-        << c.finished << ',' << field(c.mean) << ',' << field(low(c.mean_ci)) << ',' << field(high(c.mean_ci))
-        << ',' << field(c.stddev) << ',' << field(low(c.stddev_ci)) << ','
-        << field(high(c.stddev_ci)) << ',' << field(c.risk) << ',' << field(low(c.risk_ci)) << ','
-        << field(high(c.risk_ci)) << ',' << field(c.v_zero_fraction) << ',' << field(c.step_over_5lr_fraction)
-        << ',' << field(c.max_step_over_lr) << ",\"" << note << "\"\n";
+        << c.finished << ',' << field(c.mean) << ',' << field(low(c.mean_ci)) << ',' << field(high(c.mean_ci)) << ','
+        << field(c.stddev) << ',' << field(low(c.stddev_ci)) << ',' << field(high(c.stddev_ci)) << ',' << field(c.risk)
+        << ',' << field(low(c.risk_ci)) << ',' << field(high(c.risk_ci)) << ',' << field(c.v_zero_fraction) << ','
+        << field(c.step_over_5lr_fraction) << ',' << field(c.max_step_over_lr) << ",\"" << note << "\"\n";
   }
 }
 
@@ -168,10 +171,9 @@ std::string sweep_markdown_table(const MergedSweep& sweep) {
      << " | size | state | finished | diverged | final loss mean [95 %] | σ [95 %] | risk (mean + σ) [95 %] | note |\n"
      << "|---|---:|---:|---|---:|---:|---:|---:|---:|---|\n";
   for (const CellSummary& c : simulate::summarize(sweep.grid, sweep.records)) {
-    md << "| " << c.key.method << " | " << c.key.tau << " | " << c.key.size << " | "
-       << fastpath::to_string(c.key.state) << " | " << c.finished << "/" << c.runs << " | " << c.diverged << " | "
-       << number(c.mean, "%.4e") << " " << interval(c.mean_ci, "%.2e") << " | " << number(c.stddev, "%.3e") << " "
-       << interval(c.stddev_ci, "%.2e")
+    md << "| " << c.key.method << " | " << c.key.tau << " | " << c.key.size << " | " << fastpath::to_string(c.key.state)
+       << " | " << c.finished << "/" << c.runs << " | " << c.diverged << " | " << number(c.mean, "%.4e") << " "
+       << interval(c.mean_ci, "%.2e") << " | " << number(c.stddev, "%.3e") << " " << interval(c.stddev_ci, "%.2e")
        << " | " << number(c.risk, "%.4e") << " " << interval(c.risk_ci, "%.2e") << " | " << simulate::cell_note(c)
        << " |\n";
   }
@@ -192,13 +194,18 @@ std::vector<std::string> plot_sweep(const MergedSweep& sweep, const std::filesys
   for (const auto state : grid.states) {
     const std::string state_name(fastpath::to_string(state));
     for (const std::size_t size : grid.sizes) {
-      PlotSpec spec{"Final loss over the finished seeds: mean (points) and mean + sigma (single-shot risk), state " + state_name +
-                        ", size " + std::to_string(size),
-                    tau_label(grid), "final loss", false, false, {}};
+      PlotSpec spec{"Final loss over the finished seeds: mean (points) and mean + sigma (single-shot risk), state " +
+                        state_name + ", size " + std::to_string(size),
+                    tau_label(grid),
+                    "final loss",
+                    false,
+                    false,
+                    {}};
       for (std::size_t m = 0; m < grid.methods.size(); ++m) {
         const std::string& method = grid.methods[m];
         const int color = static_cast<int>(m);
-        PlotSeries mean{method + " mean", {}, {}, true, color}, risk{method + " mean+sigma", {}, {}, false, color, true};
+        PlotSeries mean{method + " mean", {}, {}, true, color},
+            risk{method + " mean+sigma", {}, {}, false, color, true};
         std::string survivors;  // the cells whose statistics leave diverged seeds out: the legend says so
         for (const CellSummary& c : cells) {
           if (c.key.method != method || c.key.state != state || c.key.size != size) continue;
@@ -224,9 +231,13 @@ std::vector<std::string> plot_sweep(const MergedSweep& sweep, const std::filesys
     if (grid.sizes.size() < 2) continue;
     for (const long tau : grid.taus) {
       const auto [smallest, largest] = std::minmax_element(grid.sizes.begin(), grid.sizes.end());
-      PlotSpec spec{"Seed-to-seed sigma of the final loss against size, state " + state_name + ", " +
-                        tau_label(grid) + " " + std::to_string(tau),
-                    "size", "sigma of the final loss over the finished seeds (n-1)", *largest >= 8 * *smallest, false, {}};
+      PlotSpec spec{"Seed-to-seed sigma of the final loss against size, state " + state_name + ", " + tau_label(grid) +
+                        " " + std::to_string(tau),
+                    "size",
+                    "sigma of the final loss over the finished seeds (n-1)",
+                    *largest >= 8 * *smallest,
+                    false,
+                    {}};
       for (std::size_t m = 0; m < grid.methods.size(); ++m) {
         const std::string& method = grid.methods[m];
         PlotSeries sigma{method, {}, {}, true, static_cast<int>(m)};
@@ -245,7 +256,8 @@ std::vector<std::string> plot_sweep(const MergedSweep& sweep, const std::filesys
 
 void add_sweep_output_options(CLI::App& command, SweepOutputOptions& options) {
   options.flags = {
-      command.add_flag("--json", options.json, "grid, every run and every cell as JSON on stdout, instead of the table"),
+      command.add_flag("--json", options.json,
+                       "grid, every run and every cell as JSON on stdout, instead of the table"),
       command.add_flag("--csv", options.csv, "one CSV row per cell on stdout, instead of the table"),
       command.add_option("--plot", options.plot_dir, "write PNG figures into this directory"),
   };

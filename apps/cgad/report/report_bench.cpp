@@ -27,7 +27,8 @@ std::string report_bench_section(ReportWriter& report) {
      << cpu["threads"].get<unsigned>() << " threads, " << cpu["isa"].get<std::string>() << "): bytes/s, median of 5 | "
      << cpu["roofline_ratio"]["median"].get<double>()
      << " | an in-place pass over the step's own bytes, timed alternately with it |\n"
-     << "| the same step: bytes/s | " << cpu["copy_ratio"].get<double>() << " | a memcpy of the same number of bytes |\n"
+     << "| the same step: bytes/s | " << cpu["copy_ratio"].get<double>()
+     << " | a memcpy of the same number of bytes |\n"
      << "| reference step, 256-bit MPFR: time | " << ref["ratio_to_raw_mpfr"].get<double>()
      << " | the same arithmetic as raw `mpfr_*` calls |\n"
      << "| reference step: time per parameter | " << ref["slowdown_vs_fastpath"].get<double>()
@@ -41,9 +42,11 @@ std::string report_bench_section(ReportWriter& report) {
   md << "Raw figures: `bench.json`.\n\n";
   std::ostringstream line;
   line << std::setprecision(3) << "bench (quick): CPU step " << cpu["roofline_ratio"]["median"].get<double>()
-       << " of its in-place roofline (" << cpu["isa"].get<std::string>() << "), reference " << ref["ratio_to_raw_mpfr"].get<double>() << "x the raw-MPFR loop's time, CUDA "
-       << (cuda.contains("unavailable") ? std::string("not measured")
-                                        : std::to_string(cuda["effective_bandwidth_ratio"].get<double>()) + " of D2D copy");
+       << " of its in-place roofline (" << cpu["isa"].get<std::string>() << "), reference "
+       << ref["ratio_to_raw_mpfr"].get<double>() << "x the raw-MPFR loop's time, CUDA "
+       << (cuda.contains("unavailable")
+               ? std::string("not measured")
+               : std::to_string(cuda["effective_bandwidth_ratio"].get<double>()) + " of D2D copy");
   return line.str();
 }
 

@@ -37,7 +37,8 @@ std::string report_gate_section(ReportWriter& report) {
   }
   report.write_file("gate.csv", csv.str());
 
-  PlotSpec plot{"Staleness factor, alpha = 0.2, tau_cut = 32", "staleness tau (outer rounds)", "factor", false, true, {}};
+  PlotSpec plot{
+      "Staleness factor, alpha = 0.2, tau_cut = 32", "staleness tau (outer rounds)", "factor", false, true, {}};
   PlotSeries sigma_series{"CGAD sigma(tau)", {}, {}, false}, decay_series{"Adam-Decay exp(-alpha tau)", {}, {}, false};
   for (int quarter = 0; quarter <= 4 * 40; ++quarter) {
     const mpfr_real t = mpfr_real(quarter) / 4;

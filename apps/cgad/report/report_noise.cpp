@@ -90,17 +90,18 @@ std::string report_noise_section(ReportWriter& report) {
      << "(v_fast − v_ref)/v_ref; m: error in units of √v_ref; θ: drift in units of η; v0: share of stored v that "
      << "decodes to 0; >5η: share of element-steps with |Δθ| > 5η; max/η: the largest |Δθ|/η, fast path and "
      << "reference.\n\n"
-     << "| scenario | v bias @10 % | v bias @end | v RMS @end | m RMS @end | θ RMS @end | v0 | >5η | max/η (ref) | σ = 0 events |\n"
+     << "| scenario | v bias @10 % | v bias @end | v RMS @end | m RMS @end | θ RMS @end | v0 | >5η | max/η (ref) | σ = "
+        "0 events |\n"
      << "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
   std::map<std::string, std::pair<double, double>> bias_range;  // "state/rounding" → min, max of the final v bias
   for (const differential::NoiseRun& run : runs) {
     const differential::NoiseSample& early = sample_at_fraction(run, 0.1);
     const differential::NoiseSample& end = run.samples.back();
     const differential::TrapSummary& t = end.trap;
-    md << "| " << differential::scenario_name(run.scenario) << " | " << sci(early.v.bias) << " | " << sci(end.v.bias) << " | "
-       << sci(end.v.rms) << " | " << sci(end.m.rms) << " | " << sci(end.theta.rms) << " | "
-       << fixed3(t.v_zero_fraction) << " | " << sci(t.step_over_5lr_fraction) << " | "
-       << sci(t.max_step_over_lr) << " (" << sci(t.reference_max_step_over_lr) << ") | " << end.gated_to_zero << " |\n";
+    md << "| " << differential::scenario_name(run.scenario) << " | " << sci(early.v.bias) << " | " << sci(end.v.bias)
+       << " | " << sci(end.v.rms) << " | " << sci(end.m.rms) << " | " << sci(end.theta.rms) << " | "
+       << fixed3(t.v_zero_fraction) << " | " << sci(t.step_over_5lr_fraction) << " | " << sci(t.max_step_over_lr)
+       << " (" << sci(t.reference_max_step_over_lr) << ") | " << end.gated_to_zero << " |\n";
     const std::string key = std::string(fastpath::to_string(run.scenario.state)) + " state, " +
                             std::string(fastpath::to_string(run.scenario.rounding)) + " rounding, R " +
                             sci(run.scenario.scale_range);
@@ -110,7 +111,8 @@ std::string report_noise_section(ReportWriter& report) {
   md << "\nFinal signed v bias by format (a bias that grows from the 10 % column to the end is accumulation, not "
      << "one-step error):\n\n";
   for (const auto& [key, range] : bias_range) {
-    md << "- " << key << ": " << sci(range.first) << (range.first == range.second ? "" : " … " + sci(range.second)) << "\n";
+    md << "- " << key << ": " << sci(range.first) << (range.first == range.second ? "" : " … " + sci(range.second))
+       << "\n";
   }
   md << "\nThe README's "
      << "*Rounding noise* section states the study's findings over more seeds; `differential_noise_test` checks them "

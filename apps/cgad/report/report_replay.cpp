@@ -88,8 +88,8 @@ std::string report_replay_section(ReportWriter& report) {
         distance = sqrt(squared);
         applied += record["skipped"].get<bool>() ? 0 : 1;
         csv << label << ',' << record["event"] << ',' << record["tau"] << ',' << record["tau_effective"] << ','
-            << (record["sigma"].is_null() ? "" : record["sigma"].get<std::string>()) << ','
-            << record["skipped"] << ',' << reference::to_decimal(distance, 20) << '\n';
+            << (record["sigma"].is_null() ? "" : record["sigma"].get<std::string>()) << ',' << record["skipped"] << ','
+            << reference::to_decimal(distance, 20) << '\n';
         series.x.push_back(record["event"].get<double>());
         series.y.push_back(distance.convert_to<double>());
       }
@@ -98,7 +98,8 @@ std::string report_replay_section(ReportWriter& report) {
       zero_gate_skips += result.zero_gate;
       md << "| " << label << " | " << applied << " | " << result.zero_gate << " | "
          << reference::to_decimal(distance, 12) << " | "
-         << reference::to_decimal(reference::parse_real<mpfr_real>(result.records.back()["params"][0].get<std::string>(), "p"), 12)
+         << reference::to_decimal(
+                reference::parse_real<mpfr_real>(result.records.back()["params"][0].get<std::string>(), "p"), 12)
          << " |\n";
     }
   }
@@ -108,8 +109,8 @@ std::string report_replay_section(ReportWriter& report) {
      << "default learning rates set. With `skip`, CGAD drops every event at τ ≥ 32; with `apply` those "
      << "events still advance t and decay m and v. Per-event data: `replay.csv`.\n\n![replay](replay.png)\n\n";
   return "replay: " + std::to_string(kEvents) + " events in " + std::to_string(reference::working_precision_bits()) +
-         "-bit MPFR through " + std::to_string(runs) + " optimizer configurations, " +
-         std::to_string(zero_gate_skips) + " events dropped at sigma = 0 by the skip policy";
+         "-bit MPFR through " + std::to_string(runs) + " optimizer configurations, " + std::to_string(zero_gate_skips) +
+         " events dropped at sigma = 0 by the skip policy";
 }
 
 }  // namespace cgad::cli

@@ -39,7 +39,8 @@ std::string report_simulate_section(ReportWriter& report) {
   auto& md = report.markdown();
   md << "## 6. Asynchronous DiLoCo at small scale: outer optimizers under staleness\n\n"
      << "What was run: " << simulate::run_count(grid) << " runs, CGAD, Adam-Decay and Nesterov × τ × outer-state "
-     << "format × size × seed (`" << sweep_axes_command(grid) << " --delays uniform`), each on the " << describe_sweep(grid) << ". "
+     << "format × size × seed (`" << sweep_axes_command(grid) << " --delays uniform`), each on the "
+     << describe_sweep(grid) << ". "
      << "Per cell, the final loss over the seeds that did not diverge: mean, sample σ (n − 1) and the single-shot "
      << "risk mean + σ, each with its 95 % percentile-bootstrap interval. Diverged runs: " << diverged << " of "
      << sweep.records.size() << ". Delays are uniform on {0, …, τ_max}: at a constant τ the gate is one constant "
@@ -60,9 +61,11 @@ std::string report_simulate_section(ReportWriter& report) {
   // The summary line: each method's mean final loss at the largest τ, smallest size, fp32 state.
   std::ostringstream line;
   line << std::setprecision(3) << "simulate: " << sweep.records.size() << " runs, " << diverged
-       << " diverged; mean final loss at tau_max " << grid.taus.back() << ", size " << grid.sizes.front() << ", fp32 state:";
+       << " diverged; mean final loss at tau_max " << grid.taus.back() << ", size " << grid.sizes.front()
+       << ", fp32 state:";
   for (const simulate::CellSummary& c : simulate::summarize(grid, sweep.records)) {
-    if (c.key.tau != grid.taus.back() || c.key.size != grid.sizes.front() || c.key.state != fastpath::StateFormat::fp32) continue;
+    if (c.key.tau != grid.taus.back() || c.key.size != grid.sizes.front() || c.key.state != fastpath::StateFormat::fp32)
+      continue;
     line << ' ' << c.key.method << ' ';
     if (c.mean) {
       line << *c.mean;

@@ -45,15 +45,15 @@ std::string report_bound_section(ReportWriter& report) {
   csv << "inequality,constant_lower,constant_upper,comparison_lower,comparison_upper,verdict\n";
   for (const auto& q : c.inequalities) {
     md << "| `" << q.statement << "` | [" << theory::decimal_down(q.constant.lower(), 20) << ", "
-       << theory::decimal_up(q.constant.upper(), 20) << "] | [" << theory::decimal_down(q.comparison.lower(), 20) << ", "
-       << theory::decimal_up(q.comparison.upper(), 20) << "] | " << theory::to_string(q.verdict) << " |\n";
+       << theory::decimal_up(q.constant.upper(), 20) << "] | [" << theory::decimal_down(q.comparison.lower(), 20)
+       << ", " << theory::decimal_up(q.comparison.upper(), 20) << "] | " << theory::to_string(q.verdict) << " |\n";
     csv << '"' << q.statement << "\"," << theory::decimal_down(q.constant.lower(), 40) << ','
         << theory::decimal_up(q.constant.upper(), 40) << ',' << theory::decimal_down(q.comparison.lower(), 40) << ','
         << theory::decimal_up(q.comparison.upper(), 40) << ',' << theory::to_string(q.verdict) << '\n';
   }
   report.write_file("bound.csv", csv.str());
-  md << "\nB1 is attained at τ* = " << reference::to_decimal(c.b1.argmax_mpfr, 12) << " (integer maximizer τ = "
-     << c.b1.integer_argmax << "). Data: `bound.csv`.\n\n";
+  md << "\nB1 is attained at τ* = " << reference::to_decimal(c.b1.argmax_mpfr, 12)
+     << " (integer maximizer τ = " << c.b1.integer_argmax << "). Data: `bound.csv`.\n\n";
 
   // The bound with η optimized, gated over ungated (theory/rate.hpp).
   const auto eta = theory::optimized_eta_table("0.2", 32);
@@ -62,7 +62,8 @@ std::string report_bound_section(ReportWriter& report) {
      << "the gated bound to the ungated one is R = √(E[στ] + E[σ²]/2) / (E[σ]·√(E[τ] + ½)). R > 1 means the gate "
      << "makes the *bound* worse. At a constant delay R = √((τ + σ/2)/(σ(τ + ½))) ≥ 1 whatever σ: only mixed delays "
      << "can make the gate pay. (`cgad bound`; 6-digit midpoints of certified enclosures.)\n\n"
-     << "| delay law | E[σ] | E[στ] | E[τ] | R (gated / ungated) | η*_gated / η*_ungated |\n|---|---:|---:|---:|---:|---:|\n";
+     << "| delay law | E[σ] | E[στ] | E[τ] | R (gated / ungated) | η*_gated / η*_ungated "
+        "|\n|---|---:|---:|---:|---:|---:|\n";
   std::ostringstream eta_csv;
   eta_csv << "delay_law,mean_sigma,mean_sigma_tau,mean_tau,ratio_lower,ratio_upper,gated_vacuous,ungated_vacuous\n";
   std::string at16 = "?", heavy = "?";
@@ -70,11 +71,13 @@ std::string report_bound_section(ReportWriter& report) {
     const bool vacuous = row.gated_vacuous || row.ungated_vacuous;
     md << "| " << row.law.name << " | " << six(row.law.mean_sigma) << " | " << six(row.law.mean_sigma_tau) << " | "
        << six(row.law.mean_tau) << " | " << six(row.bound_ratio)
-       << (row.gated_vacuous ? " (σ = 0: gated bound vacuous)" : row.ungated_vacuous ? " (ungated bound vacuous)" : "")
+       << (row.gated_vacuous     ? " (σ = 0: gated bound vacuous)"
+           : row.ungated_vacuous ? " (ungated bound vacuous)"
+                                 : "")
        << " | " << (vacuous ? std::string("–") : six(row.eta_ratio)) << " |\n";
     eta_csv << '"' << row.law.name << "\"," << six(row.law.mean_sigma) << ',' << six(row.law.mean_sigma_tau) << ','
-            << six(row.law.mean_tau) << ',' << row.bound_ratio.lower_string(20) << ',' << row.bound_ratio.upper_string(20)
-            << ',' << row.gated_vacuous << ',' << row.ungated_vacuous << '\n';
+            << six(row.law.mean_tau) << ',' << row.bound_ratio.lower_string(20) << ','
+            << row.bound_ratio.upper_string(20) << ',' << row.gated_vacuous << ',' << row.ungated_vacuous << '\n';
     if (row.law.name == "constant tau = 16") at16 = six(row.bound_ratio);
     if (row.law.name.find("capped at 1024") != std::string::npos) heavy = six(row.bound_ratio);
   }
@@ -82,9 +85,9 @@ std::string report_bound_section(ReportWriter& report) {
   md << "\nData: `optimized_eta.csv`.\n\n";
   std::size_t proved = 0;
   for (const auto& q : c.inequalities) proved += q.verdict == theory::Verdict::proved;
-  return "bound: B1 = " + reference::to_decimal(c.b1.value_mpfr, 12) + ", B2 = " +
-         reference::to_decimal(c.b2.value_mpfr, 12) + ", W = " + reference::to_decimal(c.w_mpfr, 12) + "; " +
-         std::to_string(proved) + " of " + std::to_string(c.inequalities.size()) +
+  return "bound: B1 = " + reference::to_decimal(c.b1.value_mpfr, 12) +
+         ", B2 = " + reference::to_decimal(c.b2.value_mpfr, 12) + ", W = " + reference::to_decimal(c.w_mpfr, 12) +
+         "; " + std::to_string(proved) + " of " + std::to_string(c.inequalities.size()) +
          " inequalities proved; optimized-eta bound gated/ungated: " + at16 + " at constant tau = 16, " + heavy +
          " for the heavy tail capped at 1024";
 }
@@ -152,12 +155,14 @@ std::string verdicts(const theory::BiasSweep& sweep) {
         largest = real[row].realized_bias;
         at = sweep.tau_maxes[row];
       }
-      if (real[row].realized_bias > sweep.b1_upper) above += (above.empty() ? "" : ", ") + std::to_string(sweep.tau_maxes[row]);
+      if (real[row].realized_bias > sweep.b1_upper)
+        above += (above.empty() ? "" : ", ") + std::to_string(sweep.tau_maxes[row]);
     }
-    out << "* **" << sweep.columns[i].name << "**: " << six(real[0].realized_bias) << " at τ_max = "
-        << sweep.tau_maxes[0] << ", " << six(real[last].realized_bias) << " at τ_max = " << sweep.tau_maxes[last]
-        << ", largest " << six(largest) << " (τ_max = " << at << "); the ideal update with the same gate: "
-        << six(ideal[0].realized_bias) << " → " << six(ideal[last].realized_bias) << ". ";
+    out << "* **" << sweep.columns[i].name << "**: " << six(real[0].realized_bias)
+        << " at τ_max = " << sweep.tau_maxes[0] << ", " << six(real[last].realized_bias)
+        << " at τ_max = " << sweep.tau_maxes[last] << ", largest " << six(largest) << " (τ_max = " << at
+        << "); the ideal update with the same gate: " << six(ideal[0].realized_bias) << " → "
+        << six(ideal[last].realized_bias) << ". ";
     if (!above.empty()) {
       out << "Above B1 = " << six(sweep.b1_upper) << " at τ_max = " << above;
     } else {
@@ -254,8 +259,11 @@ std::string report_bias_sweep_section(ReportWriter& report) {
     violations += count_violations(*part.sweep);
     runs += part.sweep->tau_maxes.size() * part.sweep->columns.size();
     md << "### " << part.label << ". The realized term R_T/(L·η²·G_run²·T), every update: " << part.title << "\n\n"
-       << command(*part.options) << "\n\n" << part.note << "\n\n" << tables.realized_md << "\n" << verdicts(*part.sweep)
-       << "\n![" << part.file << "](" << part.file << ".png)\n\nData: `" << part.csv << ".csv` (the bound Σσ_tτ_t/T and the realized term of every column).\n\n";
+       << command(*part.options) << "\n\n"
+       << part.note << "\n\n"
+       << tables.realized_md << "\n"
+       << verdicts(*part.sweep) << "\n![" << part.file << "](" << part.file << ".png)\n\nData: `" << part.csv
+       << ".csv` (the bound Σσ_tτ_t/T and the realized term of every column).\n\n";
   }
   md << "Runs in which a claimed inequality (the ideal update's two forms, and every update's realized form "
      << "Σ⟨∇f(x_{t−τ_t}), x_t − x_{t+1}⟩ ≤ f(x_0) − f(x_T) + R_T + (L/2)Σ‖x_{t+1} − x_t‖²) was violated: " << violations

@@ -36,8 +36,8 @@ struct NoiseScenario {
   fastpath::Rounding rounding = fastpath::Rounding::nearest;
   fastpath::Q8Semantics q8_semantics = fastpath::Q8Semantics::cgad;
   fastpath::VMap v_map = fastpath::VMap::dynamic;  // q8 state only (fastpath::validate)
-  std::optional<std::size_t> min_q8_size;  // StepConfig's: unset is 4096 with bnb semantics, 0 with cgad
-  std::string delays = "heavy";  // paper | heavy
+  std::optional<std::size_t> min_q8_size;          // StepConfig's: unset is 4096 with bnb semantics, 0 with cgad
+  std::string delays = "heavy";                    // paper | heavy
   std::size_t size = 1024;
   std::int64_t steps = 10000;
   std::int64_t log_every = 100;
@@ -76,7 +76,7 @@ struct NoiseSample {
   std::int64_t step = 0;
   ErrorSummary v, m, theta;
   TrapSummary trap;
-  std::int64_t gated_to_zero = 0;  // events so far whose σ was exactly 0 (applied or skipped)
+  std::int64_t gated_to_zero = 0;     // events so far whose σ was exactly 0 (applied or skipped)
   std::vector<TensorSample> tensors;  // per tensor of NoiseRun::tensors, in order
 };
 

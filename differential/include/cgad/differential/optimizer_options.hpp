@@ -62,8 +62,10 @@ reference::OptimizerConfig<Real> optimizer_config(const OptimizerOptions& option
   // at Real = float) would otherwise hold 16777216 for 16777217 and skip τ = 16777216, which the reference
   // (τ < τ_cut) applies. Every backend takes the same range, so a command means the same gate whichever runs it.
   if (options.tau_cut < 1 || options.tau_cut > kMaxTauCut) {
-    throw reference::InputError("tau-cut must be an integer in [1, 2^24 = 16777216] (the largest up to which a "
-                                "float holds every integer), got " + std::to_string(options.tau_cut));
+    throw reference::InputError(
+        "tau-cut must be an integer in [1, 2^24 = 16777216] (the largest up to which a "
+        "float holds every integer), got " +
+        std::to_string(options.tau_cut));
   }
   config.tau_cut = Real(options.tau_cut);
   config.buffer = options.buffer;

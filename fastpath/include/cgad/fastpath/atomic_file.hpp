@@ -83,13 +83,13 @@ class AtomicFile {
  private:
   void discard() noexcept;
 
-  std::filesystem::path target_;   // resolved
-  std::string name_;               // target_.filename()
-  std::filesystem::path dir_;      // target_'s directory
+  std::filesystem::path target_;  // resolved
+  std::string name_;              // target_.filename()
+  std::filesystem::path dir_;     // target_'s directory
   int dir_fd_ = -1;
   int fd_ = -1;
-  bool unnamed_ = false;           // O_TMPFILE: no name until commit()
-  std::string temporary_;          // the temporary's name in dir_ (named mode; during commit for unnamed)
+  bool unnamed_ = false;   // O_TMPFILE: no name until commit()
+  std::string temporary_;  // the temporary's name in dir_ (named mode; during commit for unnamed)
   bool exists_ = false;
   dev_t device_ = 0;
   ino_t inode_ = 0;

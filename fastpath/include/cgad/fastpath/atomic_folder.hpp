@@ -50,16 +50,16 @@ class AtomicFolder {
  private:
   void discard() noexcept;  // removes the temporary folder, if it is still ours
 
-  std::filesystem::path shown_;   // the target as the caller named it
+  std::filesystem::path shown_;  // the target as the caller named it
   std::string what_;
   std::filesystem::path target_;  // absolute, a symbolic link resolved
   std::filesystem::path build_;
-  bool built_ = false;            // build_ exists and holds the new folder, not yet swapped in
-  bool exists_ = false;           // the target existed when the build began, with these:
+  bool built_ = false;   // build_ exists and holds the new folder, not yet swapped in
+  bool exists_ = false;  // the target existed when the build began, with these:
   ::mode_t mode_ = 0;
   uid_t uid_ = 0;
   gid_t gid_ = 0;
-  dev_t mount_device_ = 0;        // the mount of the target's parent: nothing is removed across another
+  dev_t mount_device_ = 0;  // the mount of the target's parent: nothing is removed across another
   std::uint64_t mount_id_ = 0;
 };
 

@@ -22,9 +22,13 @@ struct bf16 {
   std::uint16_t bits = 0;
 };
 
-CGAD_HD inline float to_float(bf16 x) { return bits_to_float(static_cast<std::uint32_t>(x.bits) << 16); }
+CGAD_HD inline float to_float(bf16 x) {
+  return bits_to_float(static_cast<std::uint32_t>(x.bits) << 16);
+}
 
-CGAD_HD inline bool is_nan_bits(std::uint32_t u) { return (u & 0x7FFFFFFFu) > 0x7F800000u; }
+CGAD_HD inline bool is_nan_bits(std::uint32_t u) {
+  return (u & 0x7FFFFFFFu) > 0x7F800000u;
+}
 
 CGAD_HD inline bf16 quiet_nan_bf16(std::uint32_t u) {
   return bf16{static_cast<std::uint16_t>((u >> 16) | 0x0040u)};

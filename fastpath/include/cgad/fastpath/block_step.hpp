@@ -54,12 +54,12 @@ struct StepArgs {
   AdamCoefficients adam{};
   NesterovCoefficients nesterov{};
   std::uint64_t seed = 0;
-  std::uint64_t step = 0;          // the optimizer's applied-step count after this step (keys the RNG)
-  std::uint64_t first_index = 0;   // global index of the first element: the fragment's, then the chunk's
-  std::uint64_t size = 0;          // elements in the fragment, then in the chunk
-  float* params_fp32 = nullptr;    // the whole vector, then the chunk's first element
+  std::uint64_t step = 0;         // the optimizer's applied-step count after this step (keys the RNG)
+  std::uint64_t first_index = 0;  // global index of the first element: the fragment's, then the chunk's
+  std::uint64_t size = 0;         // elements in the fragment, then in the chunk
+  float* params_fp32 = nullptr;   // the whole vector, then the chunk's first element
   bf16* params_bf16 = nullptr;
-  const float* grad = nullptr;     // the fragment's slice, then the chunk's
+  const float* grad = nullptr;  // the fragment's slice, then the chunk's
   MomentView moment[2];
 };
 
@@ -96,7 +96,9 @@ CGAD_HD inline float absmax_step(float accumulated, float value) {
   return accumulated < magnitude ? magnitude : accumulated;
 }
 
-CGAD_HD inline std::uint64_t block_count(std::uint64_t size) { return (size + kQ8BlockSize - 1) / kQ8BlockSize; }
+CGAD_HD inline std::uint64_t block_count(std::uint64_t size) {
+  return (size + kQ8BlockSize - 1) / kQ8BlockSize;
+}
 
 // Which formats a step runs is fixed at compile time by a policy F = FixedFormats<...>, so that the per-element
 // branches fold away: both backends instantiate their step once per configuration through with_fixed_formats
@@ -138,9 +140,12 @@ decltype(auto) pick_rounding(const StepArgs& a, Fn&& fn) {
 template <UpdateFamily Family, ParamFormat Params, class Fn>
 decltype(auto) pick_state(const StepArgs& a, Fn&& fn) {
   switch (a.state) {
-    case StateFormat::fp32: return pick_rounding<Family, Params, StateFormat::fp32>(a, fn);
-    case StateFormat::bf16: return pick_rounding<Family, Params, StateFormat::bf16>(a, fn);
-    case StateFormat::q8: break;
+    case StateFormat::fp32:
+      return pick_rounding<Family, Params, StateFormat::fp32>(a, fn);
+    case StateFormat::bf16:
+      return pick_rounding<Family, Params, StateFormat::bf16>(a, fn);
+    case StateFormat::q8:
+      break;
   }
   return pick_rounding<Family, Params, StateFormat::q8>(a, fn);
 }
@@ -175,8 +180,8 @@ CGAD_HD inline void store_param(const StepArgs& a, std::uint64_t i, float value,
   if (F::params(a) == ParamFormat::fp32) {
     a.params_fp32[i] = value;
   } else {
-    a.params_bf16[i] = F::stochastic(a) ? round_stochastic_bf16(value, random.word[kWordParam])
-                                        : round_nearest_even_bf16(value);
+    a.params_bf16[i] =
+        F::stochastic(a) ? round_stochastic_bf16(value, random.word[kWordParam]) : round_nearest_even_bf16(value);
   }
 }
 
@@ -190,9 +195,12 @@ CGAD_HD inline float round_param(const StepArgs& a, float value) {
 template <class F>
 CGAD_HD inline float load_moment(const StepArgs& a, const MomentView& s, std::uint64_t i, float block_absmax) {
   switch (F::state(a)) {
-    case StateFormat::fp32: return s.fp32[i];
-    case StateFormat::bf16: return to_float(s.half[i]);
-    case StateFormat::q8: return F::decoded_q8(a) ? s.fp32[i] : q8_dequantize(s.codes[i], block_absmax, *s.map);
+    case StateFormat::fp32:
+      return s.fp32[i];
+    case StateFormat::bf16:
+      return to_float(s.half[i]);
+    case StateFormat::q8:
+      return F::decoded_q8(a) ? s.fp32[i] : q8_dequantize(s.codes[i], block_absmax, *s.map);
   }
   return 0.0f;
 }

@@ -24,8 +24,9 @@
 // save, load) wait for their stream and are refused inside a capture.
 //
 // Faults: the first CUDA call that fails (an asynchronous fault of a kernel surfaces at a later launch of the same
-// step or at the next call, named as a failure of earlier work) makes the optimizer unusable: that call and every later one throw std::runtime_error saying so, instead of
-// an unrelated error one step later. Its device state is then lost; a saved state loads into a new optimizer.
+// step or at the next call, named as a failure of earlier work) makes the optimizer unusable: that call and every later
+// one throw std::runtime_error saying so, instead of an unrelated error one step later. Its device state is then lost;
+// a saved state loads into a new optimizer.
 //
 // Built only when CGAD_ENABLE_CUDA is on; otherwise every constructor throws InputError. Without a device,
 // cuda_device_available() is false and the constructor throws InputError.

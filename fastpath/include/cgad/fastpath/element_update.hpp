@@ -46,7 +46,7 @@
 namespace cgad::fastpath {
 
 struct AdamCoefficients {
-  float sigma;         // σ(τ) of the event (or of max(τ, a_f) for PA-CGAD)
+  float sigma;  // σ(τ) of the event (or of max(τ, a_f) for PA-CGAD)
   float beta1, one_minus_beta1;
   float beta2, one_minus_beta2;
   float bias1, bias2;  // 1 − β1^t, 1 − β2^t for the step count t after this step

@@ -126,8 +126,8 @@ class CpuOptimizer {
   HostState state_;
   ThreadPool pool_;
   CpuIsa isa_;
-  std::vector<std::size_t> tensor_begin_;   // tensor k's first element; one entry more than tensors
-  std::vector<std::size_t> chunk_tensor_;   // the tensor holding each chunk of planner_.chunks()
+  std::vector<std::size_t> tensor_begin_;  // tensor k's first element; one entry more than tensors
+  std::vector<std::size_t> chunk_tensor_;  // the tensor holding each chunk of planner_.chunks()
 };
 
 }  // namespace cgad::fastpath

@@ -24,8 +24,9 @@ struct HostState {
   std::vector<float> absmax[2];
 
   // The initial state for `planner`'s optimizer: all zero. q8 codes point at the map's exact zero with cgad
-  // semantics (the zero-free v map's smallest code: absmax 0 decodes it to 0); with bnb semantics they are 0, as bitsandbytes' init_state makes them (torch.zeros_like uint8:
-  // code 0 is −0.99… in the signed map, harmless under absmax 0).
+  // semantics (the zero-free v map's smallest code: absmax 0 decodes it to 0); with bnb semantics they are 0, as
+  // bitsandbytes' init_state makes them (torch.zeros_like uint8: code 0 is −0.99… in the signed map, harmless under
+  // absmax 0).
   static HostState zeros(const StepPlanner& planner);
 
   // Fills plan.args' moment pointers (the buffers' starts; chunk_args() moves them to a chunk).

@@ -63,23 +63,23 @@ inline constexpr int kQ8BucketShift = 23 - kQ8BucketFractionBits;
 inline constexpr int kQ8BucketsPerSign = static_cast<int>((kQ8BucketHighBits - kQ8BucketLowBits) >> kQ8BucketShift) + 1;
 inline constexpr int kQ8BucketSearch = 1;  // thresholds inside one bucket, at most (checked at build)
 
-inline constexpr int kQ8ModelGroups = 8;          // 7 decades of codes, then the code 1 alone
-inline constexpr float kQ8ModelNearness = 0x1p-12f;  // δ
+inline constexpr int kQ8ModelGroups = 8;                       // 7 decades of codes, then the code 1 alone
+inline constexpr float kQ8ModelNearness = 0x1p-12f;            // δ
 inline constexpr std::uint32_t kQ8ModelLowBits = 0x30800000u;  // 2^-30: |x| is clamped up to it (q8_model_index)
 
 // The line model of one map (above), built with it (q8_maps.cpp). Tables are indexed by G − 1 and have 8 entries,
 // so that an index −1 (G = 0) wraps to 7 in the CPU's 8-lane permutes; entry 7 (the code 1 alone) has k = 0,
 // c = −0.5: pos = 0.5, never near an integer.
 struct Q8Model {
-  std::int32_t zero_index;      // the index of the code 0 (127 signed, 0 unsigned; 0 in the zero-free map)
-  std::int32_t negative_groups; // groups below zero: 7 (signed; there is no code −1) or 0 (unsigned)
+  std::int32_t zero_index;                // the index of the code 0 (127 signed, 0 unsigned; 0 in the zero-free map)
+  std::int32_t negative_groups;           // groups below zero: 7 (signed; there is no code −1) or 0 (unsigned)
   std::int32_t boundary[kQ8ModelGroups];  // bit patterns of the positive boundaries
   float k[kQ8ModelGroups], c[kQ8ModelGroups];
   std::int32_t base[kQ8ModelGroups], max_internal[kQ8ModelGroups];
 };
 
 struct Q8Map {
-  float code[kQ8Codes];        // strictly increasing, but for the zero-free map's code[0] = code[1] (q8_maps.hpp)
+  float code[kQ8Codes];  // strictly increasing, but for the zero-free map's code[0] = code[1] (q8_maps.hpp)
   // cgad semantics: midpoint[k] = (code[k] + code[k+1]) / 2 exactly, threshold[k] = midpoint[k] rounded down to
   // a float. bnb semantics: midpoint[k] = bnb's float midpoint, threshold[k] it or its predecessor by the tie rule
   // (q8_maps.hpp). midpoint[255] = +Inf; threshold[255] and the kQ8BucketSearch − 1 after it are +Inf.
@@ -100,9 +100,10 @@ CGAD_HD inline std::uint32_t q8_bucket(std::uint32_t bits) {
   const bool is_nan = (bits & 0x7FFFFFFFu) > 0x7F800000u;
   bits = is_nan ? 0xFF800000u : bits;
   const std::uint32_t magnitude = bits & 0x7FFFFFFFu;
-  const std::uint32_t clamped = magnitude < kQ8BucketLowBits ? kQ8BucketLowBits
-                                : (magnitude > kQ8BucketHighBits ? kQ8BucketHighBits : magnitude);
-  return (bits >> 31) * static_cast<std::uint32_t>(kQ8BucketsPerSign) + ((clamped - kQ8BucketLowBits) >> kQ8BucketShift);
+  const std::uint32_t clamped =
+      magnitude < kQ8BucketLowBits ? kQ8BucketLowBits : (magnitude > kQ8BucketHighBits ? kQ8BucketHighBits : magnitude);
+  return (bits >> 31) * static_cast<std::uint32_t>(kQ8BucketsPerSign) +
+         ((clamped - kQ8BucketLowBits) >> kQ8BucketShift);
 }
 
 CGAD_HD inline std::uint8_t q8_nearest(float x, const Q8Map& map) {

@@ -1,8 +1,9 @@
 #pragma once
 // The CPU backend's q8 encoder and decoder for whole blocks: the same codes as the per-element rule
 // (q8_nearest, q8_dequantize in q8.hpp; the CUDA kernel runs q8_nearest_fast, which equals q8_nearest), computed
-// without per-element table reads where an ISA allows it. proptests/fastpath_q8_vector_test.cpp checks them against that rule on every one of the 2^32
-// floats for each of the six maps (q8_maps.hpp) (label long; a sampled version runs under ci).
+// without per-element table reads where an ISA allows it. proptests/fastpath_q8_vector_test.cpp checks them against
+// that rule on every one of the 2^32 floats for each of the six maps (q8_maps.hpp) (label long; a sampled version runs
+// under ci).
 //
 // The encoder is q8_nearest_fast's line model (q8.hpp), 8 lanes at a time, with the bucket search for the
 // elements the model leaves undecided: no table read per element otherwise. The decoder keeps the code table in

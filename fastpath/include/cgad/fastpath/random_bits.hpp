@@ -21,10 +21,9 @@ struct RandomWords {
 
 CGAD_HD inline RandomWords philox_words(std::uint64_t seed, std::uint64_t step, std::uint64_t index) {
   r123::Philox4x32 generator;
-  const r123::Philox4x32::ctr_type counter = {{static_cast<std::uint32_t>(index),
-                                               static_cast<std::uint32_t>(index >> 32),
-                                               static_cast<std::uint32_t>(step),
-                                               static_cast<std::uint32_t>(step >> 32)}};
+  const r123::Philox4x32::ctr_type counter = {
+      {static_cast<std::uint32_t>(index), static_cast<std::uint32_t>(index >> 32), static_cast<std::uint32_t>(step),
+       static_cast<std::uint32_t>(step >> 32)}};
   const r123::Philox4x32::key_type key = {{static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32)}};
   const r123::Philox4x32::ctr_type out = generator(counter, key);
   return RandomWords{{out.v[0], out.v[1], out.v[2], out.v[3]}};

@@ -6,8 +6,8 @@
 // (p ≥ 64 significand bits, u = 2^-p; α, τ_cut and the integer τ < 2^63 are exact there) and rounded once to float.
 // Relative error before that rounding, to first order:
 //   the angle π·(τ_cut − τ)/(2τ_cut): the subtraction, π, the product and the quotient round once each: 4u;
-//   sin: its condition number x·cot x is ≤ 1 on (0, π/2], so 4u + e_sin; the square doubles it and rounds: 8u + 2e_sin + u;
-//   e^{−ατ}: α·τ rounds once, which e^{−x} (condition number x = ατ) turns into ατ·u, plus e_exp; the product: u.
+//   sin: its condition number x·cot x is ≤ 1 on (0, π/2], so 4u + e_sin; the square doubles it and rounds: 8u + 2e_sin
+//   + u; e^{−ατ}: α·τ rounds once, which e^{−x} (condition number x = ατ) turns into ατ·u, plus e_exp; the product: u.
 //   Total: (ατ + 10)u + 2e_sin + e_exp.
 // With the library's sinl and expl within 4 ulps each, that is at most (ατ + 22)·2^-64 — below 2^-57 for every
 // ατ ≤ 104 (past that σ < 2^-150 and rounds to 0 either way). So the float is the one nearest σ(τ) of this double α

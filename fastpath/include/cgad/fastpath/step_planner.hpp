@@ -39,10 +39,10 @@ class StepPlanner {
 
   struct Plan {
     StepEvent event;
-    ScheduledStep scheduled;   // plan() only; applied = false when the zero gate skips the event
-    StepArgs args;             // formats, sizes and (plan() only) coefficients; the caller fills the pointers
+    ScheduledStep scheduled;  // plan() only; applied = false when the zero gate skips the event
+    StepArgs args;            // formats, sizes and (plan() only) coefficients; the caller fills the pointers
     std::size_t fragment = 0;
-    std::size_t offset = 0;    // first element of the fragment
+    std::size_t offset = 0;  // first element of the fragment
   };
 
   // Checks the event's shape (InputError) and fills everything but the schedule; changes nothing.
@@ -98,7 +98,7 @@ class StepPlanner {
   StepConfig config_;
   reference::GateParams<long double> gate_;  // built once: the step itself parses and allocates nothing
   reference::FragmentLayout layout_;
-  bool empty_ = false;                    // zero parameters (the layout is then built over one)
+  bool empty_ = false;  // zero parameters (the layout is then built over one)
   std::vector<std::size_t> tensors_;
   std::vector<StepChunk> chunks_;
   std::vector<std::size_t> chunk_begin_;  // P + 1 entries

@@ -41,9 +41,12 @@ class ThreadPool {
   // Calls body(begin, end) over a split of [0, count) and returns when all parts are done.
   template <class Body>
   void parallel_for(std::uint64_t count, const Body& body) {
-    run(count, [](const void* context, std::uint64_t begin, std::uint64_t end) {
-      (*static_cast<const Body*>(context))(begin, end);
-    }, &body);
+    run(
+        count,
+        [](const void* context, std::uint64_t begin, std::uint64_t end) {
+          (*static_cast<const Body*>(context))(begin, end);
+        },
+        &body);
   }
 
  private:

@@ -15,9 +15,9 @@
 // a_f = max(0, round − last_sync_f − 1). So a fragment synchronized every round has age 0 (P = 1 is exactly
 // CGAD), one synchronized every P rounds has age P − 1 when it is synchronized, and a second event for f in
 // the round of its synchronization sees age 0. P > τ_cut is refused: a round-robin schedule alone would then
-// give every event an age P − 1 ≥ τ_cut, where the cosine gate is exactly 0. Only an event refused for a NaN/Inf or overflowing
-// pseudo-gradient changes nothing, ages included (it never reached the server's state). CGAD, Adam-Decay and
-// Adam have one fragment and ignore ages.
+// give every event an age P − 1 ≥ τ_cut, where the cosine gate is exactly 0. Only an event refused for a NaN/Inf or
+// overflowing pseudo-gradient changes nothing, ages included (it never reached the server's state). CGAD, Adam-Decay
+// and Adam have one fragment and ignore ages.
 //
 // Overflow (docs/design.md §3, outer_optimizer.hpp): an event with |σ·Δ_i| ≥ 2^63 for some i is refused whole, like a
 // NaN/Inf one, so that the production fast path can hold every quantity it derives from g². The exact product
@@ -54,9 +54,10 @@ class GatedAdam final : public OuterOptimizer<Real> {
     validate(gate_);
     if (ages_rule_ == Ages::gate_by_max && gate_.kind == GateKind::cosine &&
         Real(static_cast<double>(layout.fragments()) - 1.0) >= gate_.tau_cut) {
-      throw InputError("pa-cgad needs at most tau_cut fragments (a fragment synchronized every P rounds has age "
-                       "P - 1, and an age >= tau_cut gates every event to 0); got P = " +
-                       std::to_string(layout.fragments()) + ", tau_cut = " + show(gate_.tau_cut));
+      throw InputError(
+          "pa-cgad needs at most tau_cut fragments (a fragment synchronized every P rounds has age "
+          "P - 1, and an age >= tau_cut gates every event to 0); got P = " +
+          std::to_string(layout.fragments()) + ", tau_cut = " + show(gate_.tau_cut));
     }
   }
 
@@ -118,23 +119,23 @@ class GatedAdam final : public OuterOptimizer<Real> {
     for (std::size_t i = 0; i < theta.size(); ++i) {
       Real& m = m_[offset + i];
       Real& v = v_[offset + i];
-      assign_product(g, report.sigma, event.grad[i]);         // g = σ·Δ
+      assign_product(g, report.sigma, event.grad[i]);  // g = σ·Δ
       assign_product(scaled, keep1, g);
       m *= hyper_.beta1;
-      m += scaled;                                            // m = β1·m + (1−β1)·g
+      m += scaled;  // m = β1·m + (1−β1)·g
       assign_product(scaled, g, g);
       scaled *= keep2;
       v *= hyper_.beta2;
-      v += scaled;                                            // v = β2·v + (1−β2)·g²
+      v += scaled;  // v = β2·v + (1−β2)·g²
       assign_quotient(denominator, v, bias2);
       sqrt_in_place(denominator);
-      denominator += hyper_.eps;                              // sqrt(v/(1−β2^t)) + ε
+      denominator += hyper_.eps;  // sqrt(v/(1−β2^t)) + ε
       assign_quotient(g, m, bias1);
-      g /= denominator;                                       // m̂ / (sqrt(v̂) + ε)
+      g /= denominator;  // m̂ / (sqrt(v̂) + ε)
       assign_product(scaled, hyper_.weight_decay, theta[i]);
-      g += scaled;                                            // … + λ·θ
+      g += scaled;  // … + λ·θ
       g *= hyper_.lr;
-      theta[i] -= g;                                          // θ = θ − η·(…)
+      theta[i] -= g;  // θ = θ − η·(…)
     }
     return report;
   }
@@ -148,8 +149,8 @@ class GatedAdam final : public OuterOptimizer<Real> {
   std::vector<Real> m_;
   std::vector<Real> v_;
   std::vector<std::int64_t> t_;
-  std::int64_t round_ = 0;                // rounds ended by advance_round()
-  std::vector<std::int64_t> last_sync_;   // per fragment: the round of its last synchronization, −1 before any
+  std::int64_t round_ = 0;               // rounds ended by advance_round()
+  std::vector<std::int64_t> last_sync_;  // per fragment: the round of its last synchronization, −1 before any
 };
 
 }  // namespace cgad::reference

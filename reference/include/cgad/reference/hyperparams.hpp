@@ -78,8 +78,8 @@ void validate(const NesterovHyper<Real>& h) {
 // subnormal), where only A < 2^63/ε holds whatever the betas.
 inline constexpr double kMaxLearningRate = 0x1p38;  // 274877906944
 inline constexpr double kMaxWeightDecay = 0x1p63;
-inline constexpr double kMaxDecayPerStep = 2;      // η·λ
-inline constexpr double kMaxStepMove = 0x1p126;    // the most one step may move θ by
+inline constexpr double kMaxDecayPerStep = 2;    // η·λ
+inline constexpr double kMaxStepMove = 0x1p126;  // the most one step may move θ by
 
 // A bound on the Adam term A = |m̂|/(√v̂ + ε) over every step count t and every gradient sequence with |g| < 2^63,
 // in exact arithmetic, from (β1, β2, ε) as doubles. Always A < 2^63/ε (m̂ is a weighted mean of the g, √v̂ ≥ 0).
@@ -109,22 +109,25 @@ void validate_range(const AdamHyper<Real>& h) {
     throw InputError("lr must be <= 2^38 = 274877906944 (larger steps overflow float), got " + show(h.lr));
   }
   if (h.weight_decay > Real(kMaxWeightDecay)) {
-    throw InputError("weight_decay must be <= 2^63 = 9223372036854775808 (weight_decay * theta must stay finite), got " +
-                     show(h.weight_decay));
+    throw InputError(
+        "weight_decay must be <= 2^63 = 9223372036854775808 (weight_decay * theta must stay finite), got " +
+        show(h.weight_decay));
   }
   if (Real(h.lr * h.weight_decay) > Real(kMaxDecayPerStep)) {
-    throw InputError("lr * weight_decay must be <= 2 (the decoupled decay multiplies theta by 1 - lr*weight_decay "
-                     "each step; past 2 it amplifies theta to infinity), got lr = " + show(h.lr) +
-                     ", weight_decay = " + show(h.weight_decay));
+    throw InputError(
+        "lr * weight_decay must be <= 2 (the decoupled decay multiplies theta by 1 - lr*weight_decay "
+        "each step; past 2 it amplifies theta to infinity), got lr = " +
+        show(h.lr) + ", weight_decay = " + show(h.weight_decay));
   }
   const double beta2 = static_cast<double>(h.beta2);
   const double bound = adam_term_bound(static_cast<double>(h.beta1), beta2, static_cast<double>(h.eps));
   if (static_cast<double>(h.lr) * bound > kMaxStepMove || bound / std::sqrt(1 - beta2) > kMaxStepMove) {
-    throw InputError("lr, beta1, beta2 and eps allow a step past 2^126 (float overflows): the Adam term "
-                     "|m_hat|/(sqrt(v_hat) + eps) is bounded by (1 - beta1)/sqrt((1 - beta2)(1 - beta1^2/beta2)) "
-                     "only when beta1^2 < beta2, and otherwise by 2^63/eps alone; lr times its bound and the bound "
-                     "/ sqrt(1 - beta2) must be <= 2^126, got lr = " + show(h.lr) + ", beta1 = " + show(h.beta1) +
-                     ", beta2 = " + show(h.beta2) + ", eps = " + show(h.eps));
+    throw InputError(
+        "lr, beta1, beta2 and eps allow a step past 2^126 (float overflows): the Adam term "
+        "|m_hat|/(sqrt(v_hat) + eps) is bounded by (1 - beta1)/sqrt((1 - beta2)(1 - beta1^2/beta2)) "
+        "only when beta1^2 < beta2, and otherwise by 2^63/eps alone; lr times its bound and the bound "
+        "/ sqrt(1 - beta2) must be <= 2^126, got lr = " +
+        show(h.lr) + ", beta1 = " + show(h.beta1) + ", beta2 = " + show(h.beta2) + ", eps = " + show(h.eps));
   }
 }
 

@@ -51,8 +51,8 @@ struct OptimizerConfig {
   Real alpha = parse_real<Real>("0.2", "alpha");
   Real tau_cut = Real(32);
   ZeroGatePolicy on_zero_gate = ZeroGatePolicy::apply;
-  std::int64_t buffer = 4;     // Delayed Nesterov's N
-  std::size_t fragments = 1;   // PA-CGAD's P; every other optimizer has exactly one fragment
+  std::int64_t buffer = 4;    // Delayed Nesterov's N
+  std::size_t fragments = 1;  // PA-CGAD's P; every other optimizer has exactly one fragment
 };
 
 // The gate an Adam-family optimizer of this kind uses.

@@ -29,13 +29,16 @@ struct Event {
 // overflowing_gradient: finite, but |σ·Δ| ≥ 2^kRefusedGradientExponent for some element (docs/design.md §3).
 enum class SkipReason { none, nonfinite_gradient, zero_gate, overflowing_gradient };
 
-
 inline std::string_view to_string(SkipReason reason) {
   switch (reason) {
-    case SkipReason::none: return "none";
-    case SkipReason::nonfinite_gradient: return "nonfinite-gradient";
-    case SkipReason::zero_gate: return "zero-gate";
-    case SkipReason::overflowing_gradient: return "overflowing-gradient";
+    case SkipReason::none:
+      return "none";
+    case SkipReason::nonfinite_gradient:
+      return "nonfinite-gradient";
+    case SkipReason::zero_gate:
+      return "zero-gate";
+    case SkipReason::overflowing_gradient:
+      return "overflowing-gradient";
   }
   return "unknown";
 }

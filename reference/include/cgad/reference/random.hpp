@@ -1,9 +1,9 @@
 #pragma once
 // The one source of random numbers of cgad's experiments (the simulation, the rounding-noise study): Random123's
 // Philox4x32-10 (the generator the fast path's stochastic rounding uses, fastpath/random_bits.hpp), keyed by a
-// seed, with the counter holding (draw index, stream id). Streams with different ids under one seed are independent, and a stream's values
-// are a pure function of (seed, stream id, position): a worker's draws do not depend on how many other
-// workers there are or in which order the engine runs them.
+// seed, with the counter holding (draw index, stream id). Streams with different ids under one seed are independent,
+// and a stream's values are a pure function of (seed, stream id, position): a worker's draws do not depend on how many
+// other workers there are or in which order the engine runs them.
 //
 // The transforms are written out (std::normal_distribution's and std::uniform_real_distribution's algorithms
 // are implementation-defined, so their draws differ between standard libraries):
@@ -27,10 +27,10 @@ enum class StreamPurpose : std::uint32_t {
   worker = 2,         // run seed: worker k's stochastic gradients (index k)
   teacher = 3,        // problem seed: teacher weights
   evaluation = 4,     // problem seed: the evaluation inputs
-  noise_scales = 5,    // noise study seed: each element's scale
-  noise_initial = 6,   // noise study seed: the starting parameters
-  noise_events = 7,    // noise study seed: the pseudo-gradients (normals) and which elements are exactly 0
-  noise_delays = 8,    // noise study seed: the events' delays
+  noise_scales = 5,   // noise study seed: each element's scale
+  noise_initial = 6,  // noise study seed: the starting parameters
+  noise_events = 7,   // noise study seed: the pseudo-gradients (normals) and which elements are exactly 0
+  noise_delays = 8,   // noise study seed: the events' delays
 };
 
 class PhiloxStream {
@@ -64,8 +64,8 @@ class PhiloxStream {
 
  private:
   r123::Philox4x32::ctr_type draw() {
-    const r123::Philox4x32::ctr_type counter = {{static_cast<std::uint32_t>(position_),
-                                                 static_cast<std::uint32_t>(position_ >> 32), index_, purpose_}};
+    const r123::Philox4x32::ctr_type counter = {
+        {static_cast<std::uint32_t>(position_), static_cast<std::uint32_t>(position_ >> 32), index_, purpose_}};
     ++position_;
     return r123::Philox4x32()(counter, key_);
   }

@@ -19,14 +19,14 @@ namespace cgad::reference {
 // differently depending on how it is spelled (μ·b + Δ is fused, μ·b + D/N is not) and identities that hold
 // exactly in float and double — Delayed Nesterov with N = 1 is Nesterov — fail in MPFR. With them off every
 // operation rounds once, as in IEEE arithmetic with contraction off, and `auto` never captures references.
-using mpfr_real = boost::multiprecision::number<boost::multiprecision::mpfr_float_backend<0>,
-                                                boost::multiprecision::et_off>;
+using mpfr_real =
+    boost::multiprecision::number<boost::multiprecision::mpfr_float_backend<0>, boost::multiprecision::et_off>;
 
 // long double serves the fast path's host-side gate only (fastpath/include/cgad/fastpath/staleness.hpp): σ in a
 // precision above double, so that rounding it to float is correct except within a stated distance of a midpoint.
 template <class Real>
 concept RealScalar = std::same_as<Real, float> || std::same_as<Real, double> || std::same_as<Real, long double> ||
-                     std::same_as<Real, mpfr_real>;
+    std::same_as<Real, mpfr_real>;
 
 // Smallest and largest working precision, in bits: 64 is the least the benchmarks sweep (and more than
 // double's 53, so the reference never claims less precision than the hardware rung beside it).

@@ -67,7 +67,9 @@ struct MlpShape {
 
 struct NoRounding {
   template <class T>
-  T operator()(T x) const { return x; }
+  T operator()(T x) const {
+    return x;
+  }
 };
 
 // The network's output for one input x (shape.inputs values); `hidden` receives every layer's tanh outputs,

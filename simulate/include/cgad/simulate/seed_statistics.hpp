@@ -44,10 +44,10 @@ SpreadIntervals bootstrap_spread(std::span<const double> x, std::size_t resample
                                  std::uint64_t seed = kBootstrapSeed);
 
 struct SigmaComparison {
-  double ratio = 1;      // s_a / s_b (1 when both are 0; +inf when only s_b is)
-  Interval ratio_ci;     // percentile bootstrap, 95 %
-  double p_value = 1;    // two-sided permutation p of |ln s_a − ln s_b|
-  bool exact = false;    // every split enumerated
+  double ratio = 1;        // s_a / s_b (1 when both are 0; +inf when only s_b is)
+  Interval ratio_ci;       // percentile bootstrap, 95 %
+  double p_value = 1;      // two-sided permutation p of |ln s_a − ln s_b|
+  bool exact = false;      // every split enumerated
   std::size_t splits = 0;  // splits evaluated
 };
 // Needs both samples of size ≥ 2.

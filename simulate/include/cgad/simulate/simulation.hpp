@@ -128,20 +128,20 @@ struct SimulationSpec {
   // al. 2019's NQM, arXiv 1907.04164, whose minibatch-B noise is H/B: s = 1 is their batch size 1). 0: exact.
   // Default 1: the per-example noise of their model, so the noise floor, not the start, decides the final loss.
   double nqm_noise = 1.0;
-  double label_noise = 0.1;        // teacher-student: standard deviation of the training labels' noise
-  std::size_t depth = 1;           // teacher-student: the student's hidden layers (mlp.hpp), each `size` wide
+  double label_noise = 0.1;  // teacher-student: standard deviation of the training labels' noise
+  std::size_t depth = 1;     // teacher-student: the student's hidden layers (mlp.hpp), each `size` wide
   // teacher-student: the first `outlier_features` input dimensions have standard deviation `outlier_scale`
   // (objectives.hpp); 0 features or a scale of 1 give the plain N(0, I) inputs.
   std::size_t outlier_features = 0;
   double outlier_scale = 1.0;
-  std::uint64_t seed = 1;          // the run: initial point, worker gradient streams, delay schedule
-  std::size_t workers = 4;         // K
-  std::int64_t rounds = 200;       // outer rounds = server steps
+  std::uint64_t seed = 1;     // the run: initial point, worker gradient streams, delay schedule
+  std::size_t workers = 4;    // K
+  std::int64_t rounds = 200;  // outer rounds = server steps
   InnerConfig inner;
   theory::DelayKind delays = theory::DelayKind::constant_from_start;  // "constant" (see above)
-  long tau = 0;                    // the fixed τ (constant) or τ_max (every other schedule); τ_r ≤ r always
-                                   // (adversarial: argmax τ·σ(τ) under CGAD's gate of outer.alpha/tau_cut,
-                                   // whatever the optimizer, so every method of a comparison sees one schedule)
+  long tau = 0;  // the fixed τ (constant) or τ_max (every other schedule); τ_r ≤ r always
+                 // (adversarial: argmax τ·σ(τ) under CGAD's gate of outer.alpha/tau_cut,
+                 // whatever the optimizer, so every method of a comparison sees one schedule)
   // Optimizer, formats, rounding, hyperparameters, P, q8 semantics (cgad or bnb) and min_q8_size; the step is
   // built over the objective's tensors (see above).
   fastpath::StepConfig outer = default_outer_config();
@@ -179,7 +179,7 @@ struct TensorTrap {
 
 struct SimulationResult {
   double initial_loss = 0;
-  double final_loss = 0;        // at the last round run (the divergence round for a diverged run)
+  double final_loss = 0;         // at the last round run (the divergence round for a diverged run)
   std::vector<LossPoint> curve;  // round 0 (the initial loss), every log_every rounds, and the last round run
   bool diverged = false;
   std::int64_t diverged_at = -1;  // the round it was detected (a multiple of kDivergenceCheckEvery or the last)
@@ -189,11 +189,12 @@ struct SimulationResult {
   // and the reference's overflow rule, docs/design.md §3): skipped whole, like a NaN/Inf one.
   std::int64_t skipped_overflowing = 0;
   std::int64_t inner_steps_skipped = 0;  // inner AdamW steps refused for a non-finite gradient (x left as is)
-  double mean_tau = 0;            // realized mean staleness over the arrivals
+  double mean_tau = 0;                   // realized mean staleness over the arrivals
   double mean_tau_effective = 0;  // over the arrivals, the staleness the gate saw (max(τ, age) for PA-CGAD; else τ)
   // The trap the noise study measures (fastpath/trap_counter.hpp, the one counter of both), for the Adam family
-  // (absent otherwise): the share of parameters whose stored v decodes to exactly 0 after the last round run; over every element-step of the arrivals, the share with |Δθ| > 5η and
-  // the largest |Δθ|/η, η being the element's tensor's outer lr.
+  // (absent otherwise): the share of parameters whose stored v decodes to exactly 0 after the last round run; over
+  // every element-step of the arrivals, the share with |Δθ| > 5η and the largest |Δθ|/η, η being the element's tensor's
+  // outer lr.
   std::optional<double> v_zero_fraction, step_over_5lr_fraction, max_step_over_lr;
   std::optional<double> m_zero_fraction;  // the share whose stored m decodes to exactly 0, likewise
   // The same four metrics per tensor of the objective (Objective::tensor_sizes, named by tensor_names), so that

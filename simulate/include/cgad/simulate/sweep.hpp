@@ -46,11 +46,12 @@ inline constexpr std::size_t kMaxRuns = 1'000'000;
 inline constexpr double kMaxSweepRecordBytes = 2.0 * 1024 * 1024 * 1024;
 inline constexpr double kBytesPerCurvePoint = 256;
 
-// Refuses (InputError, one line) more than kMaxRuns runs, records over kMaxSweepRecordBytes, an empty axis, a repeated value on an axis (it would make two runs one),
-// an unknown method, τ < 0 or size 0, a grid none of whose runs the engine accepts (a base spec bad for every
-// method), and a value on an axis none of whose runs the engine accepts (τ past its limit, Delayed Nesterov with
-// bf16 parameters), each with the engine's own reason. Combinations the engine refuses while their values run
-// elsewhere (Delayed Nesterov with q8 state beside fp32) are not an error: they are recorded as unsupported.
+// Refuses (InputError, one line) more than kMaxRuns runs, records over kMaxSweepRecordBytes, an empty axis, a repeated
+// value on an axis (it would make two runs one), an unknown method, τ < 0 or size 0, a grid none of whose runs the
+// engine accepts (a base spec bad for every method), and a value on an axis none of whose runs the engine accepts (τ
+// past its limit, Delayed Nesterov with bf16 parameters), each with the engine's own reason. Combinations the engine
+// refuses while their values run elsewhere (Delayed Nesterov with q8 state beside fp32) are not an error: they are
+// recorded as unsupported.
 void validate(const SweepGrid& grid);
 
 // One run's coordinates on the axes.
@@ -72,7 +73,7 @@ SimulationSpec run_spec(const SweepGrid& grid, const RunKey& key);
 struct Shard {
   std::size_t index = 0, count = 1;
 };
-Shard parse_shard(std::string_view text);  // "I/N", 0 ≤ I < N; InputError otherwise
+Shard parse_shard(std::string_view text);                                 // "I/N", 0 ≤ I < N; InputError otherwise
 std::vector<std::size_t> shard_runs(const SweepGrid& grid, Shard shard);  // ascending
 
 // stalled: the run reached its last round without diverging, but made no progress it could be judged by
@@ -98,24 +99,24 @@ RunRecord execute_run(const SweepGrid& grid, std::size_t index,
 // Runs `indices` on `jobs` threads, each run on one thread, and returns their records in the order of
 // `indices`: the records do not depend on `jobs`. `jobs` is clamped to the run count and to the CPUs this
 // process may use (sched_getaffinity: under Slurm or taskset fewer than the machine has), 0 meaning all of those;
-// more threads than CPUs would only compete. A thread that cannot be started leaves its share to the others. `progress(done, total)` counts outer rounds over all
-// runs and is called from one thread at a time.
+// more threads than CPUs would only compete. A thread that cannot be started leaves its share to the others.
+// `progress(done, total)` counts outer rounds over all runs and is called from one thread at a time.
 std::vector<RunRecord> run_sweep(const SweepGrid& grid, std::span<const std::size_t> indices, unsigned jobs,
                                  const std::function<void(long, long)>& progress = {});
 
 // One cell of the table: the seeds of one (method, τ, size, state).
 struct CellSummary {
-  RunKey key;                    // key.seed is unused
-  std::size_t runs = 0;          // seeds the grid has for the cell
-  std::size_t present = 0;       // of which a record exists (fewer only in a partial merge)
+  RunKey key;               // key.seed is unused
+  std::size_t runs = 0;     // seeds the grid has for the cell
+  std::size_t present = 0;  // of which a record exists (fewer only in a partial merge)
   std::size_t unsupported = 0;
   std::string unsupported_reason;
   std::size_t diverged = 0;
   std::size_t stalled = 0;
-  std::string stall_reason;      // one of them, when any
-  std::size_t finished = 0;      // the seeds the statistics are over
-  std::size_t with_skips = 0;    // finished seeds that had an inner step or an arrival refused as non-finite/overflowing
-  std::optional<double> mean;    // final loss over the finished seeds (none finished: none)
+  std::string stall_reason;    // one of them, when any
+  std::size_t finished = 0;    // the seeds the statistics are over
+  std::size_t with_skips = 0;  // finished seeds that had an inner step or an arrival refused as non-finite/overflowing
+  std::optional<double> mean;  // final loss over the finished seeds (none finished: none)
   std::optional<double> stddev;  // sample standard deviation, n − 1 in the denominator (needs 2 finished seeds)
   std::optional<double> risk;    // single-shot risk mean + σ, the paper's measure (needs σ)
   // Percentile-bootstrap 95 % intervals of the mean, σ and the risk (seed_statistics.hpp; 2 finished seeds).

@@ -1,8 +1,9 @@
 #pragma once
 // A sweep's results as JSON (nlohmann), exact enough to merge and re-aggregate on another machine: every real
 // is hexfloat text ("0x1.99999ap-4", "inf", "nan"), which reads back to the same bits; ∞ too, and NaN (a
-// diverged run's loss can be either) reads back as a NaN, its payload not kept. A part file holds the grid, its fingerprint, the shard and the records
-// of that shard; `merge_parts` refuses parts of different sweeps and duplicate runs, and lists missing ones.
+// diverged run's loss can be either) reads back as a NaN, its payload not kept. A part file holds the grid, its
+// fingerprint, the shard and the records of that shard; `merge_parts` refuses parts of different sweeps and duplicate
+// runs, and lists missing ones.
 #include "cgad/simulate/sweep.hpp"
 
 #include <nlohmann/json.hpp>
@@ -30,7 +31,7 @@ inline constexpr const char* kCgadVersion = CGAD_VERSION;
 struct SweepPart {
   SweepGrid grid;
   Shard shard;
-  std::vector<RunRecord> records;  // ascending index
+  std::vector<RunRecord> records;           // ascending index
   std::string cgad_version = kCgadVersion;  // of the cgad that wrote it (part_to_json writes this build's)
 };
 
@@ -61,7 +62,7 @@ MergedSweep merge_parts(const std::vector<SweepPart>& parts, const std::vector<s
 // records, per-cell summaries and the missing runs.
 nlohmann::ordered_json sweep_to_json(const MergedSweep& sweep);
 
-std::string hexfloat(double x);                                   // "%a"
+std::string hexfloat(double x);                                              // "%a"
 double parse_hexfloat(const nlohmann::json& text, const std::string& what);  // InputError if not all consumed
 
 }  // namespace cgad::simulate

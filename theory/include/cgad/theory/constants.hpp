@@ -21,31 +21,31 @@ namespace cgad::theory {
 inline constexpr long kMaxBoundTauCut = 1'000'000;
 
 enum class Verdict {
-  proved,           // hi(constant) ≤ lo(comparison): the inequality holds, certified
-  proved_vacuous,   // the comparison is +∞ (α = 0)
-  refuted,          // lo(constant) > hi(comparison): the inequality is false, certified
-  undetermined,     // the enclosures overlap: no conclusion at this precision
+  proved,          // hi(constant) ≤ lo(comparison): the inequality holds, certified
+  proved_vacuous,  // the comparison is +∞ (α = 0)
+  refuted,         // lo(constant) > hi(comparison): the inequality is false, certified
+  undetermined,    // the enclosures overlap: no conclusion at this precision
 };
 const char* to_string(Verdict verdict);
 
 struct CertifiedInequality {
-  std::string statement;   // e.g. "B1 <= 1/(e*alpha)": constant <= comparison
-  Interval constant;       // enclosure of the left-hand side
-  Interval comparison;     // enclosure of the right-hand side ([+inf, +inf] when α = 0)
+  std::string statement;  // e.g. "B1 <= 1/(e*alpha)": constant <= comparison
+  Interval constant;      // enclosure of the left-hand side
+  Interval comparison;    // enclosure of the right-hand side ([+inf, +inf] when α = 0)
   Verdict verdict;
 };
 
 // sup_{τ ≥ 0} τ^k σ(τ), real and integer τ.
 struct SupConstant {
   unsigned k = 1;
-  Interval value;                  // certified enclosure of the sup over real τ
-  Interval argmax;                 // certified enclosure of the unique maximizer τ* ∈ (0, τ_cut)
-  reference::mpfr_real value_mpfr;   // τ*^k·reference::sigma(τ*) at the working precision, τ* = mid(argmax)
-  reference::mpfr_real argmax_mpfr;  // mid(argmax)
-  Interval integer_value;          // certified enclosure of max_{τ ∈ {0..τ_cut}} τ^k σ(τ)
-  long integer_argmax = 0;         // an integer maximizer (floor or ceil of τ*)
+  Interval value;                         // certified enclosure of the sup over real τ
+  Interval argmax;                        // certified enclosure of the unique maximizer τ* ∈ (0, τ_cut)
+  reference::mpfr_real value_mpfr;        // τ*^k·reference::sigma(τ*) at the working precision, τ* = mid(argmax)
+  reference::mpfr_real argmax_mpfr;       // mid(argmax)
+  Interval integer_value;                 // certified enclosure of max_{τ ∈ {0..τ_cut}} τ^k σ(τ)
+  long integer_argmax = 0;                // an integer maximizer (floor or ceil of τ*)
   bool integer_argmax_certified = false;  // its enclosure lies strictly above every other candidate's
-  Interval cutoff_bound;           // τ_cut^k·sup_{x∈[0,1]} x^k cos²(πx/2): the α = 0 value, ≥ the constant
+  Interval cutoff_bound;  // τ_cut^k·sup_{x∈[0,1]} x^k cos²(πx/2): the α = 0 value, ≥ the constant
 };
 
 struct BoundConstants {
@@ -53,9 +53,9 @@ struct BoundConstants {
   long tau_cut = 0;
   unsigned precision_bits = 0;
   SupConstant b1, b2;
-  Interval w;                       // certified enclosure of Σ_{τ=1}^{τ_cut} σ(τ)
-  reference::mpfr_real w_mpfr;      // the same sum of reference::sigma at the working precision
-  Interval w_cutoff_bound;          // (τ_cut − 1)/2, the α = 0 value of W (exact)
+  Interval w;                                     // certified enclosure of Σ_{τ=1}^{τ_cut} σ(τ)
+  reference::mpfr_real w_mpfr;                    // the same sum of reference::sigma at the working precision
+  Interval w_cutoff_bound;                        // (τ_cut − 1)/2, the α = 0 value of W (exact)
   std::vector<CertifiedInequality> inequalities;  // B1 ≤ 1/(eα), B2 ≤ 4/(eα)², W ≤ 1/(e^α−1), integer B1/B2
   // α·τ_cut ≥ 1: the cutoff lies past the exponential's peak 1/α, and the bound 1/(eα) is tight up to the
   // factor cos²(π/(2ατ_cut)) (theory/README.md §4). Otherwise the cutoff bound τ_cut·κ1 is the smaller one.

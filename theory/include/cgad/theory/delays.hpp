@@ -16,7 +16,7 @@ enum class DelayKind {
   pareto,       // heavy tail: τ = floor(x_m·U^{−1/a}) − 1 with x_m = 1, a = 1.2 (infinite variance), capped
   bursty,       // straggler bursts: usually τ ∈ {0, 1}; with probability 1/20 a burst of 8 steps at τ_max
   adversarial,  // τ_t = the integer maximizer of τ·σ(τ) over {0, …, τ_max}: makes the bias term B1 each step
-  heavy_tail,   // 70 % fresh (τ = 0), 30 % τ = ⌊8/U⌋, U uniform on (0, 1] (P(τ ≥ j) = 0.3·8/j, j ≥ 8), capped
+  heavy_tail,  // 70 % fresh (τ = 0), 30 % τ = ⌊8/U⌋, U uniform on (0, 1] (P(τ ≥ j) = 0.3·8/j, j ≥ 8), capped
   // τ_t = τ_max from the start: nothing arrives before t = τ_max (those steps are idle, no update at all, where
   // `constant` has τ_t = min(τ_max, t)), then every arrival is exactly τ_max old. No start-up transient.
   constant_from_start,
@@ -34,7 +34,7 @@ class DelaySchedule {
   long next();
 
  private:
-  double unit();  // uniform on [0, 1) from 53 random bits
+  double unit();             // uniform on [0, 1) from 53 random bits
   long uniform_int(long n);  // uniform on {0, …, n}
 
   DelayKind kind_;

@@ -209,10 +209,14 @@ template <reference::RealScalar Real>
 std::unique_ptr<Objective<Real>> make_objective(ObjectiveKind kind, std::size_t dimension, std::uint64_t seed) {
   if (dimension == 0) throw reference::InputError("objective dimension must be >= 1");
   switch (kind) {
-    case ObjectiveKind::geman_mcclure: return std::make_unique<GemanMcClure<Real>>(dimension, seed);
-    case ObjectiveKind::sine_ripple: return std::make_unique<SineRipple<Real>>(dimension, seed);
-    case ObjectiveKind::logcosh_ripple: return std::make_unique<LogCoshRipple<Real>>(dimension, seed);
-    case ObjectiveKind::noisy_quadratic: return std::make_unique<NoisyQuadratic<Real>>(dimension, seed);
+    case ObjectiveKind::geman_mcclure:
+      return std::make_unique<GemanMcClure<Real>>(dimension, seed);
+    case ObjectiveKind::sine_ripple:
+      return std::make_unique<SineRipple<Real>>(dimension, seed);
+    case ObjectiveKind::logcosh_ripple:
+      return std::make_unique<LogCoshRipple<Real>>(dimension, seed);
+    case ObjectiveKind::noisy_quadratic:
+      return std::make_unique<NoisyQuadratic<Real>>(dimension, seed);
   }
   throw reference::InputError("unknown objective");
 }

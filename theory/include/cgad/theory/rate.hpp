@@ -33,18 +33,18 @@ struct DelayLawMoments {
   bool mean_tau_infinite = false;
 };
 
-DelayLawMoments constant_delay_law(long tau, const IntervalGate& gate);       // τ_t = τ
-DelayLawMoments uniform_delay_law(long tau_max, const IntervalGate& gate);    // uniform on {0, …, τ_max}
+DelayLawMoments constant_delay_law(long tau, const IntervalGate& gate);     // τ_t = τ
+DelayLawMoments uniform_delay_law(long tau_max, const IntervalGate& gate);  // uniform on {0, …, τ_max}
 // 70 % fresh (τ = 0), 30 % τ = ⌊8/U⌋ with U uniform on (0, 1] (P(τ = j) = 0.3·8/(j(j+1)) for j ≥ 8, mean +∞),
 // capped at `cap` (P(τ = cap) = 0.3·P(⌊8/U⌋ ≥ cap)) when given.
 DelayLawMoments heavy_tail_delay_law(std::optional<long> cap, const IntervalGate& gate);
 
 struct OptimizedEtaComparison {
   DelayLawMoments law;
-  Interval gated_staleness;    // E[στ] + E[σ²]/2: the gated bound's staleness term per step
-  Interval ungated_staleness;  // E[τ] + ½ (+inf when E τ is)
-  Interval bound_ratio;        // R(p); [+inf, +inf] when gated_vacuous, [0, 0] when ungated_vacuous
-  Interval eta_ratio;          // η*_gated/η*_ungated; meaningless when either side is vacuous
+  Interval gated_staleness;      // E[στ] + E[σ²]/2: the gated bound's staleness term per step
+  Interval ungated_staleness;    // E[τ] + ½ (+inf when E τ is)
+  Interval bound_ratio;          // R(p); [+inf, +inf] when gated_vacuous, [0, 0] when ungated_vacuous
+  Interval eta_ratio;            // η*_gated/η*_ungated; meaningless when either side is vacuous
   bool gated_vacuous = false;    // E σ = 0: every delay at or past τ_cut, the gated bound is +∞
   bool ungated_vacuous = false;  // E τ = +∞: the ungated bound is +∞
 };
@@ -57,10 +57,10 @@ std::vector<OptimizedEtaComparison> optimized_eta_table(const std::string& alpha
 
 struct AlphaScanRow {
   std::string alpha;
-  Interval b1;                // B1 = sup over real τ
-  Interval b1_integer;        // max over τ ∈ {0..τ_cut}
+  Interval b1;          // B1 = sup over real τ
+  Interval b1_integer;  // max over τ ∈ {0..τ_cut}
   long b1_integer_argmax = 0;
-  Interval w;                 // Σ_{τ=1}^{τ_cut} σ(τ)
+  Interval w;  // Σ_{τ=1}^{τ_cut} σ(τ)
   Interval alpha_b1, alpha_w, exp_alpha_w, exp_alpha_b1_integer;
 };
 

@@ -90,7 +90,7 @@ struct TrajectoryConfig {
   reference::mpfr_real eta{"0.05"};
   std::optional<double> noise;  // s; empty: the objective's default
   UpdateKind update = UpdateKind::ideal;
-  AdamSettings adam;            // used when update == gated_adam
+  AdamSettings adam;  // used when update == gated_adam
 };
 
 struct InequalityState {
@@ -104,9 +104,9 @@ struct TrajectoryPoint {
   reference::mpfr_real sigma, f;
   const InequalityState* descent = nullptr;
   const InequalityState* design = nullptr;
-  reference::mpfr_real bias;  // Σ_{t<T} σ_tτ_t / T
-  reference::mpfr_real realized_bias_sum;       // R_T
-  const InequalityState* realized = nullptr;    // the realized form
+  reference::mpfr_real bias;                             // Σ_{t<T} σ_tτ_t / T
+  reference::mpfr_real realized_bias_sum;                // R_T
+  const InequalityState* realized = nullptr;             // the realized form
   const std::vector<reference::mpfr_real>* x = nullptr;  // the iterate x_T
 };
 
@@ -116,11 +116,11 @@ struct TrajectoryReport {
   reference::mpfr_real L, f_star, G, rho, eta, noise, f0, f_final;
   long steps = 0;
   long realized_tau_max = 0;
-  long adversarial_tau = 0;          // the integer argmax of τσ(τ) over {0..τ_max} for this gate
+  long adversarial_tau = 0;  // the integer argmax of τσ(τ) over {0..τ_max} for this gate
   reference::mpfr_real sum_sigma_tau{0}, sum_sigma_squared{0};
-  reference::mpfr_real bias{0};      // Σσ_tτ_t / T
-  InequalityState descent, design;       // the ideal theorem's forms; never claimed for the Adam update
-  bool ideal_forms_claimed = true;       // update == ideal
+  reference::mpfr_real bias{0};           // Σσ_tτ_t / T
+  InequalityState descent, design;        // the ideal theorem's forms; never claimed for the Adam update
+  bool ideal_forms_claimed = true;        // update == ideal
   std::optional<long> alignment_failure;  // ideal: first step t where ⟨∇f, u⟩ < ρ‖∇f‖² (clipping); design form
                                           // is not claimed from then on
   long clipped_steps = 0;

@@ -85,14 +85,20 @@ CGAD_HD inline bool vectorized_tile(const StepArgs& a) {
   if (a.size != static_cast<std::uint64_t>(P::threads * N)) return false;
   bool aligned = aligned_for<float, N>(a.grad);
   aligned = aligned && (F::params(a) == ParamFormat::fp32 ? aligned_for<float, N>(a.params_fp32)
-                                                         : aligned_for<bf16, N>(a.params_bf16));
+                                                          : aligned_for<bf16, N>(a.params_bf16));
   CGAD_AGENT_UNROLL
   for (int k = 0; k < 2 && k < a.moments; ++k) {
     const MomentView& m = a.moment[k];
     switch (F::state(a)) {
-      case StateFormat::fp32: aligned = aligned && aligned_for<float, N>(m.fp32); break;
-      case StateFormat::bf16: aligned = aligned && aligned_for<bf16, N>(m.half); break;
-      case StateFormat::q8: aligned = aligned && aligned_for<std::uint8_t, N>(m.codes); break;
+      case StateFormat::fp32:
+        aligned = aligned && aligned_for<float, N>(m.fp32);
+        break;
+      case StateFormat::bf16:
+        aligned = aligned && aligned_for<bf16, N>(m.half);
+        break;
+      case StateFormat::q8:
+        aligned = aligned && aligned_for<std::uint8_t, N>(m.codes);
+        break;
     }
   }
   return aligned;
@@ -152,9 +158,15 @@ class TileThread {
     CGAD_AGENT_UNROLL
     for (int k = 0; k < 2 && k < a.moments; ++k) {
       switch (F::state(a)) {
-        case StateFormat::fp32: move_in(a.moment[k].fp32, fp32_[k]); break;
-        case StateFormat::bf16: move_in(a.moment[k].half, bf16_[k]); break;
-        case StateFormat::q8: move_in(a.moment[k].codes, codes_[k]); break;
+        case StateFormat::fp32:
+          move_in(a.moment[k].fp32, fp32_[k]);
+          break;
+        case StateFormat::bf16:
+          move_in(a.moment[k].half, bf16_[k]);
+          break;
+        case StateFormat::q8:
+          move_in(a.moment[k].codes, codes_[k]);
+          break;
       }
     }
     const StepArgs tile = registers_of(a);
