@@ -2,6 +2,7 @@
 pybind11's own conversion would raise TypeError (a float, a bool taken as 1, a negative count) or OverflowError
 (past the C++ type's range) where the package promises cgad.InputError with the reason."""
 import numbers
+from typing import Any, Optional
 
 from . import _cgad
 
@@ -11,7 +12,7 @@ UINT64_MAX = 2 ** 64 - 1
 _NAMED = {INT64_MAX: "2^63 - 1", UINT32_MAX: "2^32 - 1", UINT64_MAX: "2^64 - 1"}
 
 
-def integer(value, name, least, most, where=None):
+def integer(value: Any, name: str, least: int, most: int, where: Optional[str] = None) -> int:
     """``value`` as an int in [least, most] (most: the C++ type's largest value, or a tighter limit); a bool is
     not an integer here (Python's True == 1)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not least <= value <= most:

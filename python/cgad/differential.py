@@ -3,11 +3,12 @@ NumPy data. See docs/python.md."""
 import json
 import math
 import os
+from typing import Any, Optional, Union
 
 import numpy as np
 
 from . import _cgad
-from .numerics import _precision, _text
+from .numerics import Number, _precision, _text
 
 _FASTPATH_ONLY = ("params", "state", "rounding", "seed", "device", "q8_semantics", "min_q8_size")
 
@@ -20,7 +21,18 @@ class Replay:
     ``skipped`` (bool). ``counts``: events, nonfinite, zero_gate, overflowing; ``notes``: what the command
     would print on standard error about skipped events; ``precision_bits``: the MPFR precision."""
 
-    def __init__(self, raw):
+    records: list[dict[str, Any]]
+    counts: dict[str, int]
+    notes: str
+    precision_bits: int
+    params: np.ndarray
+    state: dict[str, np.ndarray]
+    counters: dict[str, np.ndarray]
+    sigma: np.ndarray
+    tau_effective: np.ndarray
+    skipped: np.ndarray
+
+    def __init__(self, raw: dict[str, Any]) -> None:
         self.records = [json.loads(r) for r in raw["records"]]
         self.counts = {k: raw[k] for k in ("events", "nonfinite", "zero_gate", "overflowing")}
         self.notes = raw["notes"]
@@ -39,7 +51,7 @@ class Replay:
         self.skipped = np.array([r["skipped"] for r in rows], dtype=bool)
 
 
-def _stream_text(stream):
+def _stream_text(stream: Any) -> str:
     """JSON-lines text of a stream given as {"params": [...], "tensors": [...], "events": [{"grad": [...],
     "tau": k, "fragment": f}, ...]}: the dict's entries other than "events" make the header line, and each event
     its line, with their values as they are -- no value is converted to what the stream wants -- so the stream
@@ -61,7 +73,7 @@ def _stream_text(stream):
     return "\n".join(lines) + "\n"
 
 
-def _json_value(x, key):
+def _json_value(x: Any, key: Any) -> Any:
     """``x`` as JSON data, unchanged but for the forms JSON lacks (see _stream_text)."""
     if not isinstance(key, str):
         raise _cgad.InputError(f"replay: a stream's keys are strings, got {key!r}")
@@ -80,10 +92,13 @@ def _json_value(x, key):
                            "string, list or dict)")
 
 
-def replay(stream, backend="reference", optimizer="cgad", *, lr=None, beta1=None, beta2=None, eps=None,
-           weight_decay=None, momentum=None, alpha="0.2", tau_cut=32, buffer=4, fragments=1, on_zero_gate="apply",
-           params=None, state=None, rounding=None, seed=None, device=None, q8_semantics=None, min_q8_size=None,
-           precision=256):
+def replay(stream: Union[str, os.PathLike, dict[str, Any]], backend: str = "reference", optimizer: str = "cgad", *,
+           lr: Optional[Number] = None, beta1: Optional[Number] = None, beta2: Optional[Number] = None,
+           eps: Optional[Number] = None, weight_decay: Optional[Number] = None, momentum: Optional[Number] = None,
+           alpha: Number = "0.2", tau_cut: int = 32, buffer: int = 4, fragments: int = 1, on_zero_gate: str = "apply",
+           params: Optional[str] = None, state: Optional[str] = None, rounding: Optional[str] = None,
+           seed: Optional[int] = None, device: Optional[str] = None, q8_semantics: Optional[str] = None,
+           min_q8_size: Optional[int] = None, precision: int = 256) -> Replay:
     """Replays a pseudo-gradient stream as `cgad replay` does, through the MPFR reference (backend="reference",
     at ``precision`` bits) or the fast path (backend="fastpath": params "bf16" (default) or "fp32", state "fp32"
     (default), "bf16" or "q8", rounding, seed, device "cpu" or "cuda", q8_semantics, min_q8_size -- options the
@@ -108,9 +123,11 @@ def replay(stream, backend="reference", optimizer="cgad", *, lr=None, beta1=None
     return Replay(raw)
 
 
-def noise(optimizer="cgad", *, params="bf16", state="q8", rounding="nearest", q8_semantics="cgad",
-          min_q8_size=None, delays="heavy", size=1024, steps=10000, log_every=100, seed=1, scale_range=1e5,
-          zero_fraction=0.0, stream=None, precision=128):
+def noise(optimizer: str = "cgad", *, params: str = "bf16", state: str = "q8", rounding: str = "nearest",
+          q8_semantics: str = "cgad", min_q8_size: Optional[int] = None, delays: str = "heavy", size: int = 1024,
+          steps: int = 10000, log_every: int = 100, seed: int = 1, scale_range: float = 1e5,
+          zero_fraction: float = 0.0, stream: Optional[Union[str, os.PathLike]] = None,
+          precision: int = 128) -> dict[str, Any]:
     """One scenario of `cgad noise`: the fast path and the MPFR reference (at ``precision`` bits) in lockstep on
     one synthetic stream (or a recorded one: ``stream``, a replay JSON-lines path), never re-synchronized.
     optimizer: "cgad", "cgad-skip", "adam-decay" or "adam". Returns a dict: ``scenario`` (its name),

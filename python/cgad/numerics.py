@@ -5,14 +5,18 @@ so ``alpha=0.2`` means the decimal 0.2 -- in the exact (MPFR) functions too, whe
 working precision, exactly as ``cgad gate --alpha 0.2`` reads it -- and not the binary double nearest to it.
 """
 import numbers
+from typing import Any, Optional, Union
 
 from . import _cgad
 from ._arguments import INT64_MAX, UINT32_MAX, integer
 
 _GATES = ("cosine", "exponential", "none")
 
+# A number as the functions take it: a Python number, or decimal text read exactly.
+Number = Union[int, float, str]
 
-def _text(value, name):
+
+def _text(value: Any, name: str) -> str:
     """A number as the decimal text the libraries parse (their one number grammar, reference/real.hpp)."""
     if isinstance(value, bool) or not isinstance(value, (str, numbers.Real)):
         raise _cgad.InputError(f"{name} must be a number or decimal text, got {value!r}")
@@ -23,7 +27,7 @@ def _text(value, name):
     return repr(float(value))
 
 
-def _gate(gate):
+def _gate(gate: str) -> str:
     if gate not in _GATES:
         raise _cgad.InputError(f"gate must be one of {', '.join(_GATES)}, got {gate!r}")
     return gate
@@ -34,29 +38,30 @@ def _gate(gate):
 MAX_TABLE_TAU_CUT = 1_000_000
 
 
-def _precision(precision):
+def _precision(precision: int) -> int:
     """A precision in bits; the library then checks it against the range of the call it is for."""
     return integer(precision, "precision (bits)", 0, UINT32_MAX)
 
 
-def _digits(digits):
+def _digits(digits: Optional[int]) -> Optional[int]:
     return None if digits is None else integer(digits, "digits", 2, UINT32_MAX)
 
 
-def sigma(tau, alpha=0.2, tau_cut=32, gate="cosine"):
+def sigma(tau: Number, alpha: Number = 0.2, tau_cut: Number = 32, gate: str = "cosine") -> float:
     """sigma(tau) = gamma(tau) * exp(-alpha * tau) in double precision (the arithmetic the fast path evaluates it
     in before rounding it once to float). ``gate``: "cosine" (CGAD), "exponential" (Adam-Decay) or "none" (Adam).
     tau may be any real >= 0 (the optimizers take integers)."""
     return _cgad.sigma(_text(tau, "tau"), _text(alpha, "alpha"), _text(tau_cut, "tau_cut"), _gate(gate))
 
 
-def gamma(tau, alpha=0.2, tau_cut=32, gate="cosine"):
+def gamma(tau: Number, alpha: Number = 0.2, tau_cut: Number = 32, gate: str = "cosine") -> float:
     """The cosine gate gamma(tau) = (1 + cos(pi * tau / tau_cut)) / 2 for tau <= tau_cut, else 0, in double
     (1 for the exponential and none gates)."""
     return _cgad.gamma(_text(tau, "tau"), _text(alpha, "alpha"), _text(tau_cut, "tau_cut"), _gate(gate))
 
 
-def sigma_exact(tau, alpha="0.2", tau_cut=32, gate="cosine", precision=256, digits=None):
+def sigma_exact(tau: Number, alpha: Number = "0.2", tau_cut: Number = 32, gate: str = "cosine", precision: int = 256,
+                digits: Optional[int] = None) -> str:
     """sigma(tau) in MPFR at ``precision`` bits, as a decimal string: ``digits`` significant digits, correctly
     rounded from the MPFR value, or (default) enough digits to read that value back. Each MPFR operation rounds
     once, so the MPFR value is within a few units in its last place of the true sigma (as ``cgad gate``)."""
@@ -64,13 +69,15 @@ def sigma_exact(tau, alpha="0.2", tau_cut=32, gate="cosine", precision=256, digi
                              _precision(precision), _digits(digits))["value"]
 
 
-def gamma_exact(tau, alpha="0.2", tau_cut=32, gate="cosine", precision=256, digits=None):
+def gamma_exact(tau: Number, alpha: Number = "0.2", tau_cut: Number = 32, gate: str = "cosine", precision: int = 256,
+                digits: Optional[int] = None) -> str:
     """gamma(tau) in MPFR as a decimal string (see sigma_exact)."""
     return _cgad.gamma_exact(_text(tau, "tau"), _text(alpha, "alpha"), _text(tau_cut, "tau_cut"), _gate(gate),
                              _precision(precision), _digits(digits))["value"]
 
 
-def gate_table(alpha="0.2", tau_cut=32, precision=256, digits=None):
+def gate_table(alpha: Number = "0.2", tau_cut: int = 32, precision: int = 256,
+               digits: Optional[int] = None) -> list[dict[str, Any]]:
     """The rows of ``cgad gate``: for tau = 0 .. tau_cut + 1, a dict with the integer ``tau``, ``gamma`` and
     ``sigma`` as exact decimal strings (MPFR at ``precision`` bits) and ``sigma_float`` (the MPFR value rounded
     to the nearest double)."""
@@ -85,7 +92,8 @@ def gate_table(alpha="0.2", tau_cut=32, precision=256, digits=None):
     return rows
 
 
-def bound_constants(alpha="0.2", tau_cut=32, precision=256, digits=None):
+def bound_constants(alpha: Number = "0.2", tau_cut: int = 32, precision: int = 256,
+                    digits: Optional[int] = None) -> dict[str, Any]:
     """The constants of the convergence bound for the cosine gate, as ``cgad bound`` computes them: a dict with
     ``B1`` = sup tau*sigma(tau), ``B2`` = sup tau^2*sigma(tau) and ``W`` = sum_{tau=1..tau_cut} sigma(tau), each
     with its MPFR ``value`` (decimal string), ``float``, and certified MPFI ``enclosure`` ({"lo", "hi"}, printed

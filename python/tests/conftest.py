@@ -1,9 +1,12 @@
-"""What the cgad Python tests share: the `cgad` command (CGAD_BINARY, set by CTest), its replay, and exact
-comparisons of bit patterns and decimal text."""
+"""What the cgad Python tests share: the `cgad` command, its replay, and exact comparisons of bit patterns and
+decimal text. They run against whichever `cgad` package the interpreter imports: CTest's (PYTHONPATH=build/python)
+or an installed one (`python -m pytest python/tests` from a venv that pip installed cgad into)."""
 import json
 import os
 import pathlib
+import shutil
 import subprocess
+import sysconfig
 from fractions import Fraction
 
 import numpy as np
@@ -14,9 +17,17 @@ SOURCE_DIR = pathlib.Path(os.environ.get("CGAD_SOURCE_DIR", pathlib.Path(__file_
 
 
 def cgad_binary():
+    """The `cgad` command: CGAD_BINARY (CTest sets it to the built one), else the one installed beside this
+    interpreter's scripts (where pip puts the wheel's, also when the venv is not activated), else PATH's."""
     path = os.environ.get("CGAD_BINARY")
+    if path:
+        return path
+    beside = pathlib.Path(sysconfig.get_path("scripts")) / "cgad"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    path = shutil.which("cgad")
     if not path:
-        pytest.fail("CGAD_BINARY is not set (CTest sets it to the built `cgad`; set it to run pytest by hand)")
+        pytest.fail(f"no `cgad` command: set CGAD_BINARY, or install the package (it puts one in {beside.parent})")
     return path
 
 

@@ -1,0 +1,36 @@
+"""The imported `cgad` is a package as pip and importlib see it: its dist-info's version is the module's
+__version__ (both from VERSION), its requirements are pyproject.toml's, and it ships its type information (py.typed
+and the compiled module's stub). Runs against whichever cgad the interpreter imports: CTest's build tree or an
+installed one."""
+import importlib.metadata
+import pathlib
+import tomllib
+
+import cgad
+from conftest import SOURCE_DIR
+
+
+def _requirement_names(requirements):
+    return sorted(r.split(";")[0].strip() for r in requirements if "extra ==" not in r)
+
+
+def test_dist_info_version_is_the_module_version_and_the_version_file():
+    assert importlib.metadata.version("cgad") == cgad.__version__
+    assert cgad.__version__ == (SOURCE_DIR / "VERSION").read_text().strip()
+
+
+def test_dist_info_lies_beside_the_imported_package():
+    files = importlib.metadata.distribution("cgad")
+    found = pathlib.Path(files.locate_file("cgad")).resolve()
+    assert found == pathlib.Path(cgad.__file__).resolve().parent
+
+
+def test_dist_info_requires_what_pyproject_declares():
+    declared = tomllib.loads((SOURCE_DIR / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert _requirement_names(importlib.metadata.requires("cgad")) == sorted(declared) == ["numpy", "torch"]
+
+
+def test_type_information_ships_with_the_package():
+    package = pathlib.Path(cgad.__file__).parent
+    assert (package / "py.typed").is_file()
+    assert (package / "_cgad.pyi").is_file()

@@ -1,0 +1,104 @@
+"""python/cgad/_cgad.pyi describes the compiled module: the same public names, each function, method and property
+with the module's parameter names and defaults (read from pybind11's signature line, the first line of each
+docstring), and the package's public Python functions are annotated throughout. mypy is not installed here
+(Debian 12 ships it, the build machine lacks it), so this is how the stub is kept true."""
+import ast
+import inspect
+import pathlib
+
+import cgad
+import cgad.bench
+import cgad.differential
+import cgad.numerics
+from cgad import _cgad
+
+STUB = ast.parse((pathlib.Path(cgad.__file__).parent / "_cgad.pyi").read_text())
+
+
+def _public(names):
+    return {n for n in names if not n.startswith("_")}
+
+
+def _stub_definitions(body):
+    out = {}
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            out[node.name] = node
+        elif isinstance(node, ast.AnnAssign):
+            out[node.target.id] = node
+    return out
+
+
+def _split_top_level(text):
+    """The parameters of a signature line, split at the commas outside brackets."""
+    parts, depth, start = [], 0, 0
+    for i, c in enumerate(text):
+        if c in "[(":
+            depth += 1
+        elif c in "])":
+            depth -= 1
+        elif c == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return [p.strip() for p in parts if p.strip()]
+
+
+def _module_parameters(obj):
+    """(name, has default) of each parameter in pybind11's signature line, self left out."""
+    line = obj.__doc__.splitlines()[0]
+    inside = line[line.index("(") + 1:line.rindex(")")]
+    params = [(p.split(":")[0].strip(), "=" in p) for p in _split_top_level(inside)]
+    return [p for p in params if p[0] != "self"]
+
+
+def _stub_parameters(node):
+    args = node.args.args
+    defaults = [False] * (len(args) - len(node.args.defaults)) + [True] * len(node.args.defaults)
+    return [(a.arg, d) for a, d in zip(args, defaults) if a.arg != "self"]
+
+
+def test_stub_names_are_the_module_names():
+    stub = _stub_definitions(STUB.body)
+    assert _public(stub) | {"__version__"} == _public(dir(_cgad)) | {"__version__"}
+    assert "__version__" in stub
+
+
+def test_stub_functions_have_the_module_parameters():
+    for name, node in _stub_definitions(STUB.body).items():
+        if isinstance(node, ast.FunctionDef):
+            assert _stub_parameters(node) == _module_parameters(getattr(_cgad, name)), name
+
+
+def test_stub_classes_have_the_module_methods_properties_and_parameters():
+    for name, node in _stub_definitions(STUB.body).items():
+        if not isinstance(node, ast.ClassDef) or name == "InputError":
+            continue
+        cls = getattr(_cgad, name)
+        members = _stub_definitions(node.body)
+        assert _public(members) == _public(vars(cls)), name
+        init = members["__init__"]
+        assert _stub_parameters(init) == _module_parameters(cls.__init__), f"{name}.__init__"
+        for member, stub_node in members.items():
+            attr = vars(cls).get(member)
+            is_property = any(isinstance(d, ast.Name) and d.id == "property" for d in stub_node.decorator_list)
+            assert is_property == isinstance(attr, property), f"{name}.{member}"
+            if not is_property and member != "__init__":
+                assert _stub_parameters(stub_node) == _module_parameters(attr), f"{name}.{member}"
+
+
+def test_input_error_is_a_value_error_in_stub_and_module():
+    node = _stub_definitions(STUB.body)["InputError"]
+    assert [b.id for b in node.bases] == ["ValueError"] and issubclass(_cgad.InputError, ValueError)
+
+
+def test_public_python_functions_are_annotated():
+    for module in (cgad.numerics, cgad.differential):
+        for name, fn in inspect.getmembers(module, inspect.isfunction):
+            if fn.__module__ != module.__name__ or name.startswith("_"):
+                continue
+            sig = inspect.signature(fn)
+            missing = [p for p, v in sig.parameters.items() if v.annotation is inspect.Parameter.empty]
+            assert not missing and sig.return_annotation is not inspect.Signature.empty, (name, missing)
+    for name in cgad.bench.__all__:  # re-exported from the compiled module, typed by the stub
+        assert name in _stub_definitions(STUB.body), name
