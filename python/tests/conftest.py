@@ -16,19 +16,34 @@ import torch
 SOURCE_DIR = pathlib.Path(os.environ.get("CGAD_SOURCE_DIR", pathlib.Path(__file__).resolve().parents[2]))
 
 
-def cgad_binary():
+SCRIPTS_DIR = pathlib.Path(sysconfig.get_path("scripts"))
+
+
+def _find_binary():
     """The `cgad` command: CGAD_BINARY (CTest sets it to the built one), else the one installed beside this
     interpreter's scripts (where pip puts the wheel's, also when the venv is not activated), else PATH's."""
-    path = os.environ.get("CGAD_BINARY")
-    if path:
-        return path
-    beside = pathlib.Path(sysconfig.get_path("scripts")) / "cgad"
+    if os.environ.get("CGAD_BINARY"):
+        return os.environ["CGAD_BINARY"]
+    beside = SCRIPTS_DIR / "cgad"
     if beside.is_file() and os.access(beside, os.X_OK):
         return str(beside)
-    path = shutil.which("cgad")
+    return shutil.which("cgad")
+
+
+def cgad_binary():
+    path = _find_binary()
     if not path:
-        pytest.fail(f"no `cgad` command: set CGAD_BINARY, or install the package (it puts one in {beside.parent})")
+        pytest.fail(f"no `cgad` command: set CGAD_BINARY, or install the package (it puts one in {SCRIPTS_DIR})")
     return path
+
+
+def pytest_report_header(config):
+    """Which package and command the run tests: the build tree's, or an install's."""
+    try:
+        import cgad
+    except ImportError as e:
+        return f"cgad is not importable ({e}); cgad command: {_find_binary()}"
+    return f"cgad {cgad.__version__} from {pathlib.Path(cgad.__file__).parent}; cgad command: {_find_binary()}"
 
 
 def replay(tmp_path, header, events, *options):
