@@ -159,6 +159,20 @@ def test_cast_and_mismatched_state_is_refused_and_changes_nothing():
     refused(CGAD(two_groups, state="q8"), target_params, good, "a list of 2 dicts")
 
 
+def test_a_state_no_run_reaches_is_refused():
+    """The state file's checks (fastpath/src/state_file.cpp) hold for a state_dict's tensors: |m| = 2^100 beside
+    v = 0 (a step from it would be ~2^100/eps) and a NaN moment are refused, changing nothing."""
+    params = model(torch.float32)
+    opt = CGAD(params)
+    feed(params, 0, torch.float32)
+    opt.step()
+    for name, value in (("exp_avg", 2.0 ** 100), ("exp_avg_sq", float("nan"))):
+        bad = copy.deepcopy(opt.state_dict())
+        bad["state"][0][name][7] = value
+        bad["state"][0]["exp_avg_sq"][7] = 0.0 if name == "exp_avg" else value
+        refused(opt, params, bad, "fast-path state")
+
+
 def test_state_moves_between_parameter_formats():
     """The moments do not depend on the parameters' format: bf16 parameters' state resumes over fp32 ones."""
     params = model(torch.bfloat16)

@@ -1,5 +1,6 @@
-"""One fast-path optimizer per torch param group, over the group's tensors: on the CPU the tensors are stepped
-where they lie (the fast path's tensor-table step); on a CUDA device by the CUDA backend, which takes one
+"""One fast-path optimizer per torch param group (per dtype in a group mixing float32 and bfloat16 parameters), over
+the group's tensors: on the CPU the tensors are stepped where they lie (the fast path's tensor-table step) and
+opt.state[p] holds views of the live state (_state.py); on a CUDA device by the CUDA backend, which takes one
 contiguous vector, so a group of several tensors is gathered into one on the device and scattered back."""
 import torch
 
@@ -17,6 +18,7 @@ class Group:
         self.layout = group_layout(params, where)
         fmt, device, sizes = self.layout
         self.spec = dict(spec, params=fmt)
+        self.adam_family = self.spec["optimizer"] not in ("nesterov", "sdm")
         self.sizes = sizes
         self.fragments = _cgad.fragment_bounds(self.spec, sizes)  # [(offset, size)], as the fast path cuts
         self.begins = [0]
@@ -63,7 +65,6 @@ class CpuGroup(Group):
     def __init__(self, spec, params, threads, where):
         super().__init__(spec, params, threads, where)
         self.engine = _cgad.CpuOptimizer(self.spec, self.sizes, threads)
-        self.adam_family = self.spec["optimizer"] not in ("nesterov", "sdm")
         self.states = [_state.live_state(self.engine, k, p, self.adam_family) for k, p in enumerate(params)]
         self.first_fragments = [self.first_fragment(k) for k in range(len(self.sizes))]
 
@@ -88,8 +89,7 @@ class CpuGroup(Group):
                                      "steps a param group's tensors together, with one count")
             t = steps.pop() if steps else 0
             fragments = len(self.fragments)
-            entry = {"t": [t if self.adam_family else 0] * fragments, "last_sync": [-1] * fragments, "round": 0,
-                     "steps": t}
+            entry = {"t": [t] * fragments, "last_sync": [-1] * fragments, "round": 0, "steps": t}
         try:
             self.engine.set_raw_counters({k: entry.get(k) for k in ("t", "last_sync", "round", "steps")})
         except _cgad.InputError as e:
@@ -137,6 +137,9 @@ class CudaGroup(Group):
         return entry
 
     def restore(self, saved, entry, where):
+        if entry is None:
+            _state.refuse(where, "a CUDA param group's state lives on the device and loads from a cgad.torch "
+                                 "state_dict only (no warm start from torch.optim's)")
         state = entry.get("bytes") if isinstance(entry, dict) else None
         if not isinstance(state, torch.Tensor) or state.dtype != torch.uint8 or state.dim() != 1:
             _state.refuse(where, "a CUDA param group's state_dict entry must hold its state bytes (a one-dimensional "

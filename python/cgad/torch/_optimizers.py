@@ -293,7 +293,7 @@ class _FastpathOptimizer(torch.optim.Optimizer):
             spec = self._spec(merged, where)
             _cgad.check_spec(spec)
             fast = make_group(spec, params, self._threads, where)
-            if entry is None and not getattr(fast, "adam_family", False):
+            if entry is None and not fast.adam_family:
                 raise _cgad.InputError(f"{where}: a state_dict of torch.optim (no '{_state.COUNTERS}') is a warm "
                                        "start for the Adam family only")
             fast.restore([states.get(i) for i in indices], entry, where)
