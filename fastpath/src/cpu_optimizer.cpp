@@ -280,9 +280,51 @@ void CpuOptimizer::load_bytes(std::span<const unsigned char> bytes) {
   adopt(parse_state_bytes(bytes, "the fast-path state", planner_, state_));
 }
 
+TensorState CpuOptimizer::tensor_state(std::size_t k) {
+  const std::vector<std::size_t>& sizes = planner_.tensor_sizes();
+  if (k >= sizes.size()) {
+    throw reference::InputError("tensor " + std::to_string(k) + " does not exist (there are " +
+                                std::to_string(sizes.size()) + ")");
+  }
+  TensorState out;
+  out.moments = state_.moments;
+  const std::size_t begin = tensor_begin_[k], size = sizes[k];
+  const bool q8 = state_.format == StateFormat::q8;
+  out.fp32_fallback = q8 && size < effective_min_q8_size(config());
+  // The tensor's chunks are consecutive (chunk_tensor_ is non-decreasing), and so are their absmax or fallback slots.
+  const auto [first, last] = std::equal_range(chunk_tensor_.begin(), chunk_tensor_.end(), k);
+  const std::size_t slot = first == last ? 0 : planner_.chunks()[first - chunk_tensor_.begin()].slot;
+  for (int m = 0; m < state_.moments; ++m) {
+    switch (state_.format) {
+      case StateFormat::fp32:
+        out.fp32[m] = std::span<float>(state_.fp32[m]).subspan(begin, size);
+        break;
+      case StateFormat::bf16:
+        out.half[m] = std::span<bf16>(state_.half[m]).subspan(begin, size);
+        break;
+      case StateFormat::q8:
+        if (out.fp32_fallback) {
+          out.fp32[m] = std::span<float>(state_.fp32[m]).subspan(slot, size);
+        } else {
+          out.codes[m] = std::span<std::uint8_t>(state_.codes[m]).subspan(begin, size);
+          out.absmax[m] = std::span<float>(state_.absmax[m]).subspan(slot, static_cast<std::size_t>(last - first));
+        }
+        break;
+    }
+  }
+  return out;
+}
+
 void CpuOptimizer::adopt(LoadedState&& loaded) {
   planner_.set_raw_counters(std::move(loaded.counters));
-  state_ = std::move(loaded.state);
+  // Into the buffers there are (the loaded state has their shape: parse_state_bytes), so that the spans
+  // tensor_state() gave out stay valid.
+  for (int m = 0; m < 2; ++m) {
+    std::copy(loaded.state.fp32[m].begin(), loaded.state.fp32[m].end(), state_.fp32[m].begin());
+    std::copy(loaded.state.half[m].begin(), loaded.state.half[m].end(), state_.half[m].begin());
+    std::copy(loaded.state.codes[m].begin(), loaded.state.codes[m].end(), state_.codes[m].begin());
+    std::copy(loaded.state.absmax[m].begin(), loaded.state.absmax[m].end(), state_.absmax[m].begin());
+  }
 }
 
 }  // namespace cgad::fastpath

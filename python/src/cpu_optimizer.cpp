@@ -29,6 +29,62 @@ StepReport step(CpuOptimizer& o, const std::vector<std::uintptr_t>& params, cons
   return o.step(std::span<fastpath::bf16* const>(p), std::span<const float* const>(g), tau, fragment);
 }
 
+// A NumPy array over `span` (the optimizer's own memory, no copy) whose base, `owner`, keeps the optimizer alive.
+template <class Array, class T>
+py::array view(std::span<T> span, const py::object& owner) {
+  return py::array_t<Array>(std::vector<py::ssize_t>{static_cast<py::ssize_t>(span.size())},
+                            std::vector<py::ssize_t>{static_cast<py::ssize_t>(sizeof(T))},
+                            reinterpret_cast<const Array*>(span.data()), owner);
+}
+
+// Tensor k's live state: {"format": "fp32" | "bf16" | "q8" | "fp32-fallback" (a q8 configuration's tensor under
+// min_q8_size), "moments": one dict per moment, {"values": float32 or int16 (the bf16 bits) array} or
+// {"codes": uint8 array, "absmax": float32 array, one per chunk}}.
+py::dict tensor_state(const py::object& self, std::size_t k) {
+  CpuOptimizer& o = self.cast<CpuOptimizer&>();
+  const fastpath::TensorState t = o.tensor_state(k);
+  const fastpath::StateFormat format = o.config().state;
+  py::list moments;
+  for (int m = 0; m < t.moments; ++m) {
+    py::dict moment;
+    if (format == fastpath::StateFormat::bf16) {
+      moment["values"] = view<std::int16_t>(t.half[m], self);
+    } else if (format == fastpath::StateFormat::fp32 || t.fp32_fallback) {
+      moment["values"] = view<float>(t.fp32[m], self);
+    } else {
+      moment["codes"] = view<std::uint8_t>(t.codes[m], self);
+      moment["absmax"] = view<float>(t.absmax[m], self);
+    }
+    moments.append(moment);
+  }
+  py::dict out;
+  out["format"] = t.fp32_fallback ? std::string("fp32-fallback") : std::string(fastpath::to_string(format));
+  out["moments"] = moments;
+  return out;
+}
+
+py::dict raw_counters(const CpuOptimizer& o) {
+  const fastpath::StepPlanner::Counters& c = o.raw_counters();
+  py::dict out;
+  out["t"] = c.t;
+  out["last_sync"] = c.last_sync;
+  out["round"] = c.round;
+  out["steps"] = c.steps;
+  return out;
+}
+
+void set_raw_counters(CpuOptimizer& o, const py::dict& counters) {
+  fastpath::StepPlanner::Counters c;
+  for (const char* key : {"t", "last_sync", "round", "steps"}) {
+    if (!counters.contains(key)) throw reference::InputError(std::string("the counters have no '") + key + "'");
+  }
+  c.t = option_value<std::vector<std::int64_t>>(counters["t"], "t");
+  c.last_sync = option_value<std::vector<std::int64_t>>(counters["last_sync"], "last_sync");
+  c.round = option_value<std::int64_t>(counters["round"], "round");
+  c.steps = option_value<std::uint64_t>(counters["steps"], "steps");
+  o.set_raw_counters(std::move(c));
+}
+
 }  // namespace
 
 void bind_cpu_optimizer(py::module_& m) {
@@ -75,6 +131,9 @@ void bind_cpu_optimizer(py::module_& m) {
              for (const auto& c : o.counters()) out[py::str(c.name)] = c.values;
              return out;
            })
+      .def("tensor_state", &tensor_state, py::arg("k"))
+      .def("raw_counters", &raw_counters)
+      .def("set_raw_counters", &set_raw_counters, py::arg("counters"))
       .def_property_readonly("buffer_names", &CpuOptimizer::buffer_names)
       .def_property_readonly("parameters", &CpuOptimizer::parameters)
       .def_property_readonly("threads", &CpuOptimizer::threads)

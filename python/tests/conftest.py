@@ -76,6 +76,19 @@ def bits(t):
     return t.view(torch.int32 if t.dtype == torch.float32 else torch.int16).numpy().copy()
 
 
+def state_bits(opt):
+    """Every bit of a cgad.torch optimizer's state, comparable with ==: its state_dict's per-parameter tensors'
+    bytes (by parameter index and name) and each param group's counters."""
+    sd = opt.state_dict()
+    tensors = []
+    for index in sorted(sd["state"]):
+        for name, t in sorted(sd["state"][index].items()):
+            t = t.detach().contiguous().reshape(-1)
+            raw = t.view(torch.int16) if t.dtype == torch.bfloat16 else t
+            tensors.append((index, name, str(t.dtype), raw.numpy().tobytes()))
+    return tensors, [repr(g.get("cgad_counters")) for g in sd["param_groups"]]
+
+
 def _neighbours(value, dtype):
     """value's predecessor and successor in dtype (float32 or bfloat16), as exact Fractions (None past the ends)."""
     t = torch.tensor([value], dtype=dtype)

@@ -10,6 +10,7 @@ import torch
 
 import cgad
 from cgad.torch import CGAD, PACGAD
+from conftest import state_bits
 
 STREAM = {"params": [0.5, -1.25], "events": [{"grad": [0.1, -0.2], "tau": 0}]}
 
@@ -47,10 +48,10 @@ def state_dict_without(key):
     opt.load_state_dict(sd)
 
 
-def state_dict_without_spec():
+def state_dict_with_bad_counters():
     ps, opt = stepped_optimizer()
     sd = opt.state_dict()
-    del sd["cgad"]["groups"][0]["spec"]
+    sd["param_groups"][0]["cgad_counters"]["t"] = [-1]
     opt.load_state_dict(sd)
 
 
@@ -86,9 +87,9 @@ BAD_CALLS = [
     (lambda: CGAD(params(), lr=10 ** 400), "lr: '1000000000000"),
     (lambda: CGAD(params(), threads=2 ** 32), "threads must be an integer in \\[0, 2\\^32 - 1\\]"),
     (lambda: cgad.replay(STREAM, lr=10 ** 400), "lr must be <= 2\\^38"),
-    (lambda: state_dict_without("param_groups"), "must hold 'state' and 'param_groups'"),
-    (lambda: state_dict_without("state"), "must hold 'state' and 'param_groups'"),
-    (state_dict_without_spec, "must hold 'spec' \\(a dict\\) and 'sizes'"),
+    (lambda: state_dict_without("param_groups"), "must hold 'state' \\(a dict\\) and 'param_groups'"),
+    (lambda: state_dict_without("state"), "must hold 'state' \\(a dict\\) and 'param_groups'"),
+    (state_dict_with_bad_counters, "cgad_counters.*impossible step count"),
     (appended_tensor, "the param group now has 3 parameters, its optimizer state was made for 2"),
     (group_without_lr, "the param group has no 'lr'"),
     (lambda: stepped_optimizer()[1].counters(-1), "group must be an integer in \\[0, 0\\], got -1"),
@@ -133,14 +134,14 @@ def test_parameters_sharing_memory_across_param_groups_are_refused():
 def test_a_state_dict_with_a_nan_lr_is_refused_on_load_changing_nothing():
     ps, opt = stepped_optimizer()
     sd = opt.state_dict()
-    before = opt.state_dict()
+    before = state_bits(opt)
     for key, value in (("lr", math.nan), ("lr", -1.0), ("betas", (0.9,)), ("eps", "tiny")):
         bad = opt.state_dict()
         bad["param_groups"][0][key] = value
         with pytest.raises(cgad.InputError, match=key.rstrip("s")):
             opt.load_state_dict(bad)
-    assert opt.param_groups[0]["lr"] == before["param_groups"][0]["lr"]
-    assert torch.equal(opt.state_dict()["cgad"]["groups"][0]["state"], before["cgad"]["groups"][0]["state"])
+    assert opt.param_groups[0]["lr"] == sd["param_groups"][0]["lr"]
+    assert state_bits(opt) == before
     opt.load_state_dict(sd)
     fed(ps)
     assert opt.step().applied

@@ -1,7 +1,7 @@
 """state_dict() / load_state_dict(): a resumed optimizer continues bit for bit -- for every state format (fp32,
 bf16, q8 with cgad's and bitsandbytes' semantics), fp32 and bf16 parameters, several param groups, PA-CGAD's
-fragments and ages, Nesterov's momentum -- also through torch.save / torch.load to a file; corrupt, truncated,
-cast and mismatched state is refused with its reason and changes nothing."""
+fragments and ages, Nesterov's momentum -- also through torch.save / torch.load to a file; cast and mismatched
+state is refused with its reason and changes nothing."""
 import copy
 
 import pytest
@@ -9,7 +9,7 @@ import torch
 
 import cgad
 from cgad.torch import CGAD, PACGAD, Adam, Nesterov
-from conftest import bits
+from conftest import bits, state_bits
 
 
 def model(dtype, seed=0):
@@ -23,12 +23,8 @@ def feed(params, event, dtype):
         p.grad = (torch.randn(p.shape, generator=g) * 0.1).to(dtype)
 
 
-def state_bytes(opt):
-    return [g["state"].numpy().tobytes() for g in opt.state_dict()["cgad"]["groups"]]
-
-
 def snapshot(params, opt):
-    return [bits(p) for p in params], state_bytes(opt)
+    return [bits(p) for p in params], state_bits(opt)
 
 
 def same(a, b):
@@ -124,43 +120,69 @@ def refused(opt, params, state_dict, expected):
     assert same(before, snapshot(params, opt))
 
 
-def test_corrupt_and_mismatched_state_is_refused_and_changes_nothing():
+def test_cast_and_mismatched_state_is_refused_and_changes_nothing():
     params = model(torch.bfloat16)
     opt = CGAD(params, state="q8")
     feed(params, 0, torch.bfloat16)
     opt.step(staleness=1)
-    good = opt.state_dict()
+    good = copy.deepcopy(opt.state_dict())
     target_params = model(torch.bfloat16, seed=1)
     target = CGAD(target_params, state="q8")
     feed(target_params, 0, torch.bfloat16)
     target.step()
 
-    corrupt = copy.deepcopy(good)
-    corrupt["cgad"]["groups"][0]["state"][40] ^= 0x04
-    refused(target, target_params, corrupt, "corrupt")
-    truncated = copy.deepcopy(good)
-    truncated["cgad"]["groups"][0]["state"] = truncated["cgad"]["groups"][0]["state"][:-9]
-    refused(target, target_params, truncated, "corrupt|truncated")
-    cast = copy.deepcopy(good)  # what torch 1.13's per-parameter cast would have made of it
-    cast["cgad"]["groups"][0]["state"] = cast["cgad"]["groups"][0]["state"].to(torch.bfloat16)
-    refused(target, target_params, cast, "uint8")
-    refused(target, target_params, {k: v for k, v in good.items() if k != "cgad"}, "no 'cgad' entry")
-    refused(target, target_params, torch.optim.Adam(target_params).state_dict(), "no 'cgad' entry")
+    cast = copy.deepcopy(good)  # what torch 1.13's Optimizer.load_state_dict does to floating-point state
+    cast["state"][0]["absmax1"] = cast["state"][0]["absmax1"].to(torch.bfloat16)
+    refused(target, target_params, cast, "absmax1 is torch.bfloat16 .* this optimizer's torch.float32")
+    renamed = copy.deepcopy(good)
+    renamed["state"][1]["exp_avg"] = renamed["state"][1].pop("state1")
+    refused(target, target_params, renamed, "another state format or optimizer")
+    counters = copy.deepcopy(good)
+    counters["param_groups"][0]["cgad_counters"]["t"] = [2 ** 62]
+    refused(target, target_params, counters, "impossible step count")
+    refused(target, target_params, {k: v for k, v in good.items() if k != "param_groups"}, "must hold 'state'")
+    refused(target, target_params, torch.optim.Adam(target_params).state_dict(), "warm start for fp32 state only")
 
     other_format = CGAD(model(torch.bfloat16), state="bf16")
-    refused(other_format, list(other_format.param_groups[0]["params"]), good, "another state format")
+    refused(other_format, list(other_format.param_groups[0]["params"]), good, "state='q8', this one state='bf16'")
     other_class = Adam(model(torch.bfloat16), state="q8")
-    refused(other_class, list(other_class.param_groups[0]["params"]), good, "saved by a cgad optimizer")
+    refused(other_class, list(other_class.param_groups[0]["params"]), good, "saved by a cgad optimizer, this is adam")
     other_semantics = CGAD(model(torch.bfloat16), state="q8", q8_semantics="bnb", min_q8_size=0)
-    refused(other_semantics, list(other_semantics.param_groups[0]["params"]), good, "another q8 semantics")
+    refused(other_semantics, list(other_semantics.param_groups[0]["params"]), good, "q8_semantics='cgad'")
     other_map = CGAD(model(torch.bfloat16), state="q8", v_map="zero-free")
-    refused(other_map, list(other_map.param_groups[0]["params"]), good, "another v map")
+    refused(other_map, list(other_map.param_groups[0]["params"]), good, "v_map='dynamic'")
+    other_seed = CGAD(model(torch.bfloat16), state="q8", seed=5)
+    refused(other_seed, list(other_seed.param_groups[0]["params"]), good, "seed 0, this optimizer's is 5")
     other_sizes_params = [torch.nn.Parameter(torch.zeros(n, dtype=torch.bfloat16)) for n in (300, 18, 259)]
-    refused(CGAD(other_sizes_params, state="q8"), other_sizes_params, good, "sizes")
-    fp32_params = model(torch.float32)
-    refused(CGAD(fp32_params, state="q8"), fp32_params, good, "another parameter format")
+    refused(CGAD(other_sizes_params, state="q8"), other_sizes_params, good, "of shape \\(17,\\), this optimizer's")
     two_groups = [{"params": target_params[:1]}, {"params": target_params[1:]}]
-    refused(CGAD(two_groups, state="q8"), target_params, good, "param groups")
+    refused(CGAD(two_groups, state="q8"), target_params, good, "a list of 2 dicts")
+
+
+def test_a_state_no_run_reaches_is_refused():
+    """The state file's checks (fastpath/src/state_file.cpp) hold for a state_dict's tensors: |m| = 2^100 beside
+    v = 0 (a step from it would be ~2^100/eps) and a NaN moment are refused, changing nothing."""
+    params = model(torch.float32)
+    opt = CGAD(params)
+    feed(params, 0, torch.float32)
+    opt.step()
+    for name, value in (("exp_avg", 2.0 ** 100), ("exp_avg_sq", float("nan"))):
+        bad = copy.deepcopy(opt.state_dict())
+        bad["state"][0][name][7] = value
+        bad["state"][0]["exp_avg_sq"][7] = 0.0 if name == "exp_avg" else value
+        refused(opt, params, bad, "fast-path state")
+
+
+def test_state_moves_between_parameter_formats():
+    """The moments do not depend on the parameters' format: bf16 parameters' state resumes over fp32 ones."""
+    params = model(torch.bfloat16)
+    opt = CGAD(params, state="q8")
+    feed(params, 0, torch.bfloat16)
+    opt.step(staleness=1)
+    wide = [torch.nn.Parameter(p.detach().float()) for p in params]
+    resumed = CGAD(wide, state="q8")
+    resumed.load_state_dict(opt.state_dict())
+    assert state_bits(resumed) == state_bits(opt)
 
 
 def test_v_map_is_checked_at_construction():

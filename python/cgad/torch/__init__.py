@@ -12,7 +12,9 @@ Each param group is one fast-path optimizer over the group's tensors (each its o
 8-bit blocks restart at every tensor, tensors under min_q8_size keep fp32 state); the hyperparameters are read
 from ``param_groups`` at every step, so torch.optim.lr_scheduler works. CPU tensors are updated in place, where
 they lie; a NaN/Inf pseudo-gradient anywhere skips the whole step, changes nothing and says so in the report.
-state_dict() holds the fast path's checksummed state bytes and load_state_dict() resumes bit for bit.
+opt.state[p] holds the live state in torch's names (exp_avg, exp_avg_sq, step; bitsandbytes' state1/absmax1 ...
+for q8), state_dict() returns references to it in torch's layout, and load_state_dict() resumes bit for bit
+(_state.py); copy.deepcopy and pickle give a working optimizer.
 See docs/python.md.
 """
 from ._optimizers import CGAD, PACGAD, SDM, Adam, AdamDecay, Nesterov

@@ -1,10 +1,14 @@
-"""One fast-path optimizer per torch param group, over the group's tensors: on the CPU the tensors are stepped
-where they lie (the fast path's tensor-table step); on a CUDA device by the CUDA backend, which takes one
+"""One fast-path optimizer per torch param group (per dtype in a group mixing float32 and bfloat16 parameters), over
+the group's tensors: on the CPU the tensors are stepped where they lie (the fast path's tensor-table step) and
+opt.state[p] holds views of the live state (_state.py); on a CUDA device by the CUDA backend, which takes one
 contiguous vector, so a group of several tensors is gathered into one on the device and scattered back."""
 import torch
 
 from .. import _cgad
-from ._tensors import backend, gradients, group_layout, held, param_pointers
+from . import _state
+from ._report import REFUSED
+from ._tensors import (PARAM_FORMATS, backend, check_no_aliasing, gradients, group_layout, held, named,
+                       param_pointers)
 
 
 class Group:
@@ -14,6 +18,7 @@ class Group:
         self.layout = group_layout(params, where)
         fmt, device, sizes = self.layout
         self.spec = dict(spec, params=fmt)
+        self.adam_family = self.spec["optimizer"] not in ("nesterov", "sdm")
         self.sizes = sizes
         self.fragments = _cgad.fragment_bounds(self.spec, sizes)  # [(offset, size)], as the fast path cuts
         self.begins = [0]
@@ -36,6 +41,16 @@ class Group:
                 return k, at - self.begins[k]
         raise AssertionError("element outside the parameter vector")
 
+    def first_fragment(self, k):
+        """The fragment holding tensor k's first element (the last one for an empty tensor at the end)."""
+        begin = self.begins[k]
+        return next((f for f, (offset, size) in enumerate(self.fragments) if begin < offset + size),
+                    len(self.fragments) - 1)
+
+    def read_state(self, k, name):
+        """Tensor k's state buffer ``name`` dequantized to float32 (a NumPy copy)."""
+        return self.engine.read_buffer(name)[self.begins[k]:self.begins[k + 1]].copy()
+
     def configure(self, spec):
         """Takes the group's hyperparameters for the next step (an lr schedule): a no-op when unchanged."""
         spec = dict(spec, params=self.spec["params"])
@@ -45,9 +60,47 @@ class Group:
 
 
 class CpuGroup(Group):
+    """``states[k]``: tensor k's entry of opt.state, on the engine's live state (_state.py)."""
+
     def __init__(self, spec, params, threads, where):
         super().__init__(spec, params, threads, where)
         self.engine = _cgad.CpuOptimizer(self.spec, self.sizes, threads)
+        self.states = [_state.live_state(self.engine, k, p, self.adam_family) for k, p in enumerate(params)]
+        self.first_fragments = [self.first_fragment(k) for k in range(len(self.sizes))]
+
+    def refresh_steps(self):
+        _state.refresh_steps(self.states, self.first_fragments, self.engine.raw_counters(), self.adam_family)
+
+    def export(self):
+        """What the group's entry in state_dict()["param_groups"] carries besides torch's keys."""
+        return _state.counters_entry(self.spec["optimizer"], self.spec["seed"], self.engine.raw_counters())
+
+    def restore(self, saved, entry, where):
+        """Takes a state_dict's state: ``saved[k]`` tensor k's entry (None: none saved, zeros), ``entry`` the
+        group's export() (None for a torch.optim.Adam/AdamW warm start, whose "step" then gives the counters)."""
+        for k, state in enumerate(saved):
+            if state is not None:
+                _state.copy_into(self.states[k], state, f"{where} parameter {k}")
+        if entry is None:
+            steps = {_state.integral_step(state.get("step", 0), f"{where} parameter {k}")
+                     for k, state in enumerate(saved) if state is not None}
+            if len(steps) > 1:
+                _state.refuse(where, f"the state's parameters have different step counts {sorted(steps)}; cgad "
+                                     "steps a param group's tensors together, with one count")
+            t = steps.pop() if steps else 0
+            fragments = len(self.fragments)
+            entry = {"t": [t] * fragments, "last_sync": [-1] * fragments, "round": 0, "steps": t}
+        try:
+            self.engine.set_raw_counters({k: entry.get(k) for k in ("t", "last_sync", "round", "steps")})
+        except _cgad.InputError as e:
+            raise _cgad.InputError(f"{where}: the state_dict's '{_state.COUNTERS}': {e}") from None
+        # The state file's checks of what a run can reach (finite, in range, m bounded by v: fastpath/src/
+        # state_file.cpp), through its own parser: a hand-made state must not send theta to -Inf.
+        try:
+            self.engine.load_bytes(self.engine.save_bytes())
+        except _cgad.InputError as e:
+            raise _cgad.InputError(f"{where}: {e}") from None
+        self.refresh_steps()
 
     def prepare(self, params, fragment, where):
         """The event's operands (parameter and gradient pointers, with tensors that keep the memory they point to
@@ -63,13 +116,38 @@ class CpuGroup(Group):
         return self.engine.preview(prepared[1], tau, fragment)
 
     def step(self, params, prepared, tau, fragment):
-        return self.engine.step(prepared[0], prepared[1], tau, fragment)
+        report = self.engine.step(prepared[0], prepared[1], tau, fragment)
+        if report["applied"]:
+            self.refresh_steps()
+        return report
 
 
 class CudaGroup(Group):
+    """Its state lives on the device: opt.state[p] holds nothing for it, and its state_dict entry carries a copy,
+    the fast path's checksummed state bytes (fastpath/state_file.hpp) as a uint8 tensor."""
+    states = ()
+
     def __init__(self, spec, params, threads, where):
         super().__init__(spec, params, threads, where)
         self.engine = _cgad.CudaOptimizer(self.spec, self.sizes)
+
+    def export(self):
+        entry = _state.counters_entry(self.spec["optimizer"], self.spec["seed"], {})
+        entry["bytes"] = torch.frombuffer(bytearray(self.engine.save_bytes()), dtype=torch.uint8)
+        return entry
+
+    def restore(self, saved, entry, where):
+        if entry is None:
+            _state.refuse(where, "a CUDA param group's state lives on the device and loads from a cgad.torch "
+                                 "state_dict only (no warm start from torch.optim's)")
+        state = entry.get("bytes") if isinstance(entry, dict) else None
+        if not isinstance(state, torch.Tensor) or state.dtype != torch.uint8 or state.dim() != 1:
+            _state.refuse(where, "a CUDA param group's state_dict entry must hold its state bytes (a one-dimensional "
+                                 "uint8 tensor)")
+        try:
+            self.engine.load_bytes(state.detach().cpu().contiguous().numpy())
+        except _cgad.InputError as e:
+            raise _cgad.InputError(f"{where}: {e}") from None
 
     def prepare(self, params, fragment, where):
         param_pointers(params, self.layout, where)
@@ -93,7 +171,90 @@ class CudaGroup(Group):
         return report
 
 
+class SplitGroup:
+    """A param group mixing float32 and bfloat16 parameters (a bf16 model with fp32 LayerNorms): one fast-path
+    optimizer stores one parameter format, so the group is one CpuGroup per dtype, stepped as one event -- an
+    event refused in either changes neither, as across param groups. Its counters() are its first dtype's. Not
+    for PA-CGAD, whose fragments cut the group's tensors concatenated."""
+
+    def __init__(self, spec, params, threads, where):
+        check_no_aliasing(named(params), where)
+        members = {}
+        for i, p in enumerate(params):
+            members.setdefault(p.dtype, []).append(i)
+        self.members = list(members.values())
+        self.parts = [CpuGroup(spec, [params[i] for i in m], threads, where) for m in self.members]
+        self.engine = self.parts[0].engine
+        self.adam_family = self.parts[0].adam_family
+        self.states = [None] * len(params)
+        self.offsets = [0]  # each part's first element in the parts' tensors one after the other
+        for m, part in zip(self.members, self.parts):
+            for i, state in zip(m, part.states):
+                self.states[i] = state
+            self.offsets.append(self.offsets[-1] + sum(part.sizes))
+
+    def _each(self, params, prepared=None):
+        for s, (m, part) in enumerate(zip(self.members, self.parts)):
+            if prepared is None or prepared[s] is not None:
+                yield s, part, [params[i] for i in m], None if prepared is None else prepared[s]
+
+    def prepare(self, params, fragment, where):
+        check_no_aliasing(named(params), where)
+        prepared = [part.prepare(ps, fragment, where) for _, part, ps, _ in self._each(params)]
+        return None if all(p is None for p in prepared) else prepared
+
+    def _located(self, s, raw):
+        """A part's report, its refused element counted in the parts' tensors one after the other."""
+        raw = dict(raw)
+        if raw["reason"] in REFUSED:
+            raw["nonfinite_index"] += self.offsets[s]
+        return raw
+
+    def preview(self, prepared, tau, fragment):
+        reports = [self._located(s, part.preview(prep, tau, fragment)) for s, part, _, prep in
+                   self._each([None] * len(self.states), prepared)]
+        return next((r for r in reports if r["reason"] in REFUSED), reports[0])
+
+    def step(self, params, prepared, tau, fragment):
+        first = self.preview(prepared, tau, fragment)
+        if first["reason"] in REFUSED:
+            return first
+        reports = [part.step(ps, prep, tau, fragment) for _, part, ps, prep in self._each(params, prepared)]
+        out = dict(reports[0])
+        out["applied"] = all(r["applied"] for r in reports)
+        out["reason"] = next((r["reason"] for r in reports if r["reason"] != "none"), "none")
+        return out
+
+    def locate(self, fragment, index):
+        s = max(s for s in range(len(self.parts)) if self.offsets[s] <= index)
+        k, flat = self.parts[s].locate(fragment, index - self.offsets[s])
+        return self.members[s][k], flat
+
+    def configure(self, spec):
+        for part in self.parts:
+            part.configure(spec)
+
+    def read_state(self, k, name):
+        s = next(s for s, m in enumerate(self.members) if k in m)
+        return self.parts[s].read_state(self.members[s].index(k), name)
+
+    def export(self):
+        """The first part's counters, as an unsplit group's, and every part's under "parts"."""
+        return dict(self.parts[0].export(), parts=[part.export() for part in self.parts])
+
+    def restore(self, saved, entry, where):
+        parts = entry.get("parts") if isinstance(entry, dict) else None
+        if entry is not None and (not isinstance(parts, list) or len(parts) != len(self.parts)):
+            parts = [entry] * len(self.parts)  # saved by a group of one dtype: its counters are every part's
+        for s, (m, part) in enumerate(zip(self.members, self.parts)):
+            part.restore([saved[i] for i in m], None if entry is None else parts[s], where)
+
+
 def make_group(spec, params, threads, where):
-    """The Group for a param group's tensors on their device's backend."""
+    """The Group for a param group's tensors on their device's backend (a SplitGroup for a CPU group of mixed
+    float32 and bfloat16 parameters, outside PA-CGAD)."""
+    if spec["optimizer"] != "pa-cgad" and len({getattr(p, "dtype", None) for p in params}) > 1 and \
+            all(isinstance(p, torch.Tensor) and p.dtype in PARAM_FORMATS and p.device.type == "cpu" for p in params):
+        return SplitGroup(spec, params, threads, where)
     _, device, _ = group_layout(params, where)
     return (CudaGroup if backend(device, where) == "cuda" else CpuGroup)(spec, params, threads, where)

@@ -1,4 +1,5 @@
 """The torch.optim.Optimizer classes of cgad.torch over the fast path (see the package docstring)."""
+import collections
 import contextlib
 import numbers
 import os
@@ -89,6 +90,8 @@ class _FastpathOptimizer(torch.optim.Optimizer):
             "min_q8_size": min_q8_size, "fragments": _integer(fragments, "fragments", name, 1, UINT64_MAX),
         }
         self._threads = _integer(threads, "threads", name, 0, UINT32_MAX)
+        # The state's format is a param-group key too (bitsandbytes users keep embeddings in 32-bit state).
+        defaults = dict(defaults, **{key: self._structure[key] for key in _state.FORMAT_KEYS})
         self._groups = []     # one _groups.Group per param group, in order
         self.staleness = 0    # what a bare step() uses (torchft calls step() with no arguments)
         # One call at a time changes the optimizer: the step releases the GIL while the fast path runs, and two
@@ -120,7 +123,7 @@ class _FastpathOptimizer(torch.optim.Optimizer):
 
     def _spec(self, group, where):
         """The fast-path configuration of a param group, its hyperparameters read from the group now."""
-        spec = dict(self._structure)
+        spec = self._group_structure(group, where)
         for key in self._hyperparameters:
             if key not in group:
                 raise _cgad.InputError(f"{where}: the param group has no '{key}'")
@@ -135,6 +138,19 @@ class _FastpathOptimizer(torch.optim.Optimizer):
                 spec["on_zero_gate"] = value if isinstance(value, str) else repr(value)
             else:
                 spec[key] = _number(value, key, where)
+        return spec
+
+    def _group_structure(self, group, where):
+        """The optimizer's structure with the param group's state format (_state.FORMAT_KEYS) in it."""
+        spec = dict(self._structure)
+        for key in _state.FORMAT_KEYS:
+            value = group.get(key, spec[key])
+            if key == "min_q8_size":
+                spec[key] = None if value is None else _integer(value, key, where, 0, UINT64_MAX)
+            elif not isinstance(value, str):
+                raise _cgad.InputError(f"{where}: {key} must be a string, got {value!r}")
+            else:
+                spec[key] = value
         return spec
 
     def _where(self, index):
@@ -158,6 +174,7 @@ class _FastpathOptimizer(torch.optim.Optimizer):
                 self.param_groups.pop()
                 raise
             self._groups.append(made)
+            self.state.update(zip(group["params"], made.states))
 
     def _check_disjoint_groups(self, where):
         """No parameter may share memory with one of another group (torch refuses only the same tensor twice; a
@@ -231,45 +248,83 @@ class _FastpathOptimizer(torch.optim.Optimizer):
     # --- state --------------------------------------------------------------------------------------------------
 
     def state_dict(self):
-        """torch's state_dict (param_groups; an empty per-parameter state) plus the entry "cgad": every group's
-        fast-path state as its checksummed bytes (a uint8 tensor), for a bit-identical resume."""
+        """torch's state_dict: the per-parameter state (by parameter index) as references to the live state
+        tensors of opt.state (no copy: _state.py), and param_groups, each with its counters under
+        _state.COUNTERS."""
         with self._exclusive():
             out = super().state_dict()
-            out[_state.KEY] = _state.pack(self._optimizer, self._groups)
+            for entry, fast in zip(out["param_groups"], self._groups):
+                entry[_state.COUNTERS] = fast.export()
             return out
 
     def load_state_dict(self, state_dict):
-        """Resumes from a state_dict() of an optimizer of the same class, formats and parameter layout, bit for
-        bit; refuses (InputError) a corrupt or mismatched one, changing nothing: its param_groups' hyperparameters
-        are checked as a step checks them, so a bad one is refused here, not at the next step."""
+        """Resumes from a state_dict() of an optimizer of the same class and state format, bit for bit, also over
+        new parameters of the same shapes; takes a torch.optim.Adam/AdamW state_dict as a warm start of fp32
+        state. Refuses (InputError) a mismatched one, changing nothing: its param_groups' hyperparameters are
+        checked as a step checks them, so a bad one is refused here, not at the next step."""
         with self._exclusive():
             self._load_state_dict(state_dict)
 
     def _load_state_dict(self, state_dict):
         name = type(self).__name__
-        saved = _state.unpack(state_dict, self._optimizer, len(self.param_groups), name)
-        for index, (group, loaded) in enumerate(zip(self.param_groups, state_dict["param_groups"])):
+        groups = state_dict.get("param_groups") if isinstance(state_dict, dict) else None
+        states = state_dict.get("state") if isinstance(state_dict, dict) else None
+        if not isinstance(states, dict) or not isinstance(groups, list) or \
+                len(groups) != len(self.param_groups) or not all(isinstance(g, dict) for g in groups):
+            raise _cgad.InputError(f"{name}: the state_dict must hold 'state' (a dict) and 'param_groups' (a list of "
+                                   f"{len(self.param_groups)} dicts, one per param group of this optimizer), as "
+                                   "torch.optim's state_dict() makes them")
+        param_groups, rebuilt = [], []
+        for index, (group, loaded) in enumerate(zip(self.param_groups, groups)):
             where = self._where(index)
-            params = loaded.get("params")
-            if not isinstance(params, list) or len(params) != len(group["params"]):
-                raise _cgad.InputError(f"{where}: the state_dict's param group must list {len(group['params'])} "
-                                       f"parameters, as this one has, got {params!r}")
-            _cgad.check_spec(self._spec(loaded, where))
-        rebuilt = []
-        for index, (group, (spec, sizes, state)) in enumerate(zip(self.param_groups, saved)):
-            where = self._where(index)
-            hyper = {k: v for k, v in spec.items() if k not in self._structure and k != "params"}
-            fast = make_group(dict(self._structure, **hyper), group["params"], self._threads, where)
-            if sizes != fast.sizes:
-                raise _cgad.InputError(f"{where}: the state_dict's tensors have sizes {sizes}, this group's "
-                                       f"{fast.sizes}")
-            try:
-                fast.engine.load_bytes(state)
-            except _cgad.InputError as e:
-                raise _cgad.InputError(f"{where}: {e}") from None
+            params = group["params"]
+            indices = loaded.get("params")
+            if not isinstance(indices, list) or len(indices) != len(params):
+                raise _cgad.InputError(f"{where}: the state_dict's param group must list {len(params)} parameters, "
+                                       f"as this one has, got {indices!r}")
+            entry = loaded.get(_state.COUNTERS)
+            ours = dict(group, **self._group_structure(group, where))
+            if entry is None:
+                merged = _state.warm_start_group(loaded, ours, where)
+            else:
+                _state.check_saved_group(loaded, ours, self._optimizer, self._structure["seed"], where)
+                merged = {k: v for k, v in loaded.items() if k != _state.COUNTERS}
+            merged["params"] = params
+            spec = self._spec(merged, where)
+            _cgad.check_spec(spec)
+            fast = make_group(spec, params, self._threads, where)
+            if entry is None and not fast.adam_family:
+                raise _cgad.InputError(f"{where}: a state_dict of torch.optim (no '{_state.COUNTERS}') is a warm "
+                                       "start for the Adam family only")
+            fast.restore([states.get(i) for i in indices], entry, where)
+            param_groups.append(merged)
             rebuilt.append(fast)
-        super().load_state_dict({k: v for k, v in state_dict.items() if k != _state.KEY})
+        self.param_groups = param_groups
         self._groups = rebuilt
+        self.state = collections.defaultdict(dict)
+        for group, fast in zip(self.param_groups, self._groups):
+            self.state.update(zip(group["params"], fast.states))
+
+    # --- copies: copy.deepcopy and pickle -----------------------------------------------------------------------
+
+    # What a copy does not take: the fast-path engines (rebuilt from the state_dict), the lock and its holder.
+    _NOT_COPIED = ("_groups", "_lock", "_holder", "_forked_mid_call", "state")
+
+    def __getstate__(self):
+        with self._exclusive():
+            out = {k: v for k, v in self.__dict__.items() if k not in self._NOT_COPIED}
+            out["_state_dict"] = self.state_dict()
+            return out
+
+    def __setstate__(self, copied):
+        copied = dict(copied)
+        saved = copied.pop("_state_dict")
+        self.__dict__.update(copied)
+        self._hook_for_profile()  # torch.optim.Optimizer.__setstate__'s, for the profiler's step hook
+        self._lock, self._holder, self._forked_mid_call = threading.RLock(), None, False
+        _LIVE.add(self)
+        self._groups, self.state = [], collections.defaultdict(dict)
+        self._load_state_dict(saved)  # its parameter indices are those of the copy's param_groups
 
     def state_buffer(self, param, name):
         """The fast-path state buffer ``name`` ("m", "v" for the Adam family, "b" for Nesterov and SDM) of one
@@ -280,8 +335,7 @@ class _FastpathOptimizer(torch.optim.Optimizer):
             for group, fast in zip(self.param_groups, self._groups):
                 for k, p in enumerate(group["params"]):
                     if p is param:
-                        values = fast.engine.read_buffer(name)[fast.begins[k]:fast.begins[k + 1]]
-                        return torch.from_numpy(values.copy()).reshape(p.shape)
+                        return torch.from_numpy(fast.read_state(k, name)).reshape(p.shape)
         raise _cgad.InputError(f"{type(self).__name__}: the tensor is not one of this optimizer's parameters")
 
     def counters(self, group=0):

@@ -1,64 +1,126 @@
-"""cgad.torch's state_dict entry: each param group's fast-path state as the fast path's own versioned,
-checksummed bytes (fastpath/state_file.hpp), held in a uint8 tensor under the top-level key "cgad".
+"""cgad.torch's optimizer state in torch's layout. ``opt.state[p]`` holds tensors on the fast path's own state
+memory (CpuOptimizer.tensor_state, python/src/cpu_optimizer.cpp), which every step updates in place and a load
+never moves, so state_dict() returns references, as torch.optim's does, and torch.save, torch.distributed.checkpoint
+and resharding helpers see ordinary tensors:
 
-torch 1.13's Optimizer.load_state_dict casts every floating-point tensor of the per-parameter "state" to the
-parameter's dtype and rebuilds every iterable in it element by element, so neither q8 codes nor raw bytes would
-survive there; the top-level entry is left alone by torch, and torch.save stores the tensor's bytes as they are.
-The bytes carry the configuration and layout they were made for, and the fast path refuses bytes that are
-corrupt, truncated, of another version, or of another configuration, with its reason."""
-import numpy as np
+- "step": a 0-dim float32 tensor, as in torch.optim.AdamW (torch/optim/adamw.py, 1.13): the applied steps (for
+  PA-CGAD, those of the fragment holding the tensor's first element);
+- fp32 or bf16 state: "exp_avg", "exp_avg_sq" (Adam family) or "momentum_buffer" (Nesterov, SDM: torch's SGD
+  name), float32 or bfloat16, of the parameter's shape;
+- q8 state: bitsandbytes' names (bitsandbytes/optim/optimizer.py, Optimizer2State and Optimizer1State): "state1",
+  "state2" (uint8 codes, the parameter's shape) and "absmax1", "absmax2" (float32, one per 256-element block);
+  a tensor under min_q8_size keeps "state1", "state2" in float32, as bnb's does under min_8bit_size.
+
+What the per-parameter "step" cannot say -- the step count of every fragment, PA-CGAD's synchronization rounds,
+the optimizer and seed the state was made by -- goes with each param group of state_dict()["param_groups"], under
+COUNTERS. A torch.optim.Adam/AdamW state_dict (no COUNTERS) is taken as a warm start for fp32 state."""
+import numbers
+
 import torch
 
 from .. import _cgad
 
-KEY = "cgad"
-FORMAT = "cgad.torch state_dict 1"
+COUNTERS = "cgad_counters"
+# The param-group keys that fix the state's format and meaning: a state_dict must have been saved with the same.
+FORMAT_KEYS = ("state", "rounding", "q8_semantics", "v_map", "min_q8_size")
+# What a warm start from torch.optim.Adam/AdamW takes of its param groups, besides the moments and the step.
+WARM_START_KEYS = ("lr", "betas", "eps", "weight_decay")
+# torch.optim flags under which torch's exp_avg/exp_avg_sq mean something else than Adam's moments.
+_WARM_START_REFUSED = ("amsgrad", "maximize")
 
 
-def pack(optimizer_name, groups):
-    """The entry for ``groups`` (the optimizer's _groups.Group list)."""
-    return {
-        "format": FORMAT,
-        "version": _cgad.__version__,
-        "optimizer": optimizer_name,
-        "groups": [{
-            "spec": dict(g.spec),
-            "sizes": list(g.sizes),
-            "state": torch.from_numpy(np.frombuffer(g.engine.save_bytes(), dtype=np.uint8).copy()),
-        } for g in groups],
-    }
+def moment_names(fmt, adam_family):
+    """The names of a tensor's moments, with their absmax names for q8 codes (None otherwise)."""
+    if fmt in ("fp32", "bf16"):
+        return [("exp_avg", None), ("exp_avg_sq", None)] if adam_family else [("momentum_buffer", None)]
+    return [(f"state{i}", f"absmax{i}" if fmt == "q8" else None) for i in range(1, 3 if adam_family else 2)]
 
 
-def unpack(state_dict, optimizer_name, group_count, where):
-    """The checked entry of ``state_dict``: its groups' (spec, sizes, state bytes as a NumPy uint8 array)."""
-    if not isinstance(state_dict, dict) or KEY not in state_dict:
-        raise _cgad.InputError(f"{where}: the state_dict has no '{KEY}' entry (it was not saved by a cgad.torch "
-                               "optimizer)")
-    entry = state_dict[KEY]
-    if not isinstance(entry, dict) or entry.get("format") != FORMAT:
-        raise _cgad.InputError(f"{where}: the state_dict's '{KEY}' entry is not in the format '{FORMAT}'")
-    if entry.get("optimizer") != optimizer_name:
-        raise _cgad.InputError(f"{where}: the state_dict was saved by a {entry.get('optimizer')} optimizer, this is "
-                               f"{optimizer_name}")
-    groups = entry.get("groups")
-    if not isinstance(groups, list) or len(groups) != group_count:
-        raise _cgad.InputError(f"{where}: the state_dict holds {len(groups) if isinstance(groups, list) else 'no'} "
-                               f"param groups' state, this optimizer has {group_count} param groups")
-    # torch's own part, which torch's load_state_dict reads with [] (a KeyError, a TypeError where it is missing).
-    torch_groups = state_dict.get("param_groups")
-    if "state" not in state_dict or not isinstance(torch_groups, list) or len(torch_groups) != group_count or \
-            not all(isinstance(g, dict) for g in torch_groups):
-        raise _cgad.InputError(f"{where}: the state_dict must hold 'state' and 'param_groups' (a list of "
-                               f"{group_count} dicts), as torch.optim's state_dict() makes them")
-    out = []
-    for i, g in enumerate(groups):
-        state = g.get("state") if isinstance(g, dict) else None
-        if not isinstance(state, torch.Tensor) or state.dtype != torch.uint8 or state.dim() != 1:
-            raise _cgad.InputError(f"{where}: param group {i}'s state must be a one-dimensional uint8 tensor, got "
-                                   f"{type(state).__name__ if not isinstance(state, torch.Tensor) else state.dtype}")
-        spec, sizes = g.get("spec"), g.get("sizes")
-        if not isinstance(spec, dict) or not isinstance(sizes, list):
-            raise _cgad.InputError(f"{where}: param group {i}'s '{KEY}' entry must hold 'spec' (a dict) and 'sizes' "
-                                   "(a list)")
-        out.append((dict(spec), list(sizes), state.detach().cpu().contiguous().numpy()))
+def live_state(engine, k, param, adam_family):
+    """Tensor k's state entry: torch tensors over the engine's memory (their NumPy base keeps it alive), and a
+    "step" of its own (refresh_steps keeps it current)."""
+    raw = engine.tensor_state(k)
+    out = {"step": torch.tensor(0.0)}
+    for (name, absmax), moment in zip(moment_names(raw["format"], adam_family), raw["moments"]):
+        if absmax is None:
+            values = torch.from_numpy(moment["values"])
+            out[name] = (values.view(torch.bfloat16) if raw["format"] == "bf16" else values).view(param.shape)
+        else:
+            out[name] = torch.from_numpy(moment["codes"]).view(param.shape)
+            out[absmax] = torch.from_numpy(moment["absmax"])
     return out
+
+
+def step_count(counters, fragment, adam_family):
+    return counters["t"][fragment] if adam_family else counters["steps"]
+
+
+def refresh_steps(states, first_fragments, counters, adam_family):
+    for state, fragment in zip(states, first_fragments):
+        state["step"].fill_(step_count(counters, fragment, adam_family))
+
+
+def counters_entry(optimizer_name, seed, counters):
+    return {"optimizer": optimizer_name, "seed": seed, **counters}
+
+
+def refuse(where, why):
+    raise _cgad.InputError(f"{where}: {why}")
+
+
+def check_saved_group(saved, ours, optimizer_name, seed, where):
+    """Refuses a saved param group whose state another optimizer, format or seed made."""
+    entry = saved[COUNTERS]
+    if not isinstance(entry, dict):
+        refuse(where, f"the state_dict's '{COUNTERS}' must be a dict, got {type(entry).__name__}")
+    if entry.get("optimizer") != optimizer_name:
+        refuse(where, f"the state_dict was saved by a {entry.get('optimizer')} optimizer, this is {optimizer_name}")
+    if entry.get("seed") != seed:
+        refuse(where, f"the state_dict's state was made with seed {entry.get('seed')!r}, this optimizer's is {seed}")
+    for key in FORMAT_KEYS:
+        if saved.get(key) != ours.get(key):
+            refuse(where, f"the state_dict's param group has {key}={saved.get(key)!r}, this one {key}="
+                          f"{ours.get(key)!r} (another state format; make the optimizer with the saved one)")
+
+
+def warm_start_group(saved, ours, where):
+    """This param group with a torch.optim.Adam/AdamW group's hyperparameters; refuses what Adam's state cannot
+    start (another state format, AMSGrad's or maximize's)."""
+    if ours.get("state") != "fp32":
+        refuse(where, f"a state_dict of torch.optim (no '{COUNTERS}') is a warm start for fp32 state only; this "
+                      f"param group has state={ours.get('state')!r}")
+    for flag in _WARM_START_REFUSED:
+        if saved.get(flag):
+            refuse(where, f"the state_dict's param group has {flag}=True; its state is not Adam's moments")
+    return dict(ours, **{k: saved[k] for k in WARM_START_KEYS if k in saved})
+
+
+def integral_step(value, where):
+    """A saved "step" (a tensor, as torch's; an int, as bnb's) as an int >= 0."""
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        value = value.item()
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+        refuse(where, f"the state's step must be an integer >= 0, got {value!r}")
+    return int(value)
+
+
+def copy_into(live, saved, where):
+    """Copies a saved state entry into a tensor's live one, refusing another set of names, dtype or shape."""
+    if not isinstance(saved, dict):
+        refuse(where, f"the state must be a dict of tensors, got {type(saved).__name__}")
+    names = sorted(n for n in live if n != "step")
+    given = sorted(n for n in saved if n != "step")
+    if names != given:
+        refuse(where, f"the state holds {given}, this optimizer's state format holds {names} (another state "
+                      "format or optimizer)")
+    for name in names:
+        value, target = saved[name], live[name]
+        if not isinstance(value, torch.Tensor):
+            refuse(where, f"the state's {name} is a {type(value).__name__}, not a tensor")
+        if value.dtype != target.dtype or value.shape != target.shape:
+            refuse(where, f"the state's {name} is {value.dtype} of shape {tuple(value.shape)}, this optimizer's "
+                          f"{target.dtype} of shape {tuple(target.shape)}")
+    for name in names:
+        live[name].copy_(saved[name].detach())

@@ -48,6 +48,19 @@ namespace cgad::fastpath {
 
 struct LoadedState;  // state_file.hpp
 
+// One tensor's slice of a CpuOptimizer's live state, which its steps update in place and no step or load
+// reallocates (valid as long as the optimizer): per moment (m, v; or b), the fp32 or bf16 values, or in a q8
+// configuration the codes and the absmax of each of the tensor's chunks -- or, for a tensor under min_q8_size
+// (fp32_fallback), its fp32 moments in `fp32`. A torch optimizer's per-parameter state (python/src/cpu_optimizer.cpp).
+struct TensorState {
+  int moments = 0;
+  bool fp32_fallback = false;
+  std::span<float> fp32[2];
+  std::span<bf16> half[2];
+  std::span<std::uint8_t> codes[2];
+  std::span<float> absmax[2];
+};
+
 // Refuses (InputError) new hyperparameters `next` for an optimizer configured as `now` unless they keep what its
 // state's shape and meaning depend on: the optimizer, formats, rounding, seed, q8 semantics, min_q8_size and
 // fragments (set_hyperparameters of either backend).
@@ -94,6 +107,12 @@ class CpuOptimizer {
   // Writes the named buffer, dequantized to float, into `out` (parameters() elements); InputError otherwise.
   void read_buffer(std::string_view name, std::span<float> out) const;
   std::vector<reference::StateCounter> counters() const { return planner_.counters(); }
+  // Tensor k's slice of the live state (InputError for a k outside the layout).
+  TensorState tensor_state(std::size_t k);
+  // The step counts, synchronizations and round as the state file stores them, and their restore (InputError, and
+  // nothing changes, for impossible ones: StepPlanner::set_raw_counters).
+  const StepPlanner::Counters& raw_counters() const { return planner_.raw_counters(); }
+  void set_raw_counters(StepPlanner::Counters counters) { planner_.set_raw_counters(std::move(counters)); }
 
   void save(const std::filesystem::path& path) const;
   // Refuses (InputError) a truncated, corrupt, other-version or other-configuration file; the state in memory
