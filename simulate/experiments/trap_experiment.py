@@ -3,7 +3,8 @@
 skipping zero-gated events) with fp32 state, bitsandbytes' 8-bit state (dynamic v map) and the zero-free v map, at
 the outer lr docs/results/tuning-protocol.md chose; then the tables the verdict cites.
 
-    trap_experiment.py run --cgad CGAD --tuned tuned.json --out DIR [--seed LIST] [--problem-seed N] -- DRIVER...
+    trap_experiment.py run --cgad CGAD --tuned tuned.json --out DIR [--seed LIST] [--problem-seed N] [--laws L]
+        -- DRIVER...
     trap_experiment.py tables DIR...
 
 `run` writes one `cgad simulate --json` file per sweep (the state axis fp32,q8 in one sweep, so the q8/fp32 sigma
@@ -36,6 +37,8 @@ def run(args, driver):
         tuned = json.load(f)
     os.makedirs(args.out, exist_ok=True)
     for law, extra in DELAY_LAWS.items():
+        if law not in args.laws.split(","):
+            continue
         lr = tuned["per_delay"][law]["lr"]
         if lr is None:
             sys.exit(f"trap_experiment: the protocol found no lr for {law} in {args.tuned}")
@@ -112,6 +115,7 @@ def main(argv):
     r.add_argument("--out", required=True)
     r.add_argument("--seed", default=SEEDS, help="comparison run seeds (default 0..15)")
     r.add_argument("--problem-seed", type=int, default=0)
+    r.add_argument("--laws", default=",".join(DELAY_LAWS), help="the delay laws to run (default all)")
     r.add_argument("driver", nargs=argparse.REMAINDER)
     t = sub.add_parser("tables")
     t.add_argument("dirs", nargs="+")
