@@ -5,11 +5,12 @@ the outer lr docs/results/tuning-protocol.md chose; then the tables the verdict 
 
     trap_experiment.py run --cgad CGAD --tuned tuned.json --out DIR [--seed LIST] [--problem-seed N] [--laws L]
         -- DRIVER...
-    trap_experiment.py tables DIR...
+    trap_experiment.py tables|summary DIR...
 
 `run` writes one `cgad simulate --json` file per sweep (the state axis fp32,q8 in one sweep, so the q8/fp32 sigma
 ratio and its permutation test come from cgad's own statistics; the zero-free map and the skip policy are flags of a
-sweep, not axes, so they are sweeps of their own). `tables` prints the markdown the docs carry.
+sweep, not axes, so they are sweeps of their own). `tables` prints every cell, `summary`
+the verdict's numbers per run and delay law, as the markdown the docs carry.
 """
 import argparse
 import json
@@ -106,6 +107,55 @@ def tables(dirs):
                           f"{'; '.join(tests.get(i, [])) or '–'} |")
 
 
+def load(d, law, name):
+    path = os.path.join(d, f"{law}-{name}.json")
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def find(sweep, method, state):
+    """The index and cell of (method, state) in a sweep (one tau and size per sweep here)."""
+    for i, c in enumerate(sweep["cells"]):
+        if c["method"] == method and c["state"] == state:
+            return i, c
+    raise KeyError((method, state))
+
+
+def test(sweep, i, axis):
+    for c in sweep["sigma_comparisons"]:
+        if c["cell"] == i and c["axis"] == axis:
+            return f"{c['sigma_ratio']:.2f} (p {c['p_value']:.2g})"
+    return "–"
+
+
+def summary(dirs):
+    """One row per (run, delay law): the verdict's numbers. Trap columns are the first 8-bit matrix's (W1), largest
+    step over every tensor; sigma ratios with their permutation p from cgad's own sigma_comparisons."""
+    print("| run | law | W1 v=0 share (q8) | largest step/η: q8 / zero-free | Adam-Decay loss: fp32 / q8 / zero-free | "
+          "σ q8/fp32: Adam-Decay, CGAD | σ CGAD/Adam-Decay: fp32, q8 | σ skip: q8/fp32 |")
+    print("|---|---|---|---|---|---|---|---|")
+    for d in dirs:
+        for law in DELAY_LAWS:
+            dyn, zf, skip = (load(d, law, n) for n in SWEEPS)
+            if dyn is None:
+                continue
+            ia, ad_q8 = find(dyn, "adam-decay", "q8")
+            _, ad_fp = find(dyn, "adam-decay", "fp32")
+            ic, _ = find(dyn, "cgad", "q8")
+            icf, _ = find(dyn, "cgad", "fp32")
+            traps = tensor_traps(dyn, ad_q8)
+            zf_traps = tensor_traps(zf, find(zf, "adam-decay", "q8")[1]) if zf else {}
+            biggest = lambda t: max((x["max"] for x in t.values()), default=float("nan"))
+            zf_loss = fmt(find(zf, "adam-decay", "q8")[1]["final_loss_mean"]) if zf else "–"
+            skip_test = test(skip, find(skip, "cgad", "q8")[0], "state") if skip else "–"
+            print(f"| {os.path.basename(d.rstrip('/'))} | {law} | {traps['W1']['v0']:.3g} | "
+                  f"{biggest(traps):.3g} / {biggest(zf_traps):.3g} | {fmt(ad_fp['final_loss_mean'])} / "
+                  f"{fmt(ad_q8['final_loss_mean'])} / {zf_loss} | {test(dyn, ia, 'state')}, {test(dyn, ic, 'state')} | "
+                  f"{test(dyn, icf, 'method')}, {test(dyn, ic, 'method')} | {skip_test} |")
+
+
 def main(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -119,11 +169,15 @@ def main(argv):
     r.add_argument("driver", nargs=argparse.REMAINDER)
     t = sub.add_parser("tables")
     t.add_argument("dirs", nargs="+")
+    m = sub.add_parser("summary")
+    m.add_argument("dirs", nargs="+")
     args = p.parse_args(argv)
     if args.command == "run":
         run(args, args.driver[1:] if args.driver[:1] == ["--"] else args.driver)
-    else:
+    elif args.command == "tables":
         tables(args.dirs)
+    else:
+        summary(args.dirs)
 
 
 if __name__ == "__main__":
