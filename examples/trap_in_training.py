@@ -146,6 +146,10 @@ def loss_of(model, x, y):
     return F.cross_entropy(model(x).flatten(0, 1), y.flatten())
 
 
+class Diverged(Exception):
+    pass
+
+
 def heavy_tailed(rng, r, tau_max):
     tau = 0 if rng.random() < 0.7 else int(8 / (1.0 - rng.random()))
     return min(tau, tau_max, r)
@@ -194,6 +198,9 @@ def train(args, write_event):
             loss_of(w, x, y).backward()
             inner[k].step()
         delta = start - flat(w)
+        if not torch.isfinite(delta).all():  # the inner run diverged: a stream of it would study nothing real
+            raise Diverged(f"round {r}: worker {k}'s pseudo-gradient is not finite (inner {args.inner} at lr "
+                           f"{args.inner_lr:g} diverged; lower --inner-lr)")
         write_event(delta.tolist(), tau)
         offset = 0
         for p in server.parameters():
@@ -258,7 +265,11 @@ def main(argv):
     began = time.time()
     with tempfile.TemporaryDirectory() as tmp:
         stream = args.stream or os.path.join(tmp, "stream.jsonl")
-        names, sizes, losses = record(args, stream)
+        try:
+            names, sizes, losses = record(args, stream)
+        except Diverged as e:
+            print(f"trap_in_training: {e}", file=sys.stderr)
+            return 1
         print(f"trained: {args.inner} inner, width {args.width}, {sum(sizes)} parameters in {len(sizes)} tensors, "
               f"outliers {args.outlier_dims} x {args.outlier_scale:g}, text {args.text}: held-out loss "
               f"{losses[0]:.4f} -> {losses[-1]:.4f} over {len(losses) - 1} rounds ({time.time() - began:.1f} s)")

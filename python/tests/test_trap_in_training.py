@@ -65,3 +65,13 @@ def test_bad_arguments_are_refused():
         run = subprocess.run([sys.executable, str(SOURCE_DIR / "examples" / "trap_in_training.py"), *bad],
                              capture_output=True, text=True, timeout=60)
         assert run.returncode == 2 and "error" in run.stderr
+
+
+def test_a_diverged_inner_run_is_reported_and_not_studied(tmp_path):
+    stream = tmp_path / "s.jsonl"
+    run = subprocess.run([sys.executable, str(SOURCE_DIR / "examples" / "trap_in_training.py"), *TINY,
+                          "--inner", "sgd", "--inner-lr", "1e30", "--stream", str(stream)],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 1
+    assert "not finite" in run.stderr and "lower --inner-lr" in run.stderr
+    assert "Traceback" not in run.stderr and not stream.exists()
