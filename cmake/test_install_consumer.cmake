@@ -1,4 +1,4 @@
-# CTest script (proptests/CMakeLists.txt, label ci): installs the build in BUILD_DIR into a fresh prefix, then
+# CTest script (proptests/install/CMakeLists.txt, label ci): installs the build in BUILD_DIR into a fresh prefix, then
 # configures, builds and runs examples/cpp_consumer against that prefix alone. Any failing stage fails the test.
 #   cmake -DBUILD_DIR=... -DSOURCE_DIR=... -DWORK_DIR=... -P test_install_consumer.cmake
 foreach(var BUILD_DIR SOURCE_DIR WORK_DIR)

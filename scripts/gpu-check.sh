@@ -77,7 +77,7 @@ echo "== gpu-check: assemble $out"
 rm -rf "$out"
 mkdir -p "$out"
 touch "$out/$marker"
-cp "$build/proptests/fastpath_cuda_test" "$build/proptests/adversarial_test" "$build/bench/fastpath_cuda_bench" "$out/"
+cp "$build/proptests/fastpath/fastpath_cuda_test" "$build/proptests/fastpath/adversarial_test" "$build/bench/fastpath_cuda_bench" "$out/"
 # The shared libraries that are not glibc's, resolved as the loader resolves them here, copied under their sonames.
 glibc_re='^(libc\.so\.6|libm\.so\.6|libdl\.so\.2|libpthread\.so\.0|librt\.so\.1|ld-linux-x86-64\.so\.2|linux-vdso\.so\.1)$'
 for binary in "$out"/fastpath_cuda_test "$out"/adversarial_test "$out"/fastpath_cuda_bench; do
