@@ -1,6 +1,6 @@
 // The adversarial classes of docs/testing.md as a user meets them on the command line: every case ends in exit status 2
 // with one line "cgad: ..." (or, for an overflowing or non-finite event, a reported skip) -- never exit status 0 with
-// damage, a hang or a crash. Each test failed before its fix; the item numbers are in the names.
+// damage, a hang or a crash. Each test failed before its fix.
 #include "support/cli_harness.hpp"
 
 #include "cgad/fastpath/atomic_file.hpp"

@@ -1,7 +1,7 @@
-// `cgad simulate` and `cgad merge` against input that used to be taken and lose or misstate results
-// (docs/testing.md): impossible hand-edited parts, flags of the other objective, a run
-// in which nothing could train, two shards writing one part file, and loss curves no machine holds. Each is exit
-// status 2 with one line (or, for the untrainable run, a "stalled" record), never exit 0 with damage.
+// `cgad simulate` and `cgad merge` against input that, if taken, would lose or misstate results (docs/testing.md):
+// impossible hand-edited parts, flags of the other objective, a run in which nothing could train, two shards
+// writing one part file, and loss curves no machine holds. Each is exit status 2 with one line (or, for the
+// untrainable run, a "stalled" record), never exit 0 with damage.
 #include "support/cli_harness.hpp"
 
 #include <nlohmann/json.hpp>

@@ -12,7 +12,7 @@
 //     at 10^4 (~linear, so ~+0.4 at 2·10^3). Asserted at 2 000 steps: bias > 0.2 and bias(2000) > 1.5·bias(1000).
 //  2. bf16 state, stochastic rounding removes it: |bias| < 0.01 at 10^4 steps in every run, RMS flat at
 //     0.04–0.05. Asserted: |bias| < 0.02 and RMS < 0.1 at 1 000 and 2 000 steps.
-//  3. q8 state, nearest, on a NARROW stream (magnitudes log-uniform over [1/64, 1], the study's old stream):
+//  3. q8 state, nearest, on a NARROW stream (magnitudes log-uniform over [1/64, 1], the study's --scale-range 64):
 //     no accumulation, and no v stored as 0. The block absmax is fp32 and decays exactly, so β2·v keeps every
 //     code; measured RMS 0.12–0.16 from 10^3 to 10^4 steps, bias changing sign between runs within ±0.07.
 //     Asserted for both q8 semantics: RMS(2000) < 1.5·RMS(1000), |bias(2000)| < 0.15, v_zero_fraction = 0.

@@ -8,15 +8,15 @@
 //    every m, v and θ finite afterwards — for σ = 1 (τ = 0) and for σ < 1 (CGAD at τ = 1, Adam-Decay at τ = 3,
 //    where the boundary Δ is the smallest float whose float product with the fast path's σ reaches 2^63), for
 //    every Adam-family optimizer, every format configuration (cgad's and bnb's semantics, fp32/bf16/q8 state,
-//    fp32/bf16 params, both roundings), with the overflowing element inside a q8 block (before the rule that
-//    event decoded the whole block as NaN) and in a tensor that keeps fp32 state;
+//    fp32/bf16 params, both roundings), with the overflowing element inside a q8 block (where an applied
+//    event would decode the whole block as NaN) and in a tensor that keeps fp32 state;
 //  - the first index wins when several overflow, whatever the thread split;
 //  - the reference refuses the same events (σ = 1, or far from the edge for σ < 1);
 //  - a NaN/Inf in the same event is reported as nonfinite-gradient (NaN wins), wherever it is;
 //  - with on_zero_gate = skip and τ ≥ τ_cut the event is a zero-gate skip, not an overflow (and with apply,
 //    σ = 0 makes σΔ = 0: applied);
-//  - Nesterov and SDM follow the same rule on their σ·Δ (σ = 1, or 1/(1 + τ) for SDM): a
-//    Δ near float's range gave −Inf on the first event in every format; below the threshold they apply and stay
+//  - Nesterov and SDM follow the same rule on their σ·Δ (σ = 1, or 1/(1 + τ) for SDM), where an applied Δ near
+//    float's range would give −Inf on the first event in every format; below the threshold they apply and stay
 //    finite.
 #include "support/fastpath_test_support.hpp"
 

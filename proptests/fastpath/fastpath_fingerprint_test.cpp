@@ -3,14 +3,10 @@
 // overflow and subnormals), for every optimizer × params × state × rounding × q8 semantics
 // (all_format_configs), with 1 and 2 threads, under every ISA this CPU and build run (cpu_isa.hpp).
 //
-// What it pins: the step's bits do not depend on the thread count or the ISA, and they are the recorded ones. The
-// total was first recorded at commit 0cf501d (before the vector q8 encoder and the per-ISA loops, which moved no
-// bit), and replaced once since: when σ became the float nearest the reference's σ for the decimal α = 0.2 instead
-// of being computed from the float 0.2f (staleness.hpp), which moved σ by one or two ulps at 17 of CGAD's delays
-// (τ = 5, 13, 15..26, 28, 30, 31; e.g. σ(31) 0x1.47e718p-18 -> 0x1.47e71ap-18), the same 17 entries of PA-CGAD's age
-// table, and 27 of Adam-Decay's τ ≤ 40 (e.g. e^{-0.2·9} 0x1.528838p-3 -> 0x1.52883ap-3); SDM, Adam and Nesterov
-// kept every bit. A change that is meant to move bits (a semantics change) must say so in its commit and replace
-// kRecordedTotal with the new total, printed by this test.
+// What it pins: the step's bits do not depend on the thread count or the ISA, and they are the recorded ones
+// (docs/design.md §5: both backends compute the same bits). A change that is meant to move bits (a semantics
+// change) must say so in its commit and replace kRecordedTotal with the new total, printed by this test; the
+// git history of kRecordedTotal says which changes moved it and why.
 #include "support/fastpath_test_support.hpp"
 
 #include "cgad/fastpath/cpu_isa.hpp"
