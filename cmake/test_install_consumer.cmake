@@ -17,7 +17,7 @@ function(run what)
 endfunction()
 run("install" ${CMAKE_COMMAND} --install "${BUILD_DIR}" --prefix "${prefix}")
 foreach(file include/cgad/fastpath/fastpath.hpp include/cgad/reference/gate.hpp lib/cmake/cgad/cgadConfig.cmake
-             lib/cmake/cgad/cgadConfigVersion.cmake lib/cmake/cgad/FindMPFI.cmake bin/cgad)
+             lib/cmake/cgad/cgadConfigVersion.cmake lib/cmake/cgad/FindMPFI.cmake bin/cgad share/doc/cgad/LICENSE)
   if(NOT EXISTS "${prefix}/${file}")
     message(FATAL_ERROR "the install lacks ${file}")
   endif()
