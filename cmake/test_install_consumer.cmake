@@ -1,4 +1,4 @@
-# CTest script (proptests/CMakeLists.txt, label ci): installs the build in BUILD_DIR into a fresh prefix, then
+# CTest script (proptests/install/CMakeLists.txt, label ci): installs the build in BUILD_DIR into a fresh prefix, then
 # configures, builds and runs examples/cpp_consumer against that prefix alone. Any failing stage fails the test.
 #   cmake -DBUILD_DIR=... -DSOURCE_DIR=... -DWORK_DIR=... -P test_install_consumer.cmake
 foreach(var BUILD_DIR SOURCE_DIR WORK_DIR)
@@ -17,7 +17,7 @@ function(run what)
 endfunction()
 run("install" ${CMAKE_COMMAND} --install "${BUILD_DIR}" --prefix "${prefix}")
 foreach(file include/cgad/fastpath/fastpath.hpp include/cgad/reference/gate.hpp lib/cmake/cgad/cgadConfig.cmake
-             lib/cmake/cgad/cgadConfigVersion.cmake lib/cmake/cgad/FindMPFI.cmake bin/cgad)
+             lib/cmake/cgad/cgadConfigVersion.cmake lib/cmake/cgad/FindMPFI.cmake bin/cgad share/doc/cgad/LICENSE)
   if(NOT EXISTS "${prefix}/${file}")
     message(FATAL_ERROR "the install lacks ${file}")
   endif()

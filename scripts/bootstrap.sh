@@ -7,6 +7,8 @@ set -euo pipefail
 
 packages=(
   build-essential cmake pkg-config
+  ninja-build                          # the generator of every CMakePresets.json preset
+  clang-format                         # the format check (scripts/check-format.sh, CTest format_check)
   libmpfr-dev libgmp-dev libmpfi-dev   # the reference's arbitrary precision, the theory's intervals
   libboost-dev                         # Boost.Multiprecision (mpfr_float)
   librapidcheck-dev libgtest-dev       # property tests

@@ -6,10 +6,12 @@
 # matter of luck or of the machine's speed; FUZZ_SECONDS (default 120) caps each target's time on a slow machine.
 # For deeper runs by hand, raise FUZZ_RUNS_SCALE (default 1) or vary FUZZ_SEED. A crash, sanitizer report, uncaught
 # exception or input slower than 10 s fails the leg; libFuzzer writes the input that did it to
-# build-fuzz/artifacts/, which then belongs in fuzz/corpus/<target>/ once fixed.
+# build-fuzz/artifacts/, which then belongs in fuzz/corpus/<target>/ once fixed. The build's settings are
+# CMakePresets.json's `fuzz` preset.
 #   bash scripts/fuzz.sh [target ...]      (default: every target)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/cmake-preset.sh
 seconds="${FUZZ_SECONDS:-120}"
 seed="${FUZZ_SEED:-1}"
 scale="${FUZZ_RUNS_SCALE:-1}"
@@ -19,12 +21,8 @@ declare -A runs=([fuzz_replay_stream]=600000 [fuzz_part_file]=150000 [fuzz_state
 targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=(fuzz_replay_stream fuzz_part_file fuzz_state_bytes fuzz_bf16_text fuzz_decimal_number)
 bash scripts/bootstrap.sh clang libclang-rt-14-dev
-flags="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g1"
-cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1" \
-  -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" \
-  -DCGAD_ENABLE_CUDA=OFF -DCGAD_BUILD_BENCH=OFF -DCGAD_BUILD_TESTS=OFF -DCGAD_BUILD_PYTHON=OFF \
-  -DCGAD_CPU_CLONES=OFF -DCGAD_BUILD_FUZZERS=ON
-cmake --build build-fuzz -j"$(nproc)" --target "${targets[@]}"
+cmake_configure fuzz build-fuzz
+cmake --build --preset fuzz -j"$(nproc)" --target "${targets[@]}"
 mkdir -p build-fuzz/artifacts
 export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"

@@ -16,6 +16,7 @@
 # DIR is replaced whole; a DIR that exists and was not made by this script is refused.
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
+source "$repo/scripts/cmake-preset.sh"
 out="" build="$repo/build-gpu" jobs="$(nproc)"
 usage() { echo "usage: scripts/gpu-check.sh --out DIR [--build BUILD_DIR] [--jobs N]" >&2; exit 2; }
 while [ $# -gt 0 ]; do
@@ -50,24 +51,19 @@ static_lib() {
 }
 mpfr_a="$(static_lib mpfr)" gmp_a="$(static_lib gmp)" mpfi_a="$(static_lib mpfi)"
 
-generator=()
-command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
 fresh="a fresh build folder"
-if [ -f "$build/CMakeCache.txt" ]; then
-  generator=()  # an existing build folder keeps its generator
-  fresh="an existing build folder (incremental)"
-fi
+if [ -f "$build/CMakeCache.txt" ]; then fresh="an existing build folder (incremental)"; fi
+# The gpu-check build preset names the same three; the build here is of BUILD_DIR, which a build preset cannot name.
 targets=(fastpath_cuda_test adversarial_test fastpath_cuda_bench)
 start=$SECONDS
 echo "== gpu-check: configure $build"
 mkdir -p "$build"
+# CMakePresets.json's gpu-check preset has the fixed settings; nvcc and the static archives are this machine's.
 # pkg_check_modules and FindMPFI look their libraries up through these cache variables; set beforehand, they
 # are taken as found, so the imported targets name the static archives.
-cmake -S "$repo" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$nvcc" \
-  -DCGAD_ENABLE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCGAD_CUDA_STATIC_RUNTIME=ON -DCMAKE_CUDA_RUNTIME_LIBRARY=Static \
-  -DCGAD_BUILD_PYTHON=OFF -DCGAD_BUILD_TESTS=ON -DCGAD_BUILD_BENCH=ON \
+cmake_configure gpu-check "$build" -S "$repo" -B "$build" -DCMAKE_CUDA_COMPILER="$nvcc" \
   -Dpkgcfg_lib_MPFR_mpfr="$mpfr_a" -Dpkgcfg_lib_MPFR_gmp="$gmp_a" -Dpkgcfg_lib_GMP_gmp="$gmp_a" \
-  -DMPFI_LIBRARY="$mpfi_a" '-DCMAKE_BUILD_RPATH=$ORIGIN' >"$build/gpu-check-configure.log" 2>&1 \
+  -DMPFI_LIBRARY="$mpfi_a" >"$build/gpu-check-configure.log" 2>&1 \
   || { cat "$build/gpu-check-configure.log" >&2; exit 1; }
 echo "== gpu-check: build ${targets[*]} (-j$jobs)"
 cmake --build "$build" -j"$jobs" --target "${targets[@]}"
@@ -77,7 +73,7 @@ echo "== gpu-check: assemble $out"
 rm -rf "$out"
 mkdir -p "$out"
 touch "$out/$marker"
-cp "$build/proptests/fastpath_cuda_test" "$build/proptests/adversarial_test" "$build/bench/fastpath_cuda_bench" "$out/"
+cp "$build/proptests/fastpath/fastpath_cuda_test" "$build/proptests/fastpath/adversarial_test" "$build/bench/fastpath_cuda_bench" "$out/"
 # The shared libraries that are not glibc's, resolved as the loader resolves them here, copied under their sonames.
 glibc_re='^(libc\.so\.6|libm\.so\.6|libdl\.so\.2|libpthread\.so\.0|librt\.so\.1|ld-linux-x86-64\.so\.2|linux-vdso\.so\.1)$'
 for binary in "$out"/fastpath_cuda_test "$out"/adversarial_test "$out"/fastpath_cuda_bench; do

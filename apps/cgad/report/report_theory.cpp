@@ -204,8 +204,10 @@ std::string report_bias_sweep_section(ReportWriter& report) {
      << "The theorem bounds the staleness-bias term of its proof, R_T = Σ_t L·‖x_t − x_{t−τ_t}‖·‖x_{t+1} − x_t‖ "
      << "(step 2), by L·η²·G²·Σσ_tτ_t — for the **ideal** update x_{t+1} = x_t − η·σ_t·u_t only. CGAD itself gates "
      << "inside Adam's moments: its step is η·m̂/(√v̂ + ε), not σ_t times a bounded direction; at a constant delay it "
-     << "is exactly Adam with ε/σ (`proptests/differential_sigma_invariance_test.cpp`, and along these trajectories "
-     << "`proptests/theory_real_update_test.cpp`), and at σ = 0 under `apply` it still moves by η·m̂/(√v̂ + ε). So "
+     << "is exactly Adam with ε/σ (`proptests/differential/differential_sigma_invariance_test.cpp`, and along these "
+        "trajectories "
+     << "`proptests/theory/theory_real_update_test.cpp`), and at σ = 0 under `apply` it still moves by η·m̂/(√v̂ + ε). "
+        "So "
      << "beside the ideal update the real gated-moment Adam update (the reference optimizers in MPFR, fed ∇f at the "
      << "stale point x_{t−τ_t}) runs on the same objective, delays and seed, and its realized R_T is measured.\n\n"
      << "All runs: `" << o.objective << "` (d = 8), T = " << o.steps << ", seed " << o.seed << ", η = " << o.eta

@@ -1,0 +1,401 @@
+// CUDA backend against the CPU backend: the same bits and reports for every optimizer, format and rounding, over
+// sizes around the block, with a NaN event and a zero-gate event in the stream; PA-CGAD's fragments, a caller's
+// stream, two streams, a captured CUDA graph replayed, state files, and a device fault. Skips, saying why, where
+// this process sees no CUDA device (or the build has no CUDA backend).
+#include "support/fastpath_test_support.hpp"
+
+#include "cgad/fastpath/cuda_optimizer.hpp"
+
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+#include <limits>
+#include <string>
+#include <vector>
+
+#if defined(CGAD_FASTPATH_HAS_CUDA)
+#include <cuda_runtime_api.h>
+#endif
+
+namespace cgad::fastpath {
+namespace {
+
+using testing::all_format_configs;
+using testing::describe;
+using testing::expect_same_report;  // the whole report: σ, τ_eff and the refusals are decided on the device
+using testing::Params;
+using testing::random_vector;
+
+TEST(FastpathCuda, ConstructionIsRefusedWithoutADevice) {
+  if (cuda_device_available()) GTEST_SKIP() << "a CUDA device is present";
+  EXPECT_THROW(CudaOptimizer(StepConfig{}, 10), reference::InputError);
+}
+
+#if defined(CGAD_FASTPATH_HAS_CUDA)
+
+template <class T>
+T* to_device(const std::vector<T>& host) {
+  T* device = nullptr;
+  EXPECT_EQ(cudaMalloc(reinterpret_cast<void**>(&device), std::max<std::size_t>(1, host.size()) * sizeof(T)),
+            cudaSuccess);
+  if (!host.empty()) cudaMemcpy(device, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice);
+  // From pageable memory cudaMemcpy may return before the bytes land, and the legacy stream it ran on does not
+  // order the non-blocking streams some tests step on.
+  cudaDeviceSynchronize();
+  return device;
+}
+template <class T>
+std::vector<T> to_host(const T* device, std::size_t n) {
+  std::vector<T> host(n);
+  if (n != 0) cudaMemcpy(host.data(), device, n * sizeof(T), cudaMemcpyDeviceToHost);
+  return host;
+}
+
+std::vector<unsigned char> host_state_bytes(const HostState& s) {
+  std::vector<unsigned char> out;
+  const auto append = [&out](const void* p, std::size_t n) {
+    const auto* b = static_cast<const unsigned char*>(p);
+    out.insert(out.end(), b, b + n);
+  };
+  for (int k = 0; k < s.moments; ++k) {
+    append(s.fp32[k].data(), s.fp32[k].size() * 4);
+    append(s.half[k].data(), s.half[k].size() * 2);
+    append(s.codes[k].data(), s.codes[k].size());
+    append(s.absmax[k].data(), s.absmax[k].size() * 4);
+  }
+  return out;
+}
+
+// Device parameters of `config`'s format, and their bytes back on the host.
+struct DeviceParams {
+  DeviceParams(const StepConfig& config, const Params& host)
+      : fp32(config.params == ParamFormat::fp32),
+        data(fp32 ? static_cast<void*>(to_device(host.fp32)) : static_cast<void*>(to_device(host.half))),
+        n(fp32 ? host.fp32.size() : host.half.size()) {}
+  ~DeviceParams() { cudaFree(data); }
+  DeviceParams(const DeviceParams&) = delete;
+  DeviceParams& operator=(const DeviceParams&) = delete;
+  void step(CudaOptimizer& gpu, const float* grad, std::size_t grad_size, std::int64_t tau, std::size_t fragment,
+            cudaStream_t stream) const {
+    if (fp32) {
+      gpu.step(static_cast<float*>(data), n, grad, grad_size, tau, fragment, stream);
+    } else {
+      gpu.step(static_cast<bf16*>(data), n, grad, grad_size, tau, fragment, stream);
+    }
+  }
+  Params back(const Params& like) const {
+    Params out = like;
+    if (fp32) {
+      out.fp32 = to_host(static_cast<float*>(data), n);
+    } else {
+      out.half = to_host(static_cast<bf16*>(data), n);
+    }
+    return out;
+  }
+  bool fp32;
+  void* data;
+  std::size_t n;
+};
+
+// The counters of both backends, name by name.
+void expect_same_counters(CudaOptimizer& gpu, const CpuOptimizer& cpu, cudaStream_t stream, const std::string& what) {
+  const auto got = gpu.counters(stream), want = cpu.counters();
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (std::size_t c = 0; c < got.size(); ++c) {
+    EXPECT_EQ(got[c].values, want[c].values) << what << " counter " << got[c].name;
+  }
+}
+
+TEST(FastpathCuda, BitIdenticalToTheCpuBackend) {
+  if (!cuda_device_available()) GTEST_SKIP() << "CUDA-vs-CPU bit identity not checked: " << cuda_unavailable_reason();
+  for (const auto kind :
+       {reference::OptimizerKind::cgad, reference::OptimizerKind::adam_decay, reference::OptimizerKind::adam,
+        reference::OptimizerKind::nesterov, reference::OptimizerKind::sdm}) {
+    for (StepConfig config : all_format_configs(kind)) {
+      config.on_zero_gate = reference::ZeroGatePolicy::skip;
+      for (const std::size_t n :
+           {std::size_t{0}, std::size_t{1}, std::size_t{255}, std::size_t{256}, std::size_t{257}, std::size_t{5000}}) {
+        CpuOptimizer cpu(config, n, 2);
+        CudaOptimizer gpu(config, n);
+        Params params(config, random_vector(n, 21));
+        const DeviceParams device(config, params);
+        const std::int64_t taus[] = {0, 3, 40, 1, 7};
+        for (int e = 0; e < 5; ++e) {
+          auto grad = random_vector(n, 30 + static_cast<std::uint32_t>(e));
+          if (e == 3 && n > 0) grad[n / 2] = std::numeric_limits<float>::quiet_NaN();
+          float* device_grad = to_device(grad);
+          const StepReport want = params.step(cpu, grad, taus[e]);
+          device.step(gpu, device_grad, n, taus[e], 0, nullptr);
+          expect_same_report(gpu.report(), want,
+                             describe(config) + " n=" + std::to_string(n) + " event " + std::to_string(e));
+          cudaFree(device_grad);
+        }
+        ASSERT_EQ(device.back(params).bytes(), params.bytes())
+            << describe(config) << " n=" << n << ": parameters differ";
+        ASSERT_EQ(host_state_bytes(gpu.download()), host_state_bytes(cpu.state()))
+            << describe(config) << " n=" << n << ": state differs";
+        EXPECT_EQ(gpu.counters().size(), cpu.counters().size());
+      }
+    }
+  }
+}
+
+struct Event {
+  std::size_t fragment;
+  std::int64_t tau;
+};
+
+// Runs `events` (a round advancing after each) through the CPU backend and, on `stream`, the CUDA backend, over one
+// parameter vector cut into `tensors`: the same reports, parameter bits, state bytes and counters.
+void expect_same_as_cpu(const StepConfig& config, const std::vector<std::size_t>& tensors,
+                        const std::vector<Event>& events, cudaStream_t stream, const std::string& what) {
+  CpuOptimizer cpu(config, tensors, 4);
+  CudaOptimizer gpu(config, tensors, stream);
+  const std::size_t n = cpu.parameters();
+  Params params(config, random_vector(n, 21));
+  const DeviceParams device(config, params);
+  for (std::size_t e = 0; e < events.size(); ++e) {
+    const Event& event = events[e];
+    const auto grad = random_vector(cpu.planner().fragment_size(event.fragment), 30 + static_cast<std::uint32_t>(e));
+    float* device_grad = to_device(grad);
+    const StepReport want = params.step(cpu, grad, event.tau, event.fragment);
+    device.step(gpu, device_grad, grad.size(), event.tau, event.fragment, stream);
+    // On the legacy default stream: ordered after the step on `stream` all the same (cuda_optimizer.hpp). It waits
+    // for the step, so the gradient can be freed.
+    expect_same_report(gpu.report(), want, what + " event " + std::to_string(e));
+    cudaFree(device_grad);
+    cpu.advance_round();
+    gpu.advance_round(stream);
+  }
+  ASSERT_EQ(device.back(params).bytes(), params.bytes()) << what << ": parameters differ";
+  ASSERT_EQ(host_state_bytes(gpu.download()), host_state_bytes(cpu.state())) << what << ": state differs";
+  expect_same_counters(gpu, cpu, nullptr, what);
+}
+
+// Every format configuration (and the q8 ones with the zero-free v map) with and without an fp32 fallback
+// (min_q8_size), over layouts whose tensor boundaries fall inside 256-blocks (the kernel's guarded path) and tensors
+// of whole blocks (its vectorized path).
+TEST(FastpathCuda, TensorLayoutsAreBitIdentical) {
+  if (!cuda_device_available()) GTEST_SKIP() << "CUDA tensor layouts not checked: " << cuda_unavailable_reason();
+  auto layouts = testing::tensor_layouts();
+  layouts.push_back({4 * 256, 256, 512});
+  for (const auto kind : {reference::OptimizerKind::cgad, reference::OptimizerKind::nesterov}) {
+    std::vector<StepConfig> configs = all_format_configs(kind);
+    for (const StepConfig& config : testing::zero_free_configs(kind)) configs.push_back(config);
+    for (StepConfig config : configs) {
+      for (const std::size_t min_q8_size : {std::size_t{0}, std::size_t{300}}) {
+        config.min_q8_size = min_q8_size;
+        for (const auto& tensors : layouts) {
+          expect_same_as_cpu(config, tensors, {{0, 0}, {0, 2}, {0, 5}}, nullptr,
+                             describe(config) + " tensors=" + std::to_string(tensors.size()));
+        }
+      }
+    }
+  }
+}
+
+// PA-CGAD's fragments start at floor(f·n/P): with n = 1000 or 7·768 + 5 most start off a 16-byte boundary and all
+// their chunks take the kernel's guarded path, with 7·768 they start aligned; P = 3 and 7, each fragment twice.
+TEST(FastpathCuda, PaCgadFragmentsAreBitIdentical) {
+  if (!cuda_device_available()) GTEST_SKIP() << "CUDA PA-CGAD fragments not checked: " << cuda_unavailable_reason();
+  for (StepConfig config : all_format_configs(reference::OptimizerKind::pa_cgad)) {
+    for (const std::size_t fragments : {3u, 7u}) {
+      config.fragments = fragments;
+      std::vector<Event> events;
+      for (std::size_t f = 0; f < fragments; ++f) events.push_back({f, static_cast<std::int64_t>(f % 3)});
+      for (std::size_t f = fragments; f-- > 0;) events.push_back({f, 1});
+      for (const std::size_t n : {std::size_t{1000}, std::size_t{7 * 768}, std::size_t{7 * 768 + 5}}) {
+        expect_same_as_cpu(config, {n}, events, nullptr,
+                           describe(config) + " P=" + std::to_string(fragments) + " n=" + std::to_string(n));
+      }
+    }
+  }
+}
+
+// The steps on a stream of the caller's that does not synchronize with the legacy default stream.
+TEST(FastpathCuda, NonDefaultStreamIsBitIdentical) {
+  if (!cuda_device_available()) GTEST_SKIP() << "CUDA on a created stream not checked: " << cuda_unavailable_reason();
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  for (const StepConfig& config : all_format_configs(reference::OptimizerKind::cgad)) {
+    expect_same_as_cpu(config, {3 * 256 + 17}, {{0, 0}, {0, 3}, {0, 1}}, stream, describe(config) + " own stream");
+  }
+  cudaStreamDestroy(stream);
+}
+
+// 2^24 + 257 parameters: 65538 chunks, more than the kernel's grid of 2^16 blocks, so blocks loop over chunks.
+TEST(FastpathCuda, GridStridePastTwoToTheTwentyFourIsBitIdentical) {
+  if (!cuda_device_available()) GTEST_SKIP() << "CUDA grid-stride path not checked: " << cuda_unavailable_reason();
+  const auto configs = all_format_configs(reference::OptimizerKind::cgad);
+  // fp32 parameters and state; bf16 parameters, q8 state, both roundings.
+  for (const std::size_t index : {std::size_t{0}, std::size_t{10}, std::size_t{11}}) {
+    expect_same_as_cpu(configs[index], {(std::size_t{1} << 24) + 257}, {{0, 0}, {0, 2}}, nullptr,
+                       describe(configs[index]) + " n=2^24+257");
+  }
+}
+
+// One round of events (every fragment once, then advance_round) captured into a CUDA graph and the graph launched
+// three times: the counters advance on the device at each replay, so the result is three rounds of uncaptured
+// steps on the CPU backend, bit for bit, counters included.
+TEST(FastpathCuda, CapturedGraphReplayedThreeTimesIsBitIdentical) {
+  if (!cuda_device_available()) GTEST_SKIP() << "CUDA graph capture not checked: " << cuda_unavailable_reason();
+  std::vector<StepConfig> configs;
+  for (const auto kind : {reference::OptimizerKind::cgad, reference::OptimizerKind::nesterov}) {
+    for (const StepConfig& config : all_format_configs(kind)) configs.push_back(config);
+  }
+  for (StepConfig config : all_format_configs(reference::OptimizerKind::pa_cgad)) {
+    config.fragments = 3;
+    configs.push_back(config);
+  }
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  for (const StepConfig& config : configs) {
+    const std::string what = describe(config) + " P=" + std::to_string(config.fragments);
+    const std::size_t n = 3 * 256 + 41;
+    CpuOptimizer cpu(config, n, 2);
+    CudaOptimizer gpu(config, n, stream);
+    Params params(config, random_vector(n, 51));
+    const DeviceParams device(config, params);
+    std::vector<std::vector<float>> grads;
+    std::vector<float*> device_grads;
+    for (std::size_t f = 0; f < config.fragments; ++f) {
+      grads.push_back(random_vector(cpu.planner().fragment_size(f), 60 + static_cast<std::uint32_t>(f)));
+      device_grads.push_back(to_device(grads.back()));
+    }
+    StepReport want;
+    for (int round = 0; round < 3; ++round) {
+      for (std::size_t f = 0; f < config.fragments; ++f) want = params.step(cpu, grads[f], 1, f);
+      cpu.advance_round();
+    }
+    cudaGraph_t graph = nullptr;
+    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+    for (std::size_t f = 0; f < config.fragments; ++f) {
+      device.step(gpu, device_grads[f], grads[f].size(), 1, f, stream);
+    }
+    gpu.advance_round(stream);
+    ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess) << what;
+    cudaGraphExec_t exec = nullptr;
+    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess) << what;
+    for (int replay = 0; replay < 3; ++replay) ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess) << what;
+    expect_same_report(gpu.report(stream), want, what + " last replay");
+    ASSERT_EQ(device.back(params).bytes(), params.bytes()) << what << ": parameters differ";
+    ASSERT_EQ(host_state_bytes(gpu.download(stream)), host_state_bytes(cpu.state())) << what << ": state differs";
+    expect_same_counters(gpu, cpu, stream, what);
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    for (float* g : device_grads) cudaFree(g);
+  }
+  cudaStreamDestroy(stream);
+}
+
+// Calls that wait for the device cannot be captured: refused with InputError, and the capture stays valid.
+TEST(FastpathCuda, ReadsInsideACaptureAreRefused) {
+  if (!cuda_device_available()) GTEST_SKIP() << "CUDA capture refusals not checked: " << cuda_unavailable_reason();
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  CudaOptimizer gpu(StepConfig{}, 300, stream);
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+  EXPECT_THROW(gpu.report(stream), reference::InputError);
+  EXPECT_THROW(gpu.download(stream), reference::InputError);
+  EXPECT_THROW(gpu.counters(stream), reference::InputError);
+  EXPECT_THROW(CudaOptimizer(StepConfig{}, 10, stream), reference::InputError);
+  cudaGraph_t graph = nullptr;
+  EXPECT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  if (graph != nullptr) cudaGraphDestroy(graph);
+  EXPECT_NO_THROW(gpu.report(stream));
+  cudaStreamDestroy(stream);
+}
+
+// Steps alternating between two non-blocking streams (which do not order each other) over 2^22 parameters, read on
+// the legacy stream: each call waits on the device for the optimizer's previous one, so the result is the CPU's.
+TEST(FastpathCuda, StepsOnTwoStreamsAreOrdered) {
+  if (!cuda_device_available()) GTEST_SKIP() << "CUDA stream ordering not checked: " << cuda_unavailable_reason();
+  cudaStream_t streams[2] = {nullptr, nullptr};
+  for (auto& s : streams) ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  const StepConfig config = all_format_configs(reference::OptimizerKind::cgad)[10];  // bf16 params, q8 state
+  const std::size_t n = std::size_t{1} << 22;
+  CpuOptimizer cpu(config, n, 2);
+  CudaOptimizer gpu(config, n, streams[1]);
+  Params params(config, random_vector(n, 70));
+  const DeviceParams device(config, params);
+  std::vector<float*> device_grads;
+  for (int e = 0; e < 4; ++e) {
+    const auto grad = random_vector(n, 71 + static_cast<std::uint32_t>(e));
+    params.step(cpu, grad, e);
+    device_grads.push_back(to_device(grad));
+    device.step(gpu, device_grads.back(), n, e, 0, streams[e % 2]);
+  }
+  ASSERT_EQ(host_state_bytes(gpu.download()), host_state_bytes(cpu.state()));
+  ASSERT_EQ(device.back(params).bytes(), params.bytes());
+  for (float* g : device_grads) cudaFree(g);
+  for (auto& s : streams) cudaStreamDestroy(s);
+}
+
+// A kernel fault (here: the pseudo-gradient at an address in the never-mapped first page) makes the optimizer unusable
+// with a message saying so at the next call and every call after, instead of a misleading error one step later. A fault
+// corrupts the process's CUDA context, so it runs in a child process (a re-executed test binary).
+TEST(FastpathCuda, AFaultMakesTheOptimizerUnusable) {
+  if (!cuda_device_available()) GTEST_SKIP() << "CUDA fault latching not checked: " << cuda_unavailable_reason();
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const auto child = [] {
+    const StepConfig config = all_format_configs(reference::OptimizerKind::cgad)[0];
+    const std::size_t n = 1 << 16;
+    CudaOptimizer gpu(config, n);
+    Params params(config, random_vector(n, 90));
+    const DeviceParams device(config, params);
+    const auto* nowhere = reinterpret_cast<const float*>(std::uintptr_t{64});  // in the never-mapped first page
+    // The fault may surface in the step itself (a later launch of it, or its ordering event) or at the next call;
+    // from then on every call refuses.
+    int call = 0;
+    const auto refused = [&](const auto& what) {
+      try {
+        what();
+      } catch (const std::runtime_error& e) {
+        std::fprintf(stderr, "call %d: %s\n", call++, e.what());
+        return std::string(e.what()).find("unusable") != std::string::npos;
+      }
+      std::fprintf(stderr, "call %d did not throw\n", call++);
+      return false;
+    };
+    try {
+      device.step(gpu, nowhere, n, 0, 0, nullptr);
+    } catch (const std::runtime_error& e) {
+      std::fprintf(stderr, "the step itself: %s\n", e.what());
+    }
+    if (!refused([&] { gpu.report(); })) std::exit(1);
+    if (!refused([&] { gpu.report(); })) std::exit(1);
+    std::exit(0);
+  };
+  EXPECT_EXIT(child(), ::testing::ExitedWithCode(0), "call 1: this CUDA optimizer is unusable");
+}
+
+// A state saved by one backend loads into the other bit for bit (one file format).
+TEST(FastpathCuda, StateFilesMoveBetweenBackends) {
+  if (!cuda_device_available()) GTEST_SKIP() << "CUDA state-file exchange not checked: " << cuda_unavailable_reason();
+  StepConfig config = all_format_configs(reference::OptimizerKind::cgad)[10];  // bf16 params, q8 state, nearest
+  const std::size_t n = 700;
+  CpuOptimizer cpu(config, n, 2);
+  Params params(config, random_vector(n, 80));
+  params.step(cpu, random_vector(n, 81), 0);
+  params.step(cpu, random_vector(n, 82), 2);
+  const auto path = std::filesystem::temp_directory_path() / "cgad_fastpath_cuda_state.bin";
+  cpu.save(path);
+  CudaOptimizer gpu(config, n);
+  gpu.load(path);
+  ASSERT_EQ(host_state_bytes(gpu.download()), host_state_bytes(cpu.state()));
+  gpu.save(path);
+  CpuOptimizer back(config, n, 1);
+  back.load(path);
+  ASSERT_EQ(host_state_bytes(back.state()), host_state_bytes(cpu.state()));
+  EXPECT_EQ(back.counters()[0].values, cpu.counters()[0].values);
+  std::filesystem::remove(path);
+}
+
+#endif
+
+}  // namespace
+}  // namespace cgad::fastpath

@@ -1,0 +1,104 @@
+// The bit-exact fingerprint of the fast-path CPU step: FNV-1a over the parameter bits and every state byte after
+// 50 steps (3001 parameters, gradients of mixed scales plus steps at 1e-30, 1e30 and 1e-42 for the v = 0 guard,
+// overflow and subnormals), for every optimizer × params × state × rounding × q8 semantics
+// (all_format_configs), with 1 and 2 threads, under every ISA this CPU and build run (cpu_isa.hpp).
+//
+// What it pins: the step's bits do not depend on the thread count or the ISA, and they are the recorded ones
+// (docs/design.md §5: both backends compute the same bits). A change that is meant to move bits (a semantics
+// change) must say so in its commit and replace kRecordedTotal with the new total, printed by this test; the
+// git history of kRecordedTotal says which changes moved it and why.
+#include "support/fastpath_test_support.hpp"
+
+#include "cgad/fastpath/cpu_isa.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+
+namespace cgad::fastpath {
+namespace {
+
+using namespace cgad::fastpath::testing;
+namespace ref = cgad::reference;
+
+// Both with σ the float nearest the reference's σ of the user's α (fastpath/include/cgad/fastpath/staleness.hpp);
+// the commits that recorded them say which σ bits changed from the float-α totals before.
+constexpr std::uint64_t kRecordedTotal = 0xef3da1f9e978d5e8ull;
+constexpr std::uint64_t kRecordedZeroFreeTotal = 0x3bd0b6feaedb7978ull;
+
+std::uint64_t fnv(std::uint64_t h, const std::vector<unsigned char>& bytes) {
+  for (unsigned char c : bytes) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+// The fingerprint of one configuration with `threads` threads under the ISA CGAD_CPU_ISA names.
+std::uint64_t fingerprint(StepConfig c, unsigned threads) {
+  const std::size_t n = 3001;
+  CpuOptimizer opt(c, n, threads);
+  Params p(c, random_vector(n, 7));
+  for (int s = 0; s < 50; ++s) {
+    const std::size_t fragment = c.fragments > 1 ? static_cast<std::size_t>(s) % c.fragments : 0;
+    const std::size_t size = opt.planner().fragment_size(fragment);
+    float scale = 1.0f;
+    if (s == 20) scale = 1e-30f;  // v underflow / guard
+    if (s == 30) scale = 1e30f;   // overflow to inf
+    if (s == 31) scale = 1e-42f;  // subnormal gradients
+    const auto grad = random_vector(size, 100 + static_cast<unsigned>(s), scale);
+    p.step(opt, grad, (s * 7) % 41, fragment);
+    if (s % 10 == 9) opt.advance_round();
+  }
+  return fnv(fnv(0xcbf29ce484222325ull, p.bytes()), state_bytes(opt));
+}
+
+TEST(FastpathFingerprint, TheStepsBitsDependOnNeitherThreadsNorIsaAndAreTheRecordedOnes) {
+  const CpuIsaEnvironment environment;
+  for (CpuIsa isa : supported_cpu_isas()) {
+    environment.set(std::string(to_string(isa)));
+    std::uint64_t total = 0xcbf29ce484222325ull;
+    for (auto kind : {ref::OptimizerKind::cgad, ref::OptimizerKind::pa_cgad, ref::OptimizerKind::adam_decay,
+                      ref::OptimizerKind::adam, ref::OptimizerKind::nesterov, ref::OptimizerKind::sdm}) {
+      for (StepConfig c : all_format_configs(kind)) {
+        if (kind == ref::OptimizerKind::pa_cgad) c.fragments = 3;
+        const std::uint64_t one = fingerprint(c, 1), two = fingerprint(c, 2);
+        EXPECT_EQ(one, two) << describe(c) << " under " << to_string(isa) << ": 1 and 2 threads differ";
+        total = total * 31 + one;
+      }
+    }
+    std::printf("fingerprint under %s: TOTAL %016llx\n", std::string(to_string(isa)).c_str(),
+                static_cast<unsigned long long>(total));
+    EXPECT_EQ(total, kRecordedTotal) << "under " << to_string(isa) << std::hex << ": TOTAL " << total;
+  }
+}
+
+// The same for the zero-free v map (zero_free_configs: the q8 configurations of the Adam family), with a total of
+// its own, recorded when the map was added, so the one above is untouched. Each configuration must also differ
+// from its dynamic-map twin: the steps at 1e-30 and 1e-42 store v as 0 in the dynamic map, not in this one.
+TEST(FastpathFingerprint, ZeroFreeVMapStepsDependOnNeitherThreadsNorIsaAndAreTheRecordedOnes) {
+  const CpuIsaEnvironment environment;
+  for (CpuIsa isa : supported_cpu_isas()) {
+    environment.set(std::string(to_string(isa)));
+    std::uint64_t total = 0xcbf29ce484222325ull;
+    for (auto kind : {ref::OptimizerKind::cgad, ref::OptimizerKind::pa_cgad, ref::OptimizerKind::adam_decay,
+                      ref::OptimizerKind::adam}) {
+      for (StepConfig c : zero_free_configs(kind)) {
+        if (kind == ref::OptimizerKind::pa_cgad) c.fragments = 3;
+        const std::uint64_t one = fingerprint(c, 1), two = fingerprint(c, 2);
+        EXPECT_EQ(one, two) << describe(c) << " under " << to_string(isa) << ": 1 and 2 threads differ";
+        StepConfig dynamic = c;
+        dynamic.v_map = VMap::dynamic;
+        EXPECT_NE(one, fingerprint(dynamic, 1)) << describe(c) << ": the v map changed no bit";
+        total = total * 31 + one;
+      }
+    }
+    std::printf("zero-free fingerprint under %s: TOTAL %016llx\n", std::string(to_string(isa)).c_str(),
+                static_cast<unsigned long long>(total));
+    EXPECT_EQ(total, kRecordedZeroFreeTotal) << "under " << to_string(isa) << std::hex << ": TOTAL " << total;
+  }
+}
+
+}  // namespace
+}  // namespace cgad::fastpath

@@ -1,0 +1,334 @@
+// What the Python package (python/) needs from the CPU fast path, checked bit for bit: the step over a table of
+// per-tensor pointers (torch parameters updated where they lie) against the contiguous step over the same
+// tensors concatenated -- over tensor layouts whose boundaries fall inside 256-blocks and around min_q8_size,
+// every format, both q8 semantics, 1-3 threads, PA-CGAD fragments and refused events --, the preview that changes
+// nothing, the in-memory state bytes (one format with the state file), and new hyperparameters between steps.
+#include "support/fastpath_test_support.hpp"
+
+#include "cgad/fastpath/state_file.hpp"
+#include "cgad/reference/errors.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <limits>
+#include <numeric>
+#include <unistd.h>
+
+namespace cgad::fastpath {
+namespace {
+
+using reference::OptimizerKind;
+using testing::all_format_configs;
+using testing::describe;
+using testing::expect_same_report;
+using testing::Params;
+using testing::random_vector;
+using testing::state_bytes;
+
+// Layouts beyond the shared ones: a tensor boundary one element before and after a block's, many one-element
+// tensors, and an empty tensor first and last.
+std::vector<std::vector<std::size_t>> layouts() {
+  std::vector<std::vector<std::size_t>> out = testing::tensor_layouts();
+  out.push_back({255, 257, 256});
+  out.push_back({1, 1, 1, 300, 1, 1});
+  out.push_back({0, 700, 0});
+  return out;
+}
+
+// The tensors as separate allocations, in the optimizer's parameter format, with the pointer tables a caller
+// such as the Python package passes.
+struct Tensors {
+  std::vector<std::vector<float>> fp32;
+  std::vector<std::vector<bf16>> half;
+
+  Tensors(const StepConfig& config, const std::vector<std::size_t>& sizes, const std::vector<float>& initial) {
+    std::size_t at = 0;
+    for (const std::size_t n : sizes) {
+      const std::vector<float> part(initial.begin() + static_cast<std::ptrdiff_t>(at),
+                                    initial.begin() + static_cast<std::ptrdiff_t>(at + n));
+      const Params p(config, part);
+      fp32.push_back(p.fp32);
+      half.push_back(p.half);
+      at += n;
+    }
+  }
+  // `grad` is the whole vector's pseudo-gradient (every tensor's, as a torch .grad per parameter).
+  StepReport step(CpuOptimizer& opt, const std::vector<std::vector<float>>& grads, std::int64_t tau,
+                  std::size_t fragment = 0) {
+    std::vector<const float*> g;
+    for (const auto& x : grads) g.push_back(x.empty() ? nullptr : x.data());
+    if (opt.config().params == ParamFormat::fp32) {
+      std::vector<float*> p;
+      for (auto& x : fp32) p.push_back(x.empty() ? nullptr : x.data());
+      return opt.step(std::span<float* const>(p), std::span<const float* const>(g), tau, fragment);
+    }
+    std::vector<bf16*> p;
+    for (auto& x : half) p.push_back(x.empty() ? nullptr : x.data());
+    return opt.step(std::span<bf16* const>(p), std::span<const float* const>(g), tau, fragment);
+  }
+  // The parameters' bytes in the order Params::bytes() gives for the concatenated vector.
+  std::vector<unsigned char> bytes() const {
+    std::vector<unsigned char> out;
+    for (const auto& x : fp32) {
+      const auto* b = reinterpret_cast<const unsigned char*>(x.data());
+      out.insert(out.end(), b, b + x.size() * 4);
+    }
+    for (const auto& x : half) {
+      const auto* b = reinterpret_cast<const unsigned char*>(x.data());
+      out.insert(out.end(), b, b + x.size() * 2);
+    }
+    return out;
+  }
+};
+
+std::vector<std::vector<float>> split(const std::vector<float>& whole, const std::vector<std::size_t>& sizes) {
+  std::vector<std::vector<float>> out;
+  std::size_t at = 0;
+  for (const std::size_t n : sizes) {
+    out.emplace_back(whole.begin() + static_cast<std::ptrdiff_t>(at),
+                     whole.begin() + static_cast<std::ptrdiff_t>(at + n));
+    at += n;
+  }
+  return out;
+}
+
+// Every format configuration of `kind` (both q8 semantics), each also with min_q8_size = 300.
+std::vector<StepConfig> configs(OptimizerKind kind) {
+  std::vector<StepConfig> out;
+  for (StepConfig config : all_format_configs(kind)) {
+    out.push_back(config);
+    config.min_q8_size = 300;
+    out.push_back(config);
+  }
+  return out;
+}
+
+// Events with mixed staleness; the fourth holds a NaN in the last tensor (refused whole by both steps), the
+// fifth a gradient past the overflow rule (refused too).
+constexpr std::int64_t kTaus[] = {0, 3, 1, 2, 7, 40, 0};
+
+std::vector<float> event_grad(std::size_t n, std::size_t event) {
+  std::vector<float> g = random_vector(n, 900 + static_cast<std::uint32_t>(event));
+  if (n != 0 && event == 3) g[n - 1] = std::numeric_limits<float>::quiet_NaN();
+  if (n != 0 && event == 4) g[n / 2] = 0x1p100f;
+  return g;
+}
+
+TEST(FastpathTensorTable, BitIdenticalToTheContiguousStep) {
+  for (const OptimizerKind kind : {OptimizerKind::cgad, OptimizerKind::adam_decay, OptimizerKind::adam,
+                                   OptimizerKind::nesterov, OptimizerKind::sdm}) {
+    for (const StepConfig& config : configs(kind)) {
+      for (const auto& sizes : layouts()) {
+        for (const unsigned threads : {1u, 2u, 3u}) {
+          const std::string where = describe(config) + " threads=" + std::to_string(threads);
+          CpuOptimizer contiguous(config, sizes, threads), table(config, sizes, threads);
+          const std::size_t n = contiguous.parameters();
+          const std::vector<float> initial = random_vector(n, 17);
+          Params whole(config, initial);
+          Tensors tensors(config, sizes, initial);
+          for (std::size_t e = 0; e < std::size(kTaus); ++e) {
+            const std::vector<float> grad = event_grad(n, e);
+            const StepReport a = whole.step(contiguous, grad, kTaus[e]);
+            const StepReport b = tensors.step(table, split(grad, sizes), kTaus[e]);
+            expect_same_report(a, b, where + " event " + std::to_string(e));
+            ASSERT_EQ(whole.bytes(), tensors.bytes()) << where << " event " << e;
+            ASSERT_EQ(state_bytes(contiguous), state_bytes(table)) << where << " event " << e;
+          }
+        }
+      }
+    }
+  }
+}
+
+// PA-CGAD: fragments cut the concatenated vector across tensor boundaries; a fragment's step reads only its part of
+// each tensor's pseudo-gradient (the rest is NaN here, and tensors wholly outside it pass null).
+TEST(FastpathTensorTable, PaCgadFragmentsAcrossTensorsMatchTheContiguousStep) {
+  for (StepConfig config : configs(OptimizerKind::pa_cgad)) {
+    config.fragments = 3;
+    for (const auto& sizes : layouts()) {
+      if (std::accumulate(sizes.begin(), sizes.end(), std::size_t{0}) < config.fragments) continue;
+      for (const unsigned threads : {1u, 3u}) {
+        const std::string where = describe(config) + " threads=" + std::to_string(threads);
+        CpuOptimizer contiguous(config, sizes, threads), table(config, sizes, threads);
+        const std::size_t n = contiguous.parameters();
+        const std::vector<float> initial = random_vector(n, 23);
+        Params whole(config, initial);
+        Tensors tensors(config, sizes, initial);
+        const auto& layout = contiguous.planner().layout();
+        for (std::size_t e = 0; e < 9; ++e) {
+          const std::size_t f = (e * 2) % config.fragments;
+          const std::vector<float> all = random_vector(n, 300 + static_cast<std::uint32_t>(e));
+          const std::size_t offset = layout.offset(f), size = layout.size(f);
+          std::vector<float> masked(n, std::numeric_limits<float>::quiet_NaN());
+          std::copy(all.begin() + static_cast<std::ptrdiff_t>(offset),
+                    all.begin() + static_cast<std::ptrdiff_t>(offset + size),
+                    masked.begin() + static_cast<std::ptrdiff_t>(offset));
+          std::vector<std::vector<float>> grads = split(masked, sizes);
+          for (std::size_t k = 0, at = 0; k < sizes.size(); at += sizes[k], ++k) {
+            if (at + sizes[k] <= offset || at >= offset + size) grads[k].clear();  // no element in fragment f: null
+          }
+          const std::vector<float> slice(all.begin() + static_cast<std::ptrdiff_t>(offset),
+                                         all.begin() + static_cast<std::ptrdiff_t>(offset + size));
+          const StepReport a = whole.step(contiguous, slice, static_cast<std::int64_t>(e % 4), f);
+          const StepReport b = tensors.step(table, grads, static_cast<std::int64_t>(e % 4), f);
+          expect_same_report(a, b, where + " event " + std::to_string(e));
+          ASSERT_EQ(whole.bytes(), tensors.bytes()) << where << " event " << e;
+          ASSERT_EQ(state_bytes(contiguous), state_bytes(table)) << where << " event " << e;
+          contiguous.advance_round();
+          table.advance_round();
+        }
+      }
+    }
+  }
+}
+
+TEST(FastpathTensorTable, PreviewReportsTheStepAndChangesNothing) {
+  for (const StepConfig& config : configs(OptimizerKind::cgad)) {
+    const std::vector<std::size_t> sizes{257, 0, 300, 1};
+    CpuOptimizer opt(config, sizes, 2);
+    const std::size_t n = opt.parameters();
+    Tensors tensors(config, sizes, random_vector(n, 3));
+    tensors.step(opt, split(random_vector(n, 4), sizes), 1);
+    for (std::size_t e = 0; e < std::size(kTaus); ++e) {
+      const auto grads = split(event_grad(n, e), sizes);
+      std::vector<const float*> g;
+      for (const auto& x : grads) g.push_back(x.empty() ? nullptr : x.data());
+      const auto params_before = tensors.bytes();
+      const auto state_before = state_bytes(opt);
+      const StepReport preview = opt.preview(g, kTaus[e]);
+      ASSERT_EQ(params_before, tensors.bytes());
+      ASSERT_EQ(state_before, state_bytes(opt));
+      expect_same_report(preview, tensors.step(opt, grads, kTaus[e]), describe(config) + " event " + std::to_string(e));
+    }
+  }
+}
+
+TEST(FastpathTensorTable, BadTablesAreRefusedAndChangeNothing) {
+  StepConfig config = all_format_configs(OptimizerKind::cgad).front();
+  const std::vector<std::size_t> sizes{10, 0, 5};
+  CpuOptimizer opt(config, sizes, 1);
+  std::vector<float> a(10, 1.0f), c(5, 1.0f), ga(10, 0.5f), gc(5, 0.5f);
+  const auto before = state_bytes(opt);
+  const auto refused = [&](std::vector<float*> p, std::vector<const float*> g, const std::string& expected) {
+    try {
+      opt.step(std::span<float* const>(p), std::span<const float* const>(g), 0);
+      ADD_FAILURE() << "accepted a bad table (" << expected << ")";
+    } catch (const reference::InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(before, state_bytes(opt));
+    EXPECT_EQ(a, std::vector<float>(10, 1.0f));
+  };
+  refused({a.data(), nullptr}, {ga.data(), nullptr, gc.data()}, "2 parameter pointers, the optimizer 3 tensors");
+  refused({a.data(), nullptr, c.data()}, {ga.data(), nullptr}, "2 gradient pointers, the optimizer 3 tensors");
+  refused({a.data(), nullptr, nullptr}, {ga.data(), nullptr, gc.data()}, "parameter pointer for tensor 2");
+  refused({a.data(), nullptr, c.data()}, {nullptr, nullptr, gc.data()}, "gradient pointer for tensor 0");
+  std::vector<bf16*> half{nullptr, nullptr, nullptr};
+  std::vector<const float*> g{ga.data(), nullptr, gc.data()};
+  EXPECT_THROW(opt.step(std::span<bf16* const>(half), std::span<const float* const>(g), 0), reference::InputError);
+}
+
+// The in-memory bytes are the state file's bytes, and loading them resumes bit for bit; any corrupted byte, and
+// bytes of another configuration, are refused with the state kept.
+TEST(FastpathStateBytes, SameAsTheFileAndResumeBitForBit) {
+  const std::filesystem::path path =
+      std::filesystem::temp_directory_path() / ("cgad_state_bytes_" + std::to_string(::getpid()) + ".bin");
+  for (const StepConfig& config : configs(OptimizerKind::cgad)) {
+    const std::vector<std::size_t> sizes{257, 300, 45};
+    CpuOptimizer opt(config, sizes, 2);
+    const std::size_t n = opt.parameters();
+    Params params(config, random_vector(n, 8));
+    for (const std::int64_t tau : {0, 2, 5})
+      params.step(opt, random_vector(n, 50 + static_cast<std::uint32_t>(tau)), tau);
+    const std::vector<unsigned char> bytes = opt.save_bytes();
+    opt.save(path);
+    std::ifstream file(path, std::ios::binary);
+    const std::vector<unsigned char> on_disk{std::istreambuf_iterator<char>(file), {}};
+    ASSERT_EQ(bytes, on_disk) << describe(config);
+
+    CpuOptimizer resumed(config, sizes, 3);
+    resumed.load_bytes(bytes);
+    ASSERT_EQ(state_bytes(opt), state_bytes(resumed)) << describe(config);
+    Params copy = params;
+    const auto grad = random_vector(n, 77);
+    params.step(opt, grad, 3);
+    copy.step(resumed, grad, 3);
+    ASSERT_EQ(params.bytes(), copy.bytes()) << describe(config);
+    ASSERT_EQ(state_bytes(opt), state_bytes(resumed)) << describe(config);
+
+    const auto kept = state_bytes(resumed);
+    for (std::size_t i = 0; i < bytes.size(); i += 1 + bytes.size() / 97) {
+      std::vector<unsigned char> bad = bytes;
+      bad[i] ^= 0x10;
+      EXPECT_THROW(resumed.load_bytes(bad), reference::InputError) << describe(config) << " byte " << i;
+      ASSERT_EQ(kept, state_bytes(resumed));
+    }
+    std::vector<unsigned char> longer = bytes;
+    longer.push_back(0);
+    EXPECT_THROW(resumed.load_bytes(longer), reference::InputError);
+    EXPECT_THROW(resumed.load_bytes(std::span<const unsigned char>(bytes.data(), 10)), reference::InputError);
+    StepConfig other = config;
+    other.adam.lr = 0.02f;
+    CpuOptimizer different(other, sizes, 1);
+    try {
+      different.load_bytes(bytes);
+      ADD_FAILURE() << "bytes of another lr accepted";
+    } catch (const reference::InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("the fast-path state was saved with another lr"), std::string::npos)
+          << e.what();
+    }
+    CpuOptimizer other_layout(config, std::vector<std::size_t>{257, 345}, 1);
+    EXPECT_THROW(other_layout.load_bytes(bytes), reference::InputError);
+  }
+  std::filesystem::remove(path);
+}
+
+// New hyperparameters keep the state and the counters: switching the lr away and back before a step gives the
+// never-switched run bit for bit, a step at another lr moves the parameters differently, and changes of what
+// the state depends on are refused with the configuration kept.
+TEST(FastpathHyperparameters, NewLearningRateKeepsTheState) {
+  for (const StepConfig& config : configs(OptimizerKind::cgad)) {
+    const std::vector<std::size_t> sizes{300, 257};
+    CpuOptimizer plain(config, sizes, 2), switched(config, sizes, 2);
+    const std::size_t n = plain.parameters();
+    Params a(config, random_vector(n, 1)), b = a;
+    StepConfig faster = config;
+    faster.adam.lr = config.adam.lr * 4.0f;
+    for (const std::int64_t tau : {0, 1, 4}) {
+      const auto grad = random_vector(n, 60 + static_cast<std::uint32_t>(tau));
+      switched.set_hyperparameters(faster);
+      ASSERT_EQ(state_bytes(plain), state_bytes(switched)) << describe(config);
+      EXPECT_EQ(switched.config().adam.lr, faster.adam.lr);
+      switched.set_hyperparameters(config);
+      a.step(plain, grad, tau);
+      b.step(switched, grad, tau);
+      ASSERT_EQ(a.bytes(), b.bytes()) << describe(config);
+      ASSERT_EQ(state_bytes(plain), state_bytes(switched)) << describe(config);
+    }
+    switched.set_hyperparameters(faster);
+    const auto grad = random_vector(n, 99);
+    a.step(plain, grad, 0);
+    b.step(switched, grad, 0);
+    EXPECT_NE(a.bytes(), b.bytes()) << describe(config);
+    EXPECT_EQ(plain.planner().raw_counters().t, switched.planner().raw_counters().t);
+
+    for (const auto& change : std::vector<std::function<void(StepConfig&)>>{
+             [](StepConfig& c) { c.state = c.state == StateFormat::q8 ? StateFormat::fp32 : StateFormat::q8; },
+             [](StepConfig& c) { c.seed += 1; }, [](StepConfig& c) { c.min_q8_size = 7; },
+             [](StepConfig& c) { c.optimizer = OptimizerKind::adam; }, [](StepConfig& c) { c.adam.lr = -1.0f; }}) {
+      StepConfig bad = faster;
+      change(bad);
+      EXPECT_THROW(switched.set_hyperparameters(bad), reference::InputError) << describe(config);
+      EXPECT_EQ(switched.config().adam.lr, faster.adam.lr);
+      EXPECT_EQ(switched.config().state, config.state);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace cgad::fastpath
