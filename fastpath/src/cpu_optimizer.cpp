@@ -3,6 +3,7 @@
 #include "cpu_blocks.hpp"
 
 #include "cgad/fastpath/state_file.hpp"
+#include "cgad/fastpath/tensor_table.hpp"
 #include "cgad/reference/errors.hpp"
 
 #include <algorithm>
@@ -11,28 +12,6 @@
 #include <limits>
 
 namespace cgad::fastpath {
-namespace {
-
-// Refuses (InputError) a tensor table whose length is not the layout's tensor count, or that holds a null pointer
-// for a tensor of which the step reads or writes anything: tensors[first..last] (empty when first > last).
-template <class T>
-void check_table(const char* what, std::span<T* const> pointers, std::size_t tensors, std::size_t first,
-                 std::size_t last, const std::vector<std::size_t>& sizes) {
-  if (pointers.size() != tensors) {
-    throw reference::InputError(std::string("the tensor table has ") + std::to_string(pointers.size()) + " " + what +
-                                " pointers, the optimizer " + std::to_string(tensors) + " tensors");
-  }
-  for (std::size_t k = first; k <= last && k < tensors; ++k) {
-    if (pointers[k] == nullptr && sizes[k] != 0) {
-      throw reference::InputError(std::string("the tensor table's ") + what + " pointer for tensor " +
-                                  std::to_string(k) + " (" + std::to_string(sizes[k]) +
-                                  " elements, read by this step) is null");
-    }
-  }
-}
-
-}  // namespace
-
 // Where the chunks of one step find their pseudo-gradient and parameters, as segments: the contiguous step has one
 // (θ the whole vector from element 0, Δ the fragment's slice from the fragment's first element), the table step one
 // per tensor (θ and Δ both from the tensor's first element). Because no chunk crosses a tensor boundary, each
@@ -68,18 +47,9 @@ CpuOptimizer::CpuOptimizer(const StepConfig& config, std::vector<std::size_t> te
     : planner_(config, std::move(tensor_sizes)),
       state_(HostState::zeros(planner_)),
       pool_(threads),
-      isa_(selected_cpu_isa()) {
-  const std::vector<std::size_t>& sizes = planner_.tensor_sizes();
-  tensor_begin_.assign(sizes.size() + 1, 0);
-  for (std::size_t k = 0; k < sizes.size(); ++k) tensor_begin_[k + 1] = tensor_begin_[k] + sizes[k];
-  // Chunks come in element order (fragment by fragment, each in order), so one walk over the tensors finds each
-  // chunk's, skipping empty tensors.
-  std::size_t k = 0;
-  for (const StepChunk& c : planner_.chunks()) {
-    while (tensor_begin_[k + 1] <= c.begin) ++k;
-    chunk_tensor_.push_back(k);
-  }
-}
+      isa_(selected_cpu_isa()),
+      tensor_begin_(tensor_begins(planner_.tensor_sizes())),
+      chunk_tensor_(chunk_tensors(planner_, tensor_begin_)) {}
 
 StepReport CpuOptimizer::step(std::span<float> params, std::span<const float> grad, std::int64_t tau,
                               std::size_t fragment) {
@@ -140,10 +110,7 @@ CpuOptimizer::Operands CpuOptimizer::contiguous(std::span<float* const> fp32, st
 }
 
 std::pair<std::size_t, std::size_t> CpuOptimizer::touched(std::size_t fragment) const {
-  if (fragment >= config().fragments) return {1, 0};  // plan() refuses the fragment
-  const std::size_t first = planner_.chunk_begin(fragment), end = planner_.chunk_begin(fragment + 1);
-  if (first == end) return {1, 0};
-  return {chunk_tensor_[first], chunk_tensor_[end - 1]};
+  return touched_tensors(planner_, chunk_tensor_, fragment);
 }
 
 std::size_t CpuOptimizer::table_grad_size(std::size_t fragment) const {
