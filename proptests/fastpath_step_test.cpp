@@ -61,10 +61,14 @@ std::vector<StepConfig> configs_with_min_q8_size(OptimizerKind kind) {
   return out;
 }
 
+// The shared layouts are under the CPU backend's serial threshold (128 chunks, cpu_optimizer.cpp), where every
+// thread count runs on the caller; one layout past it (35 000 elements, 138 chunks) is split across the threads.
 TEST(FastpathStep, BitIdenticalForAnyThreadCount) {
+  std::vector<std::vector<std::size_t>> layouts = testing::tensor_layouts();
+  layouts.push_back({128 * 256 + 300, 2000, 17});
   for (const OptimizerKind kind : kKinds) {
     for (const StepConfig& config : configs_with_min_q8_size(kind)) {
-      for (const auto& tensors : testing::tensor_layouts()) {
+      for (const auto& tensors : layouts) {
         const auto serial = run_three_steps(config, tensors, 1);
         for (const unsigned threads : {2u, 3u, 7u}) {
           ASSERT_EQ(serial, run_three_steps(config, tensors, threads)) << describe(config) << " threads=" << threads;
