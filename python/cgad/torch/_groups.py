@@ -1,6 +1,6 @@
-"""One fast-path optimizer per torch param group, over the group's tensors: on the CPU the tensors are stepped
-where they lie (the fast path's tensor-table step); on a CUDA device by the CUDA backend, which takes one
-contiguous vector, so a group of several tensors is gathered into one on the device and scattered back."""
+"""One fast-path optimizer per torch param group, over the group's tensors, which both backends step where they
+lie (the fast path's tensor-table step: a pointer per parameter and per pseudo-gradient); the CUDA backend runs
+on torch's current stream."""
 import torch
 
 from .. import _cgad
@@ -36,6 +36,16 @@ class Group:
                 return k, at - self.begins[k]
         raise AssertionError("element outside the parameter vector")
 
+    def prepare(self, params, fragment, where):
+        """The event's operands (parameter and gradient pointers, with tensors that keep the memory they point to
+        alive until the step has ended), or None when the group has no pseudo-gradient to apply."""
+        views = held(params)
+        ptrs = param_pointers(views, self.layout, where)
+        grads = gradients(params, self.tensors_in(fragment, where), where)
+        if grads is None:
+            return None
+        return ptrs, [0 if g is None else g.data_ptr() for g in grads], grads, views
+
     def configure(self, spec):
         """Takes the group's hyperparameters for the next step (an lr schedule): a no-op when unchanged."""
         spec = dict(spec, params=self.spec["params"])
@@ -49,16 +59,6 @@ class CpuGroup(Group):
         super().__init__(spec, params, threads, where)
         self.engine = _cgad.CpuOptimizer(self.spec, self.sizes, threads)
 
-    def prepare(self, params, fragment, where):
-        """The event's operands (parameter and gradient pointers, with tensors that keep the memory they point to
-        alive until the step has ended), or None when the group has no pseudo-gradient to apply."""
-        views = held(params)
-        ptrs = param_pointers(views, self.layout, where)
-        grads = gradients(params, self.tensors_in(fragment, where), where)
-        if grads is None:
-            return None
-        return ptrs, [0 if g is None else g.data_ptr() for g in grads], grads, views
-
     def preview(self, prepared, tau, fragment):
         return self.engine.preview(prepared[1], tau, fragment)
 
@@ -71,26 +71,11 @@ class CudaGroup(Group):
         super().__init__(spec, params, threads, where)
         self.engine = _cgad.CudaOptimizer(self.spec, self.sizes)
 
-    def prepare(self, params, fragment, where):
-        param_pointers(params, self.layout, where)
-        grads = gradients(params, self.tensors_in(fragment, where), where)
-        if grads is None:
-            return None
-        offset, size = self.fragments[fragment]
-        flat = torch.cat([(g if g is not None else torch.zeros_like(p, dtype=torch.float32)).reshape(-1)
-                          for p, g in zip(params, grads)])
-        return flat[offset:offset + size].contiguous()
-
-    def step(self, params, grad, tau, fragment):
+    def step(self, params, prepared, tau, fragment):
         device = params[0].device
-        flat = params[0].view(-1) if len(params) == 1 else torch.cat([p.detach().reshape(-1) for p in params])
         with torch.cuda.device(device):
             stream = torch.cuda.current_stream(device).cuda_stream
-            report = self.engine.step(flat.data_ptr(), grad.data_ptr(), grad.numel(), tau, fragment, stream)
-        if len(params) > 1 and report["applied"]:
-            for p, part in zip(params, flat.split(self.sizes)):
-                p.copy_(part.view_as(p))
-        return report
+            return self.engine.step(prepared[0], prepared[1], tau, fragment, stream)
 
 
 def make_group(spec, params, threads, where):
