@@ -3,9 +3,10 @@ per parameter, as ``cgad noise`` reports it per tensor (fastpath/include/cgad/fa
 definition for both): the share of a parameter's elements whose stored v (and m) decodes to exactly 0, and over
 its element-steps the share whose |Δθ| exceeded 5·lr, with the largest |Δθ|/lr.
 
-Opt-in: a watched step copies every stepped parameter to float64 before the step and compares after it, about
-three times the memory traffic of a bf16/q8 fast-path step, and holds one float64 copy of the group meanwhile.
-That is the price of watching, not of training, so nothing is spent until ``watch_traps()`` is called."""
+Opt-in: a watched step copies every stepped parameter to float64 before the step and compares after it (holding
+one float64 copy of the group meanwhile); measured, a watched step of 2^20 bf16 parameters with q8 state took 240 ms
+against 46 ms unwatched (one thread, 2026-12-02, a 2-core machine). That is the price of watching, not of training,
+so nothing is spent until ``watch_traps()`` is called."""
 import torch
 
 from .. import _cgad
