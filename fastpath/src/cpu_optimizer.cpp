@@ -3,6 +3,7 @@
 #include "cpu_blocks.hpp"
 
 #include "cgad/fastpath/state_file.hpp"
+#include "cgad/fastpath/tensor_table.hpp"
 #include "cgad/reference/errors.hpp"
 
 #include <algorithm>
@@ -13,26 +14,15 @@
 namespace cgad::fastpath {
 namespace {
 
-// Refuses (InputError) a tensor table whose length is not the layout's tensor count, or that holds a null pointer
-// for a tensor of which the step reads or writes anything: tensors[first..last] (empty when first > last).
-template <class T>
-void check_table(const char* what, std::span<T* const> pointers, std::size_t tensors, std::size_t first,
-                 std::size_t last, const std::vector<std::size_t>& sizes) {
-  if (pointers.size() != tensors) {
-    throw reference::InputError(std::string("the tensor table has ") + std::to_string(pointers.size()) + " " + what +
-                                " pointers, the optimizer " + std::to_string(tensors) + " tensors");
-  }
-  for (std::size_t k = first; k <= last && k < tensors; ++k) {
-    if (pointers[k] == nullptr && sizes[k] != 0) {
-      throw reference::InputError(std::string("the tensor table's ") + what + " pointer for tensor " +
-                                  std::to_string(k) + " (" + std::to_string(sizes[k]) +
-                                  " elements, read by this step) is null");
-    }
-  }
-}
+// Steps of fewer chunks than this run on the caller's thread, whatever the thread count: below it, waking the pool
+// (about 10 µs per dispatch, two per step) costs more than the split saves. Measured with bench/fastpath_cpu_bench
+// (Step/cgad/fp32/fp32 and bf16/q8, CGAD_BENCH_THREADS=1 against 2, docs/commands.md): two threads lose below 32768
+// elements (fp32: 28.8 against 5.8 µs at 1024, 38.9 against 19.7 at 4096) and break even at 32768 (141 against
+// 145 µs; q8 405 against 596). Nothing computed depends on it (the split never changes a bit: the fingerprint
+// test, fastpath_step_test's BitIdenticalForAnyThreadCount, runs sizes on both sides of it).
+constexpr std::uint64_t kSerialBelowChunks = 128;
 
 }  // namespace
-
 // Where the chunks of one step find their pseudo-gradient and parameters, as segments: the contiguous step has one
 // (θ the whole vector from element 0, Δ the fragment's slice from the fragment's first element), the table step one
 // per tensor (θ and Δ both from the tensor's first element). Because no chunk crosses a tensor boundary, each
@@ -68,18 +58,9 @@ CpuOptimizer::CpuOptimizer(const StepConfig& config, std::vector<std::size_t> te
     : planner_(config, std::move(tensor_sizes)),
       state_(HostState::zeros(planner_)),
       pool_(threads),
-      isa_(selected_cpu_isa()) {
-  const std::vector<std::size_t>& sizes = planner_.tensor_sizes();
-  tensor_begin_.assign(sizes.size() + 1, 0);
-  for (std::size_t k = 0; k < sizes.size(); ++k) tensor_begin_[k + 1] = tensor_begin_[k] + sizes[k];
-  // Chunks come in element order (fragment by fragment, each in order), so one walk over the tensors finds each
-  // chunk's, skipping empty tensors.
-  std::size_t k = 0;
-  for (const StepChunk& c : planner_.chunks()) {
-    while (tensor_begin_[k + 1] <= c.begin) ++k;
-    chunk_tensor_.push_back(k);
-  }
-}
+      isa_(selected_cpu_isa()),
+      tensor_begin_(tensor_begins(planner_.tensor_sizes())),
+      chunk_tensor_(chunk_tensors(planner_, tensor_begin_)) {}
 
 StepReport CpuOptimizer::step(std::span<float> params, std::span<const float> grad, std::int64_t tau,
                               std::size_t fragment) {
@@ -140,10 +121,7 @@ CpuOptimizer::Operands CpuOptimizer::contiguous(std::span<float* const> fp32, st
 }
 
 std::pair<std::size_t, std::size_t> CpuOptimizer::touched(std::size_t fragment) const {
-  if (fragment >= config().fragments) return {1, 0};  // plan() refuses the fragment
-  const std::size_t first = planner_.chunk_begin(fragment), end = planner_.chunk_begin(fragment + 1);
-  if (first == end) return {1, 0};
-  return {chunk_tensor_[first], chunk_tensor_[end - 1]};
+  return touched_tensors(planner_, chunk_tensor_, fragment);
 }
 
 std::size_t CpuOptimizer::table_grad_size(std::size_t fragment) const {
@@ -175,7 +153,8 @@ std::pair<StepOutcome, std::uint64_t> CpuOptimizer::scan(const Operands& operand
   const StepChunk* chunks = planner_.chunks().data();
   const std::size_t first_chunk = planner_.chunk_begin(plan.fragment);
   pool_.parallel_for(
-      planner_.chunk_begin(plan.fragment + 1) - first_chunk, [&](std::uint64_t begin, std::uint64_t end) {
+      planner_.chunk_begin(plan.fragment + 1) - first_chunk,
+      [&](std::uint64_t begin, std::uint64_t end) {
         for (std::uint64_t n = begin; n < end; ++n) {
           const std::size_t chunk = first_chunk + n;
           const StepChunk& c = chunks[chunk];
@@ -190,7 +169,8 @@ std::pair<StepOutcome, std::uint64_t> CpuOptimizer::scan(const Operands& operand
             if (refuses_event(sigma, grad[j])) lower_to(first_overflow, i);
           }
         }
-      });
+      },
+      kSerialBelowChunks);
   const std::uint64_t nonfinite = first_nonfinite.load(), overflow = first_overflow.load();
   const StepOutcome outcome = outcome_of(plan.scheduled, nonfinite != kNone, overflow != kNone);
   return {outcome, outcome == StepOutcome::nonfinite ? nonfinite : overflow};
@@ -213,22 +193,25 @@ StepReport CpuOptimizer::run(const Operands& operands, std::size_t params_size, 
   const BlockFunction step_fallback = block_function_for(fallback_args, isa_);
   const StepChunk* chunks = planner_.chunks().data();
   const std::size_t first_chunk = planner_.chunk_begin(fragment);
-  pool_.parallel_for(planner_.chunk_begin(fragment + 1) - first_chunk, [&](std::uint64_t begin, std::uint64_t end) {
-    for (std::uint64_t n = begin; n < end; ++n) {
-      const std::size_t chunk = first_chunk + n;
-      const StepChunk& c = chunks[chunk];
-      const Operands::Chunk where = operands.at(chunk, c);
-      // chunk_args (block_step.hpp) moves the state pointers to the chunk and keys its random bits by c.begin; the
-      // chunk's own Δ and θ pointers are set here (the whole-vector θ pointer it would move stays null).
-      StepArgs whole = plan.args;
-      whole.grad = where.grad;
-      whole.first_index = c.begin;
-      StepArgs a = chunk_args(whole, c);
-      a.params_fp32 = where.fp32;
-      a.params_bf16 = where.half;
-      (c.fp32_state != 0 ? step_fallback : step_q8_or_only)(a);
-    }
-  });
+  pool_.parallel_for(
+      planner_.chunk_begin(fragment + 1) - first_chunk,
+      [&](std::uint64_t begin, std::uint64_t end) {
+        for (std::uint64_t n = begin; n < end; ++n) {
+          const std::size_t chunk = first_chunk + n;
+          const StepChunk& c = chunks[chunk];
+          const Operands::Chunk where = operands.at(chunk, c);
+          // chunk_args (block_step.hpp) moves the state pointers to the chunk and keys its random bits by c.begin; the
+          // chunk's own Δ and θ pointers are set here (the whole-vector θ pointer it would move stays null).
+          StepArgs whole = plan.args;
+          whole.grad = where.grad;
+          whole.first_index = c.begin;
+          StepArgs a = chunk_args(whole, c);
+          a.params_fp32 = where.fp32;
+          a.params_bf16 = where.half;
+          (c.fp32_state != 0 ? step_fallback : step_q8_or_only)(a);
+        }
+      },
+      kSerialBelowChunks);
   planner_.commit(plan, outcome);
   return report;
 }

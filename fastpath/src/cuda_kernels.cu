@@ -104,22 +104,86 @@ __device__ void step_chunk(StepArgs& a, Reduce::TempStorage& reduce, float& shar
   }
 }
 
+// Whether the step's update runs: the same for every block, so a skipped or refused step changes nothing.
+__device__ bool update_runs(const StepRecord* record) {
+  return record->scheduled.applied && record->first_refused[0] == kNoRefusal && record->first_refused[1] == kNoRefusal;
+}
+
+// The chunks of the launch, grid-stride, each at the operands `chunk_at(step, chunk, c)` gives.
+template <class F, class ChunkAt>
+__device__ void step_chunks(StepArgs step, const StepChunk* chunks, std::uint64_t chunk_count, const StepRecord* record,
+                            const ChunkAt& chunk_at) {
+  __shared__ Reduce::TempStorage reduce;
+  __shared__ float shared_absmax;
+  if (!update_runs(record)) return;
+  apply_schedule(step, record->scheduled);
+  for (std::uint64_t c = blockIdx.x; c < chunk_count; c += gridDim.x) {
+    const StepChunk chunk = chunks[c];
+    StepArgs a = chunk_at(step, chunk, c);
+    agent::with_chunk_formats<F>(
+        chunk, [&](auto formats) { step_chunk<typename decltype(formats)::type>(a, reduce, shared_absmax); });
+  }
+}
+
+// The contiguous step's operands: the whole vector and the fragment's Δ slice.
+struct ContiguousChunk {
+  __device__ StepArgs operator()(const StepArgs& step, const StepChunk& chunk, std::uint64_t) const {
+    return chunk_args(step, chunk);
+  }
+};
+
+// The table step's: the pointers of the chunk's tensor in the launch's batch.
+struct TableChunk {
+  const std::uint64_t* chunk_tensor;
+  const agent::TensorBatch* batch;
+  __device__ StepArgs operator()(const StepArgs& step, const StepChunk& chunk, std::uint64_t c) const {
+    return agent::table_chunk_args(step, chunk, chunk_tensor[c], *batch);
+  }
+};
+
 // One instantiation per format configuration F (with_fixed_formats, block_step.hpp), as the CPU's block loops.
 template <class F>
 __global__ void __launch_bounds__(TilePolicy::threads)
     fused_step_kernel(StepArgs step, const StepChunk* chunks, std::uint64_t chunk_count, const StepRecord* record) {
-  __shared__ Reduce::TempStorage reduce;
-  __shared__ float shared_absmax;
-  // The same for every block: a skipped or refused step changes nothing.
-  if (!record->scheduled.applied || record->first_refused[0] != kNoRefusal || record->first_refused[1] != kNoRefusal) {
-    return;
-  }
-  apply_schedule(step, record->scheduled);
+  step_chunks<F>(step, chunks, chunk_count, record, ContiguousChunk{});
+}
+
+template <class F>
+__global__ void __launch_bounds__(TilePolicy::threads)
+    table_step_kernel(StepArgs step, const StepChunk* chunks, const std::uint64_t* chunk_tensor,
+                      std::uint64_t chunk_count, agent::TensorBatch batch, const StepRecord* record) {
+  step_chunks<F>(step, chunks, chunk_count, record, TableChunk{chunk_tensor, &batch});
+}
+
+// The table step's refusal scan: one block per chunk (a chunk is at most kScanThreads elements), thread j on its
+// element j, the first NaN/Inf and overflow of each kind published as refusal_scan_kernel does.
+__global__ void __launch_bounds__(kScanThreads)
+    table_refusal_scan_kernel(const StepChunk* chunks, const std::uint64_t* chunk_tensor, std::uint64_t chunk_count,
+                              std::uint64_t fragment_offset, agent::TensorBatch batch, StepRecord* record) {
+  static_assert(kScanThreads >= static_cast<int>(kQ8BlockSize));
+  const float sigma = record->scheduled.applied ? record->scheduled.sigma : 0.0f;
+  unsigned long long* first = record->first_refused;
+  using IndexReduce = cub::BlockReduce<unsigned long long, kScanThreads>;
+  __shared__ typename IndexReduce::TempStorage reduce;
+  unsigned long long found[2] = {kNoRefusal, kNoRefusal};
+  // A thread's chunks ascend, so the first index found of each kind is its smallest.
   for (std::uint64_t c = blockIdx.x; c < chunk_count; c += gridDim.x) {
     const StepChunk chunk = chunks[c];
-    StepArgs a = chunk_args(step, chunk);
-    agent::with_chunk_formats<F>(
-        chunk, [&](auto formats) { step_chunk<typename decltype(formats)::type>(a, reduce, shared_absmax); });
+    if (threadIdx.x >= chunk.count) continue;
+    const std::uint64_t k = chunk_tensor[c] - batch.first_tensor;
+    const float g = batch.grad[k][chunk.begin - batch.begin[k] + threadIdx.x];
+    const unsigned long long i = chunk.begin - fragment_offset + threadIdx.x;
+    if (!isfinite(g)) {
+      if (found[0] == kNoRefusal) found[0] = i;
+    } else if (refuses_event(sigma, g)) {
+      if (found[1] == kNoRefusal) found[1] = i;
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < 2; ++k) {
+    const unsigned long long block_first = IndexReduce(reduce).Reduce(found[k], IndexMinOp{});
+    if (threadIdx.x == 0 && block_first != kNoRefusal) atomicMin(&first[k], block_first);
+    __syncthreads();
   }
 }
 
@@ -159,6 +223,24 @@ cudaError_t launch_fused_step(const StepArgs& args, const StepChunk* chunks, std
   return with_fixed_formats(args, [&](auto formats) {
     return launch(fused_step_kernel<typename decltype(formats)::type>, grid_for(chunk_count), TilePolicy::threads,
                   stream, args, chunks, chunk_count, record);
+  });
+}
+
+cudaError_t launch_table_refusal_scan(const StepChunk* chunks, const std::uint64_t* chunk_tensor,
+                                      std::uint64_t chunk_count, std::uint64_t fragment_offset,
+                                      const agent::TensorBatch& batch, StepRecord* record, cudaStream_t stream) {
+  if (chunk_count == 0) return cudaSuccess;
+  return launch(table_refusal_scan_kernel, grid_for(chunk_count), kScanThreads, stream, chunks, chunk_tensor,
+                chunk_count, fragment_offset, batch, record);
+}
+
+cudaError_t launch_table_fused_step(const StepArgs& args, const StepChunk* chunks, const std::uint64_t* chunk_tensor,
+                                    std::uint64_t chunk_count, const agent::TensorBatch& batch,
+                                    const StepRecord* record, cudaStream_t stream) {
+  if (chunk_count == 0) return cudaSuccess;
+  return with_fixed_formats(args, [&](auto formats) {
+    return launch(table_step_kernel<typename decltype(formats)::type>, grid_for(chunk_count), TilePolicy::threads,
+                  stream, args, chunks, chunk_tensor, chunk_count, batch, record);
   });
 }
 

@@ -6,6 +6,7 @@
 //   scan      (grid): the first NaN/Inf and the first overflowing element of Δ → record.first_refused;
 //   fused step (grid): the update, skipped entirely unless the schedule applies and nothing was refused;
 //   commit    (one thread): the outcome (outcome_of) → record.outcome, and commit_step on the counters.
+#include "cgad/fastpath/agent/tensor_batch.hpp"
 #include "cgad/fastpath/block_step.hpp"
 #include "cgad/fastpath/step_schedule.hpp"
 
@@ -31,6 +32,16 @@ cudaError_t launch_schedule(const ScheduleConstants& constants, const CounterVie
 cudaError_t launch_refusal_scan(const float* grad, std::uint64_t n, StepRecord* record, cudaStream_t stream);
 cudaError_t launch_fused_step(const StepArgs& args, const StepChunk* chunks, std::uint64_t chunk_count,
                               const StepRecord* record, cudaStream_t stream);
+// The table step's scan and fused step over chunks[0, chunk_count) of one launch, chunk c lying in tensor
+// chunk_tensor[c] of the batch (agent/tensor_batch.hpp); the scan counts indices from `fragment_offset`, the fragment's
+// first element, as the contiguous scan does. A step over more tensors than a batch holds runs every scan before
+// any fused step, so each fused launch sees the whole event's refusal.
+cudaError_t launch_table_refusal_scan(const StepChunk* chunks, const std::uint64_t* chunk_tensor,
+                                      std::uint64_t chunk_count, std::uint64_t fragment_offset,
+                                      const agent::TensorBatch& batch, StepRecord* record, cudaStream_t stream);
+cudaError_t launch_table_fused_step(const StepArgs& args, const StepChunk* chunks, const std::uint64_t* chunk_tensor,
+                                    std::uint64_t chunk_count, const agent::TensorBatch& batch,
+                                    const StepRecord* record, cudaStream_t stream);
 cudaError_t launch_commit(const ScheduleConstants& constants, const CounterView& counters, StepRecord* record,
                           cudaStream_t stream);
 // ++round on the device (PA-CGAD's ages).

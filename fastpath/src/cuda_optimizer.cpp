@@ -4,6 +4,7 @@
 
 #include "cgad/fastpath/q8_maps.hpp"
 #include "cgad/fastpath/state_file.hpp"
+#include "cgad/fastpath/tensor_table.hpp"
 #include "cgad/reference/errors.hpp"
 
 #include "cgad/fastpath/detail/cuda_memory.hpp"
@@ -85,6 +86,9 @@ struct CudaOptimizer::Impl {
   DeviceBuffer<float> absmax[2];
   DeviceBuffer<Q8Map> maps{2};
   DeviceBuffer<StepChunk> chunks;
+  // The table step's chunk → tensor map (tensor_table.hpp), on the host to cut launches and on the device.
+  std::vector<std::size_t> tensor_begin, chunk_tensor;
+  DeviceBuffer<std::uint64_t> device_chunk_tensor;
   DeviceBuffer<float> age_sigma;
   DeviceBuffer<std::int64_t> counters;
   DeviceBuffer<cuda::StepRecord> record{1};
@@ -115,6 +119,11 @@ struct CudaOptimizer::Impl {
           "map upload");
     chunks = DeviceBuffer<StepChunk>(planner.chunks().size());
     guard(chunks.upload_async(planner.chunks(), stream), "chunk upload");
+    tensor_begin = tensor_begins(planner.tensor_sizes());
+    chunk_tensor = chunk_tensors(planner, tensor_begin);
+    const std::vector<std::uint64_t> map(chunk_tensor.begin(), chunk_tensor.end());
+    device_chunk_tensor = DeviceBuffer<std::uint64_t>(map.size());
+    guard(device_chunk_tensor.upload_async(map, stream), "chunk map upload");
     age_sigma = DeviceBuffer<float>(planner.age_sigma().size());
     guard(age_sigma.upload_async(planner.age_sigma(), stream), "sigma table upload");
     constants = planner.schedule_constants();
@@ -224,6 +233,67 @@ struct CudaOptimizer::Impl {
     a.grad = grad;
     a.params_fp32 = params_fp32;
     a.params_bf16 = params_bf16;
+    bind_state(a);
+    const CounterView view = counter_view();
+    cuda::StepRecord* r = record.data();
+    // The scan runs even when the gate skips the event: the reference reports NaN/Inf first.
+    guard(cuda::launch_schedule(constants, view, plan.event, r, stream), "schedule launch");
+    guard(cuda::launch_refusal_scan(grad, grad_size, r, stream), "refusal scan launch");
+    const std::size_t first = planner.chunk_begin(fragment);
+    guard(cuda::launch_fused_step(a, chunks.data() + first, planner.chunk_begin(fragment + 1) - first, r, stream),
+          "fused step launch");
+    guard(cuda::launch_commit(constants, view, r, stream), "commit launch");
+    stepped = true;
+    finish(stream);
+  }
+
+  // The table step: the same four stages, the scan and the update once per batch of at most agent::kTableBatch
+  // tensors (every scan first, so that each update launch sees the whole event's refusal).
+  void step_table(std::span<void* const> params, std::span<const float* const> grads, std::int64_t tau,
+                  std::size_t fragment, cudaStream_t stream) {
+    const auto [touched_first, touched_last] = touched_tensors(planner, chunk_tensor, fragment);
+    const std::size_t tensors = tensor_begin.size() - 1;
+    check_table("gradient", grads, tensors, touched_first, touched_last, planner.tensor_sizes());
+    check_table("parameter", params, tensors, touched_first, touched_last, planner.tensor_sizes());
+    const std::size_t grad_size = fragment < planner.config().fragments ? planner.fragment_size(fragment) : 0;
+    StepPlanner::Plan plan = planner.prepare(planner.parameters(), grad_size, tau, fragment);
+    start(stream);
+    StepArgs& a = plan.args;
+    bind_state(a);
+    const CounterView view = counter_view();
+    cuda::StepRecord* r = record.data();
+    const std::vector<TableLaunch> launches = table_launches(chunk_tensor, planner.chunk_begin(fragment),
+                                                             planner.chunk_begin(fragment + 1), agent::kTableBatch);
+    std::vector<agent::TensorBatch> batches(launches.size());
+    for (std::size_t b = 0; b < launches.size(); ++b) {
+      batches[b].first_tensor = launches[b].first_tensor;
+      for (std::size_t k = launches[b].first_tensor; k < launches[b].end_tensor; ++k) {
+        const std::size_t at = k - launches[b].first_tensor;
+        batches[b].begin[at] = tensor_begin[k];
+        batches[b].grad[at] = grads[k];
+        batches[b].params[at] = params[k];
+      }
+    }
+    guard(cuda::launch_schedule(constants, view, plan.event, r, stream), "schedule launch");
+    for (std::size_t b = 0; b < launches.size(); ++b) {
+      const TableLaunch& l = launches[b];
+      guard(cuda::launch_table_refusal_scan(chunks.data() + l.first_chunk, device_chunk_tensor.data() + l.first_chunk,
+                                            l.end_chunk - l.first_chunk, plan.offset, batches[b], r, stream),
+            "refusal scan launch");
+    }
+    for (std::size_t b = 0; b < launches.size(); ++b) {
+      const TableLaunch& l = launches[b];
+      guard(cuda::launch_table_fused_step(a, chunks.data() + l.first_chunk, device_chunk_tensor.data() + l.first_chunk,
+                                          l.end_chunk - l.first_chunk, batches[b], r, stream),
+            "fused step launch");
+    }
+    guard(cuda::launch_commit(constants, view, r, stream), "commit launch");
+    stepped = true;
+    finish(stream);
+  }
+
+  // The state buffers' device pointers and the q8 maps into a step's arguments.
+  void bind_state(StepArgs& a) {
     for (int k = 0; k < moments; ++k) {
       MomentView& view = a.moment[k];
       switch (format) {
@@ -241,17 +311,6 @@ struct CudaOptimizer::Impl {
       }
       view.map = maps.data() + (planner.adam_family() && k == 1 ? 1 : 0);
     }
-    const CounterView view = counter_view();
-    cuda::StepRecord* r = record.data();
-    // The scan runs even when the gate skips the event: the reference reports NaN/Inf first.
-    guard(cuda::launch_schedule(constants, view, plan.event, r, stream), "schedule launch");
-    guard(cuda::launch_refusal_scan(grad, grad_size, r, stream), "refusal scan launch");
-    const std::size_t first = planner.chunk_begin(fragment);
-    guard(cuda::launch_fused_step(a, chunks.data() + first, planner.chunk_begin(fragment + 1) - first, r, stream),
-          "fused step launch");
-    guard(cuda::launch_commit(constants, view, r, stream), "commit launch");
-    stepped = true;
-    finish(stream);
   }
 
   StepReport report(cudaStream_t stream) {
@@ -313,6 +372,24 @@ void CudaOptimizer::step(bf16* params, std::size_t params_size, const float* gra
     throw reference::InputError("this optimizer stores fp32 parameters; it was given bf16 ones");
   }
   impl_->step(params_size, nullptr, params, grad, grad_size, tau, fragment, stream);
+}
+
+void CudaOptimizer::step(std::span<float* const> params, std::span<const float* const> grads, std::int64_t tau,
+                         std::size_t fragment, CUstream_st* stream) {
+  if (config().params != ParamFormat::fp32) {
+    throw reference::InputError("this optimizer stores bf16 parameters; it was given fp32 ones");
+  }
+  const std::vector<void*> table(params.begin(), params.end());
+  impl_->step_table(table, grads, tau, fragment, stream);
+}
+
+void CudaOptimizer::step(std::span<bf16* const> params, std::span<const float* const> grads, std::int64_t tau,
+                         std::size_t fragment, CUstream_st* stream) {
+  if (config().params != ParamFormat::bf16) {
+    throw reference::InputError("this optimizer stores fp32 parameters; it was given bf16 ones");
+  }
+  const std::vector<void*> table(params.begin(), params.end());
+  impl_->step_table(table, grads, tau, fragment, stream);
 }
 
 StepReport CudaOptimizer::report(CUstream_st* stream) {

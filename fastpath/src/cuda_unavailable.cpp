@@ -37,6 +37,14 @@ void CudaOptimizer::step(float*, std::size_t, const float*, std::size_t, std::in
 void CudaOptimizer::step(bf16*, std::size_t, const float*, std::size_t, std::int64_t, std::size_t, CUstream_st*) {
   unreachable();
 }
+void CudaOptimizer::step(std::span<float* const>, std::span<const float* const>, std::int64_t, std::size_t,
+                         CUstream_st*) {
+  unreachable();
+}
+void CudaOptimizer::step(std::span<bf16* const>, std::span<const float* const>, std::int64_t, std::size_t,
+                         CUstream_st*) {
+  unreachable();
+}
 StepReport CudaOptimizer::report(CUstream_st*) {
   unreachable();
 }

@@ -1,7 +1,7 @@
 // CUDA backend against the CPU backend: the same bits and reports for every optimizer, format and rounding, over
-// sizes around the block, with a NaN event and a zero-gate event in the stream; PA-CGAD's fragments, a caller's
-// stream, two streams, a captured CUDA graph replayed, state files, and a device fault. Skips, saying why, where
-// this process sees no CUDA device (or the build has no CUDA backend).
+// sizes around the block, with a NaN event and a zero-gate event in the stream; the table step over separate
+// tensors; PA-CGAD's fragments, a caller's stream, two streams, a captured CUDA graph replayed, state files, and a
+// device fault. Skips, saying why, where this process sees no CUDA device (or the build has no CUDA backend).
 #include "support/fastpath_test_support.hpp"
 
 #include "cgad/fastpath/cuda_optimizer.hpp"
@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <stdexcept>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -212,6 +213,85 @@ TEST(FastpathCuda, PaCgadFragmentsAreBitIdentical) {
         expect_same_as_cpu(config, {n}, events, nullptr,
                            describe(config) + " P=" + std::to_string(fragments) + " n=" + std::to_string(n));
       }
+    }
+  }
+}
+
+// The table step (a device pointer per tensor, the tensors in separate allocations, as torch's parameters) against
+// the CPU table step: the same reports, parameter bits, state bytes and counters, over a layout with boundaries
+// inside 256-blocks and layouts of more tensors than one launch holds (71, 129), every format, PA-CGAD's fragments,
+// and events refused for a NaN in the last tensor and for an overflow.
+TEST(FastpathCuda, TableStepIsBitIdenticalToTheCpuTableStep) {
+  if (!cuda_device_available()) GTEST_SKIP() << "CUDA table step not checked: " << cuda_unavailable_reason();
+  std::vector<std::vector<std::size_t>> layouts = {{257, 256, 0, 300}, {}, {}};
+  for (std::size_t k = 0; k < 71; ++k) layouts[1].push_back((k * 37) % 300 + 1);
+  for (std::size_t k = 0; k < 129; ++k) layouts[2].push_back(k == 64 ? 600 : 3);
+  std::vector<StepConfig> configs = all_format_configs(reference::OptimizerKind::cgad);
+  for (StepConfig config : all_format_configs(reference::OptimizerKind::pa_cgad)) {
+    config.fragments = 3;
+    configs.push_back(config);
+  }
+  for (const StepConfig& config : configs) {
+    for (const auto& sizes : layouts) {
+      const std::string what = describe(config) + " tensors=" + std::to_string(sizes.size());
+      CpuOptimizer cpu(config, sizes, 2);
+      CudaOptimizer gpu(config, sizes);
+      const std::size_t n = cpu.parameters();
+      const Params initial(config, random_vector(n, 41));
+      std::vector<Params> host;
+      std::vector<std::unique_ptr<DeviceParams>> device;
+      for (std::size_t k = 0, at = 0; k < sizes.size(); at += sizes[k], ++k) {
+        Params part = initial;
+        const auto cut = [&](auto& v) {
+          if (!v.empty())
+            v.assign(v.begin() + static_cast<std::ptrdiff_t>(at),
+                     v.begin() + static_cast<std::ptrdiff_t>(at + sizes[k]));
+        };
+        cut(part.fp32);
+        cut(part.half);
+        host.push_back(part);
+        device.push_back(std::make_unique<DeviceParams>(config, part));
+      }
+      for (std::size_t e = 0; e < 8; ++e) {
+        const std::size_t fragment = e % config.fragments;
+        std::vector<float> grad = random_vector(n, 50 + static_cast<std::uint32_t>(e));
+        if (e == 3 && n > 0) grad[n - 1] = std::numeric_limits<float>::quiet_NaN();
+        if (e == 5 && n > 0) grad[n / 2] = 0x1p100f;
+        std::vector<std::vector<float>> grads;
+        std::vector<float*> device_grads;
+        std::vector<const float*> host_grad_table, device_grad_table;
+        std::vector<float*> host_fp32, device_fp32;
+        std::vector<bf16*> host_half, device_half;
+        for (std::size_t k = 0, at = 0; k < sizes.size(); at += sizes[k], ++k) {
+          grads.emplace_back(grad.begin() + static_cast<std::ptrdiff_t>(at),
+                             grad.begin() + static_cast<std::ptrdiff_t>(at + sizes[k]));
+          device_grads.push_back(to_device(grads.back()));
+          host_grad_table.push_back(grads.back().empty() ? nullptr : grads.back().data());
+          device_grad_table.push_back(device_grads.back());
+          host_fp32.push_back(host[k].fp32.empty() ? nullptr : host[k].fp32.data());
+          host_half.push_back(host[k].half.empty() ? nullptr : host[k].half.data());
+          device_fp32.push_back(static_cast<float*>(device[k]->data));
+          device_half.push_back(static_cast<bf16*>(device[k]->data));
+        }
+        const auto tau = static_cast<std::int64_t>(e % 4);
+        StepReport want;
+        if (config.params == ParamFormat::fp32) {
+          want = cpu.step(std::span<float* const>(host_fp32), host_grad_table, tau, fragment);
+          gpu.step(std::span<float* const>(device_fp32), device_grad_table, tau, fragment, nullptr);
+        } else {
+          want = cpu.step(std::span<bf16* const>(host_half), host_grad_table, tau, fragment);
+          gpu.step(std::span<bf16* const>(device_half), device_grad_table, tau, fragment, nullptr);
+        }
+        expect_same_report(gpu.report(), want, what + " event " + std::to_string(e));
+        for (float* g : device_grads) cudaFree(g);
+        cpu.advance_round();
+        gpu.advance_round();
+      }
+      for (std::size_t k = 0; k < sizes.size(); ++k) {
+        ASSERT_EQ(device[k]->back(host[k]).bytes(), host[k].bytes()) << what << ": tensor " << k << " differs";
+      }
+      ASSERT_EQ(host_state_bytes(gpu.download()), host_state_bytes(cpu.state())) << what << ": state differs";
+      expect_same_counters(gpu, cpu, nullptr, what);
     }
   }
 }

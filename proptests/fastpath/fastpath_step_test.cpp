@@ -1,9 +1,9 @@
 // The CPU step: sizes around the block, thread-count invariance (bit patterns), the NaN/Inf and zero-gate
 // skips, the q8 requantization from the pre-quantization moments, and PA-CGAD's fragments and ages against
 // the reference.
+#include "support/fastpath_kernel_emulation.hpp"
 #include "support/fastpath_test_support.hpp"
 
-#include "cgad/fastpath/agent/step_agent.hpp"
 #include "cgad/fastpath/cpu_isa.hpp"
 #include "cgad/fastpath/q8_maps.hpp"
 #include "cgad/reference/errors.hpp"
@@ -61,10 +61,14 @@ std::vector<StepConfig> configs_with_min_q8_size(OptimizerKind kind) {
   return out;
 }
 
+// The shared layouts are under the CPU backend's serial threshold (128 chunks, cpu_optimizer.cpp), where every
+// thread count runs on the caller; one layout past it (35 000 elements, 138 chunks) is split across the threads.
 TEST(FastpathStep, BitIdenticalForAnyThreadCount) {
+  std::vector<std::vector<std::size_t>> layouts = testing::tensor_layouts();
+  layouts.push_back({128 * 256 + 300, 2000, 17});
   for (const OptimizerKind kind : kKinds) {
     for (const StepConfig& config : configs_with_min_q8_size(kind)) {
-      for (const auto& tensors : testing::tensor_layouts()) {
+      for (const auto& tensors : layouts) {
         const auto serial = run_three_steps(config, tensors, 1);
         for (const unsigned threads : {2u, 3u, 7u}) {
           ASSERT_EQ(serial, run_three_steps(config, tensors, threads)) << describe(config) << " threads=" << threads;
@@ -317,40 +321,10 @@ TEST(FastpathStep, IndexArithmeticIsSixtyFourBit) {
   EXPECT_EQ(parts.back().second, count);
 }
 
-// The CUDA kernel (fastpath/src/cuda_kernels.cu) is its agent (agent/step_agent.hpp) run by one block per chunk:
-// each thread loads its elements' operands — vectorized for a full, aligned chunk, guarded and striped otherwise —
-// runs block_step.hpp in the configuration's FixedFormats (chosen by with_fixed_formats and, for a q8 configuration's
-// fp32-fallback chunk, with_chunk_formats, as the kernel chooses them), stores θ and the elementwise moments; for
-// q8 the block reduces each moment's absmax (thread 0 finishes and stores it) and every thread stores its codes.
-// This host emulation runs the agent's own code for every thread of every block in the kernel's order (the reduction
-// folded in reverse thread order: a max is exact in any order), so where no GPU is available to compare the real
-// kernel, its logic — both arrangements, the alignment decision, the tail, the q8 absmax — is checked against the CPU
-// backend bit for bit.
-struct KernelPaths {
-  std::size_t vectorized = 0;    // full chunks, every operand aligned
-  std::size_t guarded_full = 0;  // full chunks with a misaligned operand (fragment or tensor boundaries)
-  std::size_t tail = 0;          // partial chunks
-};
-
 struct Event {
   std::size_t fragment;
   std::int64_t tau;
 };
-
-std::vector<unsigned char> state_arrays(const HostState& s) {
-  std::vector<unsigned char> out;
-  const auto append = [&out](const void* p, std::size_t bytes) {
-    const auto* b = static_cast<const unsigned char*>(p);
-    out.insert(out.end(), b, b + bytes);
-  };
-  for (int k = 0; k < 2; ++k) {
-    append(s.fp32[k].data(), s.fp32[k].size() * 4);
-    append(s.half[k].data(), s.half[k].size() * 2);
-    append(s.codes[k].data(), s.codes[k].size());
-    append(s.absmax[k].data(), s.absmax[k].size() * 4);
-  }
-  return out;
-}
 
 // Event e's pseudo-gradient for fragment f (its slice only).
 std::vector<float> event_grad(const StepPlanner& planner, const Event& event, std::size_t e) {
@@ -367,43 +341,14 @@ std::vector<unsigned char> cpu_steps(const StepConfig& config, const std::vector
     opt.advance_round();
   }
   std::vector<unsigned char> out = params.bytes();
-  const auto state = state_arrays(opt.state());
+  const auto state = testing::state_arrays(opt.state());
   out.insert(out.end(), state.begin(), state.end());
   return out;
 }
 
-// One block of the kernel (cuda_kernels.cu's step_chunk) on chunk `a`, every thread in turn, formats F.
-template <class F>
-void emulate_block(StepArgs& a, const StepChunk& chunk, std::size_t fragment_offset, KernelPaths& paths,
-                   const std::string& what) {
-  using agent::TilePolicy;
-  float old[2];
-  agent::old_absmax<F>(a, old);
-  const bool vectorized = agent::vectorized_tile<F>(a);
-  // Every buffer here starts 16-byte aligned (operator new), so a chunk is vectorized exactly when it is full and
-  // its element, its Δ slice position and (fp32 fallback) its slot are multiples of 4.
-  constexpr std::size_t items = TilePolicy::items;
-  const bool expected = chunk.count == kQ8BlockSize && chunk.begin % items == 0 &&
-                        (chunk.begin - fragment_offset) % items == 0 &&
-                        (chunk.fp32_state == 0 || chunk.slot % items == 0);
-  EXPECT_EQ(vectorized, expected) << what << " chunk at " << chunk.begin;
-  ++(vectorized ? paths.vectorized : a.size == kQ8BlockSize ? paths.guarded_full : paths.tail);
-  agent::TileThread<F> threads[TilePolicy::threads];
-  for (int t = 0; t < TilePolicy::threads; ++t) threads[t].update(a, t, vectorized, old);
-  if constexpr (F::kState == StateFormat::q8) {
-    for (int k = 0; k < a.moments; ++k) {
-      float reduced = 0.0f;
-      for (int t = TilePolicy::threads; t-- > 0;) reduced = absmax_step(reduced, threads[t].partial_absmax(k));
-      const float absmax = agent::finish_absmax<F>(a, k, reduced, old);
-      a.moment[k].absmax[0] = absmax;
-      for (auto& thread : threads) thread.store_codes(a, k, absmax);
-    }
-  }
-}
-
 // The same through the emulated kernel.
 std::vector<unsigned char> emulate_kernel_steps(const StepConfig& config, const std::vector<std::size_t>& tensors,
-                                                const std::vector<Event>& events, KernelPaths& paths) {
+                                                const std::vector<Event>& events, testing::KernelPaths& paths) {
   StepPlanner planner(config, tensors);
   HostState state = HostState::zeros(planner);
   const std::size_t n = planner.parameters();
@@ -421,17 +366,15 @@ std::vector<unsigned char> emulate_kernel_steps(const StepConfig& config, const 
     for (std::size_t c = planner.chunk_begin(f); c < planner.chunk_begin(f + 1); ++c) {
       const StepChunk& chunk = planner.chunks()[c];
       StepArgs a = chunk_args(step, chunk);
-      with_fixed_formats(step, [&](auto formats) {
-        agent::with_chunk_formats<typename decltype(formats)::type>(chunk, [&](auto chunk_formats) {
-          emulate_block<typename decltype(chunk_formats)::type>(a, chunk, plan.offset, paths, describe(config));
-        });
-      });
+      // θ lies at the chunk's element (as the state), Δ at its position in the fragment's slice.
+      const bool vectorized = testing::vectorizable(chunk, chunk.begin - plan.offset);
+      testing::emulate_kernel_block(step, chunk, a, vectorized, paths, describe(config));
     }
     planner.commit(plan, StepOutcome::applied);
     planner.advance_round();
   }
   std::vector<unsigned char> out = params.bytes();
-  const auto bytes = state_arrays(state);
+  const auto bytes = testing::state_arrays(state);
   out.insert(out.end(), bytes.begin(), bytes.end());
   return out;
 }
@@ -441,7 +384,7 @@ std::vector<unsigned char> emulate_kernel_steps(const StepConfig& config, const 
 // 16-byte boundary (1000, 7·768 + 5) or all on one (7·768, 7·768 + 1), each fragment stepped twice. The emulation
 // must reach the vectorized path, the guarded path of a full but misaligned chunk and the tail.
 TEST(FastpathStep, KernelAgentOnTheHostMatchesTheCpuBackend) {
-  KernelPaths paths;
+  testing::KernelPaths paths;
   std::vector<std::vector<std::size_t>> layouts = testing::tensor_layouts();
   for (const std::size_t n : {0u, 1u, 255u, 256u, 257u}) layouts.push_back({n});
   for (const OptimizerKind kind : kKinds) {

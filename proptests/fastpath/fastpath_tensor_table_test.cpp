@@ -3,7 +3,11 @@
 // tensors concatenated -- over tensor layouts whose boundaries fall inside 256-blocks and around min_q8_size,
 // every format, both q8 semantics, 1-3 threads, PA-CGAD fragments and refused events --, the preview that changes
 // nothing, the in-memory state bytes (one format with the state file), and new hyperparameters between steps.
+#include "support/fastpath_kernel_emulation.hpp"
 #include "support/fastpath_test_support.hpp"
+
+#include "cgad/fastpath/agent/tensor_batch.hpp"
+#include "cgad/fastpath/tensor_table.hpp"
 
 #include "cgad/fastpath/state_file.hpp"
 #include "cgad/reference/errors.hpp"
@@ -11,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -185,6 +190,92 @@ TEST(FastpathTensorTable, PaCgadFragmentsAcrossTensorsMatchTheContiguousStep) {
       }
     }
   }
+}
+
+// The CUDA table step (cuda_optimizer.cpp's step_table and cuda_kernels.cu's table_step_kernel) on the host: the
+// launches table_launches cuts, each with the TensorBatch of the tensors' pointers the host fills, every chunk of a
+// launch at table_chunk_args's operands (through the chunk → tensor map) run by the agent's emulated block. One
+// event per fragment, applied (the scan, a plain elementwise check, is not part of the agent).
+std::pair<std::vector<unsigned char>, std::vector<unsigned char>> emulate_table_kernel(
+    const StepConfig& config, const std::vector<std::size_t>& sizes, const std::vector<float>& initial,
+    const std::vector<std::vector<std::vector<float>>>& events, testing::KernelPaths& paths, const std::string& where) {
+  StepPlanner planner(config, sizes);
+  HostState state = HostState::zeros(planner);
+  Tensors tensors(config, sizes, initial);
+  const std::vector<std::size_t> begin = tensor_begins(sizes);
+  const std::vector<std::size_t> chunk_tensor = chunk_tensors(planner, begin);
+  for (std::size_t e = 0; e < events.size(); ++e) {
+    const std::size_t f = e % config.fragments;
+    StepPlanner::Plan plan =
+        planner.plan(planner.parameters(), planner.fragment_size(f), static_cast<std::int64_t>(e % 3), f);
+    EXPECT_TRUE(plan.scheduled.applied) << where;
+    state.bind(plan);
+    for (const TableLaunch& launch :
+         table_launches(chunk_tensor, planner.chunk_begin(f), planner.chunk_begin(f + 1), agent::kTableBatch)) {
+      EXPECT_LE(launch.end_tensor - launch.first_tensor, static_cast<std::size_t>(agent::kTableBatch)) << where;
+      agent::TensorBatch batch;
+      batch.first_tensor = launch.first_tensor;
+      for (std::size_t k = launch.first_tensor; k < launch.end_tensor; ++k) {
+        const std::size_t at = k - launch.first_tensor;
+        batch.begin[at] = begin[k];
+        batch.grad[at] = events[e][k].data();
+        batch.params[at] = config.params == ParamFormat::fp32 ? static_cast<void*>(tensors.fp32[k].data())
+                                                              : static_cast<void*>(tensors.half[k].data());
+      }
+      for (std::size_t c = launch.first_chunk; c < launch.end_chunk; ++c) {
+        const StepChunk& chunk = planner.chunks()[c];
+        const StepArgs a = agent::table_chunk_args(plan.args, chunk, chunk_tensor[c], batch);
+        // θ and Δ lie at the chunk's position in its own tensor, each tensor a 16-byte aligned allocation.
+        const bool vectorized = testing::vectorizable(chunk, chunk.begin - begin[chunk_tensor[c]]);
+        testing::emulate_kernel_block(plan.args, chunk, a, vectorized, paths, where);
+      }
+    }
+    planner.commit(plan, StepOutcome::applied);
+    planner.advance_round();
+  }
+  return {tensors.bytes(), testing::state_arrays(state)};
+}
+
+// Against the CPU table step, bit for bit: every optimizer and format (both q8 semantics, with and without
+// min_q8_size), over layouts with more tensors than one launch holds (kTableBatch + 7, 2·kTableBatch + 1, so a step
+// spans two and three launches) and tensor boundaries off 16-byte multiples, and PA-CGAD fragments that cut
+// tensors. The emulation must reach the vectorized path, the guarded path of a full misaligned chunk and the tail.
+TEST(FastpathTensorTable, CudaTableKernelEmulatedOnTheHostMatchesTheCpuTableStep) {
+  std::vector<std::vector<std::size_t>> many = {{257, 256, 0, 300}, {}, {}};
+  for (int k = 0; k < agent::kTableBatch + 7; ++k) many[1].push_back(static_cast<std::size_t>((k * 37) % 300 + 1));
+  for (int k = 0; k <= 2 * agent::kTableBatch; ++k) many[2].push_back(k == agent::kTableBatch ? 600 : 3);
+  testing::KernelPaths paths;
+  std::vector<std::pair<OptimizerKind, std::size_t>> kinds = {
+      {OptimizerKind::cgad, 1},     {OptimizerKind::adam, 1}, {OptimizerKind::adam_decay, 1},
+      {OptimizerKind::nesterov, 1}, {OptimizerKind::sdm, 1},  {OptimizerKind::pa_cgad, 3}};
+  for (const auto& [kind, fragments] : kinds) {
+    for (StepConfig config : configs(kind)) {
+      config.fragments = fragments;
+      for (const auto& sizes : many) {
+        const std::string where = describe(config) + " tensors=" + std::to_string(sizes.size());
+        CpuOptimizer table(config, sizes, 2);
+        const std::size_t n = table.parameters();
+        const std::vector<float> initial = random_vector(n, 29);
+        std::vector<std::vector<std::vector<float>>> events;
+        for (std::size_t e = 0; e < 2 * fragments + 1; ++e) {
+          events.push_back(split(random_vector(n, 500 + static_cast<std::uint32_t>(e)), sizes));
+        }
+        Tensors tensors(config, sizes, initial);
+        for (std::size_t e = 0; e < events.size(); ++e) {
+          ASSERT_TRUE(tensors.step(table, events[e], static_cast<std::int64_t>(e % 3), e % fragments).applied);
+          table.advance_round();
+        }
+        const auto [params, state] = emulate_table_kernel(config, sizes, initial, events, paths, where);
+        ASSERT_EQ(params, tensors.bytes()) << where;
+        ASSERT_EQ(state, testing::state_arrays(table.state())) << where;
+      }
+    }
+  }
+  EXPECT_GT(paths.vectorized, 0u);
+  EXPECT_GT(paths.guarded_full, 0u);
+  EXPECT_GT(paths.tail, 0u);
+  std::printf("table kernel paths emulated: %zu vectorized, %zu guarded full, %zu tail chunks\n", paths.vectorized,
+              paths.guarded_full, paths.tail);
 }
 
 TEST(FastpathTensorTable, PreviewReportsTheStepAndChangesNothing) {

@@ -46,6 +46,34 @@ TEST(FastpathThreadPool, ConcurrentCallersEachGetTheirWholeRange) {
   EXPECT_EQ(wrong.load(), 0);
 }
 
+// A count under serial_below is one part on the caller's thread (the pool is not woken); from serial_below on, the
+// pool splits it into one part per thread, covering the range exactly.
+TEST(FastpathThreadPool, CountsUnderTheSerialThresholdRunOnTheCaller) {
+  ThreadPool pool(4);
+  const auto parts_of = [&](std::uint64_t count, std::uint64_t serial_below, bool& on_caller_only) {
+    std::atomic<int> parts{0}, elsewhere{0};
+    std::atomic<std::uint64_t> visited{0};
+    const std::thread::id caller = std::this_thread::get_id();
+    pool.parallel_for(
+        count,
+        [&](std::uint64_t begin, std::uint64_t end) {
+          ++parts;
+          visited += end - begin;
+          if (std::this_thread::get_id() != caller) ++elsewhere;
+        },
+        serial_below);
+    EXPECT_EQ(visited.load(), count);
+    on_caller_only = elsewhere.load() == 0;
+    return parts.load();
+  };
+  bool on_caller = false;
+  EXPECT_EQ(parts_of(127, 128, on_caller), 1);
+  EXPECT_TRUE(on_caller);
+  EXPECT_EQ(parts_of(128, 128, on_caller), 4);
+  EXPECT_FALSE(on_caller);
+  EXPECT_EQ(parts_of(0, 128, on_caller), 0);
+}
+
 // Waits up to `seconds` for the child; kills it and reports -1 if it is still running then.
 int wait_for(pid_t child, int seconds) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);

@@ -1,8 +1,8 @@
 // `CudaOptimizer`: fastpath::CudaOptimizer for torch parameters on a CUDA device, one per param group, stepping on
-// the caller's stream (torch's current stream). Its step takes one contiguous device vector of parameters and the
-// fragment's slice of the pseudo-gradient (cgad/torch/_groups.py gathers a group of several tensors into one and
-// scatters it back). In a build without the CUDA backend, or with no device, constructing one is an InputError, and
-// cuda_available() / cuda_unavailable_reason() say so beforehand.
+// the caller's stream (torch's current stream). Its step takes the group's tensors where they lie: one device pointer
+// per parameter and per pseudo-gradient (CudaOptimizer's table step, nothing gathered or scattered). In a build without
+// the CUDA backend, or with no device, constructing one is an InputError, and cuda_available() /
+// cuda_unavailable_reason() say so beforehand.
 //
 // The CUDA backend keeps its state on the device and moves it only through state files (cuda_optimizer.hpp), so
 // the state bytes go through a private temporary file, and new hyperparameters rebuild the optimizer from its own
@@ -72,20 +72,20 @@ class CudaGroup {
   CudaGroup(const StepConfig& config, std::vector<std::size_t> sizes)
       : config_(config), sizes_(std::move(sizes)), optimizer_(std::make_unique<CudaOptimizer>(config_, sizes_)) {}
 
-  py::dict step(std::uintptr_t params, std::uintptr_t grad, std::size_t grad_size, std::int64_t tau,
+  py::dict step(const std::vector<std::uintptr_t>& params, const std::vector<std::uintptr_t>& grads, std::int64_t tau,
                 std::size_t fragment, std::uintptr_t stream) {
     auto* s = reinterpret_cast<CUstream_st*>(stream);
-    const std::size_t n = optimizer_->parameters();
+    const std::vector<const float*> g = pointers<const float>(grads);
     fastpath::StepReport report;
-    {
+    if (config_.params == fastpath::ParamFormat::fp32) {
+      const std::vector<float*> p = pointers<float>(params);
       py::gil_scoped_release release;
-      if (config_.params == fastpath::ParamFormat::fp32) {
-        optimizer_->step(reinterpret_cast<float*>(params), n, reinterpret_cast<const float*>(grad), grad_size, tau,
-                         fragment, s);
-      } else {
-        optimizer_->step(reinterpret_cast<fastpath::bf16*>(params), n, reinterpret_cast<const float*>(grad), grad_size,
-                         tau, fragment, s);
-      }
+      optimizer_->step(std::span<float* const>(p), std::span<const float* const>(g), tau, fragment, s);
+      report = optimizer_->report(s);
+    } else {
+      const std::vector<fastpath::bf16*> p = pointers<fastpath::bf16>(params);
+      py::gil_scoped_release release;
+      optimizer_->step(std::span<fastpath::bf16* const>(p), std::span<const float* const>(g), tau, fragment, s);
       report = optimizer_->report(s);
     }
     return report_dict(report);
@@ -136,8 +136,8 @@ void bind_cuda_optimizer(py::module_& m) {
              return std::make_unique<CudaGroup>(step_config(spec), std::move(sizes));
            }),
            py::arg("spec"), py::arg("tensor_sizes"))
-      .def("step", &CudaGroup::step, py::arg("params"), py::arg("grad"), py::arg("grad_size"), py::arg("tau"),
-           py::arg("fragment"), py::arg("stream"))
+      .def("step", &CudaGroup::step, py::arg("params"), py::arg("grads"), py::arg("tau"), py::arg("fragment"),
+           py::arg("stream"))
       .def("advance_round", [](CudaGroup& g) { g.optimizer().advance_round(); })
       .def("set_hyperparameters", [](CudaGroup& g, const py::dict& spec) { g.set_hyperparameters(step_config(spec)); })
       .def("save_bytes",

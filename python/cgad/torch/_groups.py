@@ -1,7 +1,7 @@
 """One fast-path optimizer per torch param group (per dtype in a group mixing float32 and bfloat16 parameters), over
-the group's tensors: on the CPU the tensors are stepped where they lie (the fast path's tensor-table step) and
-opt.state[p] holds views of the live state (_state.py); on a CUDA device by the CUDA backend, which takes one
-contiguous vector, so a group of several tensors is gathered into one on the device and scattered back."""
+the group's tensors, which both backends step where they lie (the fast path's tensor-table step: a pointer per
+parameter and per pseudo-gradient). On the CPU opt.state[p] holds views of the live state (_state.py); the CUDA
+backend runs on torch's current stream."""
 import torch
 
 from .. import _cgad
@@ -50,6 +50,16 @@ class Group:
     def read_state(self, k, name):
         """Tensor k's state buffer ``name`` dequantized to float32 (a NumPy copy)."""
         return self.engine.read_buffer(name)[self.begins[k]:self.begins[k + 1]].copy()
+
+    def prepare(self, params, fragment, where):
+        """The event's operands (parameter and gradient pointers, with tensors that keep the memory they point to
+        alive until the step has ended), or None when the group has no pseudo-gradient to apply."""
+        views = held(params)
+        ptrs = param_pointers(views, self.layout, where)
+        grads = gradients(params, self.tensors_in(fragment, where), where)
+        if grads is None:
+            return None
+        return ptrs, [0 if g is None else g.data_ptr() for g in grads], grads, views
 
     def configure(self, spec):
         """Takes the group's hyperparameters for the next step (an lr schedule): a no-op when unchanged."""
@@ -102,16 +112,6 @@ class CpuGroup(Group):
             raise _cgad.InputError(f"{where}: {e}") from None
         self.refresh_steps()
 
-    def prepare(self, params, fragment, where):
-        """The event's operands (parameter and gradient pointers, with tensors that keep the memory they point to
-        alive until the step has ended), or None when the group has no pseudo-gradient to apply."""
-        views = held(params)
-        ptrs = param_pointers(views, self.layout, where)
-        grads = gradients(params, self.tensors_in(fragment, where), where)
-        if grads is None:
-            return None
-        return ptrs, [0 if g is None else g.data_ptr() for g in grads], grads, views
-
     def preview(self, prepared, tau, fragment):
         return self.engine.preview(prepared[1], tau, fragment)
 
@@ -149,26 +149,11 @@ class CudaGroup(Group):
         except _cgad.InputError as e:
             raise _cgad.InputError(f"{where}: {e}") from None
 
-    def prepare(self, params, fragment, where):
-        param_pointers(params, self.layout, where)
-        grads = gradients(params, self.tensors_in(fragment, where), where)
-        if grads is None:
-            return None
-        offset, size = self.fragments[fragment]
-        flat = torch.cat([(g if g is not None else torch.zeros_like(p, dtype=torch.float32)).reshape(-1)
-                          for p, g in zip(params, grads)])
-        return flat[offset:offset + size].contiguous()
-
-    def step(self, params, grad, tau, fragment):
+    def step(self, params, prepared, tau, fragment):
         device = params[0].device
-        flat = params[0].view(-1) if len(params) == 1 else torch.cat([p.detach().reshape(-1) for p in params])
         with torch.cuda.device(device):
             stream = torch.cuda.current_stream(device).cuda_stream
-            report = self.engine.step(flat.data_ptr(), grad.data_ptr(), grad.numel(), tau, fragment, stream)
-        if len(params) > 1 and report["applied"]:
-            for p, part in zip(params, flat.split(self.sizes)):
-                p.copy_(part.view_as(p))
-        return report
+            return self.engine.step(prepared[0], prepared[1], tau, fragment, stream)
 
 
 class SplitGroup:

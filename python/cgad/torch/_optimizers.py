@@ -9,7 +9,7 @@ import weakref
 import torch
 
 from .. import _cgad
-from . import _state
+from . import _state, _trap_stats
 from .._arguments import INT64_MAX, UINT32_MAX, UINT64_MAX, integer
 from ._groups import CudaGroup, make_group
 from ._tensors import check_no_aliasing, mark_modified
@@ -232,7 +232,7 @@ class _FastpathOptimizer(torch.optim.Optimizer):
             if prepared is None:
                 reports.append(no_gradient(tau))
                 continue
-            report = fast.step(group["params"], prepared, tau, fragment)
+            report = _trap_stats.step(self, fast, group, prepared, tau, fragment)
             if report["applied"]:
                 mark_modified(group["params"])
             reports.append(group_report(report, fast, fragment))
@@ -337,6 +337,20 @@ class _FastpathOptimizer(torch.optim.Optimizer):
                     if p is param:
                         return torch.from_numpy(fast.read_state(k, name)).reshape(p.shape)
         raise _cgad.InputError(f"{type(self).__name__}: the tensor is not one of this optimizer's parameters")
+
+    def watch_traps(self):
+        """Starts watching the v-zero trap of the steps to come (from zero); see trap_stats(). Opt-in: a watched
+        step copies the parameters to float64 before it and compares after it."""
+        with self._exclusive():
+            _trap_stats.start(self)
+
+    def trap_stats(self):
+        """Per parameter (state_dict's index): {"last": ..., "since_start": ...}, each a dict of v_zero_fraction
+        and m_zero_fraction (the stored moments that decode to exactly 0, now), step_over_5lr_fraction and
+        max_step_over_lr (|Δθ|/lr over the last watched step, or every step since watch_traps()): what
+        `cgad noise --stream` reports per tensor for the same events."""
+        with self._exclusive():
+            return _trap_stats.stats(self, self.param_groups, self._groups)
 
     def counters(self, group=0):
         """The fast path's counters of a param group: "t" (Adam family: applied steps, per fragment), "age"

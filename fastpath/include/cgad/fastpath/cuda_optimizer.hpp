@@ -65,6 +65,16 @@ class CudaOptimizer {
             std::size_t fragment, CUstream_st* stream);
   void step(bf16* params, std::size_t params_size, const float* grad, std::size_t grad_size, std::int64_t tau,
             std::size_t fragment, CUstream_st* stream);
+  // The same step over a table of the caller's device tensors where they lie (CpuOptimizer's table step: one entry
+  // per tensor of the layout, params[k] at tensor k's elements, grads[k] at its whole pseudo-gradient, null allowed
+  // for a tensor with no element in the fragment), bit for bit the contiguous step over the tensors concatenated.
+  // The pointers travel in the launches' arguments, at most agent::kTableBatch tensors per launch, and each chunk
+  // finds its tensor through a chunk → tensor map made once (agent/tensor_batch.hpp): nothing is gathered or
+  // scattered, and nothing is copied to the device per step.
+  void step(std::span<float* const> params, std::span<const float* const> grads, std::int64_t tau, std::size_t fragment,
+            CUstream_st* stream);
+  void step(std::span<bf16* const> params, std::span<const float* const> grads, std::int64_t tau, std::size_t fragment,
+            CUstream_st* stream);
   // Waits for the last step enqueued and returns its report (a default one before the first step).
   StepReport report(CUstream_st* stream = nullptr);
   void advance_round(CUstream_st* stream = nullptr);

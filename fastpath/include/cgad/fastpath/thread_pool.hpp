@@ -38,9 +38,15 @@ class ThreadPool {
 
   unsigned threads() const { return threads_; }
 
-  // Calls body(begin, end) over a split of [0, count) and returns when all parts are done.
+  // Calls body(begin, end) over a split of [0, count) and returns when all parts are done. A count under
+  // `serial_below` runs on the caller in one part: waking the crew costs more than splitting such a count saves
+  // (the caller's measured threshold; the split never changes a result).
   template <class Body>
-  void parallel_for(std::uint64_t count, const Body& body) {
+  void parallel_for(std::uint64_t count, const Body& body, std::uint64_t serial_below = 0) {
+    if (count < serial_below) {
+      if (count != 0) body(std::uint64_t{0}, count);
+      return;
+    }
     run(
         count,
         [](const void* context, std::uint64_t begin, std::uint64_t end) {
