@@ -630,4 +630,34 @@ TEST_F(CliAdversarial, MergePartsRefuseDuplicateKeysAsStreamsDo) {
   expect_refused(cgad("merge dup.json --allow-partial"), "dup.json: duplicate key \"cgad_version\"");
 }
 
+// lr = 0 is a valid learning rate, as torch.optim takes it (a schedule that reaches 0): every backend runs the
+// stream, leaves the parameters where they were and advances the step count; a negative lr is still refused.
+TEST_F(CliAdversarial, ZeroLearningRateLeavesTheParametersAndAdvancesTheSteps) {
+  write("s.jsonl", kStream);
+  for (const std::string& backend : kBackends) {
+    for (const char* optimizer : {"cgad", "nesterov"}) {
+      const Outcome o = cgad("replay " + backend + " --optimizer " + optimizer + " --lr 0 --input s.jsonl --output -");
+      ASSERT_EQ(o.status, 0) << backend << " " << optimizer << ": " << o.err;
+      const Outcome moved =
+          cgad("replay " + backend + " --optimizer " + optimizer + " --lr 0.1 --input s.jsonl --output -");
+      ASSERT_EQ(moved.status, 0) << moved.err;
+      const std::vector<nlohmann::json> still = records(o.out), stepped = records(moved.out);
+      ASSERT_EQ(still.size(), 2u) << o.out;
+      ASSERT_EQ(stepped.size(), 2u) << moved.out;
+      for (std::size_t e = 0; e < still.size(); ++e) {
+        const std::string where = backend + " " + optimizer + " event " + std::to_string(e);
+        EXPECT_EQ(still[e]["skipped"], false) << where;
+        ASSERT_EQ(still[e]["params"].size(), 3u) << where;
+        const double initial[] = {1, 0.5, -2.25};  // the stream's, exact in every format
+        for (std::size_t i = 0; i < 3; ++i) {
+          EXPECT_EQ(std::stod(still[e]["params"][i].get<std::string>()), initial[i]) << where << " element " << i;
+        }
+        EXPECT_NE(stepped[e]["params"], still[e]["params"]) << where;  // at lr 0.1 the same events move them (bf16 too)
+        EXPECT_EQ(still[e]["state"], stepped[e]["state"]) << where;    // the buffers and t advance as at lr > 0
+      }
+    }
+  }
+  expect_refused(cgad("replay --lr -0.5 --input s.jsonl --output -"), "lr must be finite and >= 0");
+}
+
 }  // namespace

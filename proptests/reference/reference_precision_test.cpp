@@ -136,7 +136,6 @@ TEST_F(PrecisionTest, ParsingIsExactAndStrict) {
 TEST_F(PrecisionTest, EveryBadHyperparameterIsRefused) {
   using Tweak = std::function<void(ref::OptimizerConfig<mpfr_real>&)>;
   const std::vector<std::pair<OptimizerKind, Tweak>> bad = {
-      {OptimizerKind::cgad, [](auto& c) { c.adam.lr = 0; }},
       {OptimizerKind::cgad, [](auto& c) { c.adam.lr = -1; }},
       {OptimizerKind::cgad, [](auto& c) { c.adam.beta1 = 1; }},
       {OptimizerKind::cgad, [](auto& c) { c.adam.beta1 = -R("0.1"); }},
@@ -146,7 +145,7 @@ TEST_F(PrecisionTest, EveryBadHyperparameterIsRefused) {
       {OptimizerKind::cgad, [](auto& c) { c.alpha = -R("0.2"); }},
       {OptimizerKind::cgad, [](auto& c) { c.tau_cut = 0; }},
       {OptimizerKind::adam, [](auto& c) { c.adam.lr = std::numeric_limits<mpfr_real>::quiet_NaN(); }},
-      {OptimizerKind::nesterov, [](auto& c) { c.nesterov.lr = 0; }},
+      {OptimizerKind::nesterov, [](auto& c) { c.nesterov.lr = -1; }},
       {OptimizerKind::sdm, [](auto& c) { c.nesterov.momentum = 1; }},
       {OptimizerKind::delayed_nesterov, [](auto& c) { c.buffer = 0; }},
       {OptimizerKind::cgad, [](auto& c) { c.fragments = 2; }},

@@ -53,16 +53,16 @@ void require_nonnegative(double value, const std::string& name) {
 }
 
 // The inner AdamW's hyperparameters obey the same rules as the outer Adam's (the reference's validation),
-// reported as the inner optimizer's.
+// reported as the inner optimizer's; and its lr is > 0, where the optimizers take 0: workers at lr 0 send Δ = 0,
+// a run that measures nothing.
 void validate_inner(const InnerConfig& inner) {
   require_count(inner.steps, kMaxInnerSteps, "inner steps H");
   try {
     if (inner.kind == InnerOptimizerKind::adamw) {
       reference::validate(
           reference::AdamHyper<float>{inner.lr, inner.beta1, inner.beta2, inner.eps, inner.weight_decay});
-    } else {
-      reference::require_positive(inner.lr, "lr");
     }
+    reference::require_positive(inner.lr, "lr");
   } catch (const InputError& e) {
     throw InputError(std::string("inner ") + e.what());
   }
@@ -90,6 +90,9 @@ void validate_outer(const SimulationSpec& spec, std::size_t parameters) {
     return;
   }
   fastpath::validate(spec.outer);
+  // The optimizers take lr = 0; a run does not: its trap metrics measure each step in units of the outer lr.
+  reference::require_positive(
+      reference::is_adam_family(spec.outer.optimizer) ? spec.outer.adam.lr : spec.outer.nesterov.lr, "outer lr");
   if (spec.outer.fragments > parameters) {
     throw InputError("empty fragment: " + std::to_string(spec.outer.fragments) + " fragments over " +
                      std::to_string(parameters) + " parameters");

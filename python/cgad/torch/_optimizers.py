@@ -13,18 +13,9 @@ from . import _state, _trap_stats
 from .._arguments import INT64_MAX, UINT32_MAX, UINT64_MAX, integer
 from ._groups import CudaGroup, make_group
 from ._tensors import check_no_aliasing, mark_modified
+from ._protocol import Counters, check_flags, check_policy, count, new_counts, report_refusal
+from ._protocol import staleness as as_staleness
 from ._report import REFUSED, GroupReport, StepReport, combine, group_report, no_gradient
-
-
-# torch.optim flags these optimizers do not have: refused when given at all, rather than ignored.
-_UNSUPPORTED = {
-    "fused": "its step is cgad's fast path, not torch's fused kernel",
-    "foreach": "its step is cgad's fast path, not torch's foreach kernels",
-    "capturable": "the fast path's step is not CUDA-graph capturable from torch",
-    "differentiable": "the fast path's step is not differentiable",
-    "amsgrad": "AMSGrad's max of past second moments is not part of CGAD",
-    "maximize": "the outer step descends the pseudo-gradient",
-}
 
 
 def _number(value, name, where):
@@ -75,10 +66,13 @@ class _FastpathOptimizer(torch.optim.Optimizer):
     def __init__(self, params, defaults, *, state, rounding, seed, q8_semantics, min_q8_size, threads,
                  fragments=1, unsupported=None, v_map="dynamic"):
         name = type(self).__name__
-        for flag in unsupported or {}:
-            if flag in _UNSUPPORTED:
-                raise _cgad.InputError(f"{name}: {flag}= is not supported ({_UNSUPPORTED[flag]})")
-            raise TypeError(f"{name}() got an unexpected keyword argument '{flag}'")
+        unsupported = dict(unsupported or {})
+        # Every optimizer's keyword on_nonfinite="skip" | "warn" | "raise": what a step refused for a NaN/Inf (or
+        # overflowing) pseudo-gradient does beyond its report and counter.
+        self.on_nonfinite = check_policy(unsupported.pop("on_nonfinite", "skip"), name)
+        check_flags(unsupported, name)
+        self._step_counts = new_counts()
+        self.last_report = None  # the last step's StepReport
         for key, value in (("state", state), ("rounding", rounding), ("q8_semantics", q8_semantics), ("v_map", v_map)):
             if not isinstance(value, str):
                 raise _cgad.InputError(f"{name}: {key} must be a string, got {value!r}")
@@ -194,26 +188,46 @@ class _FastpathOptimizer(torch.optim.Optimizer):
     @torch.no_grad()
     def step(self, closure=None, *, staleness=None, fragment=None):
         """Applies the pseudo-gradients in the parameters' ``.grad`` as one event of staleness ``staleness``
-        (outer rounds; default ``self.staleness``). Returns a StepReport. Steps from several threads take turns."""
+        (outer rounds, any integral value; default ``self.staleness``). Returns the closure's loss when given a
+        closure, as torch.optim does, and otherwise the StepReport; either way the report is ``self.last_report``
+        and counted in ``self.counters``. Steps from several threads take turns."""
         with self._exclusive():
-            return self._step(closure, staleness, self._fragment(fragment))
+            return self._outcome(self._step(closure, staleness, self._fragment(fragment)), closure)
 
-    def _step(self, closure, staleness, fragment):
+    def _outcome(self, report, closure):
+        """Records a step's report (last_report, counters, on_nonfinite) and returns what step() returns."""
+        self.last_report = report
+        count(self._step_counts, report)
+        if report.reason in REFUSED:
+            report_refusal(report, check_policy(self.on_nonfinite, type(self).__name__), type(self).__name__)
+        return report.loss if closure is not None else report
+
+    @property
+    def counters(self):
+        """Steps by what became of them: "applied", "nonfinite-gradient", "overflowing-gradient", "zero-gate" (an
+        event at a zero gate, run by on_zero_gate="apply" or dropped by "skip"), "no-gradient". Called,
+        ``counters(group)``, the fast path's counters of a param group (see _engine_counters)."""
+        return Counters(self._step_counts, self._engine_counters)
+
+    def _step(self, closure, staleness_value, fragment):
         loss = None
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
         name = type(self).__name__
-        tau = _integer(self.staleness if staleness is None else staleness, "staleness", name, 0)
+        tau = as_staleness(self.staleness if staleness_value is None else staleness_value, name)
         if len(self._groups) != len(self.param_groups):
             raise _cgad.InputError(f"{name}: param_groups changed outside add_param_group")
         self._check_disjoint_groups(name)
         # Everything is checked, and every group's operands prepared, before anything changes.
         events = []
-        for index, (group, fast) in enumerate(zip(self.param_groups, self._groups)):
-            where = self._where(index)
+        targets = self._targets(fragment)
+        fragment = self._engine_fragment(fragment)
+        for index in targets:
+            group, fast, where = self.param_groups[index], self._groups[index], self._where(index)
             spec = self._spec(group, where)
             _cgad.check_spec(spec)
+            self._check_group_spec(spec, where)
             events.append((group, fast, spec, fast.prepare(group["params"], fragment, where)))
         for group, fast, spec, prepared in events:
             fast.configure(spec)
@@ -226,7 +240,7 @@ class _FastpathOptimizer(torch.optim.Optimizer):
                     # The other groups were refused with it: not applied, for the same reason, located here.
                     others = GroupReport(False, preview.reason, 0.0, tau, None, None)
                     reports = [preview if e[1] is fast else others for e in events]
-                    return combine(reports, self._first_params(), loss)
+                    return combine(reports, self._first_params(targets), loss)
         reports = []
         for group, fast, spec, prepared in events:
             if prepared is None:
@@ -236,12 +250,25 @@ class _FastpathOptimizer(torch.optim.Optimizer):
             if report["applied"]:
                 mark_modified(group["params"])
             reports.append(group_report(report, fast, fragment))
-        return combine(reports, self._first_params(), loss)
+        return combine(reports, self._first_params(targets), loss)
 
-    def _first_params(self):
+    def _targets(self, fragment):
+        """The indices of the param groups an event for ``fragment`` steps: all of them."""
+        return range(len(self.param_groups))
+
+    def _engine_fragment(self, fragment):
+        """The fragment index the stepped groups' fast-path optimizers take."""
+        return fragment
+
+    def _check_group_spec(self, spec, where):
+        """What a subclass checks of a stepped group's configuration beyond the fast path's own check."""
+
+    def _first_params(self, targets):
+        """Each target group's first parameter's index among all the optimizer's parameters."""
         first, at = [], 0
-        for group in self.param_groups:
-            first.append(at)
+        for index, group in enumerate(self.param_groups):
+            if index in targets:
+                first.append(at)
             at += len(group["params"])
         return first
 
@@ -352,7 +379,7 @@ class _FastpathOptimizer(torch.optim.Optimizer):
         with self._exclusive():
             return _trap_stats.stats(self, self.param_groups, self._groups)
 
-    def counters(self, group=0):
+    def _engine_counters(self, group=0):
         """The fast path's counters of a param group: "t" (Adam family: applied steps, per fragment), "age"
         (PACGAD: outer rounds since each fragment was last synchronized)."""
         with self._exclusive():
@@ -392,28 +419,54 @@ class CGAD(_AdamFamily):
 
 
 class PACGAD(_AdamFamily):
-    """Partial-sync CGAD: the parameters (the group's tensors concatenated) in ``fragments`` contiguous fragments,
-    each with its own step count and age (outer rounds since it was last synchronized); an event for fragment f
-    is gated by sigma(max(tau, age_f)) and reads only f's part of the pseudo-gradients. step(staleness=,
-    fragment=) ends the outer round after the event, as `cgad replay` does (end_round=False leaves it open;
-    advance_round() ends one). One param group; fragments must be <= tau_cut; fragments=1 is exactly CGAD."""
+    """Partial-sync CGAD: the parameters in ``fragments`` fragments, each with its own step count and age (outer
+    rounds since it was last synchronized); an event for fragment f is gated by sigma(max(tau, age_f)) and reads
+    only f's part of the pseudo-gradients. step(staleness=, fragment=) ends the outer round after the event, as
+    `cgad replay` does (end_round=False leaves it open; advance_round() ends one). fragments <= tau_cut.
+
+    fragments=P (an int): one param group, its tensors concatenated and cut into P contiguous element ranges (a
+    tensor may be split between two); fragments=1 is exactly CGAD. fragments="groups": each param group is one
+    fragment, as torchft's streaming DiLoCo syncs module lists -- each group its own fast-path PA-CGAD of one
+    fragment, all of them aged together, so fragment f steps exactly as the range split steps a range that holds
+    the same whole tensors (docs/python.md)."""
     _optimizer = "pa-cgad"
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, alpha=0.2, tau_cut=32,
                  on_zero_gate="apply", fragments=1, state="fp32", rounding="nearest", seed=0, q8_semantics="cgad",
                  min_q8_size=None, threads=0, v_map="dynamic", **unsupported):
         self.fragment = 0  # what a bare step() uses
+        self._by_groups = isinstance(fragments, str) and fragments == "groups"
         super().__init__(params, lr, betas, eps, weight_decay, alpha, tau_cut, on_zero_gate, state, rounding, seed,
-                         q8_semantics, min_q8_size, threads, fragments=fragments, unsupported=unsupported,
-                         v_map=v_map)
+                         q8_semantics, min_q8_size, threads, fragments=1 if self._by_groups else fragments,
+                         unsupported=unsupported, v_map=v_map)
 
     def add_param_group(self, param_group):
-        if self.param_groups:
-            raise _cgad.InputError("PACGAD takes one param group (its fragments partition all its parameters)")
+        if self.param_groups and not self._by_groups:
+            raise _cgad.InputError("PACGAD takes one param group (its fragments partition all its parameters); "
+                                   "fragments='groups' makes each param group a fragment")
         super().add_param_group(param_group)
 
     def _fragment(self, fragment):
         return _integer(self.fragment if fragment is None else fragment, "fragment", "PACGAD", 0, UINT64_MAX)
+
+    def _targets(self, fragment):
+        if not self._by_groups:
+            return super()._targets(fragment)
+        if fragment >= len(self.param_groups):
+            raise _cgad.InputError(f"PACGAD: fragment {fragment} does not exist (fragments='groups': there are "
+                                   f"{len(self.param_groups)} param groups)")
+        return [fragment]
+
+    def _engine_fragment(self, fragment):
+        return 0 if self._by_groups else fragment
+
+    def _check_group_spec(self, spec, where):
+        # The range split's rule P <= tau_cut (a round-robin fragment's age is P - 1), which each group's
+        # one-fragment fast-path optimizer cannot see.
+        if self._by_groups and len(self.param_groups) > spec["tau_cut"]:
+            raise _cgad.InputError(f"{where}: fragments='groups' with {len(self.param_groups)} param groups needs "
+                                   f"tau_cut >= {len(self.param_groups)}, got {spec['tau_cut']} (a round-robin "
+                                   "fragment misses P - 1 rounds)")
 
     @torch.no_grad()
     def step(self, closure=None, *, staleness=None, fragment=None, end_round=True):
@@ -421,7 +474,7 @@ class PACGAD(_AdamFamily):
             report = self._step(closure, staleness, self._fragment(fragment))
             if end_round:
                 self.advance_round()
-            return report
+            return self._outcome(report, closure)
 
     def advance_round(self):
         """Ends an outer round: every fragment not synchronized in it ages by one."""

@@ -27,15 +27,15 @@ struct OptimizerOptions {
 // The largest --tau-cut: 2^24, the largest integer up to which float holds every integer exactly.
 inline constexpr std::int64_t kMaxTauCut = std::int64_t{1} << 24;
 
-// A hyperparameter that must be > 0 (lr, eps), parsed to Real: a nonzero decimal that Real rounds to 0 (--lr
-// 1e-50 in float) is refused in the user's words; the range check after it would only say "got 0".
+// A hyperparameter parsed to Real, refusing a nonzero decimal that Real rounds to 0 (--lr 1e-50 in float): the user
+// asked for a step, and lr = 0 (which is valid) would silently take none; for eps the range check after it would
+// only say "got 0".
 template <reference::RealScalar Real>
-Real parse_positive(const std::string& text, const char* name) {
+Real parse_nonvanishing(const std::string& text, const char* name) {
   const Real x = reference::parse_real<Real>(text, name);
   const std::string mantissa = text.substr(0, text.find_first_of("eE"));
   if (x == 0 && mantissa.find_first_of("123456789") != std::string::npos) {
-    throw reference::InputError(std::string(name) + " must be finite and > 0, got '" + text +
-                                "', which rounds to 0 in " +
+    throw reference::InputError(std::string(name) + " is not 0 as written, got '" + text + "', which rounds to 0 in " +
                                 (std::same_as<Real, float> ? "float (the fast path's format)" : "this format"));
   }
   return x;
@@ -49,12 +49,12 @@ reference::OptimizerConfig<Real> optimizer_config(const OptimizerOptions& option
   // --lr means the Adam family's η or the Nesterov family's η, whichever the optimizer is; each keeps its
   // own default (1e-3 and 0.7) when it is not given.
   if (options.lr) {
-    config.adam.lr = parse_positive<Real>(*options.lr, "lr");
+    config.adam.lr = parse_nonvanishing<Real>(*options.lr, "lr");
     config.nesterov.lr = config.adam.lr;
   }
   if (options.beta1) config.adam.beta1 = parse_real<Real>(*options.beta1, "beta1");
   if (options.beta2) config.adam.beta2 = parse_real<Real>(*options.beta2, "beta2");
-  if (options.eps) config.adam.eps = parse_positive<Real>(*options.eps, "eps");
+  if (options.eps) config.adam.eps = parse_nonvanishing<Real>(*options.eps, "eps");
   if (options.weight_decay) config.adam.weight_decay = parse_real<Real>(*options.weight_decay, "weight-decay");
   if (options.momentum) config.nesterov.momentum = parse_real<Real>(*options.momentum, "momentum");
   config.alpha = parse_real<Real>(options.alpha, "alpha");

@@ -43,19 +43,24 @@ void require_positive(const Real& x, const std::string& name) {
 }
 
 template <RealScalar Real>
+void require_nonnegative(const Real& x, const std::string& name) {
+  if (!is_finite(x) || x < 0) throw InputError(name + " must be finite and >= 0, got " + show(x));
+}
+
+// lr >= 0, as torch.optim, bitsandbytes and torchao take it: a schedule may reach 0 (warmup from 0, LinearLR to
+// 0), and a step at lr = 0 leaves θ where it is while t and the buffers advance (docs/design.md §3).
+template <RealScalar Real>
 void validate(const AdamHyper<Real>& h) {
-  require_positive(h.lr, "lr");
+  require_nonnegative(h.lr, "lr");
   require_unit_interval(h.beta1, "beta1");
   require_unit_interval(h.beta2, "beta2");
   require_positive(h.eps, "eps");
-  if (!is_finite(h.weight_decay) || h.weight_decay < 0) {
-    throw InputError("weight_decay must be finite and >= 0, got " + show(h.weight_decay));
-  }
+  require_nonnegative(h.weight_decay, "weight_decay");
 }
 
 template <RealScalar Real>
 void validate(const NesterovHyper<Real>& h) {
-  require_positive(h.lr, "lr");
+  require_nonnegative(h.lr, "lr");
   require_unit_interval(h.momentum, "momentum");
 }
 

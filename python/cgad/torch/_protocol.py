@@ -1,0 +1,94 @@
+"""The parts of torch.optim's protocol that cgad.torch's step() and constructors take as torch and its frameworks
+pass them: torch's optimizer flags, the staleness as any integral value, what a NaN/Inf step does, and the count
+of steps by what became of them."""
+import numbers
+import warnings
+
+import torch
+
+from .. import _cgad
+from .._arguments import INT64_MAX, integer
+
+# torch.optim flags these optimizers do not have. Frameworks pass them all, set to their defaults (None or False),
+# so a falsy value is taken (it asks for nothing); a truthy one is refused with the reason, never ignored.
+UNSUPPORTED_FLAGS = {
+    "fused": "its step is cgad's fast path, not torch's fused kernel",
+    "foreach": "its step is cgad's fast path, not torch's foreach kernels",
+    "capturable": "the fast path's step is not CUDA-graph capturable from torch",
+    "differentiable": "the fast path's step is not differentiable",
+    "amsgrad": "AMSGrad's max of past second moments is not part of CGAD",
+    "maximize": "the outer step descends the pseudo-gradient",
+}
+
+
+def check_flags(flags, name):
+    """Refuses a truthy torch flag (InputError, with why) and an unknown keyword (TypeError, as Python does)."""
+    for flag, value in flags.items():
+        if flag not in UNSUPPORTED_FLAGS:
+            raise TypeError(f"{name}() got an unexpected keyword argument '{flag}'")
+        if value is not None and value is not False:
+            raise _cgad.InputError(f"{name}: {flag}={value!r} is not supported ({UNSUPPORTED_FLAGS[flag]}); "
+                                   "None or False is taken")
+
+
+def staleness(value, where):
+    """The staleness as an int: a Python int, a NumPy integer or a 0-dim (or one-element) integer tensor; a float,
+    even an integral one, is refused -- staleness counts outer rounds, and 2.5 has no meaning there."""
+    if isinstance(value, torch.Tensor):
+        if value.numel() != 1 or value.dtype.is_floating_point or value.dtype.is_complex or value.dtype == torch.bool:
+            raise _cgad.InputError(f"{where}: staleness must be an integer number of outer rounds, got a tensor of "
+                                   f"dtype {value.dtype} and shape {tuple(value.shape)}")
+        value = value.item()
+    if isinstance(value, numbers.Real) and not isinstance(value, (numbers.Integral, bool)):
+        raise _cgad.InputError(f"{where}: staleness must be an integer number of outer rounds, got the float "
+                               f"{value!r} (round it, if it is a count)")
+    return integer(value, "staleness", 0, INT64_MAX, where)
+
+
+NONFINITE_POLICIES = ("skip", "warn", "raise")
+
+
+def check_policy(policy, where):
+    if not isinstance(policy, str) or policy not in NONFINITE_POLICIES:
+        raise _cgad.InputError(f"{where}: on_nonfinite must be one of {', '.join(NONFINITE_POLICIES)}, got "
+                               f"{policy!r}")
+    return policy
+
+
+def report_refusal(report, policy, where):
+    """What on_nonfinite asks for once a step was refused for a NaN/Inf or overflowing pseudo-gradient (nothing was
+    changed, and the gradients are left as they were): nothing more ("skip"), a RuntimeWarning ("warn"), or an
+    InputError ("raise")."""
+    if policy == "skip":
+        return
+    message = (f"{where}: step skipped, {report.reason} at parameter {report.nonfinite_param} element "
+               f"{report.nonfinite_index}; no parameter or state changed (on_nonfinite={policy!r})")
+    if policy == "warn":
+        warnings.warn(message, RuntimeWarning, stacklevel=4)
+    else:
+        raise _cgad.InputError(message)
+
+
+# The reasons a step is counted under: "applied" for a step applied with nothing to remark, else its reason.
+COUNTED = ("applied", "nonfinite-gradient", "overflowing-gradient", "zero-gate", "no-gradient")
+
+
+def new_counts():
+    return {reason: 0 for reason in COUNTED}
+
+
+def count(counts, report):
+    counts["applied" if report.reason == "none" else report.reason] += 1
+
+
+class Counters(dict):
+    """``opt.counters``: a copy of the steps counted by what became of them (COUNTED). Calling it,
+    ``opt.counters(group)``, gives the fast path's own counters of a param group instead (step counts "t",
+    PA-CGAD's "age"), as before this dict existed."""
+
+    def __init__(self, counts, engine_counters):
+        super().__init__(counts)
+        self._engine_counters = engine_counters
+
+    def __call__(self, group=0):
+        return self._engine_counters(group)
