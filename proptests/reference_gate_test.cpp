@@ -2,14 +2,15 @@
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
-#include "cgad/reference/gate.hpp"
+#include "cgad/core/gate.hpp"
+#include "cgad/reference/real.hpp"
 
 #include <cmath>
 
 namespace {
 
-using cgad::reference::GateKind;
-using cgad::reference::GateParams;
+using cgad::core::GateKind;
+using cgad::core::GateParams;
 using cgad::reference::mpfr_real;
 namespace ref = cgad::reference;
 

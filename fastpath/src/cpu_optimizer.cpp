@@ -3,7 +3,7 @@
 #include "cpu_blocks.hpp"
 
 #include "cgad/fastpath/state_file.hpp"
-#include "cgad/reference/errors.hpp"
+#include "cgad/core/errors.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -19,14 +19,13 @@ template <class T>
 void check_table(const char* what, std::span<T* const> pointers, std::size_t tensors, std::size_t first,
                  std::size_t last, const std::vector<std::size_t>& sizes) {
   if (pointers.size() != tensors) {
-    throw reference::InputError(std::string("the tensor table has ") + std::to_string(pointers.size()) + " " + what +
-                                " pointers, the optimizer " + std::to_string(tensors) + " tensors");
+    throw core::InputError(std::string("the tensor table has ") + std::to_string(pointers.size()) + " " + what +
+                           " pointers, the optimizer " + std::to_string(tensors) + " tensors");
   }
   for (std::size_t k = first; k <= last && k < tensors; ++k) {
     if (pointers[k] == nullptr && sizes[k] != 0) {
-      throw reference::InputError(std::string("the tensor table's ") + what + " pointer for tensor " +
-                                  std::to_string(k) + " (" + std::to_string(sizes[k]) +
-                                  " elements, read by this step) is null");
+      throw core::InputError(std::string("the tensor table's ") + what + " pointer for tensor " + std::to_string(k) +
+                             " (" + std::to_string(sizes[k]) + " elements, read by this step) is null");
     }
   }
 }
@@ -84,7 +83,7 @@ CpuOptimizer::CpuOptimizer(const StepConfig& config, std::vector<std::size_t> te
 StepReport CpuOptimizer::step(std::span<float> params, std::span<const float> grad, std::int64_t tau,
                               std::size_t fragment) {
   if (config().params != ParamFormat::fp32) {
-    throw reference::InputError("this optimizer stores bf16 parameters; it was given fp32 ones");
+    throw core::InputError("this optimizer stores bf16 parameters; it was given fp32 ones");
   }
   float* const base = params.data();
   const float* const slice = grad.data();
@@ -94,7 +93,7 @@ StepReport CpuOptimizer::step(std::span<float> params, std::span<const float> gr
 StepReport CpuOptimizer::step(std::span<bf16> params, std::span<const float> grad, std::int64_t tau,
                               std::size_t fragment) {
   if (config().params != ParamFormat::bf16) {
-    throw reference::InputError("this optimizer stores fp32 parameters; it was given bf16 ones");
+    throw core::InputError("this optimizer stores fp32 parameters; it was given bf16 ones");
   }
   bf16* const base = params.data();
   const float* const slice = grad.data();
@@ -104,7 +103,7 @@ StepReport CpuOptimizer::step(std::span<bf16> params, std::span<const float> gra
 StepReport CpuOptimizer::step(std::span<float* const> params, std::span<const float* const> grads, std::int64_t tau,
                               std::size_t fragment) {
   if (config().params != ParamFormat::fp32) {
-    throw reference::InputError("this optimizer stores bf16 parameters; it was given fp32 ones");
+    throw core::InputError("this optimizer stores bf16 parameters; it was given fp32 ones");
   }
   Operands o = table(grads, fragment);
   const auto [first, last] = touched(fragment);
@@ -116,7 +115,7 @@ StepReport CpuOptimizer::step(std::span<float* const> params, std::span<const fl
 StepReport CpuOptimizer::step(std::span<bf16* const> params, std::span<const float* const> grads, std::int64_t tau,
                               std::size_t fragment) {
   if (config().params != ParamFormat::bf16) {
-    throw reference::InputError("this optimizer stores fp32 parameters; it was given bf16 ones");
+    throw core::InputError("this optimizer stores fp32 parameters; it was given bf16 ones");
   }
   Operands o = table(grads, fragment);
   const auto [first, last] = touched(fragment);
@@ -243,8 +242,8 @@ void CpuOptimizer::read_buffer(std::string_view name, std::span<float> out) cons
 
 void require_same_state_layout(const StepConfig& now, const StepConfig& next) {
   const auto differs = [](const char* what) {
-    throw reference::InputError(std::string("new hyperparameters must keep the optimizer's ") + what +
-                                " (its state depends on it)");
+    throw core::InputError(std::string("new hyperparameters must keep the optimizer's ") + what +
+                           " (its state depends on it)");
   };
   if (next.optimizer != now.optimizer) differs("kind");
   if (next.params != now.params) differs("parameter format");
