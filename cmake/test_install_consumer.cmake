@@ -1,5 +1,8 @@
 # CTest script (proptests/install/CMakeLists.txt, label ci): installs the build in BUILD_DIR into a fresh prefix, then
 # configures, builds and runs examples/cpp_consumer against that prefix alone. Any failing stage fails the test.
+# Its fastpath_consumer uses cgad::fastpath alone, and must compile and link no arbitrary-precision library
+# (docs/design.md §2): no Boost.Multiprecision, mpfr.h or gmp.h in the header closure of its source (the compiler's
+# own -H list, with the build's exact compile command), no MPFR or GMP on its link line, none in its binary's NEEDED.
 #   cmake -DBUILD_DIR=... -DSOURCE_DIR=... -DWORK_DIR=... -P test_install_consumer.cmake
 foreach(var BUILD_DIR SOURCE_DIR WORK_DIR)
   if(NOT DEFINED ${var})
@@ -8,6 +11,7 @@ foreach(var BUILD_DIR SOURCE_DIR WORK_DIR)
 endforeach()
 file(REMOVE_RECURSE "${WORK_DIR}")
 set(prefix "${WORK_DIR}/prefix")
+set(consumer "${WORK_DIR}/consumer")
 function(run what)
   execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
   if(NOT rc EQUAL 0)
@@ -16,13 +20,62 @@ function(run what)
   message(STATUS "${what}: ok")
 endfunction()
 run("install" ${CMAKE_COMMAND} --install "${BUILD_DIR}" --prefix "${prefix}")
-foreach(file include/cgad/fastpath/fastpath.hpp include/cgad/reference/gate.hpp lib/cmake/cgad/cgadConfig.cmake
-             lib/cmake/cgad/cgadConfigVersion.cmake lib/cmake/cgad/FindMPFI.cmake bin/cgad share/doc/cgad/LICENSE)
+foreach(file include/cgad/fastpath/fastpath.hpp include/cgad/core/gate.hpp include/cgad/reference/optimizers.hpp
+             lib/cmake/cgad/cgadConfig.cmake lib/cmake/cgad/cgadConfigVersion.cmake lib/cmake/cgad/FindMPFI.cmake bin/cgad
+             share/doc/cgad/LICENSE)
   if(NOT EXISTS "${prefix}/${file}")
     message(FATAL_ERROR "the install lacks ${file}")
   endif()
 endforeach()
-run("configure the consumer" ${CMAKE_COMMAND} -S "${SOURCE_DIR}/examples/cpp_consumer" -B "${WORK_DIR}/consumer"
-    -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_BUILD_TYPE=Release)
-run("build the consumer" ${CMAKE_COMMAND} --build "${WORK_DIR}/consumer")
-run("run the consumer" "${WORK_DIR}/consumer/consumer")
+# Unix Makefiles, so that the link line is in a known file (link.txt).
+run("configure the consumer" ${CMAKE_COMMAND} -S "${SOURCE_DIR}/examples/cpp_consumer" -B "${consumer}"
+    -G "Unix Makefiles" -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_BUILD_TYPE=Release -DCMAKE_EXPORT_COMPILE_COMMANDS=ON)
+run("build the fast-path-only consumer" ${CMAKE_COMMAND} --build "${consumer}" --target fastpath_consumer)
+
+# Its compile command, as the build ran it, rerun with -H -fsyntax-only: every header it reads, one per line.
+file(READ "${consumer}/compile_commands.json" commands)
+string(JSON count LENGTH "${commands}")
+math(EXPR last "${count} - 1")
+set(compile "")
+foreach(i RANGE ${last})
+  string(JSON source GET "${commands}" ${i} file)
+  if(source MATCHES "fastpath_only\\.cpp$")
+    string(JSON compile GET "${commands}" ${i} command)
+    string(JSON directory GET "${commands}" ${i} directory)
+  endif()
+endforeach()
+if(compile STREQUAL "")
+  message(FATAL_ERROR "no compile command for fastpath_only.cpp in ${consumer}/compile_commands.json")
+endif()
+if(compile MATCHES "mpfr|gmp|multiprecision")
+  message(FATAL_ERROR "the fast-path-only consumer's compile line names MPFR, GMP or Boost.Multiprecision:\n${compile}")
+endif()
+separate_arguments(compile_args UNIX_COMMAND "${compile}")
+execute_process(COMMAND ${compile_args} -H -fsyntax-only WORKING_DIRECTORY "${directory}" RESULT_VARIABLE rc
+                ERROR_VARIABLE headers OUTPUT_QUIET)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "rerunning the consumer's compile command with -H failed (${rc}):\n${headers}")
+endif()
+string(REGEX MATCHALL "[^\n]*(boost/multiprecision|/mpfr\\.h|/gmp\\.h)[^\n]*" heavy "${headers}")
+if(heavy)
+  list(JOIN heavy "\n" heavy)
+  message(FATAL_ERROR "the fast-path-only consumer's header closure holds arbitrary precision:\n${heavy}")
+endif()
+string(REGEX MATCHALL "\n\\.+ " closure "\n${headers}")
+list(LENGTH closure closure_size)
+message(STATUS "fastpath_only.cpp reads ${closure_size} headers, none of Boost.Multiprecision, MPFR or GMP")
+
+file(READ "${consumer}/CMakeFiles/fastpath_consumer.dir/link.txt" link)
+if(link MATCHES "mpfr|gmp")
+  message(FATAL_ERROR "the fast-path-only consumer's link line names MPFR or GMP:\n${link}")
+endif()
+find_program(READELF readelf REQUIRED)
+execute_process(COMMAND ${READELF} -d "${consumer}/fastpath_consumer" OUTPUT_VARIABLE dynamic RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0 OR dynamic MATCHES "libmpfr|libgmp")
+  message(FATAL_ERROR "the fast-path-only consumer's binary needs MPFR or GMP (readelf -d, status ${rc}):\n${dynamic}")
+endif()
+message(STATUS "the fast-path-only consumer links neither libmpfr nor libgmp")
+run("run the fast-path-only consumer" "${consumer}/fastpath_consumer")
+
+run("build the consumer of the fast path and the reference" ${CMAKE_COMMAND} --build "${consumer}")
+run("run the consumer of the fast path and the reference" "${consumer}/consumer")

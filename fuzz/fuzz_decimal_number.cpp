@@ -17,8 +17,8 @@ namespace {
 template <class Real>
 std::optional<Real> parsed(std::string_view text) {
   try {
-    return cgad::reference::parse_real<Real>(text, "fuzz");
-  } catch (const cgad::reference::InputError&) {
+    return cgad::core::parse_real<Real>(text, "fuzz");
+  } catch (const cgad::core::InputError&) {
     return std::nullopt;
   }
 }
@@ -35,7 +35,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   using namespace cgad;
   static const reference::PrecisionScope precision(64);
   const std::string_view text = fuzz::as_text(data, size);
-  const bool grammar = reference::classify_number_text(text) != reference::NumberText::invalid;
+  const bool grammar = core::classify_number_text(text) != core::NumberText::invalid;
   const auto as_float = parsed<float>(text);
   const auto as_double = parsed<double>(text);
   const auto as_mpfr = parsed<reference::mpfr_real>(text);

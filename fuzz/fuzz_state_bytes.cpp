@@ -24,11 +24,11 @@ fastpath::StepConfig config_of(int kind) {
   if (kind == 0) {
     c.state = fastpath::StateFormat::q8;
   } else if (kind == 1) {
-    c.optimizer = reference::OptimizerKind::pa_cgad;
+    c.optimizer = core::OptimizerKind::pa_cgad;
     c.state = fastpath::StateFormat::bf16;
     c.fragments = 2;
   } else {
-    c.optimizer = reference::OptimizerKind::nesterov;
+    c.optimizer = core::OptimizerKind::nesterov;
   }
   return c;
 }

@@ -1,9 +1,9 @@
 #pragma once
 // What every fuzz target shares: the rule that decides a finding. A parser given any bytes may accept them or refuse
-// them with reference::InputError (the one-line error and exit status 2 of the `cgad` command); anything else — a
+// them with core::InputError (the one-line error and exit status 2 of the `cgad` command); anything else — a
 // crash, a sanitizer report, another exception (which the command would report as an internal error, exit 1), a
 // hang past libFuzzer's -timeout — is a defect. So the targets catch InputError and nothing else.
-#include "cgad/reference/errors.hpp"
+#include "cgad/core/errors.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -20,7 +20,7 @@ template <class Parse>
 void refusal_is_fine(Parse&& parse) {
   try {
     parse();
-  } catch (const reference::InputError&) {}
+  } catch (const core::InputError&) {}
 }
 
 }  // namespace cgad::fuzz

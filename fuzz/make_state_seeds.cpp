@@ -16,11 +16,11 @@ int main() {
     c.params = fastpath::ParamFormat::fp32;
     if (kind == 0) c.state = fastpath::StateFormat::q8;
     if (kind == 1) {
-      c.optimizer = reference::OptimizerKind::pa_cgad;
+      c.optimizer = core::OptimizerKind::pa_cgad;
       c.state = fastpath::StateFormat::bf16;
       c.fragments = 2;
     }
-    if (kind == 2) c.optimizer = reference::OptimizerKind::nesterov;
+    if (kind == 2) c.optimizer = core::OptimizerKind::nesterov;
     fastpath::CpuOptimizer opt(c, std::vector<std::size_t>{300, 7, 256}, 1);
     std::vector<float> p(opt.parameters(), 0.5f), g(opt.parameters());
     for (std::size_t i = 0; i < g.size(); ++i) g[i] = 0.001f * float(int(i % 17) - 8);

@@ -1,8 +1,8 @@
 #include "cli_support.hpp"
 
-#include "cgad/fastpath/atomic_file.hpp"
-#include "cgad/fastpath/input_file.hpp"
-#include "cgad/reference/errors.hpp"
+#include "cgad/io/atomic_file.hpp"
+#include "cgad/io/input_file.hpp"
+#include "cgad/core/errors.hpp"
 #include "cgad/reference/real.hpp"
 
 #include <fcntl.h>
@@ -26,7 +26,7 @@
 
 namespace cgad::cli {
 
-using reference::InputError;
+using core::InputError;
 
 void add_precision_option(CLI::App& command, unsigned& bits) {
   bits = reference::kDefaultPrecisionBits;
@@ -45,7 +45,7 @@ std::string why(int error) {
 
 // The stream std::cout writes through once route_standard_output() ran (null before). Never destroyed: std::cout
 // is flushed after every static destructor has run, and must still have its buffer then.
-fastpath::FdOutputStream* routed_output = nullptr;
+io::FdOutputStream* routed_output = nullptr;
 
 // The errno of the first failed write to standard output, 0 if none (or if it was never routed).
 int standard_output_error() {
@@ -125,7 +125,7 @@ void report_out_of_memory() noexcept {
 
 void route_standard_output() {
   if (routed_output != nullptr) return;
-  routed_output = new fastpath::FdOutputStream(STDOUT_FILENO);
+  routed_output = new io::FdOutputStream(STDOUT_FILENO);
   std::cout.flush();
   std::cout.rdbuf(routed_output->rdbuf());
 }
@@ -135,7 +135,7 @@ bool standard_output_is(dev_t device, ino_t inode) {
   return ::fstat(STDOUT_FILENO, &st) == 0 && S_ISREG(st.st_mode) && st.st_dev == device && st.st_ino == inode;
 }
 
-void refuse_standard_output_onto(const fastpath::InputFile& input, const std::string& path) {
+void refuse_standard_output_onto(const io::InputFile& input, const std::string& path) {
   if (standard_output_is(input.device(), input.inode())) {
     throw InputError("standard output is the input file '" + path + "' (a redirection such as >> " + path +
                      "): the output would be written into the file being read");
@@ -145,7 +145,7 @@ void refuse_standard_output_onto(const fastpath::InputFile& input, const std::st
 // --- OutputFile -------------------------------------------------------------------------------------------------
 
 OutputFile::OutputFile(const std::string& path) : path_(path) {
-  if (path != "-") file_ = std::make_unique<fastpath::AtomicFile>(path);
+  if (path != "-") file_ = std::make_unique<io::AtomicFile>(path);
 }
 
 OutputFile::~OutputFile() = default;
@@ -210,7 +210,7 @@ std::string check_value(std::string& value, const std::string& type) {
     }
     value = (negative ? "-" : "") + digits;
   } else if (type.rfind("FLOAT", 0) == 0) {
-    if (reference::classify_number_text(value) == reference::NumberText::invalid) {
+    if (core::classify_number_text(value) == core::NumberText::invalid) {
       return "'" + value + "' is not a number";
     }
   }

@@ -11,10 +11,10 @@
 #include <memory>
 #include <string>
 
-namespace cgad::fastpath {
+namespace cgad::io {
 class AtomicFile;
 class InputFile;
-}  // namespace cgad::fastpath
+}  // namespace cgad::io
 
 namespace cgad::cli {
 
@@ -25,7 +25,7 @@ void add_precision_option(CLI::App& command, unsigned& bits);
 // precision in decimal digits, so the effective bits can exceed the request by a few (256 gives 257).
 unsigned apply_precision(unsigned requested_bits);
 
-// An output file as every command writes one. A path is replaced atomically by fastpath::AtomicFile
+// An output file as every command writes one. A path is replaced atomically by io::AtomicFile
 // (atomic_file.hpp: a missing or regular file, or a symlink to one, which is written through; a directory, a
 // device node, a FIFO, a socket or "" is refused, exit status 2), with the contents written as they are produced,
 // so memory does not grow with them. "-" is standard output, written as the contents are produced (no temporary
@@ -45,7 +45,7 @@ class OutputFile {
 
  private:
   std::string path_;
-  std::unique_ptr<fastpath::AtomicFile> file_;
+  std::unique_ptr<io::AtomicFile> file_;
 };
 
 // Writes `path` by calling `write` on the stream of an OutputFile, then commits it. If `write` throws, or any
@@ -74,7 +74,7 @@ void check_list_items(const CLI::App& app, int argc, const char* const* argv);
 void install_out_of_memory_handling();
 void report_out_of_memory() noexcept;
 
-// Makes std::cout write through a fastpath::FdOutputStream on descriptor 1 (main.cpp, once), so that a failed
+// Makes std::cout write through a io::FdOutputStream on descriptor 1 (main.cpp, once), so that a failed
 // write keeps its own errno: glibc's stdio leaves errno to whatever call came after the write (on /dev/full the
 // message said "Inappropriate ioctl for device" instead of "No space left on device").
 void route_standard_output();
@@ -86,6 +86,6 @@ void finish_standard_output();
 // Whether standard output is the regular file with this identity, and InputError if it is the input `input`
 // (cgad replay --input s.jsonl --output - >> s.jsonl would append to the stream it reads, without end).
 bool standard_output_is(dev_t device, ino_t inode);
-void refuse_standard_output_onto(const fastpath::InputFile& input, const std::string& path);
+void refuse_standard_output_onto(const io::InputFile& input, const std::string& path);
 
 }  // namespace cgad::cli

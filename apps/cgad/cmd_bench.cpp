@@ -2,8 +2,8 @@
 #include "commands.hpp"
 
 #include "cgad/bench/summary.hpp"
-#include "cgad/fastpath/thread_pool.hpp"
-#include "cgad/reference/errors.hpp"
+#include "cgad/fastpath/detail/thread_pool.hpp"
+#include "cgad/core/errors.hpp"
 
 #include <iostream>
 #include <memory>
@@ -20,8 +20,8 @@ struct BenchOptions {
 void run_bench(const BenchOptions& options) {
   // Refused before any stage starts (the pool would refuse it too, after the first stage's log line).
   if (options.threads > fastpath::ThreadPool::kMaxThreads) {
-    throw reference::InputError("--threads must be at most " + std::to_string(fastpath::ThreadPool::kMaxThreads) +
-                                " (0: every core), got " + std::to_string(options.threads));
+    throw core::InputError("--threads must be at most " + std::to_string(fastpath::ThreadPool::kMaxThreads) +
+                           " (0: every core), got " + std::to_string(options.threads));
   }
   const nlohmann::ordered_json summary = bench::run_summary({options.quick, options.threads});
   if (options.json) {

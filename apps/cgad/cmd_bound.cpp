@@ -6,7 +6,7 @@
 #include "commands.hpp"
 #include "progress.hpp"
 
-#include "cgad/reference/errors.hpp"
+#include "cgad/core/errors.hpp"
 #include "cgad/theory/constants.hpp"
 #include "cgad/theory/rate.hpp"
 
@@ -38,9 +38,9 @@ nlohmann::json enclosure_json(const Interval& x, unsigned digits) {
 }
 
 nlohmann::json sup_json(const theory::SupConstant& c, unsigned digits) {
-  return {{"value", reference::to_decimal(c.value_mpfr, digits)},
+  return {{"value", core::to_decimal(c.value_mpfr, digits)},
           {"enclosure", enclosure_json(c.value, digits)},
-          {"argmax", reference::to_decimal(c.argmax_mpfr, digits)},
+          {"argmax", core::to_decimal(c.argmax_mpfr, digits)},
           {"argmax_enclosure", enclosure_json(c.argmax, digits)},
           {"integer_value_enclosure", enclosure_json(c.integer_value, digits)},
           {"integer_argmax", c.integer_argmax},
@@ -54,7 +54,7 @@ nlohmann::json sup_json(const theory::SupConstant& c, unsigned digits) {
 // themselves are in --json; the tables say how wide the widest one is.
 std::string short_value(const reference::mpfr_real& x) {
   const double rounded = x.convert_to<double>();
-  if (x != 0 && !std::isnormal(rounded)) return reference::to_decimal(x, 6);
+  if (x != 0 && !std::isnormal(rounded)) return core::to_decimal(x, 6);
   std::ostringstream out;
   out << std::setprecision(6) << rounded;
   return out.str();
@@ -153,7 +153,7 @@ void print_alpha_scan(const std::vector<theory::AlphaScanRow>& rows, long tau_cu
       << cell("e^alpha*B1_int", 16) << cell("W", 12) << cell("alpha*W", 12) << cell("e^alpha*W", 12)
       << cell("e^-alpha", 12) << "\n";
   for (const auto& r : rows) {
-    const reference::mpfr_real alpha = reference::parse_real<reference::mpfr_real>(r.alpha, "alpha");
+    const reference::mpfr_real alpha = core::parse_real<reference::mpfr_real>(r.alpha, "alpha");
     const std::string decay = short_value(reference::mpfr_real(exp(-alpha)));
     std::cout << cell(r.alpha, 8) << cell(short_value(r.b1), 12) << cell(short_value(r.alpha_b1), 12)
               << cell(short_value(r.b1_integer), 12) << cell(std::to_string(r.b1_integer_argmax), 6)
@@ -164,10 +164,10 @@ void print_alpha_scan(const std::vector<theory::AlphaScanRow>& rows, long tau_cu
 
 void print_sup(const char* title, const theory::SupConstant& c, unsigned digits) {
   std::cout << title << "\n"
-            << "  value (MPFR, tau* = mid)   " << reference::to_decimal(c.value_mpfr, digits) << "\n"
+            << "  value (MPFR, tau* = mid)   " << core::to_decimal(c.value_mpfr, digits) << "\n"
             << "  certified enclosure        " << c.value.to_string(digits) << "\n"
             << "  relative width             " << theory::decimal_up(c.value.relative_width(), 3) << "\n"
-            << "  maximizer tau*             " << reference::to_decimal(c.argmax_mpfr, digits) << "\n"
+            << "  maximizer tau*             " << core::to_decimal(c.argmax_mpfr, digits) << "\n"
             << "  tau* enclosure             " << c.argmax.to_string(digits) << "\n"
             << "  integer max (tau in 0..C)  " << c.integer_value.to_string(digits) << " at tau = " << c.integer_argmax
             << (c.integer_argmax_certified ? " (certified unique)" : " (not certified unique)") << "\n"
@@ -184,9 +184,9 @@ constexpr unsigned kMinBoundPrecisionBits = 116;
 
 void run_bound(const BoundOptions& options) {
   if (options.precision < kMinBoundPrecisionBits || options.precision > kMaxBoundPrecisionBits) {
-    throw reference::InputError("bound: precision must be in [" + std::to_string(kMinBoundPrecisionBits) + ", " +
-                                std::to_string(kMaxBoundPrecisionBits) + "] bits (30 digits; bisection cost), got " +
-                                std::to_string(options.precision));
+    throw core::InputError("bound: precision must be in [" + std::to_string(kMinBoundPrecisionBits) + ", " +
+                           std::to_string(kMaxBoundPrecisionBits) + "] bits (30 digits; bisection cost), got " +
+                           std::to_string(options.precision));
   }
   const unsigned bits = apply_precision(options.precision);
   const theory::BoundConstants c = [&] {
@@ -218,7 +218,7 @@ void run_bound(const BoundOptions& options) {
                        {"B1", sup_json(c.b1, digits)},
                        {"B2", sup_json(c.b2, digits)},
                        {"W",
-                        {{"value", reference::to_decimal(c.w_mpfr, digits)},
+                        {{"value", core::to_decimal(c.w_mpfr, digits)},
                          {"enclosure", enclosure_json(c.w, digits)},
                          {"cutoff_bound_enclosure", enclosure_json(c.w_cutoff_bound, digits)}}},
                        {"alpha_tau_cut_at_least_1", c.cutoff_past_peak},
@@ -233,7 +233,7 @@ void run_bound(const BoundOptions& options) {
   print_sup("B1 = sup_{tau>=0} tau*sigma(tau)", c.b1, digits);
   print_sup("B2 = sup_{tau>=0} tau^2*sigma(tau)", c.b2, digits);
   std::cout << "W = sum_{tau=1}^{tau_cut} sigma(tau)\n"
-            << "  value (MPFR)               " << reference::to_decimal(c.w_mpfr, digits) << "\n"
+            << "  value (MPFR)               " << core::to_decimal(c.w_mpfr, digits) << "\n"
             << "  certified enclosure        " << c.w.to_string(digits) << "\n"
             << "  relative width             " << theory::decimal_up(c.w.relative_width(), 3) << "\n"
             << "  cutoff bound (tau_cut-1)/2 " << c.w_cutoff_bound.to_string(digits) << "\n\n";

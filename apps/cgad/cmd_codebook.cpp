@@ -4,7 +4,7 @@
 // Every code is printed exactly: as the shortest decimal that reads back to the same float, and as hexfloat.
 #include "commands.hpp"
 
-#include "cgad/fastpath/q8_maps.hpp"
+#include "cgad/fastpath/detail/q8_maps.hpp"
 #include "cgad/reference/real.hpp"
 
 #include <nlohmann/json.hpp>
@@ -41,7 +41,7 @@ void run_codebook(bool json) {
       nlohmann::json codes = nlohmann::json::array();
       nlohmann::json hex = nlohmann::json::array();
       for (int k = 0; k < fastpath::kQ8Codes; ++k) {
-        codes.push_back(reference::to_decimal(map->code[k]));
+        codes.push_back(core::to_decimal(map->code[k]));
         hex.push_back(hexfloat(map->code[k]));
       }
       out[name] = {{"codes", codes}, {"hex", hex}};
@@ -56,11 +56,10 @@ void run_codebook(bool json) {
             << "(hex)\n"
             << std::right;
   for (int k = 0; k < fastpath::kQ8Codes; ++k) {
-    std::cout << std::setw(5) << k << "  " << std::left << std::setw(16) << reference::to_decimal(signed_map.code[k])
+    std::cout << std::setw(5) << k << "  " << std::left << std::setw(16) << core::to_decimal(signed_map.code[k])
               << std::setw(18) << hexfloat(signed_map.code[k]) << std::setw(16)
-              << reference::to_decimal(unsigned_map.code[k]) << std::setw(18) << hexfloat(unsigned_map.code[k])
-              << std::setw(16) << reference::to_decimal(zero_free_map.code[k]) << hexfloat(zero_free_map.code[k])
-              << "\n"
+              << core::to_decimal(unsigned_map.code[k]) << std::setw(18) << hexfloat(unsigned_map.code[k])
+              << std::setw(16) << core::to_decimal(zero_free_map.code[k]) << hexfloat(zero_free_map.code[k]) << "\n"
               << std::right;
   }
 }

@@ -2,7 +2,8 @@
 #include "cli_support.hpp"
 #include "commands.hpp"
 
-#include "cgad/reference/gate.hpp"
+#include "cgad/core/gate.hpp"
+#include "cgad/reference/real.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -28,18 +29,17 @@ void run_gate(const GateOptions& options) {
   using reference::mpfr_real;
   // 112 bits is the least that still prints the 30 correct significant digits the table promises.
   if (options.precision < 112) {
-    throw reference::InputError("gate needs --precision >= 112 to print 30 significant digits, got " +
-                                std::to_string(options.precision));
+    throw core::InputError("gate needs --precision >= 112 to print 30 significant digits, got " +
+                           std::to_string(options.precision));
   }
   const unsigned bits = apply_precision(options.precision);
   if (options.tau_cut < 1 || options.tau_cut > kMaxTauCut) {
-    throw reference::InputError("tau-cut must be an integer in [1, " + std::to_string(kMaxTauCut) + "], got " +
-                                std::to_string(options.tau_cut));
+    throw core::InputError("tau-cut must be an integer in [1, " + std::to_string(kMaxTauCut) + "], got " +
+                           std::to_string(options.tau_cut));
   }
-  const reference::GateParams<mpfr_real> gate{reference::GateKind::cosine,
-                                              reference::parse_real<mpfr_real>(options.alpha, "alpha"),
-                                              mpfr_real(options.tau_cut)};
-  reference::validate(gate);
+  const core::GateParams<mpfr_real> gate{core::GateKind::cosine, core::parse_real<mpfr_real>(options.alpha, "alpha"),
+                                         mpfr_real(options.tau_cut)};
+  core::validate(gate);
   // sin, exp and the few products behind σ are each correctly rounded, so σ carries well under 2^8 ulps of
   // error; printing floor((bits − 8)·log10 2) digits keeps every printed digit meaningful (74 at 256 bits).
   const unsigned digits = static_cast<unsigned>(std::floor((bits - 8) * 0.30102999566398120));
@@ -47,8 +47,8 @@ void run_gate(const GateOptions& options) {
   for (std::int64_t tau = 0; tau <= options.tau_cut + 1; ++tau) {
     const mpfr_real t(tau);
     rows.push_back({{"tau", tau},
-                    {"gamma", reference::to_decimal(reference::gamma(t, gate), digits)},
-                    {"sigma", reference::to_decimal(reference::sigma(t, gate), digits)}});
+                    {"gamma", core::to_decimal(core::gamma(t, gate), digits)},
+                    {"sigma", core::to_decimal(core::sigma(t, gate), digits)}});
   }
   if (options.json) {
     std::cout << nlohmann::json{{"alpha", options.alpha},

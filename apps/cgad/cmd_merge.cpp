@@ -6,8 +6,8 @@
 #include "simulate_output.hpp"
 
 #include "cgad/differential/strict_json.hpp"
-#include "cgad/fastpath/input_file.hpp"
-#include "cgad/reference/errors.hpp"
+#include "cgad/io/input_file.hpp"
+#include "cgad/core/errors.hpp"
 #include "cgad/simulate/sweep_json.hpp"
 
 #include <sys/stat.h>
@@ -22,7 +22,7 @@
 namespace cgad::cli {
 namespace {
 
-using reference::InputError;
+using core::InputError;
 
 struct MergeOptions {
   std::vector<std::string> parts;
@@ -42,7 +42,7 @@ simulate::SweepPart read_part(const std::string& path) {
                      "cgad simulate writes is this large)");
   }
   // Parsed as it is read: the text is never held beside its tree.
-  fastpath::InputFile in(path);
+  io::InputFile in(path);
   refuse_standard_output_onto(in, path);
   const nlohmann::json json = differential::parse_json_document(in.stream(), path);
   return simulate::part_from_json(json, path);

@@ -7,7 +7,7 @@
 #include "progress.hpp"
 
 #include "cgad/differential/noise_lockstep.hpp"
-#include "cgad/fastpath/input_file.hpp"
+#include "cgad/io/input_file.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -117,11 +117,11 @@ void run_noise(const NoiseOptions& o) {
   // 128 bits by default: the reference's own error after 10^4 steps (≈ 10^4 · 15 roundings of 2^-128) is
   // ~2^-110 relative, 2^100 below bf16's and q8's; 256 bits would double the MPFR cost for nothing.
   const unsigned bits = apply_precision(o.precision == 0 ? 128 : o.precision);
-  if (o.json && o.csv) throw reference::InputError("noise: choose one of --json and --csv");
+  if (o.json && o.csv) throw core::InputError("noise: choose one of --json and --csv");
   if (!o.plot_dir.empty()) check_plot_target(std::filesystem::path(o.plot_dir) / "noise_v_rms.png");
   std::shared_ptr<const differential::PseudoGradientStream> stream;
   if (!o.stream.empty()) {
-    fastpath::InputFile in(o.stream);  // the one rule for inputs (cli_support.hpp): files, pipes, FIFOs with a writer
+    io::InputFile in(o.stream);  // the one rule for inputs (cli_support.hpp): files, pipes, FIFOs with a writer
     refuse_standard_output_onto(in, o.stream);
     stream =
         std::make_shared<const differential::PseudoGradientStream>(differential::read_stream(in.stream(), o.stream));

@@ -5,7 +5,7 @@
 #include "optimizer_flags.hpp"
 
 #include "cgad/differential/replay_fastpath.hpp"
-#include "cgad/fastpath/input_file.hpp"
+#include "cgad/io/input_file.hpp"
 #include "cgad/differential/replay_reference.hpp"
 
 #include <iostream>
@@ -27,22 +27,22 @@ struct ReplayOptions {
 void run_replay(const ReplayOptions& options) {
   if (options.backend == "reference") {
     for (const CLI::Option* flag : options.fastpath_flags) {
-      if (flag->count() > 0) throw reference::InputError(flag->get_name() + " applies to --backend fastpath only");
+      if (flag->count() > 0) throw core::InputError(flag->get_name() + " applies to --backend fastpath only");
     }
   }
   const unsigned bits = apply_precision(options.precision);  // also the precision of the decimal parse
   // The input under cli_support's rule (regular file, pipe or FIFO; never a wait without end); the output
   // checked before any work (a directory, a device node, "" are refused now, not after the last event).
-  fastpath::InputFile input(options.input);
+  io::InputFile input(options.input);
   OutputFile output(options.output);
   // Replacing the input by the output would destroy it (the same path, a symlink or a hard link to it).
   if (output.replaces(input.device(), input.inode())) {
-    throw reference::InputError((options.output == "-"
-                                     ? "standard output (--output -, a redirection such as >> " + options.input + ")"
-                                     : "--output '" + options.output + "'") +
-                                " is the input file '" + options.input + "': " +
-                                (options.output == "-" ? "the records would be written into the stream being read"
-                                                       : "it would be overwritten by the replay"));
+    throw core::InputError((options.output == "-"
+                                ? "standard output (--output -, a redirection such as >> " + options.input + ")"
+                                : "--output '" + options.output + "'") +
+                           " is the input file '" + options.input + "': " +
+                           (options.output == "-" ? "the records would be written into the stream being read"
+                                                  : "it would be overwritten by the replay"));
   }
   differential::StreamReader reader(input.stream(), options.input);
   // Each record goes to the output's temporary as soon as it is computed (memory does not grow with the stream),

@@ -9,7 +9,7 @@
 #include "progress.hpp"
 #include "simulate_output.hpp"
 
-#include "cgad/reference/errors.hpp"
+#include "cgad/core/errors.hpp"
 #include "cgad/reference/real.hpp"
 #include "cgad/simulate/part_lock.hpp"
 #include "cgad/simulate/sweep_json.hpp"
@@ -29,7 +29,7 @@
 namespace cgad::cli {
 namespace {
 
-using reference::InputError;
+using core::InputError;
 
 struct SimulateOptions {
   // The default sweep: the paper's three contenders over small to large staleness, with fp32 and 8-bit outer
@@ -146,25 +146,25 @@ simulate::SweepGrid make_grid(const SimulateOptions& o) {
   b.objective = simulate::parse_objective_kind(o.objective);
   refuse_other_objectives_flags(o);
   b.problem_seed = o.problem_seed;
-  if (o.nqm_noise) b.nqm_noise = reference::parse_real<double>(*o.nqm_noise, "nqm-noise");
-  if (o.label_noise) b.label_noise = reference::parse_real<double>(*o.label_noise, "label-noise");
+  if (o.nqm_noise) b.nqm_noise = core::parse_real<double>(*o.nqm_noise, "nqm-noise");
+  if (o.label_noise) b.label_noise = core::parse_real<double>(*o.label_noise, "label-noise");
   b.workers = o.workers;
   b.rounds = o.rounds;
   b.inner.kind = simulate::parse_inner_optimizer(o.inner);
   b.inner.steps = o.inner_steps;
-  if (o.inner_lr) b.inner.lr = reference::parse_real<float>(*o.inner_lr, "inner-lr");
+  if (o.inner_lr) b.inner.lr = core::parse_real<float>(*o.inner_lr, "inner-lr");
   if (o.inner_eps) {
     if (b.inner.kind != simulate::InnerOptimizerKind::adamw) throw InputError("--inner-eps applies to --inner adamw");
-    b.inner.eps = reference::parse_real<float>(*o.inner_eps, "inner-eps");
+    b.inner.eps = core::parse_real<float>(*o.inner_eps, "inner-eps");
   }
   b.depth = o.depth;
   b.outlier_features = o.outlier_features;
-  if (o.outlier_scale) b.outlier_scale = reference::parse_real<double>(*o.outlier_scale, "outlier-scale");
+  if (o.outlier_scale) b.outlier_scale = core::parse_real<double>(*o.outlier_scale, "outlier-scale");
   b.delays = simulate::parse_delays(o.delays);
   b.worker_params = simulate::parse_worker_params(o.worker_params);
   b.lr_scale = simulate::parse_lr_scale(o.lr_scale);
   b.fragment_progress = simulate::parse_fragment_progress(o.fragment_progress);
-  if (o.diverge_factor) b.divergence_factor = reference::parse_real<double>(*o.diverge_factor, "diverge-factor");
+  if (o.diverge_factor) b.divergence_factor = core::parse_real<double>(*o.diverge_factor, "diverge-factor");
   b.log_every = o.log_every;
   refuse_unread_flags(o);
   differential::OptimizerOptions hyper = o.optimizer;
@@ -228,7 +228,7 @@ class DeltaStreamWriter final : public simulate::ArrivalRecorder {
  private:
   static nlohmann::ordered_json decimals(std::span<const float> values) {
     nlohmann::ordered_json out = nlohmann::ordered_json::array();
-    for (const float x : values) out.push_back(reference::to_decimal(x));
+    for (const float x : values) out.push_back(core::to_decimal(x));
     return out;
   }
   std::ostream& out_;
@@ -249,16 +249,16 @@ std::string replay_flags(const simulate::SimulationSpec& spec, std::string& why)
     why = "cgad replay has one learning rate for all tensors and cannot replay --lr-scale mup's per-tensor ones";
     return "";
   }
-  const bool adam = reference::is_adam_family(c.optimizer);
-  const auto real = [](float x) { return reference::to_decimal(x); };
+  const bool adam = core::is_adam_family(c.optimizer);
+  const auto real = [](float x) { return core::to_decimal(x); };
   std::ostringstream out;
-  out << "--optimizer " << reference::to_string(c.optimizer) << " --lr " << real(adam ? c.adam.lr : c.nesterov.lr);
+  out << "--optimizer " << core::to_string(c.optimizer) << " --lr " << real(adam ? c.adam.lr : c.nesterov.lr);
   if (adam) {
     out << " --beta1 " << real(c.adam.beta1) << " --beta2 " << real(c.adam.beta2) << " --eps " << real(c.adam.eps)
         << " --weight-decay " << real(c.adam.weight_decay) << " --alpha " << real(c.alpha) << " --tau-cut "
         << static_cast<long long>(c.tau_cut) << " --on-zero-gate "
-        << (c.on_zero_gate == reference::ZeroGatePolicy::skip ? "skip" : "apply");
-    if (c.optimizer == reference::OptimizerKind::pa_cgad) out << " --fragments " << c.fragments;
+        << (c.on_zero_gate == core::ZeroGatePolicy::skip ? "skip" : "apply");
+    if (c.optimizer == core::OptimizerKind::pa_cgad) out << " --fragments " << c.fragments;
   } else {
     out << " --momentum " << real(c.nesterov.momentum);
   }

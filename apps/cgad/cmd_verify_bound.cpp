@@ -25,7 +25,7 @@ namespace {
 using reference::mpfr_real;
 
 std::string dec(const mpfr_real& x) {
-  return reference::to_decimal(x, 20);
+  return core::to_decimal(x, 20);
 }
 std::string when(const std::optional<long>& T) {
   return T ? "T = " + std::to_string(*T) : "none";

@@ -3,7 +3,7 @@
 #include "cli_support.hpp"
 #include "commands.hpp"
 
-#include "cgad/reference/errors.hpp"
+#include "cgad/core/errors.hpp"
 
 #include <CLI/CLI.hpp>
 
@@ -59,7 +59,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     std::cerr << "cgad: " << e.what() << " (see cgad --help)\n";
     return 2;
-  } catch (const cgad::reference::InputError& e) {
+  } catch (const cgad::core::InputError& e) {
     std::cerr << "cgad: " << e.what() << "\n";
     return 2;
   } catch (const std::bad_alloc&) {

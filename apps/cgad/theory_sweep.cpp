@@ -2,7 +2,7 @@
 
 #include "progress.hpp"
 
-#include "cgad/reference/errors.hpp"
+#include "cgad/core/errors.hpp"
 #include "cgad/theory/constants.hpp"
 
 namespace cgad::cli {
@@ -10,21 +10,21 @@ namespace cgad::cli {
 using reference::mpfr_real;
 
 theory::UpdateGate update_gate(const std::string& optimizer, const VerifyOptions& o) {
-  reference::GateKind kind;
+  core::GateKind kind;
   if (optimizer == "cgad") {
-    kind = reference::GateKind::cosine;
+    kind = core::GateKind::cosine;
   } else if (optimizer == "adam-decay") {
-    kind = reference::GateKind::exponential;
+    kind = core::GateKind::exponential;
   } else if (optimizer == "ungated") {
-    kind = reference::GateKind::none;
+    kind = core::GateKind::none;
   } else {
-    throw reference::InputError("unknown optimizer '" + optimizer + "' (expected cgad|adam-decay|ungated)");
+    throw core::InputError("unknown optimizer '" + optimizer + "' (expected cgad|adam-decay|ungated)");
   }
-  return {kind, reference::parse_real<mpfr_real>(o.alpha, "alpha"), mpfr_real(o.tau_cut)};
+  return {kind, core::parse_real<mpfr_real>(o.alpha, "alpha"), mpfr_real(o.tau_cut)};
 }
 
 theory::TrajectoryConfig trajectory_config(const VerifyOptions& o) {
-  if (o.tau_cut < 1) throw reference::InputError("tau-cut must be >= 1, got " + std::to_string(o.tau_cut));
+  if (o.tau_cut < 1) throw core::InputError("tau-cut must be >= 1, got " + std::to_string(o.tau_cut));
   const theory::UpdateChoice choice = theory::parse_update(o.update);
   theory::TrajectoryConfig c;
   c.objective = theory::parse_objective_kind(o.objective);
@@ -37,23 +37,22 @@ theory::TrajectoryConfig trajectory_config(const VerifyOptions& o) {
   c.update = choice.kind;
   if (choice.gate) {
     if (o.optimizer_given && c.gate.kind != *choice.gate) {
-      throw reference::InputError(
-          "--optimizer " + o.optimizer + " contradicts --update " + o.update +
-          " (--optimizer picks the ideal update's gate; the Adam update's gate is in its name)");
+      throw core::InputError("--optimizer " + o.optimizer + " contradicts --update " + o.update +
+                             " (--optimizer picks the ideal update's gate; the Adam update's gate is in its name)");
     }
     c.gate.kind = *choice.gate;
-    c.adam.beta1 = reference::parse_real<mpfr_real>(o.beta1, "beta1");
-    c.adam.beta2 = reference::parse_real<mpfr_real>(o.beta2, "beta2");
-    c.adam.eps = reference::parse_real<mpfr_real>(o.eps, "eps");
+    c.adam.beta1 = core::parse_real<mpfr_real>(o.beta1, "beta1");
+    c.adam.beta2 = core::parse_real<mpfr_real>(o.beta2, "beta2");
+    c.adam.eps = core::parse_real<mpfr_real>(o.eps, "eps");
     if (o.on_zero_gate == "apply") {
-      c.adam.on_zero_gate = reference::ZeroGatePolicy::apply;
+      c.adam.on_zero_gate = core::ZeroGatePolicy::apply;
     } else if (o.on_zero_gate == "skip") {
-      c.adam.on_zero_gate = reference::ZeroGatePolicy::skip;
+      c.adam.on_zero_gate = core::ZeroGatePolicy::skip;
     } else {
-      throw reference::InputError("on-zero-gate must be apply or skip, got '" + o.on_zero_gate + "'");
+      throw core::InputError("on-zero-gate must be apply or skip, got '" + o.on_zero_gate + "'");
     }
   }
-  c.eta = reference::parse_real<mpfr_real>(o.eta, "eta");
+  c.eta = core::parse_real<mpfr_real>(o.eta, "eta");
   c.noise = o.noise;
   theory::validate_trajectory(c);
   return c;

@@ -77,7 +77,7 @@ struct CudaWorkload::Impl {
 
 CudaWorkload::CudaWorkload(const fastpath::StepConfig& config, std::size_t n) {
   const std::string why = cuda_unavailable_reason();
-  if (!why.empty()) throw reference::InputError(why);
+  if (!why.empty()) throw core::InputError(why);
   impl_ = std::make_unique<Impl>(config, n);
 }
 CudaWorkload::~CudaWorkload() = default;

@@ -2,7 +2,7 @@
 #include "cgad/bench/cuda_workload.hpp"
 
 #include "cgad/fastpath/cuda_optimizer.hpp"
-#include "cgad/reference/errors.hpp"
+#include "cgad/core/errors.hpp"
 
 namespace cgad::bench {
 
@@ -13,7 +13,7 @@ std::string cuda_unavailable_reason() {
 }
 
 CudaWorkload::CudaWorkload(const fastpath::StepConfig&, std::size_t) {
-  throw reference::InputError(cuda_unavailable_reason());
+  throw core::InputError(cuda_unavailable_reason());
 }
 CudaWorkload::~CudaWorkload() = default;
 double CudaWorkload::time_step() {

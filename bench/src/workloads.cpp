@@ -9,7 +9,7 @@ namespace cgad::bench {
 double step_bytes(const fastpath::StepConfig& config, std::size_t n) {
   const double count = static_cast<double>(n);
   const double param = config.params == fastpath::ParamFormat::bf16 ? 2 : 4;
-  const int moments = reference::is_adam_family(config.optimizer) ? 2 : 1;
+  const int moments = core::is_adam_family(config.optimizer) ? 2 : 1;
   double moment = 0;
   switch (config.state) {
     case fastpath::StateFormat::fp32:
@@ -49,7 +49,7 @@ InPlaceWorkload::InPlaceWorkload(const fastpath::StepConfig& config, std::size_t
   } else {
     params32_.assign(n, 0x3F000000u);
   }
-  const int moments = reference::is_adam_family(config.optimizer) ? 2 : 1;
+  const int moments = core::is_adam_family(config.optimizer) ? 2 : 1;
   for (int k = 0; k < moments; ++k) {
     switch (config.state) {
       case fastpath::StateFormat::fp32:
@@ -182,7 +182,7 @@ void FastpathCpuWorkload::run() {
 }
 
 ReferenceWorkload::ReferenceWorkload(std::size_t n) : params_(n, reference::mpfr_real(1) / 2), grad_(n) {
-  reference::OptimizerConfig<reference::mpfr_real> config;
+  core::OptimizerConfig<reference::mpfr_real> config;
   optimizer_ = reference::make_optimizer(config, n);
   for (std::size_t i = 0; i < n; ++i) grad_[i] = reference::mpfr_real(gradient_value(i));
 }
@@ -193,10 +193,9 @@ void ReferenceWorkload::run() {
 
 struct RawMpfrWorkload::Impl {
   std::vector<reference::mpfr_real> theta, m, v, grad;
-  reference::AdamHyper<reference::mpfr_real> hyper;
-  reference::GateParams<reference::mpfr_real> gate{reference::GateKind::cosine,
-                                                   reference::parse_real<reference::mpfr_real>("0.2", "alpha"),
-                                                   reference::mpfr_real(32)};
+  core::AdamHyper<reference::mpfr_real> hyper;
+  core::GateParams<reference::mpfr_real> gate{
+      core::GateKind::cosine, core::parse_real<reference::mpfr_real>("0.2", "alpha"), reference::mpfr_real(32)};
   long t = 0;
   mpfr_t sigma, bias1, bias2, keep1, keep2, g, scaled, denominator;
   explicit Impl(std::size_t n)
@@ -221,7 +220,7 @@ void RawMpfrWorkload::run() {
   const auto data = [](const reference::mpfr_real& x) -> mpfr_srcptr { return x.backend().data(); };
   const auto mutable_data = [](reference::mpfr_real& x) -> mpfr_ptr { return x.backend().data(); };
   // The per-step scalars, as the reference computes them: σ(1), 1 − β^t, 1 − β.
-  const reference::mpfr_real sigma = reference::sigma(reference::mpfr_real(1), s.gate);
+  const reference::mpfr_real sigma = core::sigma(reference::mpfr_real(1), s.gate);
   mpfr_set(s.sigma, data(sigma), MPFR_RNDN);
   ++s.t;
   mpfr_pow_si(s.bias1, data(s.hyper.beta1), s.t, MPFR_RNDN);

@@ -1,7 +1,7 @@
 #include "cgad/differential/noise_lockstep.hpp"
 
 #include "cgad/fastpath/fastpath.hpp"
-#include "cgad/fastpath/trap_counter.hpp"
+#include "cgad/differential/trap_counter.hpp"
 #include "cgad/reference/optimizers.hpp"
 
 #include <algorithm>
@@ -13,9 +13,9 @@
 
 namespace cgad::differential {
 
+using core::OptimizerKind;
+using core::ZeroGatePolicy;
 using reference::mpfr_real;
-using reference::OptimizerKind;
-using reference::ZeroGatePolicy;
 
 void parse_study_optimizer(const std::string& name, NoiseScenario& s) {
   s.on_zero_gate = ZeroGatePolicy::apply;
@@ -29,12 +29,12 @@ void parse_study_optimizer(const std::string& name, NoiseScenario& s) {
   } else if (name == "adam") {
     s.optimizer = OptimizerKind::adam;
   } else {
-    throw reference::InputError("noise: optimizer must be cgad, cgad-skip, adam-decay or adam, got '" + name + "'");
+    throw core::InputError("noise: optimizer must be cgad, cgad-skip, adam-decay or adam, got '" + name + "'");
   }
 }
 
 std::string study_optimizer_name(const NoiseScenario& s) {
-  return std::string(reference::to_string(s.optimizer)) + (s.on_zero_gate == ZeroGatePolicy::skip ? "-skip" : "");
+  return std::string(core::to_string(s.optimizer)) + (s.on_zero_gate == ZeroGatePolicy::skip ? "-skip" : "");
 }
 
 std::string scenario_name(const NoiseScenario& s) {
@@ -71,17 +71,17 @@ fastpath::StepConfig step_config_of(const NoiseScenario& scenario) {
 void validate(const NoiseScenario& s) {
   fastpath::validate(step_config_of(s));  // before any run, so that a bad combination costs no run
   if (s.delays != "paper" && s.delays != "heavy")
-    throw reference::InputError("noise: delays must be paper or heavy, got '" + s.delays + "'");
+    throw core::InputError("noise: delays must be paper or heavy, got '" + s.delays + "'");
   if (s.size < 1 || s.size > (1u << 20))
-    throw reference::InputError("noise: size must lie in [1, 2^20], got " + std::to_string(s.size));
+    throw core::InputError("noise: size must lie in [1, 2^20], got " + std::to_string(s.size));
   if (s.steps < 1 || s.steps > 10'000'000)
-    throw reference::InputError("noise: steps must lie in [1, 10^7], got " + std::to_string(s.steps));
-  if (s.log_every < 1) throw reference::InputError("noise: log-every must be >= 1, got " + std::to_string(s.log_every));
+    throw core::InputError("noise: steps must lie in [1, 10^7], got " + std::to_string(s.steps));
+  if (s.log_every < 1) throw core::InputError("noise: log-every must be >= 1, got " + std::to_string(s.log_every));
   if (!(s.scale_range >= 1.0) || !std::isfinite(s.scale_range) || s.scale_range > 1e30) {
-    throw reference::InputError("noise: scale-range must lie in [1, 1e30], got " + reference::show(s.scale_range));
+    throw core::InputError("noise: scale-range must lie in [1, 1e30], got " + core::show(s.scale_range));
   }
   if (!(s.zero_fraction >= 0.0 && s.zero_fraction < 1.0)) {
-    throw reference::InputError("noise: zero-fraction must lie in [0, 1), got " + reference::show(s.zero_fraction));
+    throw core::InputError("noise: zero-fraction must lie in [0, 1), got " + core::show(s.zero_fraction));
   }
 }
 
@@ -121,11 +121,11 @@ void check_memory(const std::vector<NoiseScenario>& scenarios) {
     working = std::max(working, m.working);
   }
   if (kept + working > kMaxNoiseStudyBytes) {
-    throw reference::InputError(
-        "noise: the study would take about " +
-        std::to_string(static_cast<long long>(std::ceil((kept + working) / (1024.0 * 1024.0)))) + " MiB (" +
-        std::to_string(scenarios.size()) + " runs, their samples held until printed), over the " +
-        "1024 MiB limit: raise --log-every, or lower --steps, --size or the number of runs");
+    throw core::InputError("noise: the study would take about " +
+                           std::to_string(static_cast<long long>(std::ceil((kept + working) / (1024.0 * 1024.0)))) +
+                           " MiB (" + std::to_string(scenarios.size()) +
+                           " runs, their samples held until printed), over the " +
+                           "1024 MiB limit: raise --log-every, or lower --steps, --size or the number of runs");
   }
 }
 
@@ -212,8 +212,8 @@ class EventSource {
       const StreamEvent& e = scenario_.stream->events[static_cast<std::size_t>(k)];
       grad = parse_numbers<float>(e.grad, scenario_.stream_name + ":" + std::to_string(e.line) + ": grad");
       if (grad.size() != initial_.size() || e.fragment != 0) {
-        throw reference::InputError("noise: " + scenario_.stream_name + ":" + std::to_string(e.line) +
-                                    ": the study takes whole-vector events (fragment 0)");
+        throw core::InputError("noise: " + scenario_.stream_name + ":" + std::to_string(e.line) +
+                               ": the study takes whole-vector events (fragment 0)");
       }
       return e.tau;
     }
@@ -238,8 +238,8 @@ class EventSource {
 NoiseRun run_lockstep(const NoiseScenario& scenario, const std::function<void(long, long)>& progress) {
   validate(scenario);
   const fastpath::StepConfig config = step_config_of(scenario);
-  if (!reference::is_adam_family(config.optimizer))
-    throw reference::InputError("noise: the study needs an Adam-family optimizer");
+  if (!core::is_adam_family(config.optimizer))
+    throw core::InputError("noise: the study needs an Adam-family optimizer");
 
   EventSource source(scenario);
   const std::size_t n = source.initial().size();
@@ -256,11 +256,11 @@ NoiseRun run_lockstep(const NoiseScenario& scenario, const std::function<void(lo
   std::int64_t gated_to_zero = 0;
   double ideal_max_step = 0;
   const double lr = static_cast<double>(config.adam.lr);
-  fastpath::TrapCounter trap_counter(std::vector<double>(n, lr));
+  differential::TrapCounter trap_counter(std::vector<double>(n, lr));
   // Per tensor: its first element, its own trap counter and the reference's largest step.
   const std::size_t tensor_count = run.tensors.size();
   std::vector<std::size_t> first(tensor_count + 1, 0);
-  std::vector<fastpath::TrapCounter> tensor_traps;
+  std::vector<differential::TrapCounter> tensor_traps;
   for (std::size_t t = 0; t < tensor_count; ++t) {
     first[t + 1] = first[t] + run.tensors[t];
     tensor_traps.emplace_back(std::vector<double>(run.tensors[t], lr));
@@ -331,12 +331,12 @@ NoiseRun run_lockstep(const NoiseScenario& scenario, const std::function<void(lo
         run.last.v_ref.push_back(vr);
       }
     }
-    const fastpath::TrapCounts counts = trap_counter.summary(v);
+    const differential::TrapCounts counts = trap_counter.summary(v);
     const TrapSummary trap{counts.v_zero_fraction, static_cast<double>(m_zero) / static_cast<double>(n),
                            counts.step_over_5lr_fraction, counts.max_step_over_lr, ideal_max_step};
     std::vector<TensorSample> tensors;
     for (std::size_t t = 0; t < tensor_count; ++t) {
-      const fastpath::TrapCounts c = tensor_traps[t].summary(part(v, t));
+      const differential::TrapCounts c = tensor_traps[t].summary(part(v, t));
       const double size = static_cast<double>(run.tensors[t]);
       tensors.push_back({tv[t].summary(),
                          tm[t].summary(),

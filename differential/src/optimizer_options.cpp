@@ -10,7 +10,7 @@ fastpath::StepConfig fastpath_step_config(const OptimizerOptions& options) {
   config.nesterov = parsed.nesterov;
   // The gate from the user's decimal α, rounded once to double (parsed here after optimizer_config checked it), and
   // τ_cut, an integer, exactly.
-  config.alpha = reference::parse_real<double>(options.alpha, "alpha");
+  config.alpha = core::parse_real<double>(options.alpha, "alpha");
   config.tau_cut = static_cast<double>(options.tau_cut);
   config.on_zero_gate = parsed.on_zero_gate;
   config.fragments = parsed.fragments;

@@ -16,7 +16,7 @@ fastpath::StepConfig step_config(const OptimizerOptions& optimizer, const Fastpa
 }
 
 EventRecord::Array float_array(std::string name, std::span<const float> values) {
-  return {std::move(name), values.size(), [values](std::size_t i) { return reference::to_decimal(values[i]); }};
+  return {std::move(name), values.size(), [values](std::size_t i) { return core::to_decimal(values[i]); }};
 }
 
 }  // namespace
@@ -58,8 +58,8 @@ ReplayCounts replay_fastpath(const StreamHeader& header, const EventSource& next
     fastpath::StepReport report;
     try {
       report = engine->step(grad, event->tau, event->fragment);
-    } catch (const reference::InputError& e) {
-      throw reference::InputError(where + ": " + e.what());
+    } catch (const core::InputError& e) {
+      throw core::InputError(where + ": " + e.what());
     }
     engine->advance_round();
     nlohmann::ordered_json head = event_record(i, *event, report, where, counts, notes);

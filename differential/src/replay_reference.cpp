@@ -10,15 +10,14 @@ namespace {
 using reference::mpfr_real;
 
 EventRecord::Array decimal_array(std::string name, std::span<const mpfr_real> values) {
-  return {std::move(name), values.size(), [values](std::size_t i) { return reference::to_decimal(values[i]); }};
+  return {std::move(name), values.size(), [values](std::size_t i) { return core::to_decimal(values[i]); }};
 }
 
 }  // namespace
 
-template <reference::RealScalar Real>
-nlohmann::ordered_json event_record(std::size_t index, const StreamEvent& event,
-                                    const reference::StepReport<Real>& report, const std::string& where,
-                                    ReplayCounts& result, std::ostream& notes) {
+template <core::RealScalar Real>
+nlohmann::ordered_json event_record(std::size_t index, const StreamEvent& event, const core::StepReport<Real>& report,
+                                    const std::string& where, ReplayCounts& result, std::ostream& notes) {
   nlohmann::ordered_json record{{"event", index},
                                 {"tau", event.tau},
                                 {"fragment", event.fragment},
@@ -26,15 +25,15 @@ nlohmann::ordered_json event_record(std::size_t index, const StreamEvent& event,
                                 {"sigma", nullptr},
                                 {"skipped", !report.applied}};
   // A NaN/Inf event never reaches the gate, so it has no σ: null, not a made-up number.
-  if (report.reason != reference::SkipReason::nonfinite_gradient) record["sigma"] = reference::to_decimal(report.sigma);
-  if (!report.applied) record["skip_reason"] = std::string(reference::to_string(report.reason));
-  if (report.reason == reference::SkipReason::nonfinite_gradient) {
+  if (report.reason != core::SkipReason::nonfinite_gradient) record["sigma"] = core::to_decimal(report.sigma);
+  if (!report.applied) record["skip_reason"] = std::string(core::to_string(report.reason));
+  if (report.reason == core::SkipReason::nonfinite_gradient) {
     ++result.nonfinite;
     notes << "cgad: " << where << ": event " << index << " skipped: non-finite pseudo-gradient at element "
           << report.nonfinite_index << "; nothing changed\n";
   }
-  if (report.reason == reference::SkipReason::zero_gate) ++result.zero_gate;
-  if (report.reason == reference::SkipReason::overflowing_gradient) {
+  if (report.reason == core::SkipReason::zero_gate) ++result.zero_gate;
+  if (report.reason == core::SkipReason::overflowing_gradient) {
     ++result.overflowing;
     notes << "cgad: " << where << ": event " << index << " skipped: |sigma * grad| >= 2^63 at element "
           << report.nonfinite_index
@@ -42,11 +41,10 @@ nlohmann::ordered_json event_record(std::size_t index, const StreamEvent& event,
   }
   return record;
 }
-template nlohmann::ordered_json event_record<float>(std::size_t, const StreamEvent&,
-                                                    const reference::StepReport<float>&, const std::string&,
-                                                    ReplayCounts&, std::ostream&);
+template nlohmann::ordered_json event_record<float>(std::size_t, const StreamEvent&, const core::StepReport<float>&,
+                                                    const std::string&, ReplayCounts&, std::ostream&);
 template nlohmann::ordered_json event_record<mpfr_real>(std::size_t, const StreamEvent&,
-                                                        const reference::StepReport<mpfr_real>&, const std::string&,
+                                                        const core::StepReport<mpfr_real>&, const std::string&,
                                                         ReplayCounts&, std::ostream&);
 
 ReplayCounts replay_reference(const StreamHeader& header, const EventSource& next, const std::string& source,
@@ -61,11 +59,11 @@ ReplayCounts replay_reference(const StreamHeader& header, const EventSource& nex
     if (!event) break;
     const std::string where = source + ":" + std::to_string(event->line);
     const std::vector<mpfr_real> grad = parse_numbers<mpfr_real>(event->grad, where + ": grad");
-    reference::StepReport<mpfr_real> report;
+    core::StepReport<mpfr_real> report;
     try {
       report = optimizer->apply(params, {grad, event->tau, event->fragment});
-    } catch (const reference::InputError& e) {
-      throw reference::InputError(where + ": " + e.what());
+    } catch (const core::InputError& e) {
+      throw core::InputError(where + ": " + e.what());
     }
     optimizer->advance_round();
     nlohmann::ordered_json head = event_record(i, *event, report, where, counts, notes);

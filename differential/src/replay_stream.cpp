@@ -1,6 +1,6 @@
 #include "cgad/differential/replay_stream.hpp"
 
-#include "cgad/reference/errors.hpp"
+#include "cgad/core/errors.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -229,22 +229,22 @@ LineValues parse_line(const std::string& text, const std::string& where, std::in
   const bool ok = json::sax_parse(quote_inexact_numbers(text), &sax, json::input_format_t::json, /*strict=*/true);
   switch (sax.stopped) {
     case LineSax::not_object:
-      throw reference::InputError(where + ": each line must be a JSON object");
+      throw core::InputError(where + ": each line must be a JSON object");
     case LineSax::unknown:
-      throw reference::InputError(where + ": unknown key \"" + sax.stop_key + "\"");
+      throw core::InputError(where + ": unknown key \"" + sax.stop_key + "\"");
     case LineSax::duplicate:
-      throw reference::InputError(where + ": duplicate key \"" + sax.stop_key + "\"");
+      throw core::InputError(where + ": duplicate key \"" + sax.stop_key + "\"");
     case LineSax::bad_element:
-      throw reference::InputError(where + ": " + sax.stop_key + "[" + std::to_string(sax.stop_index) +
-                                  "] must be a number or a decimal string");
+      throw core::InputError(where + ": " + sax.stop_key + "[" + std::to_string(sax.stop_index) +
+                             "] must be a number or a decimal string");
     case LineSax::bad_value:
-      throw reference::InputError(where + ": \"" + sax.stop_key + "\" has the wrong type (an object)");
+      throw core::InputError(where + ": \"" + sax.stop_key + "\" has the wrong type (an object)");
     case LineSax::none:
       break;
   }
   if (!ok) {
-    throw reference::InputError(where + ": not a valid JSON value (truncated or malformed)" +
-                                (sax.detail.empty() ? std::string() : ": " + sax.detail));
+    throw core::InputError(where + ": not a valid JSON value (truncated or malformed)" +
+                           (sax.detail.empty() ? std::string() : ": " + sax.detail));
   }
   return std::move(sax.values);
 }
@@ -256,18 +256,18 @@ const LineValue* find(const LineValues& values, const char* key) {
 
 std::vector<std::string> number_array(LineValues& values, const char* key, const std::string& where) {
   const auto it = values.find(key);
-  if (it == values.end()) throw reference::InputError(where + ": missing \"" + key + "\"");
+  if (it == values.end()) throw core::InputError(where + ": missing \"" + key + "\"");
   if (it->second.type != LineValue::Type::array) {
-    throw reference::InputError(where + ": \"" + key + "\" must be an array");
+    throw core::InputError(where + ": \"" + key + "\" must be an array");
   }
   return std::move(it->second.items);
 }
 
 std::int64_t non_negative_integer(const LineValue& x, const char* key, const std::string& where) {
   if (x.type != LineValue::Type::integer || x.negative) {
-    throw reference::InputError(where + ": \"" + key + "\" must be a non-negative integer");
+    throw core::InputError(where + ": \"" + key + "\" must be a non-negative integer");
   }
-  if (x.too_large) throw reference::InputError(where + ": \"" + key + "\" is too large");
+  if (x.too_large) throw core::InputError(where + ": \"" + key + "\" is too large");
   return x.integer;
 }
 
@@ -275,7 +275,7 @@ std::int64_t non_negative_integer(const LineValue& x, const char* key, const std
 // (a quoted "3" is a string).
 std::vector<std::size_t> tensor_sizes(const LineValue& sizes, std::size_t parameters, const std::string& where) {
   if (sizes.type != LineValue::Type::array || sizes.items.empty()) {
-    throw reference::InputError(where + ": \"tensors\" must be a non-empty array");
+    throw core::InputError(where + ": \"tensors\" must be a non-empty array");
   }
   std::vector<std::size_t> out;
   std::size_t total = 0;
@@ -284,16 +284,16 @@ std::vector<std::size_t> tensor_sizes(const LineValue& sizes, std::size_t parame
     std::uint64_t x = 0;
     const bool count = sizes.counts && std::from_chars(text.data(), text.data() + text.size(), x).ec == std::errc();
     if (!count || x > parameters - std::min(total, parameters)) {
-      throw reference::InputError(where + ": tensors[" + std::to_string(k) +
-                                  "] must be a non-negative integer, and the sizes must sum to the " +
-                                  std::to_string(parameters) + " parameters");
+      throw core::InputError(where + ": tensors[" + std::to_string(k) +
+                             "] must be a non-negative integer, and the sizes must sum to the " +
+                             std::to_string(parameters) + " parameters");
     }
     out.push_back(static_cast<std::size_t>(x));
     total += out.back();
   }
   if (total != parameters) {
-    throw reference::InputError(where + ": the tensor sizes sum to " + std::to_string(total) + ", not to the " +
-                                std::to_string(parameters) + " parameters");
+    throw core::InputError(where + ": the tensor sizes sum to " + std::to_string(total) + ", not to the " +
+                           std::to_string(parameters) + " parameters");
   }
   return out;
 }
@@ -302,20 +302,20 @@ std::vector<std::size_t> tensor_sizes(const LineValue& sizes, std::size_t parame
 
 StreamReader::StreamReader(std::istream& in, std::string source) : in_(in), source_(std::move(source)) {
   if (!next_line()) {
-    throw reference::InputError(source_ + ": empty input (the first line must be {\"params\": [...]})");
+    throw core::InputError(source_ + ": empty input (the first line must be {\"params\": [...]})");
   }
   header_.line = line_;
   const std::string where = source_ + ":" + std::to_string(line_);
   LineValues values = parse_line(text_, where, {"params", "tensors"});
   header_.params = number_array(values, "params", where);
-  if (header_.params.empty()) throw reference::InputError(where + ": \"params\" is empty");
+  if (header_.params.empty()) throw core::InputError(where + ": \"params\" is empty");
   // Parameters are the optimizer's state: a NaN or an infinity there is never a value to start from (a
   // pseudo-gradient may be one: that event is skipped and reported).
   for (std::size_t i = 0; i < header_.params.size(); ++i) {
-    const reference::NumberText kind = reference::classify_number_text(header_.params[i]);
-    if (kind == reference::NumberText::infinity || kind == reference::NumberText::nan) {
-      throw reference::InputError(where + ": params[" + std::to_string(i) + "] is '" + header_.params[i] +
-                                  "': parameters must be finite numbers");
+    const core::NumberText kind = core::classify_number_text(header_.params[i]);
+    if (kind == core::NumberText::infinity || kind == core::NumberText::nan) {
+      throw core::InputError(where + ": params[" + std::to_string(i) + "] is '" + header_.params[i] +
+                             "': parameters must be finite numbers");
     }
   }
   if (const LineValue* sizes = find(values, "tensors")) {
@@ -334,17 +334,17 @@ bool StreamReader::next_line() {
       any = true;
       if (c == '\n') break;
       if (c == '\0') {
-        throw reference::InputError(source_ + ":" + std::to_string(line_ + 1) + ": NUL byte at column " +
-                                    std::to_string(text_.size() + 1) + " (not a JSON-lines text file)");
+        throw core::InputError(source_ + ":" + std::to_string(line_ + 1) + ": NUL byte at column " +
+                               std::to_string(text_.size() + 1) + " (not a JSON-lines text file)");
       }
       if (text_.size() >= kMaxLineBytes) {
-        throw reference::InputError(source_ + ":" + std::to_string(line_ + 1) + ": line longer than " +
-                                    std::to_string(kMaxLineBytes) + " bytes");
+        throw core::InputError(source_ + ":" + std::to_string(line_ + 1) + ": line longer than " +
+                               std::to_string(kMaxLineBytes) + " bytes");
       }
       text_.push_back(static_cast<char>(c));
     }
     if (!any) {
-      if (in_.bad()) throw reference::InputError(source_ + ": read error");
+      if (in_.bad()) throw core::InputError(source_ + ": read error");
       return false;
     }
     ++line_;
@@ -360,7 +360,7 @@ std::optional<StreamEvent> StreamReader::next() {
   event.line = line_;
   event.grad = number_array(values, "grad", where);
   const LineValue* tau = find(values, "tau");
-  if (tau == nullptr) throw reference::InputError(where + ": missing \"tau\"");
+  if (tau == nullptr) throw core::InputError(where + ": missing \"tau\"");
   event.tau = non_negative_integer(*tau, "tau", where);
   if (const LineValue* fragment = find(values, "fragment")) {
     event.fragment = static_cast<std::size_t>(non_negative_integer(*fragment, "fragment", where));

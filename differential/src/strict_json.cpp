@@ -1,6 +1,6 @@
 #include "cgad/differential/strict_json.hpp"
 
-#include "cgad/reference/errors.hpp"
+#include "cgad/core/errors.hpp"
 
 #include <optional>
 #include <set>
@@ -48,9 +48,9 @@ json parse_json_document(std::istream& in, const std::string& where) {
   json value;
   StrictDom dom(value, /*allow_exceptions=*/false);
   const bool ok = json::sax_parse(in, &dom, json::input_format_t::json, /*strict=*/true);
-  if (dom.duplicate) throw reference::InputError(where + ": duplicate key \"" + *dom.duplicate + "\"");
+  if (dom.duplicate) throw core::InputError(where + ": duplicate key \"" + *dom.duplicate + "\"");
   if (!ok || dom.is_errored()) {
-    throw reference::InputError(where + ": not JSON" + (dom.detail.empty() ? std::string() : ": " + dom.detail));
+    throw core::InputError(where + ": not JSON" + (dom.detail.empty() ? std::string() : ": " + dom.detail));
   }
   return value;
 }

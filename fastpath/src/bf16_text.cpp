@@ -1,7 +1,7 @@
 #include "cgad/fastpath/bf16_text.hpp"
 
-#include "cgad/reference/errors.hpp"
-#include "cgad/reference/real.hpp"
+#include "cgad/core/errors.hpp"
+#include "cgad/core/real_scalar.hpp"
 
 #include <mpfr.h>
 
@@ -43,7 +43,7 @@ namespace {
 // A decimal of the grammar, correctly rounded to bf16 -- to ±Inf past its range (the caller decides whether that
 // is allowed); false if `text` is not such a decimal.
 bool round_decimal_to_bf16(const std::string& text, float& value) {
-  if (reference::classify_number_text(text) != reference::NumberText::decimal) return false;
+  if (core::classify_number_text(text) != core::NumberText::decimal) return false;
   Bf16ExponentRange range;
   mpfr_t x;
   mpfr_init2(x, kBf16Bits);
@@ -60,23 +60,23 @@ bool round_decimal_to_bf16(const std::string& text, float& value) {
 
 bf16 parse_bf16(std::string_view text, std::string_view what) {
   const std::string owned(text);
-  // The one number grammar (reference::classify_number_text), as for every other format: no hexadecimal, no
+  // The one number grammar (core::classify_number_text), as for every other format: no hexadecimal, no
   // white space, no NaN payload.
-  const reference::NumberText kind = reference::classify_number_text(owned);
-  if (kind == reference::NumberText::invalid) {
-    throw reference::InputError(std::string(what) + ": '" + owned + "' is not a number");
+  const core::NumberText kind = core::classify_number_text(owned);
+  if (kind == core::NumberText::invalid) {
+    throw core::InputError(std::string(what) + ": '" + owned + "' is not a number");
   }
-  if (kind != reference::NumberText::decimal) {
-    return round_nearest_even_bf16(reference::parse_real<float>(owned, what));  // ±inf, nan
+  if (kind != core::NumberText::decimal) {
+    return round_nearest_even_bf16(core::parse_real<float>(owned, what));  // ±inf, nan
   }
   float value = 0;
   if (!round_decimal_to_bf16(owned, value)) {
-    throw reference::InputError(std::string(what) + ": '" + owned + "' is not a number");
+    throw core::InputError(std::string(what) + ": '" + owned + "' is not a number");
   }
   // A decimal past bf16's largest finite value rounds to infinity: refused, as float refuses "1e39", rather than
   // silently stored as +Inf.
   if (!std::isfinite(value)) {
-    throw reference::InputError(std::string(what) + ": '" + owned + "' is out of range for this format");
+    throw core::InputError(std::string(what) + ": '" + owned + "' is out of range for this format");
   }
   // The float holds a bf16 value exactly, so its top 16 bits are that bf16 (the low 16 are zero).
   return round_nearest_even_bf16(value);
@@ -84,7 +84,7 @@ bf16 parse_bf16(std::string_view text, std::string_view what) {
 
 std::string bf16_to_decimal(bf16 value) {
   const float x = to_float(value);
-  if (!std::isfinite(x)) return reference::to_decimal(x);
+  if (!std::isfinite(x)) return core::to_decimal(x);
   // 1 to 9 significant digits: 9 always suffice for a float, hence for any bf16.
   for (int digits = 1; digits <= 9; ++digits) {
     char text[48];
@@ -92,7 +92,7 @@ std::string bf16_to_decimal(bf16 value) {
     float back = 0;
     if (round_decimal_to_bf16(text, back) && round_nearest_even_bf16(back).bits == value.bits) return text;
   }
-  return reference::to_decimal(x);
+  return core::to_decimal(x);
 }
 
 }  // namespace cgad::fastpath

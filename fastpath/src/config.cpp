@@ -1,60 +1,59 @@
 #include "cgad/fastpath/config.hpp"
 
-#include "cgad/reference/errors.hpp"
-#include "cgad/reference/gate.hpp"
+#include "cgad/core/errors.hpp"
+#include "cgad/core/gate.hpp"
 
 #include <string>
 
 namespace cgad::fastpath {
 
 void validate(const StepConfig& config) {
-  using reference::OptimizerKind;
+  using core::OptimizerKind;
   if (config.optimizer == OptimizerKind::delayed_nesterov) {
-    throw reference::InputError("the fast path does not implement delayed-nesterov (use the reference backend)");
+    throw core::InputError("the fast path does not implement delayed-nesterov (use the reference backend)");
   }
-  if (config.fragments == 0) throw reference::InputError("the number of fragments must be >= 1");
+  if (config.fragments == 0) throw core::InputError("the number of fragments must be >= 1");
   if (config.fragments != 1 && config.optimizer != OptimizerKind::pa_cgad) {
-    throw reference::InputError("only pa-cgad takes fragments; " + std::string(reference::to_string(config.optimizer)) +
-                                " got " + std::to_string(config.fragments));
+    throw core::InputError("only pa-cgad takes fragments; " + std::string(core::to_string(config.optimizer)) + " got " +
+                           std::to_string(config.fragments));
   }
-  if (reference::is_adam_family(config.optimizer)) {
-    reference::validate(config.adam);
-    reference::validate(gate_params<double>(config));
+  if (core::is_adam_family(config.optimizer)) {
+    core::validate(config.adam);
+    core::validate(gate_params<double>(config));
   } else {
-    reference::validate(config.nesterov);
+    core::validate(config.nesterov);
   }
   if (config.optimizer == OptimizerKind::pa_cgad && static_cast<double>(config.fragments) - 1.0 >= config.tau_cut) {
-    throw reference::InputError(
+    throw core::InputError(
         "pa-cgad needs at most tau_cut fragments (a fragment synchronized every P rounds "
         "has age P - 1, and an age >= tau_cut gates every event to 0); got P = " +
-        std::to_string(config.fragments) + ", tau_cut = " + reference::show(config.tau_cut));
+        std::to_string(config.fragments) + ", tau_cut = " + core::show(config.tau_cut));
   }
   if (config.optimizer == OptimizerKind::pa_cgad && !(config.tau_cut <= kMaxPaCgadTauCut)) {
-    throw reference::InputError(
+    throw core::InputError(
         "the fast path's pa-cgad takes tau_cut <= 2^20 outer rounds (it tabulates sigma over "
         "the ages below tau_cut); got " +
-        reference::show(config.tau_cut));
+        core::show(config.tau_cut));
   }
   if (config.q8_semantics == Q8Semantics::bnb) {
-    if (!reference::is_adam_family(config.optimizer)) {
-      throw reference::InputError("q8 semantics bnb is bitsandbytes' Adam; " +
-                                  std::string(reference::to_string(config.optimizer)) + " keeps cgad's");
+    if (!core::is_adam_family(config.optimizer)) {
+      throw core::InputError("q8 semantics bnb is bitsandbytes' Adam; " +
+                             std::string(core::to_string(config.optimizer)) + " keeps cgad's");
     }
     if (config.state == StateFormat::bf16) {
-      throw reference::InputError("q8 semantics bnb has no bf16 state (bitsandbytes keeps 8-bit or 32-bit state)");
+      throw core::InputError("q8 semantics bnb has no bf16 state (bitsandbytes keeps 8-bit or 32-bit state)");
     }
     if (config.rounding == Rounding::stochastic) {
-      throw reference::InputError(
+      throw core::InputError(
           "q8 semantics bnb rounds to nearest only (bitsandbytes' Adam kernels have no "
           "stochastic rounding)");
     }
   }
-  if (config.v_map == VMap::zero_free &&
-      (config.state != StateFormat::q8 || !reference::is_adam_family(config.optimizer))) {
-    throw reference::InputError(
+  if (config.v_map == VMap::zero_free && (config.state != StateFormat::q8 || !core::is_adam_family(config.optimizer))) {
+    throw core::InputError(
         "v map zero-free is a map of q8 second moments: it needs state q8 and an Adam-family "
         "optimizer (got state " +
-        std::string(to_string(config.state)) + ", " + std::string(reference::to_string(config.optimizer)) + ")");
+        std::string(to_string(config.state)) + ", " + std::string(core::to_string(config.optimizer)) + ")");
   }
 }
 
@@ -90,30 +89,30 @@ std::string_view to_string(VMap map) {
 ParamFormat parse_param_format(std::string_view text) {
   if (text == "fp32") return ParamFormat::fp32;
   if (text == "bf16") return ParamFormat::bf16;
-  throw reference::InputError("unknown parameter format '" + std::string(text) + "' (expected fp32 or bf16)");
+  throw core::InputError("unknown parameter format '" + std::string(text) + "' (expected fp32 or bf16)");
 }
 StateFormat parse_state_format(std::string_view text) {
   if (text == "fp32") return StateFormat::fp32;
   if (text == "bf16") return StateFormat::bf16;
   if (text == "q8") return StateFormat::q8;
-  throw reference::InputError("unknown state format '" + std::string(text) + "' (expected fp32, bf16 or q8)");
+  throw core::InputError("unknown state format '" + std::string(text) + "' (expected fp32, bf16 or q8)");
 }
 Rounding parse_rounding(std::string_view text) {
   if (text == "nearest") return Rounding::nearest;
   if (text == "stochastic") return Rounding::stochastic;
-  throw reference::InputError("unknown rounding '" + std::string(text) + "' (expected nearest or stochastic)");
+  throw core::InputError("unknown rounding '" + std::string(text) + "' (expected nearest or stochastic)");
 }
 
 Q8Semantics parse_q8_semantics(std::string_view text) {
   if (text == "cgad") return Q8Semantics::cgad;
   if (text == "bnb") return Q8Semantics::bnb;
-  throw reference::InputError("unknown q8 semantics '" + std::string(text) + "' (expected cgad or bnb)");
+  throw core::InputError("unknown q8 semantics '" + std::string(text) + "' (expected cgad or bnb)");
 }
 
 VMap parse_v_map(std::string_view text) {
   if (text == "dynamic") return VMap::dynamic;
   if (text == "zero-free") return VMap::zero_free;
-  throw reference::InputError("unknown v map '" + std::string(text) + "' (expected dynamic or zero-free)");
+  throw core::InputError("unknown v map '" + std::string(text) + "' (expected dynamic or zero-free)");
 }
 
 }  // namespace cgad::fastpath

@@ -1,6 +1,6 @@
 #include "cpu_blocks.hpp"
 
-#include "cgad/fastpath/q8_vector.hpp"
+#include "cgad/fastpath/detail/q8_vector.hpp"
 
 #include <cstring>
 

@@ -1,6 +1,6 @@
-#include "cgad/fastpath/cpu_isa.hpp"
+#include "cgad/fastpath/detail/cpu_isa.hpp"
 
-#include "cgad/reference/errors.hpp"
+#include "cgad/core/errors.hpp"
 
 #include <cstdlib>
 #include <string>
@@ -39,8 +39,8 @@ CpuIsa selected_cpu_isa() {
     if (to_string(isa) == wanted) return isa;
     names += (names.empty() ? "" : ", ") + std::string(to_string(isa));
   }
-  throw reference::InputError("CGAD_CPU_ISA=" + std::string(wanted) + " is not an ISA this CPU and build can run (" +
-                              names + ")");
+  throw core::InputError("CGAD_CPU_ISA=" + std::string(wanted) + " is not an ISA this CPU and build can run (" + names +
+                         ")");
 }
 
 }  // namespace cgad::fastpath

@@ -3,8 +3,8 @@
 #include "cpu_blocks.hpp"
 
 #include "cgad/fastpath/state_file.hpp"
-#include "cgad/fastpath/tensor_table.hpp"
-#include "cgad/reference/errors.hpp"
+#include "cgad/core/errors.hpp"
+#include "cgad/fastpath/detail/tensor_table.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -65,7 +65,7 @@ CpuOptimizer::CpuOptimizer(const StepConfig& config, std::vector<std::size_t> te
 StepReport CpuOptimizer::step(std::span<float> params, std::span<const float> grad, std::int64_t tau,
                               std::size_t fragment) {
   if (config().params != ParamFormat::fp32) {
-    throw reference::InputError("this optimizer stores bf16 parameters; it was given fp32 ones");
+    throw core::InputError("this optimizer stores bf16 parameters; it was given fp32 ones");
   }
   float* const base = params.data();
   const float* const slice = grad.data();
@@ -75,7 +75,7 @@ StepReport CpuOptimizer::step(std::span<float> params, std::span<const float> gr
 StepReport CpuOptimizer::step(std::span<bf16> params, std::span<const float> grad, std::int64_t tau,
                               std::size_t fragment) {
   if (config().params != ParamFormat::bf16) {
-    throw reference::InputError("this optimizer stores fp32 parameters; it was given bf16 ones");
+    throw core::InputError("this optimizer stores fp32 parameters; it was given bf16 ones");
   }
   bf16* const base = params.data();
   const float* const slice = grad.data();
@@ -85,7 +85,7 @@ StepReport CpuOptimizer::step(std::span<bf16> params, std::span<const float> gra
 StepReport CpuOptimizer::step(std::span<float* const> params, std::span<const float* const> grads, std::int64_t tau,
                               std::size_t fragment) {
   if (config().params != ParamFormat::fp32) {
-    throw reference::InputError("this optimizer stores bf16 parameters; it was given fp32 ones");
+    throw core::InputError("this optimizer stores bf16 parameters; it was given fp32 ones");
   }
   Operands o = table(grads, fragment);
   const auto [first, last] = touched(fragment);
@@ -97,7 +97,7 @@ StepReport CpuOptimizer::step(std::span<float* const> params, std::span<const fl
 StepReport CpuOptimizer::step(std::span<bf16* const> params, std::span<const float* const> grads, std::int64_t tau,
                               std::size_t fragment) {
   if (config().params != ParamFormat::bf16) {
-    throw reference::InputError("this optimizer stores fp32 parameters; it was given bf16 ones");
+    throw core::InputError("this optimizer stores fp32 parameters; it was given bf16 ones");
   }
   Operands o = table(grads, fragment);
   const auto [first, last] = touched(fragment);
@@ -226,8 +226,8 @@ void CpuOptimizer::read_buffer(std::string_view name, std::span<float> out) cons
 
 void require_same_state_layout(const StepConfig& now, const StepConfig& next) {
   const auto differs = [](const char* what) {
-    throw reference::InputError(std::string("new hyperparameters must keep the optimizer's ") + what +
-                                " (its state depends on it)");
+    throw core::InputError(std::string("new hyperparameters must keep the optimizer's ") + what +
+                           " (its state depends on it)");
   };
   if (next.optimizer != now.optimizer) differs("kind");
   if (next.params != now.params) differs("parameter format");
@@ -266,7 +266,7 @@ void CpuOptimizer::load_bytes(std::span<const unsigned char> bytes) {
 TensorState CpuOptimizer::tensor_state(std::size_t k) {
   const std::vector<std::size_t>& sizes = planner_.tensor_sizes();
   if (k >= sizes.size()) {
-    throw reference::InputError("tensor " + std::to_string(k) + " does not exist (there are " +
+    throw core::InputError("tensor " + std::to_string(k) + " does not exist (there are " +
                                 std::to_string(sizes.size()) + ")");
   }
   TensorState out;

@@ -7,7 +7,7 @@
 // commit kernels run step_schedule.hpp's functions, the CPU backend's, on the counters in device memory.
 #include "cuda_kernels.hpp"
 
-#include "cgad/fastpath/agent/step_agent.hpp"
+#include "cgad/fastpath/detail/step_agent.hpp"
 
 #include <cub/block/block_reduce.cuh>
 

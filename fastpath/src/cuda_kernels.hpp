@@ -6,9 +6,9 @@
 //   scan      (grid): the first NaN/Inf and the first overflowing element of Δ → record.first_refused;
 //   fused step (grid): the update, skipped entirely unless the schedule applies and nothing was refused;
 //   commit    (one thread): the outcome (outcome_of) → record.outcome, and commit_step on the counters.
-#include "cgad/fastpath/agent/tensor_batch.hpp"
-#include "cgad/fastpath/block_step.hpp"
-#include "cgad/fastpath/step_schedule.hpp"
+#include "cgad/fastpath/detail/block_step.hpp"
+#include "cgad/fastpath/detail/step_schedule.hpp"
+#include "cgad/fastpath/detail/tensor_batch.hpp"
 
 #include <cuda_runtime_api.h>
 

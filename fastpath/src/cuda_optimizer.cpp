@@ -2,10 +2,10 @@
 
 #include "cuda_kernels.hpp"
 
-#include "cgad/fastpath/q8_maps.hpp"
+#include "cgad/fastpath/detail/q8_maps.hpp"
 #include "cgad/fastpath/state_file.hpp"
-#include "cgad/fastpath/tensor_table.hpp"
-#include "cgad/reference/errors.hpp"
+#include "cgad/core/errors.hpp"
+#include "cgad/fastpath/detail/tensor_table.hpp"
 
 #include "cgad/fastpath/detail/cuda_memory.hpp"
 
@@ -57,8 +57,8 @@ bool capturing(cudaStream_t stream) {
   const cudaError_t query = cudaStreamIsCapturing(stream, &status);
   if (query != cudaSuccess) {
     (void)cudaGetLastError();
-    throw reference::InputError(std::string("this stream cannot be used now (cudaStreamIsCapturing: ") +
-                                cudaGetErrorString(query) + ")");
+    throw core::InputError(std::string("this stream cannot be used now (cudaStreamIsCapturing: ") +
+                           cudaGetErrorString(query) + ")");
   }
   return status != cudaStreamCaptureStatusNone;
 }
@@ -171,9 +171,9 @@ struct CudaOptimizer::Impl {
   // Reads block the host, which a stream capture cannot.
   void start_read(cudaStream_t stream, const char* what) {
     if (capturing(stream)) {
-      throw reference::InputError(std::string(what) +
-                                  " cannot run inside a stream capture (it waits for the "
-                                  "device); call it on a stream that is not capturing");
+      throw core::InputError(std::string(what) +
+                             " cannot run inside a stream capture (it waits for the "
+                             "device); call it on a stream that is not capturing");
     }
     start(stream);
   }
@@ -347,8 +347,8 @@ namespace {
 // Checked before any member of Impl allocates device memory (an allocation would also invalidate a capture).
 void require_device(cudaStream_t stream) {
   const std::string why = cuda_unavailable_reason();
-  if (!why.empty()) throw reference::InputError("the CUDA backend is unavailable: " + why);
-  if (capturing(stream)) throw reference::InputError("a CUDA optimizer cannot be built inside a stream capture");
+  if (!why.empty()) throw core::InputError("the CUDA backend is unavailable: " + why);
+  if (capturing(stream)) throw core::InputError("a CUDA optimizer cannot be built inside a stream capture");
 }
 }  // namespace
 
@@ -361,7 +361,7 @@ CudaOptimizer::~CudaOptimizer() = default;
 void CudaOptimizer::step(float* params, std::size_t params_size, const float* grad, std::size_t grad_size,
                          std::int64_t tau, std::size_t fragment, CUstream_st* stream) {
   if (config().params != ParamFormat::fp32) {
-    throw reference::InputError("this optimizer stores bf16 parameters; it was given fp32 ones");
+    throw core::InputError("this optimizer stores bf16 parameters; it was given fp32 ones");
   }
   impl_->step(params_size, params, nullptr, grad, grad_size, tau, fragment, stream);
 }
@@ -369,7 +369,7 @@ void CudaOptimizer::step(float* params, std::size_t params_size, const float* gr
 void CudaOptimizer::step(bf16* params, std::size_t params_size, const float* grad, std::size_t grad_size,
                          std::int64_t tau, std::size_t fragment, CUstream_st* stream) {
   if (config().params != ParamFormat::bf16) {
-    throw reference::InputError("this optimizer stores fp32 parameters; it was given bf16 ones");
+    throw core::InputError("this optimizer stores fp32 parameters; it was given bf16 ones");
   }
   impl_->step(params_size, nullptr, params, grad, grad_size, tau, fragment, stream);
 }
@@ -377,7 +377,7 @@ void CudaOptimizer::step(bf16* params, std::size_t params_size, const float* gra
 void CudaOptimizer::step(std::span<float* const> params, std::span<const float* const> grads, std::int64_t tau,
                          std::size_t fragment, CUstream_st* stream) {
   if (config().params != ParamFormat::fp32) {
-    throw reference::InputError("this optimizer stores bf16 parameters; it was given fp32 ones");
+    throw core::InputError("this optimizer stores bf16 parameters; it was given fp32 ones");
   }
   const std::vector<void*> table(params.begin(), params.end());
   impl_->step_table(table, grads, tau, fragment, stream);
@@ -386,7 +386,7 @@ void CudaOptimizer::step(std::span<float* const> params, std::span<const float* 
 void CudaOptimizer::step(std::span<bf16* const> params, std::span<const float* const> grads, std::int64_t tau,
                          std::size_t fragment, CUstream_st* stream) {
   if (config().params != ParamFormat::bf16) {
-    throw reference::InputError("this optimizer stores fp32 parameters; it was given bf16 ones");
+    throw core::InputError("this optimizer stores fp32 parameters; it was given bf16 ones");
   }
   const std::vector<void*> table(params.begin(), params.end());
   impl_->step_table(table, grads, tau, fragment, stream);
@@ -406,7 +406,7 @@ std::size_t CudaOptimizer::parameters() const {
   return impl_->planner.parameters();
 }
 
-std::vector<reference::StateCounter> CudaOptimizer::counters(CUstream_st* stream) {
+std::vector<core::StateCounter> CudaOptimizer::counters(CUstream_st* stream) {
   impl_->pull_counters(stream);
   return impl_->planner.counters();
 }

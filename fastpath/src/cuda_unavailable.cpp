@@ -2,7 +2,7 @@
 // constructing a CudaOptimizer is refused with one line.
 #include "cgad/fastpath/cuda_optimizer.hpp"
 
-#include "cgad/reference/errors.hpp"
+#include "cgad/core/errors.hpp"
 
 #include <stdexcept>
 
@@ -18,10 +18,10 @@ std::string cuda_unavailable_reason() {
 struct CudaOptimizer::Impl {};
 
 CudaOptimizer::CudaOptimizer(const StepConfig&, std::size_t, CUstream_st*) {
-  throw reference::InputError("the CUDA backend is unavailable: " + cuda_unavailable_reason());
+  throw core::InputError("the CUDA backend is unavailable: " + cuda_unavailable_reason());
 }
 CudaOptimizer::CudaOptimizer(const StepConfig&, std::vector<std::size_t>, CUstream_st*) {
-  throw reference::InputError("the CUDA backend is unavailable: " + cuda_unavailable_reason());
+  throw core::InputError("the CUDA backend is unavailable: " + cuda_unavailable_reason());
 }
 CudaOptimizer::~CudaOptimizer() = default;
 
@@ -57,7 +57,7 @@ const StepConfig& CudaOptimizer::config() const {
 std::size_t CudaOptimizer::parameters() const {
   unreachable();
 }
-std::vector<reference::StateCounter> CudaOptimizer::counters(CUstream_st*) {
+std::vector<core::StateCounter> CudaOptimizer::counters(CUstream_st*) {
   unreachable();
 }
 HostState CudaOptimizer::download(CUstream_st*) {

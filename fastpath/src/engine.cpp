@@ -1,7 +1,7 @@
 #include "cgad/fastpath/engine.hpp"
 
 #include "cgad/fastpath/fastpath.hpp"
-#include "cgad/reference/errors.hpp"
+#include "cgad/core/errors.hpp"
 
 namespace cgad::fastpath {
 namespace {
@@ -19,7 +19,7 @@ class CpuEngine final : public FastpathEngine {
   const FastpathParams& params() override { return params_; }
   std::vector<std::string> buffer_names() const override { return optimizer_.buffer_names(); }
   void read_buffer(const std::string& name, std::span<float> out) override { optimizer_.read_buffer(name, out); }
-  std::vector<reference::StateCounter> counters() override { return optimizer_.counters(); }
+  std::vector<core::StateCounter> counters() override { return optimizer_.counters(); }
 
  private:
   FastpathParams params_;
@@ -32,7 +32,7 @@ std::unique_ptr<FastpathEngine> make_fastpath_engine(const std::string& device, 
                                                      FastpathParams params) {
   if (device == "cpu") return std::make_unique<CpuEngine>(config, std::move(params));
   if (device == "cuda") return make_cuda_engine(config, std::move(params));
-  throw reference::InputError("device must be cpu or cuda, got '" + device + "'");
+  throw core::InputError("device must be cpu or cuda, got '" + device + "'");
 }
 
 }  // namespace cgad::fastpath

@@ -3,8 +3,8 @@
 #include "cgad/fastpath/engine.hpp"
 
 #include "cgad/fastpath/cuda_optimizer.hpp"
-#include "cgad/fastpath/host_state.hpp"
-#include "cgad/reference/errors.hpp"
+#include "cgad/fastpath/detail/host_state.hpp"
+#include "cgad/core/errors.hpp"
 
 #include "cgad/fastpath/detail/cuda_memory.hpp"
 
@@ -31,7 +31,7 @@ class CudaEngine final : public FastpathEngine {
   ~CudaEngine() override { cudaStreamDestroy(stream_); }
 
   StepReport step(std::span<const float> grad, std::int64_t tau, std::size_t fragment) override {
-    if (grad.size() > n_) throw reference::InputError("pseudo-gradient longer than the parameter vector");
+    if (grad.size() > n_) throw core::InputError("pseudo-gradient longer than the parameter vector");
     check(cudaMemcpyAsync(device_grad_.data(), grad.data(), grad.size_bytes(), cudaMemcpyHostToDevice, stream_),
           "grad upload");
     const float* device_grad = device_grad_.data();
@@ -52,7 +52,7 @@ class CudaEngine final : public FastpathEngine {
   void read_buffer(const std::string& name, std::span<float> out) override {
     optimizer_.read_buffer(name, out, stream_);
   }
-  std::vector<reference::StateCounter> counters() override { return optimizer_.counters(stream_); }
+  std::vector<core::StateCounter> counters() override { return optimizer_.counters(stream_); }
 
  private:
   static cudaStream_t new_stream() {
@@ -76,7 +76,7 @@ class CudaEngine final : public FastpathEngine {
 
 std::unique_ptr<FastpathEngine> make_cuda_engine(const StepConfig& config, FastpathParams params) {
   if (!cuda_device_available()) {
-    throw reference::InputError("--device cuda: " + cuda_unavailable_reason());
+    throw core::InputError("--device cuda: " + cuda_unavailable_reason());
   }
   return std::make_unique<CudaEngine>(config, std::move(params));
 }

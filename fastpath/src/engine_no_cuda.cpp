@@ -2,12 +2,12 @@
 #include "cgad/fastpath/engine.hpp"
 
 #include "cgad/fastpath/cuda_optimizer.hpp"
-#include "cgad/reference/errors.hpp"
+#include "cgad/core/errors.hpp"
 
 namespace cgad::fastpath {
 
 std::unique_ptr<FastpathEngine> make_cuda_engine(const StepConfig&, FastpathParams) {
-  throw reference::InputError("--device cuda: " + cuda_unavailable_reason());
+  throw core::InputError("--device cuda: " + cuda_unavailable_reason());
 }
 
 }  // namespace cgad::fastpath

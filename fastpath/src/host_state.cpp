@@ -1,6 +1,6 @@
-#include "cgad/fastpath/host_state.hpp"
+#include "cgad/fastpath/detail/host_state.hpp"
 
-#include "cgad/fastpath/q8_maps.hpp"
+#include "cgad/fastpath/detail/q8_maps.hpp"
 
 namespace cgad::fastpath {
 

@@ -1,4 +1,4 @@
-#include "cgad/fastpath/q8_maps.hpp"
+#include "cgad/fastpath/detail/q8_maps.hpp"
 
 #include <algorithm>
 #include <array>

@@ -1,6 +1,6 @@
-#include "cgad/fastpath/q8_vector.hpp"
+#include "cgad/fastpath/detail/q8_vector.hpp"
 
-#include "cgad/fastpath/q8_maps.hpp"
+#include "cgad/fastpath/detail/q8_maps.hpp"
 
 #if defined(CGAD_CPU_VECTOR_ISAS)
 #include <immintrin.h>

@@ -1,4 +1,4 @@
-#include "cgad/fastpath/staleness.hpp"
+#include "cgad/fastpath/detail/staleness.hpp"
 
 #include <bit>
 #include <cmath>
@@ -9,17 +9,17 @@ namespace cgad::fastpath {
 // The error bound in staleness.hpp needs at least 64 significand bits (x86-64's x87 format; binary128 elsewhere).
 static_assert(std::numeric_limits<long double>::digits >= 64, "the staleness factor needs an extended long double");
 
-reference::GateParams<long double> long_double_gate(const StepConfig& config) {
-  const reference::GateParams<double> gate = gate_params<double>(config);
+core::GateParams<long double> long_double_gate(const StepConfig& config) {
+  const core::GateParams<double> gate = gate_params<double>(config);
   return {gate.kind, gate.alpha, gate.tau_cut};
 }
 
-float gate_sigma(const reference::GateParams<long double>& gate, std::int64_t tau) {
-  return static_cast<float>(reference::sigma(static_cast<long double>(tau), gate));
+float gate_sigma(const core::GateParams<long double>& gate, std::int64_t tau) {
+  return static_cast<float>(core::sigma(static_cast<long double>(tau), gate));
 }
 
-bool gate_is_zero(const reference::GateParams<long double>& gate, std::int64_t tau) {
-  return reference::gamma(static_cast<long double>(tau), gate) == 0;
+bool gate_is_zero(const core::GateParams<long double>& gate, std::int64_t tau) {
+  return core::gamma(static_cast<long double>(tau), gate) == 0;
 }
 
 float sdm_scale(std::int64_t tau) {

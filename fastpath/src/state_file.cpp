@@ -1,10 +1,10 @@
 #include "cgad/fastpath/state_file.hpp"
 
-#include "cgad/reference/errors.hpp"
+#include "cgad/core/errors.hpp"
 
 #include <boost/crc.hpp>
 
-#include "cgad/fastpath/atomic_file.hpp"
+#include "cgad/io/atomic_file.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -64,7 +64,7 @@ class Reader {
     return values;
   }
   std::size_t position() const { return pos_; }
-  [[noreturn]] void fail(const std::string& why) const { throw reference::InputError(what_ + " " + why); }
+  [[noreturn]] void fail(const std::string& why) const { throw core::InputError(what_ + " " + why); }
 
  private:
   void need(std::size_t n) const {
@@ -119,19 +119,19 @@ std::size_t expected_size(const StepPlanner& planner, const HostState& state) {
 // a file for this optimizer has), before reading it.
 std::vector<unsigned char> read_bounded(const std::filesystem::path& path, const std::string& what, std::size_t limit) {
   struct stat st;
-  if (::stat(path.c_str(), &st) != 0) throw reference::InputError("cannot open " + what + ": " + std::strerror(errno));
+  if (::stat(path.c_str(), &st) != 0) throw core::InputError("cannot open " + what + ": " + std::strerror(errno));
   if (!S_ISREG(st.st_mode)) {
-    throw reference::InputError(what + (S_ISDIR(st.st_mode) ? " is a directory" : " is not a regular file"));
+    throw core::InputError(what + (S_ISDIR(st.st_mode) ? " is a directory" : " is not a regular file"));
   }
   // O_NONBLOCK: should the path have become a FIFO since the stat, opening it must not wait for a writer.
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) throw reference::InputError("cannot open " + what + ": " + std::strerror(errno));
+  if (fd < 0) throw core::InputError("cannot open " + what + ": " + std::strerror(errno));
   std::vector<unsigned char> bytes;
   try {
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) throw reference::InputError(what + " is not a regular file");
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) throw core::InputError(what + " is not a regular file");
     if (static_cast<std::uint64_t>(st.st_size) > limit) {
-      throw reference::InputError(what + " has " + std::to_string(st.st_size) + " bytes, more than the " +
-                                  std::to_string(limit) + " a state file of this optimizer has");
+      throw core::InputError(what + " has " + std::to_string(st.st_size) + " bytes, more than the " +
+                             std::to_string(limit) + " a state file of this optimizer has");
     }
     // One byte more than the limit is asked for, so a file that grew since the fstat is still caught.
     bytes.resize(limit + 1);
@@ -139,11 +139,11 @@ std::vector<unsigned char> read_bounded(const std::filesystem::path& path, const
     while (got < bytes.size()) {
       const ssize_t n = ::read(fd, bytes.data() + got, bytes.size() - got);
       if (n < 0 && errno == EINTR) continue;
-      if (n < 0) throw reference::InputError("cannot read " + what + ": " + std::strerror(errno));
+      if (n < 0) throw core::InputError("cannot read " + what + ": " + std::strerror(errno));
       if (n == 0) break;
       got += static_cast<std::size_t>(n);
     }
-    if (got > limit) throw reference::InputError(what + " is longer than a state file of this optimizer");
+    if (got > limit) throw core::InputError(what + " is longer than a state file of this optimizer");
     bytes.resize(got);
   } catch (...) {
     ::close(fd);
@@ -198,7 +198,7 @@ class JointBound {
 // A checksum proves only that the bytes are the ones written; a hand-made file with a recomputed CRC could still
 // hold a state no step can reach and that would turn the next step's parameters into NaN or Inf while it reports
 // "applied". So every moment must lie in the range steps can reach. Every applied pseudo-gradient g = σΔ has
-// |g| < 2^63 (the overflow rule, reference/overflow_rule.hpp), so:
+// |g| < 2^63 (the overflow rule, core/overflow_rule.hpp), so:
 //   m = β1·m + (1 − β1)·g, a convex combination from m = 0: |m| ≤ 2^63 (rounding can reach 2^63, not pass it);
 //   v = β2·v + (1 − β2)·g²: 0 ≤ v ≤ 2^126;
 //   b = μ·b + g (Nesterov; SDM's g/(1 + τ) is smaller): |b| ≤ 2^63/(1 − μ) in exact arithmetic, and with each step's
@@ -222,7 +222,7 @@ void validate_contents(const HostState& s, const StepConfig& config, bool adam_f
   const auto check = [&](float x, int k, std::size_t i, const char* where) {
     if (!in_range(x, k)) {
       r.fail(std::string("holds an impossible ") + where + " " + name(k) + "[" + std::to_string(i) +
-             "] = " + reference::to_decimal(x) + " (a step can reach only " + range + ")");
+             "] = " + core::to_decimal(x) + " (a step can reach only " + range + ")");
     }
   };
   for (int k = 0; k < s.moments; ++k) {
@@ -232,7 +232,7 @@ void validate_contents(const HostState& s, const StepConfig& config, bool adam_f
     for (std::size_t i = 0; i < s.absmax[k].size(); ++i) {
       const float a = s.absmax[k][i];
       if (!(a >= 0.0f) || !in_range(a, k)) {
-        r.fail(std::string("holds an impossible q8 absmax ") + std::to_string(i) + " = " + reference::to_decimal(a) +
+        r.fail(std::string("holds an impossible q8 absmax ") + std::to_string(i) + " = " + core::to_decimal(a) +
                " of " + name(k) + " (it must be >= 0, and a step can reach only " + range + ")");
       }
     }
@@ -241,8 +241,8 @@ void validate_contents(const HostState& s, const StepConfig& config, bool adam_f
   const auto check_pair = [&](double m, double v, const JointBound& bound, std::size_t i, const char* where) {
     if (!bound.reachable(m, v)) {
       r.fail(std::string("holds an impossible ") + where + " pair m[" + std::to_string(i) +
-             "] = " + reference::to_decimal(static_cast<float>(m)) + ", v[" + std::to_string(i) + "] = " +
-             reference::to_decimal(static_cast<float>(v)) + " (no sequence of steps makes |m| that large beside " +
+             "] = " + core::to_decimal(static_cast<float>(m)) + ", v[" + std::to_string(i) +
+             "] = " + core::to_decimal(static_cast<float>(v)) + " (no sequence of steps makes |m| that large beside " +
              "that v; fastpath/src/state_file.cpp derives the bound)");
     }
   };
@@ -298,7 +298,7 @@ std::vector<unsigned char> state_bytes(const StepPlanner& planner, const HostSta
 
 void write_state_file(const std::filesystem::path& path, const StepPlanner& planner, const HostState& state) {
   const std::vector<unsigned char> bytes = state_bytes(planner, state);
-  write_file_atomically(path, bytes.data(), bytes.size());
+  io::write_file_atomically(path, bytes.data(), bytes.size());
 }
 
 LoadedState read_state_file(const std::filesystem::path& path, const StepPlanner& planner, const HostState& current) {
@@ -309,9 +309,9 @@ LoadedState read_state_file(const std::filesystem::path& path, const StepPlanner
 LoadedState parse_state_bytes(std::span<const unsigned char> bytes, const std::string& what, const StepPlanner& planner,
                               const HostState& current) {
   constexpr std::size_t kMinimum = sizeof kMagic + 4 + 4;
-  if (bytes.size() < kMinimum) throw reference::InputError(what + " is truncated");
+  if (bytes.size() < kMinimum) throw core::InputError(what + " is truncated");
   if (std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0) {
-    throw reference::InputError(what + " is not a cgad fast-path state file");
+    throw core::InputError(what + " is not a cgad fast-path state file");
   }
   const std::size_t body = bytes.size() - 4;
   std::uint32_t stored_crc;
@@ -366,7 +366,7 @@ LoadedState parse_state_bytes(std::span<const unsigned char> bytes, const std::s
   try {
     StepPlanner check = planner;
     check.set_raw_counters(loaded.counters);
-  } catch (const reference::InputError& e) {
+  } catch (const core::InputError& e) {
     r.fail(std::string("holds impossible counters: ") + e.what());
   }
   HostState& s = loaded.state;

@@ -1,7 +1,7 @@
-#include "cgad/fastpath/step_planner.hpp"
+#include "cgad/fastpath/detail/step_planner.hpp"
 
-#include "cgad/fastpath/q8_maps.hpp"
-#include "cgad/reference/errors.hpp"
+#include "cgad/fastpath/detail/q8_maps.hpp"
+#include "cgad/core/errors.hpp"
 
 #include <algorithm>
 #include <limits>
@@ -15,7 +15,7 @@ std::size_t checked_sum(const std::vector<std::size_t>& sizes) {
   std::size_t total = 0;
   for (const std::size_t size : sizes) {
     if (size > std::numeric_limits<std::size_t>::max() - total) {
-      throw reference::InputError("tensor sizes overflow a 64-bit parameter count");
+      throw core::InputError("tensor sizes overflow a 64-bit parameter count");
     }
     total += size;
   }
@@ -24,9 +24,8 @@ std::size_t checked_sum(const std::vector<std::size_t>& sizes) {
 
 // FragmentLayout refuses empty fragments; zero parameters in one fragment are fine here (one empty fragment),
 // so the layout is then built over one element and every size below uses the real count.
-reference::FragmentLayout layout_over(std::size_t parameters, std::size_t fragments) {
-  return parameters == 0 && fragments == 1 ? reference::FragmentLayout(1, 1)
-                                           : reference::FragmentLayout(parameters, fragments);
+core::FragmentLayout layout_over(std::size_t parameters, std::size_t fragments) {
+  return parameters == 0 && fragments == 1 ? core::FragmentLayout(1, 1) : core::FragmentLayout(parameters, fragments);
 }
 
 }  // namespace
@@ -72,7 +71,7 @@ StepPlanner::StepPlanner(const StepConfig& config, std::vector<std::size_t> tens
   counters_.t.assign(config.fragments, 0);
   counters_.last_sync.assign(config.fragments, -1);
   // The ages whose γ is not 0 are those below τ_cut (gate.hpp); validate() bounds τ_cut for PA-CGAD.
-  if (config.optimizer == reference::OptimizerKind::pa_cgad) {
+  if (config.optimizer == core::OptimizerKind::pa_cgad) {
     for (std::int64_t age = 0; !gate_is_zero(gate_, age); ++age) age_sigma_.push_back(gate_sigma(gate_, age));
   }
 }
@@ -89,19 +88,19 @@ StepPlanner::Plan StepPlanner::prepare(std::size_t params_size, std::size_t grad
                                        std::size_t fragment) const {
   const std::size_t parameters = empty_ ? 0 : layout_.parameters();
   if (params_size != parameters) {
-    throw reference::InputError("parameter vector has " + std::to_string(params_size) + " elements, the optimizer " +
-                                std::to_string(parameters));
+    throw core::InputError("parameter vector has " + std::to_string(params_size) + " elements, the optimizer " +
+                           std::to_string(parameters));
   }
   if (fragment >= config_.fragments) {
-    throw reference::InputError("fragment " + std::to_string(fragment) + " does not exist (there are " +
-                                std::to_string(config_.fragments) + ")");
+    throw core::InputError("fragment " + std::to_string(fragment) + " does not exist (there are " +
+                           std::to_string(config_.fragments) + ")");
   }
   const std::size_t size = empty_ ? 0 : layout_.size(fragment);
   if (grad_size != size) {
-    throw reference::InputError("pseudo-gradient has " + std::to_string(grad_size) + " elements, fragment " +
-                                std::to_string(fragment) + " has " + std::to_string(size));
+    throw core::InputError("pseudo-gradient has " + std::to_string(grad_size) + " elements, fragment " +
+                           std::to_string(fragment) + " has " + std::to_string(size));
   }
-  if (tau < 0) throw reference::InputError("staleness tau must be >= 0, got " + std::to_string(tau));
+  if (tau < 0) throw core::InputError("staleness tau must be >= 0, got " + std::to_string(tau));
 
   Plan plan;
   plan.fragment = fragment;
@@ -122,7 +121,7 @@ StepPlanner::Plan StepPlanner::prepare(std::size_t params_size, std::size_t grad
     e.sigma_tau = gate_sigma(gate_, tau);
     // `skip` drops an event whose gate is zero (γ = 0, the cosine gate at τ ≥ τ_cut), exactly as the reference
     // decides it; a σ that only rounds to 0 in float (Adam-Decay past ατ ≈ 104) is applied.
-    e.zero_gate_tau = config_.on_zero_gate == reference::ZeroGatePolicy::skip && gate_is_zero(gate_, tau);
+    e.zero_gate_tau = config_.on_zero_gate == core::ZeroGatePolicy::skip && gate_is_zero(gate_, tau);
     a.family = UpdateFamily::adam;
     a.moment[0].map = &dynamic_map(Q8MapKind::signed_map, config_.q8_semantics);
     a.moment[0].random_word = kWordFirstMoment;
@@ -130,7 +129,7 @@ StepPlanner::Plan StepPlanner::prepare(std::size_t params_size, std::size_t grad
     a.moment[1].random_word = kWordSecondMoment;
   } else {
     // SDM: Δ scaled by 1/(1 + τ) (reference/nesterov.hpp); Nesterov is staleness-blind.
-    e.sigma_tau = config_.optimizer == reference::OptimizerKind::sdm ? sdm_scale(tau) : 1.0f;
+    e.sigma_tau = config_.optimizer == core::OptimizerKind::sdm ? sdm_scale(tau) : 1.0f;
     a.family = UpdateFamily::nesterov;
     a.moment[0].map = &dynamic_map(Q8MapKind::signed_map);
     a.moment[0].random_word = kWordFirstMoment;
@@ -161,18 +160,18 @@ StepReport StepPlanner::report_of(const StepEvent& event, const ScheduledStep& s
       break;
     case StepOutcome::zero_gate:
       report.applied = false;
-      report.reason = reference::SkipReason::zero_gate;
+      report.reason = core::SkipReason::zero_gate;
       break;
     case StepOutcome::nonfinite:
       report.applied = false;
-      report.reason = reference::SkipReason::nonfinite_gradient;
+      report.reason = core::SkipReason::nonfinite_gradient;
       report.nonfinite_index = static_cast<std::size_t>(index);
       report.tau_effective = event.tau;  // as the reference: such an event never reaches the gate
       report.sigma = 0.0f;
       break;
     case StepOutcome::overflow:
       report.applied = false;
-      report.reason = reference::SkipReason::overflowing_gradient;
+      report.reason = core::SkipReason::overflowing_gradient;
       report.nonfinite_index = static_cast<std::size_t>(index);
       break;
   }
@@ -182,8 +181,8 @@ StepReport StepPlanner::report_of(const StepEvent& event, const ScheduledStep& s
 ScheduleConstants StepPlanner::schedule_constants() const {
   ScheduleConstants c;
   c.family = adam_family() ? UpdateFamily::adam : UpdateFamily::nesterov;
-  c.ages = config_.optimizer == reference::OptimizerKind::pa_cgad;
-  c.skip_zero_gate = config_.on_zero_gate == reference::ZeroGatePolicy::skip;
+  c.ages = config_.optimizer == core::OptimizerKind::pa_cgad;
+  c.skip_zero_gate = config_.on_zero_gate == core::ZeroGatePolicy::skip;
   const auto& h = config_.adam;
   c.lr = h.lr;
   c.beta1 = h.beta1;
@@ -199,10 +198,10 @@ ScheduleConstants StepPlanner::schedule_constants() const {
   return c;
 }
 
-std::vector<reference::StateCounter> StepPlanner::counters() const {
-  std::vector<reference::StateCounter> out;
+std::vector<core::StateCounter> StepPlanner::counters() const {
+  std::vector<core::StateCounter> out;
   if (adam_family()) out.push_back({"t", counters_.t});
-  if (config_.optimizer == reference::OptimizerKind::pa_cgad) {
+  if (config_.optimizer == core::OptimizerKind::pa_cgad) {
     std::vector<std::int64_t> ages(config_.fragments);
     for (std::size_t f = 0; f < ages.size(); ++f) ages[f] = age(f);
     out.push_back({"age", std::move(ages)});
@@ -212,22 +211,22 @@ std::vector<reference::StateCounter> StepPlanner::counters() const {
 
 void StepPlanner::set_raw_counters(Counters counters) {
   if (counters.t.size() != config_.fragments || counters.last_sync.size() != config_.fragments) {
-    throw reference::InputError("state has counters for " + std::to_string(counters.t.size()) +
-                                " fragments, the optimizer has " + std::to_string(config_.fragments));
+    throw core::InputError("state has counters for " + std::to_string(counters.t.size()) +
+                           " fragments, the optimizer has " + std::to_string(config_.fragments));
   }
   // No run reaches 2^62 steps or rounds; the bound keeps t + 1, round + 1 and the ages from overflowing.
   constexpr std::int64_t kMaxCount = std::int64_t{1} << 62;
   if (counters.round < 0 || counters.round >= kMaxCount) {
-    throw reference::InputError("state has an impossible round count " + std::to_string(counters.round));
+    throw core::InputError("state has an impossible round count " + std::to_string(counters.round));
   }
   if (counters.steps >= static_cast<std::uint64_t>(kMaxCount)) {
-    throw reference::InputError("state has an impossible step count " + std::to_string(counters.steps));
+    throw core::InputError("state has an impossible step count " + std::to_string(counters.steps));
   }
   for (std::size_t f = 0; f < config_.fragments; ++f) {
     if (counters.t[f] < 0 || counters.t[f] >= kMaxCount || counters.last_sync[f] < -1 ||
         counters.last_sync[f] > counters.round) {
-      throw reference::InputError("state has an impossible step count or synchronization round in fragment " +
-                                  std::to_string(f));
+      throw core::InputError("state has an impossible step count or synchronization round in fragment " +
+                             std::to_string(f));
     }
   }
   counters_ = std::move(counters);
@@ -241,10 +240,10 @@ std::vector<std::string> StepPlanner::buffer_names() const {
 int StepPlanner::buffer_to_read(std::string_view name, std::size_t out_size) const {
   const std::vector<std::string> names = buffer_names();
   const auto it = std::find(names.begin(), names.end(), name);
-  if (it == names.end()) throw reference::InputError("no state buffer named '" + std::string(name) + "'");
+  if (it == names.end()) throw core::InputError("no state buffer named '" + std::string(name) + "'");
   if (out_size != parameters()) {
-    throw reference::InputError("buffer '" + std::string(name) + "' has " + std::to_string(parameters()) +
-                                " elements, the output " + std::to_string(out_size));
+    throw core::InputError("buffer '" + std::string(name) + "' has " + std::to_string(parameters()) +
+                           " elements, the output " + std::to_string(out_size));
   }
   return static_cast<int>(it - names.begin());
 }

@@ -1,4 +1,4 @@
-#include "cgad/fastpath/tensor_table.hpp"
+#include "cgad/fastpath/detail/tensor_table.hpp"
 
 namespace cgad::fastpath {
 

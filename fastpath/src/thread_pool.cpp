@@ -1,6 +1,6 @@
-#include "cgad/fastpath/thread_pool.hpp"
+#include "cgad/fastpath/detail/thread_pool.hpp"
 
-#include "cgad/reference/errors.hpp"
+#include "cgad/core/errors.hpp"
 
 #include <unistd.h>
 
@@ -56,10 +56,10 @@ ThreadPool::ThreadPool(unsigned threads)
     : threads_(threads == 0 ? std::max(1u, std::min(std::thread::hardware_concurrency(), kMaxThreads)) : threads),
       pid_(::getpid()) {
   if (threads_ > kMaxThreads) {
-    throw reference::InputError("threads must be at most " + std::to_string(kMaxThreads) +
-                                " (the step is bound by "
-                                "memory bandwidth, and every step wakes every thread), got " +
-                                std::to_string(threads));
+    throw core::InputError("threads must be at most " + std::to_string(kMaxThreads) +
+                           " (the step is bound by "
+                           "memory bandwidth, and every step wakes every thread), got " +
+                           std::to_string(threads));
   }
   const unsigned wanted = threads_;
   const std::string failed = start_crew();
@@ -68,7 +68,7 @@ ThreadPool::ThreadPool(unsigned threads)
     // crew's start, and leaving them there would hang in the condition variable's destructor (or std::terminate
     // on a joinable std::thread). Stop and join them, then say so.
     stop_crew();
-    throw reference::InputError("cannot start " + std::to_string(wanted) + " threads (" + failed + "); ask for fewer");
+    throw core::InputError("cannot start " + std::to_string(wanted) + " threads (" + failed + "); ask for fewer");
   }
 }
 

@@ -243,7 +243,7 @@ def corrections(beta1, beta2, lr, t):
 
 
 # cgad's gate takes the user's alpha (a decimal, never rounded to float32 first) and hands the step the float32
-# nearest the true sigma (fastpath/include/cgad/fastpath/staleness.hpp). bnb has no gate, so the emulator is fed that
+# nearest the true sigma (fastpath/include/cgad/fastpath/detail/staleness.hpp). bnb has no gate, so the emulator is fed that
 # float: sigma evaluated with mpmath at SIGMA_BITS bits from the decimal alpha and rounded once, exactly, to float32.
 SIGMA_BITS = 256
 

@@ -1,4 +1,4 @@
-// `cgad replay` refuses Adam hyperparameters under which a step can move θ past 2^126 (reference/hyperparams.hpp,
+// `cgad replay` refuses Adam hyperparameters under which a step can move θ past 2^126 (core/hyperparams.hpp,
 // adam_term_bound): with β1² ≥ β2 only ε bounds the Adam term |m̂|/(√v̂ + ε). Every backend refuses alike, with one
 // line and exit status 2; a nearby combination the bound admits runs and stays finite.
 #include "support/cli_harness.hpp"

@@ -3,7 +3,7 @@
 // damage, a hang or a crash. Each test failed before its fix.
 #include "support/cli_harness.hpp"
 
-#include "cgad/fastpath/atomic_file.hpp"
+#include "cgad/io/atomic_file.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -426,7 +426,7 @@ TEST_F(CliAdversarial, AKilledReplayLeavesNoTemporaryAndStaleOnesAreCleaned) {
   const pid_t child = ::fork();
   if (child == 0) ::_exit(0);
   ::waitpid(child, nullptr, 0);
-  std::string stale = cgad::fastpath::fresh_temporary_name("out.jsonl");
+  std::string stale = cgad::io::fresh_temporary_name("out.jsonl");
   const std::string ours = "." + std::to_string(::getpid()) + ".";
   stale.replace(stale.rfind(ours), ours.size(), "." + std::to_string(child) + ".");
   write(stale, "half a result");

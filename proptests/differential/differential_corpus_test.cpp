@@ -50,7 +50,7 @@ TEST(DifferentialCorpus, EveryHardCaseWithinItsBoundInEveryFormat) {
         for (const StateFormat state : {StateFormat::fp32, StateFormat::bf16, StateFormat::q8}) {
           for (const Rounding rounding : {Rounding::nearest, Rounding::stochastic}) {
             fastpath::StepConfig config;
-            config.optimizer = reference::parse_optimizer(name.get<std::string>());
+            config.optimizer = core::parse_optimizer(name.get<std::string>());
             config.params = params;
             config.state = state;
             config.rounding = rounding;
@@ -62,7 +62,7 @@ TEST(DifferentialCorpus, EveryHardCaseWithinItsBoundInEveryFormat) {
             config.adam.weight_decay = hyper(c, "weight_decay", config.adam.weight_decay);
             config.alpha = hyper(c, "alpha", config.alpha);
             config.tau_cut = hyper(c, "tau_cut", config.tau_cut);
-            if (c.value("on_zero_gate", "apply") == "skip") config.on_zero_gate = reference::ZeroGatePolicy::skip;
+            if (c.value("on_zero_gate", "apply") == "skip") config.on_zero_gate = core::ZeroGatePolicy::skip;
             const OneStepOutcome outcome = check_one_step(config, theta, grad, c["tau"].get<std::int64_t>());
             EXPECT_EQ(outcome.failure, "")
                 << c["name"].get<std::string>() << " " << fastpath::testing::describe(config);

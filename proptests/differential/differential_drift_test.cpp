@@ -13,7 +13,7 @@
 
 #include "support/differential_bounds.hpp"
 
-#include "cgad/fastpath/q8_maps.hpp"
+#include "cgad/fastpath/detail/q8_maps.hpp"
 
 #include <gtest/gtest.h>
 

@@ -19,13 +19,13 @@
 namespace cgad::proptests {
 namespace {
 
+using core::OptimizerKind;
 using fastpath::ParamFormat;
 using fastpath::Rounding;
 using fastpath::StateFormat;
 using fastpath::testing::describe;
 using fastpath::testing::Params;
 using fastpath::testing::state_bytes;
-using reference::OptimizerKind;
 
 std::vector<fastpath::StepConfig> every_format(OptimizerKind kind, const Hyper& h) {
   std::vector<fastpath::StepConfig> out;
@@ -108,7 +108,7 @@ RC_GTEST_PROP(DifferentialExactness, GatePastCutoffSkipsEveryByteOrIsThePureDeca
       const auto before = snapshot(params, opt);
       const fastpath::StepReport report = params.step(opt, c.grad, tau);
       RC_ASSERT(report.sigma == 0.0f);
-      if (config.on_zero_gate == reference::ZeroGatePolicy::skip) {
+      if (config.on_zero_gate == core::ZeroGatePolicy::skip) {
         RC_ASSERT(!report.applied);
         if (before != snapshot(params, opt)) RC_FAIL(describe(config) + ": a skipped event changed bytes");
         // ... but it synchronized its fragment (gated_adam.hpp): PA-CGAD records the round.

@@ -20,11 +20,11 @@
 namespace cgad::proptests {
 namespace {
 
+using core::OptimizerKind;
 using fastpath::ParamFormat;
 using fastpath::Rounding;
 using fastpath::StateFormat;
 using fastpath::VMap;
-using reference::OptimizerKind;
 
 // 128 bits: the reference's own error (≤ 2^-120 relative after the chain) is 2^96 times below fp32's u.
 constexpr unsigned kReferenceBits = 128;
@@ -32,13 +32,13 @@ constexpr unsigned kReferenceBits = 128;
 void check_every_format(OptimizerKind kind) {
   reference::set_working_precision_bits(kReferenceBits);
   OneStepSummary summary;
-  const bool ok = rc::check("every format within its bound, " + std::string(reference::to_string(kind)), [&] {
+  const bool ok = rc::check("every format within its bound, " + std::string(core::to_string(kind)), [&] {
     const OneStepCase c = *gen_one_step_case();
     for (const ParamFormat params : {ParamFormat::fp32, ParamFormat::bf16}) {
       for (const StateFormat state : {StateFormat::fp32, StateFormat::bf16, StateFormat::q8}) {
         for (const Rounding rounding : {Rounding::nearest, Rounding::stochastic}) {
           for (const VMap v_map : {VMap::dynamic, VMap::zero_free}) {
-            const bool has_v_map = state == StateFormat::q8 && reference::is_adam_family(kind);
+            const bool has_v_map = state == StateFormat::q8 && core::is_adam_family(kind);
             if (v_map == VMap::zero_free && !has_v_map) continue;
             auto config = step_config(kind, c.hyper, params, state, rounding);
             config.v_map = v_map;
@@ -83,7 +83,7 @@ TEST(DifferentialOneStep, AdamDecaySkipAppliesAnEventWhoseSigmaUnderflowsFloat) 
   fastpath::StepConfig config;
   config.optimizer = OptimizerKind::adam_decay;
   config.params = ParamFormat::fp32;
-  config.on_zero_gate = reference::ZeroGatePolicy::skip;
+  config.on_zero_gate = core::ZeroGatePolicy::skip;
   const OneStepOutcome outcome = check_one_step(config, {1.0f, -2.0f}, {0.5f, 0.25f}, 600);
   EXPECT_EQ(outcome.failure, "");
 }

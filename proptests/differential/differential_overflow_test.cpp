@@ -47,7 +47,7 @@ using testing::Params;
 using testing::random_vector;
 using testing::state_bytes;
 
-constexpr float kLimit = 0x1p63f;                         // 2^kRefusedGradientExponent (reference/overflow_rule.hpp)
+constexpr float kLimit = 0x1p63f;                         // 2^kRefusedGradientExponent (core/overflow_rule.hpp)
 const float kBelowLimit = std::nextafter(0x1p63f, 0.0f);  // 0x1.fffffep62
 
 constexpr OptimizerKind kAdamFamily[] = {OptimizerKind::cgad, OptimizerKind::pa_cgad, OptimizerKind::adam_decay,

@@ -7,13 +7,13 @@
 
 #include "cgad/differential/noise_lockstep.hpp"
 #include "cgad/differential/replay_stream.hpp"
-#include "cgad/fastpath/atomic_file.hpp"
-#include "cgad/fastpath/atomic_folder.hpp"
-#include "cgad/fastpath/input_file.hpp"
+#include "cgad/io/atomic_file.hpp"
+#include "cgad/io/atomic_folder.hpp"
+#include "cgad/io/input_file.hpp"
 #include "cgad/fastpath/cuda_optimizer.hpp"
 #include "cgad/fastpath/fastpath.hpp"
-#include "cgad/fastpath/thread_pool.hpp"
-#include "cgad/reference/errors.hpp"
+#include "cgad/fastpath/detail/thread_pool.hpp"
+#include "cgad/core/errors.hpp"
 #include "cgad/reference/optimizers.hpp"
 
 #include <gtest/gtest.h>
@@ -93,7 +93,7 @@ pid_t dead_pid() {
 
 // A temporary name as the writer makes it, with another pid in it.
 std::string temporary_name_of(const std::string& target, pid_t pid) {
-  std::string name = fp::fresh_temporary_name(target);  // .<target>.cgad-tmp.<host>.<our pid>.<hex>
+  std::string name = cgad::io::fresh_temporary_name(target);  // .<target>.cgad-tmp.<host>.<our pid>.<hex>
   const std::string ours = "." + std::to_string(::getpid()) + ".";
   const std::size_t at = name.rfind(ours);
   return name.substr(0, at) + "." + std::to_string(pid) + "." + name.substr(at + ours.size());
@@ -130,7 +130,7 @@ TEST(OneNumberGrammar, EveryFormatRefusesTheSameTextsAndTakesTheSameOnes) {
     EXPECT_THROW(ref::parse_real<float>(bad, "x"), InputError) << "float '" << bad << "'";
     EXPECT_THROW(ref::parse_real<double>(bad, "x"), InputError) << "double '" << bad << "'";
     EXPECT_THROW(ref::parse_real<mpfr_real>(bad, "x"), InputError) << "mpfr '" << bad << "'";
-    EXPECT_EQ(ref::classify_number_text(bad), ref::NumberText::invalid) << bad;
+    EXPECT_EQ(cgad::core::classify_number_text(bad), cgad::core::NumberText::invalid) << bad;
   }
   // Below float's smallest subnormal: correctly rounded to zero of the text's sign (the fast path refused it).
   EXPECT_EQ(ref::parse_real<float>("1e-50", "x"), 0.0f);
@@ -249,34 +249,34 @@ using AtomicFileOutputs = Folder;
 
 TEST_F(AtomicFileOutputs, ReplacesOnlyRegularFilesKeepingTheirModeAndWritesThroughLinks) {
   // A new file: the mode a plain open() gives.
-  fp::write_file_atomically(dir_ / "new", "a", 1);
-  EXPECT_EQ(static_cast<::mode_t>(fs::status(dir_ / "new").permissions()), fp::default_file_mode());
+  cgad::io::write_file_atomically(dir_ / "new", "a", 1);
+  EXPECT_EQ(static_cast<::mode_t>(fs::status(dir_ / "new").permissions()), cgad::io::default_file_mode());
   // An existing 0600 file keeps 0600 (item 13).
   put(dir_ / "private", "old");
   fs::permissions(dir_ / "private", fs::perms::owner_read | fs::perms::owner_write);
-  fp::write_file_atomically(dir_ / "private", "new", 3);
+  cgad::io::write_file_atomically(dir_ / "private", "new", 3);
   EXPECT_EQ(slurp(dir_ / "private"), "new");
   EXPECT_EQ(fs::status(dir_ / "private").permissions(), fs::perms::owner_read | fs::perms::owner_write);
   // A symlink is written through: the file it names is replaced, the link stays a link (item 13).
   fs::create_directories(dir_ / "sub");
   put(dir_ / "sub" / "real", "old");
   fs::create_symlink("sub/real", dir_ / "link");
-  fp::write_file_atomically(dir_ / "link", "through", 7);
+  cgad::io::write_file_atomically(dir_ / "link", "through", 7);
   EXPECT_TRUE(fs::is_symlink(fs::symlink_status(dir_ / "link")));
   EXPECT_EQ(slurp(dir_ / "sub" / "real"), "through");
   // A dangling link, a directory, a FIFO, "" and a missing directory are refused and left as they are.
   fs::create_symlink("missing", dir_ / "dangling");
-  EXPECT_THROW(fp::AtomicFile(dir_ / "dangling"), InputError);
+  EXPECT_THROW(cgad::io::AtomicFile(dir_ / "dangling"), InputError);
   EXPECT_FALSE(fs::exists(dir_ / "missing"));
-  EXPECT_THROW(fp::AtomicFile(dir_ / "sub"), InputError);
+  EXPECT_THROW(cgad::io::AtomicFile(dir_ / "sub"), InputError);
   ASSERT_EQ(::mkfifo((dir_ / "fifo").c_str(), 0600), 0);
-  EXPECT_THROW(fp::AtomicFile(dir_ / "fifo"), InputError);
+  EXPECT_THROW(cgad::io::AtomicFile(dir_ / "fifo"), InputError);
   EXPECT_TRUE(fs::is_fifo(dir_ / "fifo"));
-  EXPECT_THROW(fp::AtomicFile(""), InputError);
-  EXPECT_THROW(fp::AtomicFile(dir_ / "no" / "such"), InputError);
+  EXPECT_THROW(cgad::io::AtomicFile(""), InputError);
+  EXPECT_THROW(cgad::io::AtomicFile(dir_ / "no" / "such"), InputError);
   // A device node (made here, never a real one): refused, still a device afterwards. Needs root (mknod).
   if (::mknod((dir_ / "null").c_str(), S_IFCHR | 0666, ::makedev(1, 3)) == 0) {
-    EXPECT_THROW(fp::write_file_atomically(dir_ / "null", "x", 1), InputError);
+    EXPECT_THROW(cgad::io::write_file_atomically(dir_ / "null", "x", 1), InputError);
     EXPECT_TRUE(fs::is_character_file(dir_ / "null"));
   }
   // No temporary anywhere.
@@ -287,7 +287,7 @@ TEST_F(AtomicFileOutputs, ReplacesOnlyRegularFilesKeepingTheirModeAndWritesThrou
 TEST_F(AtomicFileOutputs, AnUncommittedWriteChangesNothing) {
   put(dir_ / "out", "old");
   {
-    fp::AtomicFile file(dir_ / "out");
+    cgad::io::AtomicFile file(dir_ / "out");
     file.stream() << "half a result";
   }
   EXPECT_EQ(slurp(dir_ / "out"), "old");
@@ -300,7 +300,7 @@ TEST_F(Temporaries, AKilledWriterLeavesNothingAndStaleOnesOfDeadProcessesAreRemo
   // kill -9 in the middle of a write: the child exits without commit or destructors.
   const int status = in_child(
       [&] {
-        fp::AtomicFile file(dir_ / "out.jsonl");
+        cgad::io::AtomicFile file(dir_ / "out.jsonl");
         file.stream() << std::string(1 << 20, 'x');
         file.stream().flush();
         ::raise(SIGKILL);
@@ -311,12 +311,12 @@ TEST_F(Temporaries, AKilledWriterLeavesNothingAndStaleOnesOfDeadProcessesAreRemo
   // Named temporaries of cgad's pattern: a dead process's is removed by the next write beside the same target;
   // a live process's (ours), another target's and a file of another pattern are left alone.
   const std::string stale = temporary_name_of("out.jsonl", dead_pid());
-  const std::string live = fp::fresh_temporary_name("out.jsonl");
+  const std::string live = cgad::io::fresh_temporary_name("out.jsonl");
   const std::string other_target = temporary_name_of("other.jsonl", dead_pid());
   for (const std::string& name : {stale, live, other_target, std::string(".out.jsonl.XXXXXX")}) put(dir_ / name, "t");
-  EXPECT_TRUE(fp::is_stale_temporary(stale, "out.jsonl"));
-  EXPECT_FALSE(fp::is_stale_temporary(live, "out.jsonl"));
-  fp::write_file_atomically(dir_ / "out.jsonl", "r", 1);
+  EXPECT_TRUE(cgad::io::is_stale_temporary(stale, "out.jsonl"));
+  EXPECT_FALSE(cgad::io::is_stale_temporary(live, "out.jsonl"));
+  cgad::io::write_file_atomically(dir_ / "out.jsonl", "r", 1);
   EXPECT_FALSE(fs::exists(dir_ / stale));
   EXPECT_TRUE(fs::exists(dir_ / live));
   EXPECT_TRUE(fs::exists(dir_ / other_target));
@@ -325,7 +325,7 @@ TEST_F(Temporaries, AKilledWriterLeavesNothingAndStaleOnesOfDeadProcessesAreRemo
   put(dir_ / "precious", "keep");
   const std::string planted = temporary_name_of("out.jsonl", dead_pid());
   fs::create_symlink("precious", dir_ / planted);
-  fp::write_file_atomically(dir_ / "out.jsonl", "r", 1);
+  cgad::io::write_file_atomically(dir_ / "out.jsonl", "r", 1);
   EXPECT_EQ(slurp(dir_ / "precious"), "keep");
   EXPECT_TRUE(fs::is_symlink(fs::symlink_status(dir_ / planted)));
 }
@@ -343,7 +343,7 @@ TEST_F(ReportFolder, AKilledReportLeavesTheOldOneWholeAndTheNextRunCleansUp) {
   // A run killed after writing a new gate.csv.
   const int status = in_child(
       [&] {
-        fp::AtomicFolder folder(report, "report");
+        cgad::io::AtomicFolder folder(report, "report");
         folder.write_file("gate.csv", "new gate");
         ::raise(SIGKILL);
       },
@@ -354,7 +354,7 @@ TEST_F(ReportFolder, AKilledReportLeavesTheOldOneWholeAndTheNextRunCleansUp) {
   ASSERT_EQ(others({"report"}).size(), 1u) << "the half-built folder, beside the report";
   // The next run removes it, and its commit() swaps the whole folder in, keeping the user's file.
   {
-    fp::AtomicFolder folder(report, "report");
+    cgad::io::AtomicFolder folder(report, "report");
     EXPECT_EQ(others({"report", folder.dir().filename().string()}), std::vector<std::string>{});
     folder.write_file("gate.csv", "new gate");
     folder.write_file("report.md", "new report");
@@ -369,25 +369,25 @@ TEST_F(ReportFolder, AKilledReportLeavesTheOldOneWholeAndTheNextRunCleansUp) {
   EXPECT_EQ(others({"report"}), std::vector<std::string>{});
   // An abandoned run (an exception) leaves the report as it was and nothing beside it.
   {
-    fp::AtomicFolder folder(report, "report");
+    cgad::io::AtomicFolder folder(report, "report");
     folder.write_file("gate.csv", "abandoned");
   }
   EXPECT_EQ(slurp(report / "gate.csv"), "new gate");
   EXPECT_EQ(others({"report"}), std::vector<std::string>{});
   // A new folder is created by one rename.
   {
-    fp::AtomicFolder folder(dir_ / "fresh" / "r", "report");
+    cgad::io::AtomicFolder folder(dir_ / "fresh" / "r", "report");
     folder.write_file("report.md", "x");
     folder.commit();
   }
   EXPECT_EQ(slurp(dir_ / "fresh" / "r" / "report.md"), "x");
   // Refused: a file, the current directory, a folder above it.
   put(dir_ / "file", "f");
-  EXPECT_THROW(fp::AtomicFolder(dir_ / "file", "report"), InputError);
+  EXPECT_THROW(cgad::io::AtomicFolder(dir_ / "file", "report"), InputError);
   const fs::path cwd = fs::current_path();
   fs::current_path(report);
-  EXPECT_THROW(fp::AtomicFolder(".", "report"), InputError);
-  EXPECT_THROW(fp::AtomicFolder(dir_, "report"), InputError);
+  EXPECT_THROW(cgad::io::AtomicFolder(".", "report"), InputError);
+  EXPECT_THROW(cgad::io::AtomicFolder(dir_, "report"), InputError);
   fs::current_path(cwd);
 }
 
@@ -399,9 +399,9 @@ TEST_F(InputRule, AFifoWithoutAWriterIsRefusedInBoundedTimeOneWithAWriterIsRead)
   const fs::path fifo = dir_ / "fifo";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   const auto start = std::chrono::steady_clock::now();
-  EXPECT_THROW(fp::InputFile{fifo.string()}, InputError);
+  EXPECT_THROW(cgad::io::InputFile{fifo.string()}, InputError);
   const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  EXPECT_LT(waited, fp::InputFile::kFifoWriterWait + 2.0);
+  EXPECT_LT(waited, cgad::io::InputFile::kFifoWriterWait + 2.0);
   // A writer that comes a moment later, and writes slowly: read to its end.
   std::thread writer([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
@@ -410,15 +410,15 @@ TEST_F(InputRule, AFifoWithoutAWriterIsRefusedInBoundedTimeOneWithAWriterIsRead)
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     out << "{\"grad\": [1, 2], \"tau\": 0}\n";
   });
-  fp::InputFile input(fifo.string());
+  cgad::io::InputFile input(fifo.string());
   EXPECT_FALSE(input.regular());
   const auto stream = cgad::differential::read_stream(input.stream(), "fifo");
   writer.join();
   EXPECT_EQ(stream.events.size(), 1u);
   // Directories and devices are refused (reading /dev/zero would never end).
-  EXPECT_THROW(fp::InputFile{dir_.string()}, InputError);
-  EXPECT_THROW(fp::InputFile{"/dev/zero"}, InputError);
-  EXPECT_THROW(fp::InputFile{(dir_ / "missing").string()}, InputError);
+  EXPECT_THROW(cgad::io::InputFile{dir_.string()}, InputError);
+  EXPECT_THROW(cgad::io::InputFile{"/dev/zero"}, InputError);
+  EXPECT_THROW(cgad::io::InputFile{(dir_ / "missing").string()}, InputError);
 }
 
 // --- item 16: a noise study's memory is estimated and bounded before it runs -------------------------------------
@@ -566,7 +566,7 @@ TEST(HyperparameterRanges, HyperparametersThatMakeFiniteInputInfiniteAreRefusedW
   adam.weight_decay = 2.0f;
   EXPECT_NO_THROW(ref::validate_range(adam));
   adam = {};
-  adam.lr = static_cast<float>(ref::kMaxLearningRate);
+  adam.lr = static_cast<float>(cgad::core::kMaxLearningRate);
   EXPECT_NO_THROW(ref::validate_range(adam));
   ref::NesterovHyper<mpfr_real> nesterov;
   EXPECT_NO_THROW(ref::validate_range(nesterov));
@@ -611,7 +611,7 @@ TEST_F(ReportFolderSwap, AFolderThatIsOrHoldsAMountPointIsRefusedAndTheMountedFi
   if (!mount.mounted()) GTEST_SKIP() << "mounting a tmpfs is not permitted here (needs root): " << std::strerror(errno);
   put(report / "data" / "results.csv", "the user's results");
   try {
-    fp::AtomicFolder folder(report, "report");
+    cgad::io::AtomicFolder folder(report, "report");
     folder.write_file("report.md", "new report");
     folder.commit();
     ADD_FAILURE() << "a folder holding a mount point was replaced";
@@ -625,7 +625,7 @@ TEST_F(ReportFolderSwap, AFolderThatIsOrHoldsAMountPointIsRefusedAndTheMountedFi
   TmpfsMount whole(dir_ / "mounted");
   ASSERT_TRUE(whole.mounted());
   put(dir_ / "mounted" / "notes.txt", "kept");
-  EXPECT_THROW(fp::AtomicFolder(dir_ / "mounted", "report"), InputError);
+  EXPECT_THROW(cgad::io::AtomicFolder(dir_ / "mounted", "report"), InputError);
   EXPECT_EQ(slurp(dir_ / "mounted" / "notes.txt"), "kept");
 }
 
@@ -636,7 +636,7 @@ TEST_F(ReportFolderSwap, ALinkToAFolderIsWrittenThroughAndStaysALink) {
   put(real / "notes.txt", "the user's");
   fs::create_symlink("real", dir_ / "link");
   {
-    fp::AtomicFolder folder(dir_ / "link", "report");
+    cgad::io::AtomicFolder folder(dir_ / "link", "report");
     folder.write_file("report.md", "new report");
     folder.commit();
   }
@@ -647,13 +647,13 @@ TEST_F(ReportFolderSwap, ALinkToAFolderIsWrittenThroughAndStaysALink) {
   // A link in a loop, and one to a missing folder, are refused with what they are.
   fs::create_symlink("loop", dir_ / "loop");
   try {
-    fp::AtomicFolder folder(dir_ / "loop", "report");
+    cgad::io::AtomicFolder folder(dir_ / "loop", "report");
     ADD_FAILURE() << "a link loop was accepted";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("in a loop"), std::string::npos) << e.what();
   }
   fs::create_symlink("absent", dir_ / "dangling");
-  EXPECT_THROW(fp::AtomicFolder(dir_ / "dangling", "report"), InputError);
+  EXPECT_THROW(cgad::io::AtomicFolder(dir_ / "dangling", "report"), InputError);
   EXPECT_FALSE(fs::exists(dir_ / "absent"));
 }
 
@@ -667,7 +667,7 @@ TEST_F(ReportFolderSwap, TheReplacedFolderKeepsItsOwnerGroupAndSetgidMode) {
   ASSERT_EQ(::chown(report.c_str(), owner, group), 0);
   ASSERT_EQ(::chmod(report.c_str(), 02775), 0);
   {
-    fp::AtomicFolder folder(report, "report");
+    cgad::io::AtomicFolder folder(report, "report");
     folder.write_file("report.md", "new report");
     folder.commit();
   }

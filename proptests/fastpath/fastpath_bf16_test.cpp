@@ -1,7 +1,7 @@
 // bf16 rounding of the fast path against MPFR (CORE-MATH style: the candidate beside a reference that rounds
 // once, bit patterns compared), and stochastic rounding's unbiasedness.
 #include "cgad/fastpath/bf16.hpp"
-#include "cgad/fastpath/random_bits.hpp"
+#include "cgad/fastpath/detail/random_bits.hpp"
 
 #include <gtest/gtest.h>
 #include <mpfr.h>

@@ -4,7 +4,7 @@
 
 #include "cgad/fastpath/bf16_text.hpp"
 
-#include "cgad/reference/errors.hpp"
+#include "cgad/core/errors.hpp"
 
 #include <mpfr.h>
 
@@ -40,8 +40,8 @@ TEST(Bf16Text, ParsesWithOneRoundingNotTwo) {
   EXPECT_EQ(parse_bf16("-0", "x").bits, 0x8000u);
   // Past the largest finite bf16 is refused (it became +Inf silently, where fp32 refuses it);
   // infinity must be written as such.
-  EXPECT_THROW(parse_bf16("1e39", "x"), cgad::reference::InputError);
-  EXPECT_THROW(parse_bf16("-3.4e38", "x"), cgad::reference::InputError);
+  EXPECT_THROW(parse_bf16("1e39", "x"), cgad::core::InputError);
+  EXPECT_THROW(parse_bf16("-3.4e38", "x"), cgad::core::InputError);
   EXPECT_EQ(parse_bf16("3.39e38", "x").bits, 0x7F7Fu);  // rounds to the largest finite bf16, 3.3895e38
   EXPECT_EQ(parse_bf16("inf", "x").bits, 0x7F80u);
   EXPECT_EQ(parse_bf16("-Infinity", "x").bits, 0xFF80u);
@@ -49,7 +49,7 @@ TEST(Bf16Text, ParsesWithOneRoundingNotTwo) {
   EXPECT_EQ(parse_bf16("1e-50", "x").bits, 0x0000u);
   // The one number grammar (item 28): no hexadecimal or binary, no payload, no white space.
   for (const char* bad : {"", " 1", "1x", "abc", "0x1p-3", "0b101", "nan(1)", "1 ", "@inf@", "1e", "."}) {
-    EXPECT_THROW(parse_bf16(bad, "x"), cgad::reference::InputError) << bad;
+    EXPECT_THROW(parse_bf16(bad, "x"), cgad::core::InputError) << bad;
   }
 }
 

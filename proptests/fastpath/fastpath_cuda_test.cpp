@@ -33,7 +33,7 @@ using testing::random_vector;
 
 TEST(FastpathCuda, ConstructionIsRefusedWithoutADevice) {
   if (cuda_device_available()) GTEST_SKIP() << "a CUDA device is present";
-  EXPECT_THROW(CudaOptimizer(StepConfig{}, 10), reference::InputError);
+  EXPECT_THROW(CudaOptimizer(StepConfig{}, 10), core::InputError);
 }
 
 #if defined(CGAD_FASTPATH_HAS_CUDA)
@@ -113,11 +113,10 @@ void expect_same_counters(CudaOptimizer& gpu, const CpuOptimizer& cpu, cudaStrea
 
 TEST(FastpathCuda, BitIdenticalToTheCpuBackend) {
   if (!cuda_device_available()) GTEST_SKIP() << "CUDA-vs-CPU bit identity not checked: " << cuda_unavailable_reason();
-  for (const auto kind :
-       {reference::OptimizerKind::cgad, reference::OptimizerKind::adam_decay, reference::OptimizerKind::adam,
-        reference::OptimizerKind::nesterov, reference::OptimizerKind::sdm}) {
+  for (const auto kind : {core::OptimizerKind::cgad, core::OptimizerKind::adam_decay, core::OptimizerKind::adam,
+                          core::OptimizerKind::nesterov, core::OptimizerKind::sdm}) {
     for (StepConfig config : all_format_configs(kind)) {
-      config.on_zero_gate = reference::ZeroGatePolicy::skip;
+      config.on_zero_gate = core::ZeroGatePolicy::skip;
       for (const std::size_t n :
            {std::size_t{0}, std::size_t{1}, std::size_t{255}, std::size_t{256}, std::size_t{257}, std::size_t{5000}}) {
         CpuOptimizer cpu(config, n, 2);
@@ -184,7 +183,7 @@ TEST(FastpathCuda, TensorLayoutsAreBitIdentical) {
   if (!cuda_device_available()) GTEST_SKIP() << "CUDA tensor layouts not checked: " << cuda_unavailable_reason();
   auto layouts = testing::tensor_layouts();
   layouts.push_back({4 * 256, 256, 512});
-  for (const auto kind : {reference::OptimizerKind::cgad, reference::OptimizerKind::nesterov}) {
+  for (const auto kind : {core::OptimizerKind::cgad, core::OptimizerKind::nesterov}) {
     std::vector<StepConfig> configs = all_format_configs(kind);
     for (const StepConfig& config : testing::zero_free_configs(kind)) configs.push_back(config);
     for (StepConfig config : configs) {
@@ -203,7 +202,7 @@ TEST(FastpathCuda, TensorLayoutsAreBitIdentical) {
 // their chunks take the kernel's guarded path, with 7·768 they start aligned; P = 3 and 7, each fragment twice.
 TEST(FastpathCuda, PaCgadFragmentsAreBitIdentical) {
   if (!cuda_device_available()) GTEST_SKIP() << "CUDA PA-CGAD fragments not checked: " << cuda_unavailable_reason();
-  for (StepConfig config : all_format_configs(reference::OptimizerKind::pa_cgad)) {
+  for (StepConfig config : all_format_configs(core::OptimizerKind::pa_cgad)) {
     for (const std::size_t fragments : {3u, 7u}) {
       config.fragments = fragments;
       std::vector<Event> events;
@@ -301,7 +300,7 @@ TEST(FastpathCuda, NonDefaultStreamIsBitIdentical) {
   if (!cuda_device_available()) GTEST_SKIP() << "CUDA on a created stream not checked: " << cuda_unavailable_reason();
   cudaStream_t stream = nullptr;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
-  for (const StepConfig& config : all_format_configs(reference::OptimizerKind::cgad)) {
+  for (const StepConfig& config : all_format_configs(core::OptimizerKind::cgad)) {
     expect_same_as_cpu(config, {3 * 256 + 17}, {{0, 0}, {0, 3}, {0, 1}}, stream, describe(config) + " own stream");
   }
   cudaStreamDestroy(stream);
@@ -310,7 +309,7 @@ TEST(FastpathCuda, NonDefaultStreamIsBitIdentical) {
 // 2^24 + 257 parameters: 65538 chunks, more than the kernel's grid of 2^16 blocks, so blocks loop over chunks.
 TEST(FastpathCuda, GridStridePastTwoToTheTwentyFourIsBitIdentical) {
   if (!cuda_device_available()) GTEST_SKIP() << "CUDA grid-stride path not checked: " << cuda_unavailable_reason();
-  const auto configs = all_format_configs(reference::OptimizerKind::cgad);
+  const auto configs = all_format_configs(core::OptimizerKind::cgad);
   // fp32 parameters and state; bf16 parameters, q8 state, both roundings.
   for (const std::size_t index : {std::size_t{0}, std::size_t{10}, std::size_t{11}}) {
     expect_same_as_cpu(configs[index], {(std::size_t{1} << 24) + 257}, {{0, 0}, {0, 2}}, nullptr,
@@ -324,10 +323,10 @@ TEST(FastpathCuda, GridStridePastTwoToTheTwentyFourIsBitIdentical) {
 TEST(FastpathCuda, CapturedGraphReplayedThreeTimesIsBitIdentical) {
   if (!cuda_device_available()) GTEST_SKIP() << "CUDA graph capture not checked: " << cuda_unavailable_reason();
   std::vector<StepConfig> configs;
-  for (const auto kind : {reference::OptimizerKind::cgad, reference::OptimizerKind::nesterov}) {
+  for (const auto kind : {core::OptimizerKind::cgad, core::OptimizerKind::nesterov}) {
     for (const StepConfig& config : all_format_configs(kind)) configs.push_back(config);
   }
-  for (StepConfig config : all_format_configs(reference::OptimizerKind::pa_cgad)) {
+  for (StepConfig config : all_format_configs(core::OptimizerKind::pa_cgad)) {
     config.fragments = 3;
     configs.push_back(config);
   }
@@ -379,10 +378,10 @@ TEST(FastpathCuda, ReadsInsideACaptureAreRefused) {
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
   CudaOptimizer gpu(StepConfig{}, 300, stream);
   ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
-  EXPECT_THROW(gpu.report(stream), reference::InputError);
-  EXPECT_THROW(gpu.download(stream), reference::InputError);
-  EXPECT_THROW(gpu.counters(stream), reference::InputError);
-  EXPECT_THROW(CudaOptimizer(StepConfig{}, 10, stream), reference::InputError);
+  EXPECT_THROW(gpu.report(stream), core::InputError);
+  EXPECT_THROW(gpu.download(stream), core::InputError);
+  EXPECT_THROW(gpu.counters(stream), core::InputError);
+  EXPECT_THROW(CudaOptimizer(StepConfig{}, 10, stream), core::InputError);
   cudaGraph_t graph = nullptr;
   EXPECT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
   if (graph != nullptr) cudaGraphDestroy(graph);
@@ -396,7 +395,7 @@ TEST(FastpathCuda, StepsOnTwoStreamsAreOrdered) {
   if (!cuda_device_available()) GTEST_SKIP() << "CUDA stream ordering not checked: " << cuda_unavailable_reason();
   cudaStream_t streams[2] = {nullptr, nullptr};
   for (auto& s : streams) ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
-  const StepConfig config = all_format_configs(reference::OptimizerKind::cgad)[10];  // bf16 params, q8 state
+  const StepConfig config = all_format_configs(core::OptimizerKind::cgad)[10];  // bf16 params, q8 state
   const std::size_t n = std::size_t{1} << 22;
   CpuOptimizer cpu(config, n, 2);
   CudaOptimizer gpu(config, n, streams[1]);
@@ -422,7 +421,7 @@ TEST(FastpathCuda, AFaultMakesTheOptimizerUnusable) {
   if (!cuda_device_available()) GTEST_SKIP() << "CUDA fault latching not checked: " << cuda_unavailable_reason();
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   const auto child = [] {
-    const StepConfig config = all_format_configs(reference::OptimizerKind::cgad)[0];
+    const StepConfig config = all_format_configs(core::OptimizerKind::cgad)[0];
     const std::size_t n = 1 << 16;
     CudaOptimizer gpu(config, n);
     Params params(config, random_vector(n, 90));
@@ -456,7 +455,7 @@ TEST(FastpathCuda, AFaultMakesTheOptimizerUnusable) {
 // A state saved by one backend loads into the other bit for bit (one file format).
 TEST(FastpathCuda, StateFilesMoveBetweenBackends) {
   if (!cuda_device_available()) GTEST_SKIP() << "CUDA state-file exchange not checked: " << cuda_unavailable_reason();
-  StepConfig config = all_format_configs(reference::OptimizerKind::cgad)[10];  // bf16 params, q8 state, nearest
+  StepConfig config = all_format_configs(core::OptimizerKind::cgad)[10];  // bf16 params, q8 state, nearest
   const std::size_t n = 700;
   CpuOptimizer cpu(config, n, 2);
   Params params(config, random_vector(n, 80));

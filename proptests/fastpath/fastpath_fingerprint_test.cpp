@@ -9,7 +9,7 @@
 // git history of kRecordedTotal says which changes moved it and why.
 #include "support/fastpath_test_support.hpp"
 
-#include "cgad/fastpath/cpu_isa.hpp"
+#include "cgad/fastpath/detail/cpu_isa.hpp"
 
 #include <gtest/gtest.h>
 
@@ -20,10 +20,11 @@ namespace cgad::fastpath {
 namespace {
 
 using namespace cgad::fastpath::testing;
-namespace ref = cgad::reference;
+namespace core = cgad::core;
 
-// Both with σ the float nearest the reference's σ of the user's α (fastpath/include/cgad/fastpath/staleness.hpp);
-// the commits that recorded them say which σ bits changed from the float-α totals before.
+// Both with σ the float nearest the reference's σ of the user's α
+// (fastpath/include/cgad/fastpath/detail/staleness.hpp); the commits that recorded them say which σ bits changed from
+// the float-α totals before.
 constexpr std::uint64_t kRecordedTotal = 0xef3da1f9e978d5e8ull;
 constexpr std::uint64_t kRecordedZeroFreeTotal = 0x3bd0b6feaedb7978ull;
 
@@ -59,10 +60,10 @@ TEST(FastpathFingerprint, TheStepsBitsDependOnNeitherThreadsNorIsaAndAreTheRecor
   for (CpuIsa isa : supported_cpu_isas()) {
     environment.set(std::string(to_string(isa)));
     std::uint64_t total = 0xcbf29ce484222325ull;
-    for (auto kind : {ref::OptimizerKind::cgad, ref::OptimizerKind::pa_cgad, ref::OptimizerKind::adam_decay,
-                      ref::OptimizerKind::adam, ref::OptimizerKind::nesterov, ref::OptimizerKind::sdm}) {
+    for (auto kind : {core::OptimizerKind::cgad, core::OptimizerKind::pa_cgad, core::OptimizerKind::adam_decay,
+                      core::OptimizerKind::adam, core::OptimizerKind::nesterov, core::OptimizerKind::sdm}) {
       for (StepConfig c : all_format_configs(kind)) {
-        if (kind == ref::OptimizerKind::pa_cgad) c.fragments = 3;
+        if (kind == core::OptimizerKind::pa_cgad) c.fragments = 3;
         const std::uint64_t one = fingerprint(c, 1), two = fingerprint(c, 2);
         EXPECT_EQ(one, two) << describe(c) << " under " << to_string(isa) << ": 1 and 2 threads differ";
         total = total * 31 + one;
@@ -82,10 +83,10 @@ TEST(FastpathFingerprint, ZeroFreeVMapStepsDependOnNeitherThreadsNorIsaAndAreThe
   for (CpuIsa isa : supported_cpu_isas()) {
     environment.set(std::string(to_string(isa)));
     std::uint64_t total = 0xcbf29ce484222325ull;
-    for (auto kind : {ref::OptimizerKind::cgad, ref::OptimizerKind::pa_cgad, ref::OptimizerKind::adam_decay,
-                      ref::OptimizerKind::adam}) {
+    for (auto kind : {core::OptimizerKind::cgad, core::OptimizerKind::pa_cgad, core::OptimizerKind::adam_decay,
+                      core::OptimizerKind::adam}) {
       for (StepConfig c : zero_free_configs(kind)) {
-        if (kind == ref::OptimizerKind::pa_cgad) c.fragments = 3;
+        if (kind == core::OptimizerKind::pa_cgad) c.fragments = 3;
         const std::uint64_t one = fingerprint(c, 1), two = fingerprint(c, 2);
         EXPECT_EQ(one, two) << describe(c) << " under " << to_string(isa) << ": 1 and 2 threads differ";
         StepConfig dynamic = c;

@@ -9,9 +9,9 @@
 // structured sample; fastpath_q8_bnb_long_test (label long, CGAD_Q8_BNB_LONG defined) runs every binary32 in
 // [−1, 1] for the three maps m and v use (signed, unsigned, zero-free) (2·(0x3F800000 + 1) ≈ 2.13e9 values per map)
 // plus the specials.
-#include "cgad/fastpath/block_step.hpp"
-#include "cgad/fastpath/q8.hpp"
-#include "cgad/fastpath/q8_maps.hpp"
+#include "cgad/fastpath/detail/block_step.hpp"
+#include "cgad/fastpath/detail/q8.hpp"
+#include "cgad/fastpath/detail/q8_maps.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,8 +1,8 @@
 // The q8 blockwise quantizer: the maps against bitsandbytes' formula as PyTorch evaluates it, nearest rounding
 // against the exact argmin over the map, the quantize→dequantize error bound, stochastic rounding's mean.
-#include "cgad/fastpath/q8.hpp"
-#include "cgad/fastpath/q8_maps.hpp"
-#include "cgad/fastpath/random_bits.hpp"
+#include "cgad/fastpath/detail/q8.hpp"
+#include "cgad/fastpath/detail/q8_maps.hpp"
+#include "cgad/fastpath/detail/random_bits.hpp"
 
 #include <gtest/gtest.h>
 #include <mpfr.h>
@@ -46,7 +46,7 @@ std::int64_t ulps_between(float a, float b) {
   return std::llabs(static_cast<std::int64_t>(std::bit_cast<std::int32_t>(a)) - std::bit_cast<std::int32_t>(b));
 }
 
-// The structure the formula promises (fastpath/include/cgad/fastpath/q8_maps.hpp): strictly increasing codes,
+// The structure the formula promises (fastpath/include/cgad/fastpath/detail/q8_maps.hpp): strictly increasing codes,
 // exact midpoints and their round-down float thresholds (q8.hpp),
 // an exact 0 in both maps, 1 as the last code, the signed map's lowest code the negation of its largest below 1.
 TEST(FastpathQ8Map, StructureOfBothMaps) {

@@ -9,10 +9,10 @@
 // CGAD_Q8_VECTOR_LONG defined) encodes every one of the 2^32 binary32 patterns for each map, split over the
 // hardware threads, one test per map (--gtest_filter=*EveryFloat/4:*EveryFloat/5 runs the zero-free maps alone).
 // The decoder is checked on all 256 codes with absmax values across the whole float range.
-#include "cgad/fastpath/block_step.hpp"
-#include "cgad/fastpath/cpu_isa.hpp"
-#include "cgad/fastpath/q8_maps.hpp"
-#include "cgad/fastpath/q8_vector.hpp"
+#include "cgad/fastpath/detail/block_step.hpp"
+#include "cgad/fastpath/detail/cpu_isa.hpp"
+#include "cgad/fastpath/detail/q8_maps.hpp"
+#include "cgad/fastpath/detail/q8_vector.hpp"
 
 #include <gtest/gtest.h>
 

@@ -31,15 +31,15 @@
 namespace cgad::fastpath {
 namespace {
 
+using core::OptimizerKind;
 using reference::mpfr_real;
-using reference::OptimizerKind;
 using testing::random_vector;
 
 constexpr double u = 0x1p-24;
 constexpr double kSecondOrder = 1 + 64 * u;
 
-reference::OptimizerConfig<mpfr_real> reference_config(const StepConfig& c) {
-  reference::OptimizerConfig<mpfr_real> r;
+core::OptimizerConfig<mpfr_real> reference_config(const StepConfig& c) {
+  core::OptimizerConfig<mpfr_real> r;
   r.kind = c.optimizer;
   r.adam.lr = mpfr_real(c.adam.lr);
   r.adam.beta1 = mpfr_real(c.adam.beta1);
@@ -97,7 +97,7 @@ void check_one_step(OptimizerKind kind, std::int64_t tau, float weight_decay) {
 
   std::vector<float> first(n), second(n);
   fast.read_buffer(fast.buffer_names()[0], first);
-  const bool adam = reference::is_adam_family(kind);
+  const bool adam = core::is_adam_family(kind);
   if (adam) fast.read_buffer("v", second);
 
   const auto cfg = reference_config(config);
@@ -139,7 +139,7 @@ void check_one_step(OptimizerKind kind, std::int64_t tau, float weight_decay) {
   std::printf(
       "%s tau=%lld wd=%g: theta max %.3f ulps (worst i=%zu theta0=%a grad=%a), RMS %.3f ulps, "
       "max %.3f of the bound; sigma fast %a ref %.17g\n",
-      std::string(reference::to_string(kind)).c_str(), static_cast<long long>(tau), weight_decay, theta_stats.max_ulps,
+      std::string(core::to_string(kind)).c_str(), static_cast<long long>(tau), weight_decay, theta_stats.max_ulps,
       theta_stats.worst, theta0[theta_stats.worst], grad[theta_stats.worst],
       std::sqrt(theta_stats.sum_sq / theta_stats.count), theta_stats.max_bound_use, report.sigma,
       ref_report.sigma.convert_to<double>());
@@ -171,7 +171,7 @@ TEST(FastpathVsReference, BitIdenticalToTheFloatReferenceWhereTheConstantsAgree)
     config.adam.weight_decay = 0.01f;
     const std::size_t n = 1000;
     CpuOptimizer fast(config, n, 2);
-    reference::OptimizerConfig<float> ref_config;
+    core::OptimizerConfig<float> ref_config;
     ref_config.kind = kind;
     ref_config.adam = config.adam;
     ref_config.nesterov = config.nesterov;
@@ -189,8 +189,7 @@ TEST(FastpathVsReference, BitIdenticalToTheFloatReferenceWhereTheConstantsAgree)
     const auto ref_first = ref->buffers()[0].values;
     for (std::size_t i = 0; i < n; ++i) {
       ASSERT_EQ(std::bit_cast<std::uint32_t>(theta[i]), std::bit_cast<std::uint32_t>(ref_theta[i]))
-          << reference::to_string(kind) << std::hexfloat << " theta[" << i << "] " << theta[i] << " vs "
-          << ref_theta[i];
+          << core::to_string(kind) << std::hexfloat << " theta[" << i << "] " << theta[i] << " vs " << ref_theta[i];
       ASSERT_EQ(std::bit_cast<std::uint32_t>(first[i]), std::bit_cast<std::uint32_t>(ref_first[i])) << i;
     }
   }

@@ -2,11 +2,11 @@
 // corrections it gives against those std::pow gave before it, and PA-CGAD's table of σ over ages against the
 // reference's gate.
 #include "cgad/fastpath/config.hpp"
-#include "cgad/fastpath/step_planner.hpp"
-#include "cgad/fastpath/staleness.hpp"
-#include "cgad/fastpath/step_schedule.hpp"
-#include "cgad/reference/errors.hpp"
-#include "cgad/reference/gate.hpp"
+#include "cgad/fastpath/detail/step_planner.hpp"
+#include "cgad/fastpath/detail/staleness.hpp"
+#include "cgad/fastpath/detail/step_schedule.hpp"
+#include "cgad/core/errors.hpp"
+#include "cgad/core/gate.hpp"
 
 #include <gtest/gtest.h>
 #include <mpfr.h>
@@ -125,9 +125,9 @@ TEST(FastpathSchedule, BiasCorrectionsAreThoseOfStdPow) {
   }
 }
 
-StepConfig pa_cgad(double tau_cut, reference::ZeroGatePolicy policy) {
+StepConfig pa_cgad(double tau_cut, core::ZeroGatePolicy policy) {
   StepConfig config;
-  config.optimizer = reference::OptimizerKind::pa_cgad;
+  config.optimizer = core::OptimizerKind::pa_cgad;
   config.fragments = 2;
   config.tau_cut = tau_cut;
   config.on_zero_gate = policy;
@@ -139,7 +139,7 @@ StepConfig pa_cgad(double tau_cut, reference::ZeroGatePolicy policy) {
 // a zero-gate skip but not by a refusal.
 TEST(FastpathSchedule, AgesAreGatedAsTheReferenceGates) {
   for (const float tau_cut : {2.5f, 8.0f, 7.0001f, 32.0f}) {
-    for (const auto policy : {reference::ZeroGatePolicy::apply, reference::ZeroGatePolicy::skip}) {
+    for (const auto policy : {core::ZeroGatePolicy::apply, core::ZeroGatePolicy::skip}) {
       StepPlanner planner(pa_cgad(tau_cut, policy), 64);
       const auto gate = long_double_gate(planner.config());
       for (std::int64_t age = 0; age < 3 * static_cast<std::int64_t>(tau_cut) + 3; ++age) {
@@ -159,7 +159,7 @@ TEST(FastpathSchedule, AgesAreGatedAsTheReferenceGates) {
                     std::bit_cast<std::uint32_t>(gate_sigma(gate, seen)))
               << where;
           const bool zero = static_cast<double>(seen) >= static_cast<double>(tau_cut);  // γ = 0 exactly there
-          EXPECT_EQ(plan.scheduled.applied, !(zero && policy == reference::ZeroGatePolicy::skip)) << where;
+          EXPECT_EQ(plan.scheduled.applied, !(zero && policy == core::ZeroGatePolicy::skip)) << where;
           if (plan.scheduled.applied) {
             EXPECT_EQ(std::bit_cast<std::uint32_t>(plan.scheduled.adam.bias2),
                       std::bit_cast<std::uint32_t>(adam_coefficients(planner.schedule_constants(), 0.0f, 6).bias2));
@@ -187,21 +187,20 @@ TEST(FastpathSchedule, CountersThatCouldOverflowAreRefused) {
   EXPECT_NO_THROW(planner.set_raw_counters(c));
   EXPECT_EQ(planner.plan(8, 8, 0, 0).scheduled.applied, true);
   c.t = {limit};
-  EXPECT_THROW(planner.set_raw_counters(c), reference::InputError);
+  EXPECT_THROW(planner.set_raw_counters(c), core::InputError);
   c = good;
   c.round = limit;
-  EXPECT_THROW(planner.set_raw_counters(c), reference::InputError);
+  EXPECT_THROW(planner.set_raw_counters(c), core::InputError);
   c = good;
   c.steps = static_cast<std::uint64_t>(limit);
-  EXPECT_THROW(planner.set_raw_counters(c), reference::InputError);
+  EXPECT_THROW(planner.set_raw_counters(c), core::InputError);
 }
 
 TEST(FastpathSchedule, PaCgadTauCutIsBoundedByTheAgeTable) {
-  EXPECT_NO_THROW(validate(pa_cgad(kMaxPaCgadTauCut, reference::ZeroGatePolicy::apply)));
-  EXPECT_THROW(
-      validate(pa_cgad(std::nextafter(kMaxPaCgadTauCut, 2 * kMaxPaCgadTauCut), reference::ZeroGatePolicy::apply)),
-      reference::InputError);
-  const StepPlanner planner(pa_cgad(100.5, reference::ZeroGatePolicy::apply), 8);
+  EXPECT_NO_THROW(validate(pa_cgad(kMaxPaCgadTauCut, core::ZeroGatePolicy::apply)));
+  EXPECT_THROW(validate(pa_cgad(std::nextafter(kMaxPaCgadTauCut, 2 * kMaxPaCgadTauCut), core::ZeroGatePolicy::apply)),
+               core::InputError);
+  const StepPlanner planner(pa_cgad(100.5, core::ZeroGatePolicy::apply), 8);
   EXPECT_EQ(planner.age_sigma().size(), 101u);  // ages 0..100 lie below τ_cut
 }
 

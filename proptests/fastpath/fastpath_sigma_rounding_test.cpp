@@ -1,10 +1,10 @@
 // The fast path's staleness factor is the float nearest the reference's: σ(τ) of CGAD, PA-CGAD's table of ages,
 // Adam-Decay's e^{−ατ} and SDM's 1/(1 + τ), as the step planner hands them to both backends, against the MPFR
 // reference at 256 bits (α and τ_cut parsed from their decimals, as `cgad replay --backend reference` does) rounded
-// once to float, bit for bit, for every τ the gate is not 0 at (fastpath/include/cgad/fastpath/staleness.hpp states
-// the error bound that makes these agree unless σ lies within 2^-46 of a float midpoint).
-#include "cgad/fastpath/step_planner.hpp"
-#include "cgad/reference/gate.hpp"
+// once to float, bit for bit, for every τ the gate is not 0 at (fastpath/include/cgad/fastpath/detail/staleness.hpp
+// states the error bound that makes these agree unless σ lies within 2^-46 of a float midpoint).
+#include "cgad/fastpath/detail/step_planner.hpp"
+#include "cgad/core/gate.hpp"
 #include "cgad/reference/real.hpp"
 
 #include <gtest/gtest.h>
@@ -18,11 +18,11 @@
 
 namespace {
 
+using cgad::core::GateKind;
+using cgad::core::OptimizerKind;
 using cgad::fastpath::StepConfig;
 using cgad::fastpath::StepPlanner;
-using cgad::reference::GateKind;
 using cgad::reference::mpfr_real;
-using cgad::reference::OptimizerKind;
 
 constexpr unsigned kBits = 256;
 
@@ -34,11 +34,11 @@ std::string hex(float x) {
 
 // The reference's σ(τ) at 256 bits, rounded once to float (mpfr_get_flt rounds correctly, subnormals included).
 float reference_sigma(GateKind kind, const std::string& alpha, const std::string& tau_cut, std::int64_t tau) {
-  cgad::reference::GateParams<mpfr_real> gate;
+  cgad::core::GateParams<mpfr_real> gate;
   gate.kind = kind;
-  gate.alpha = cgad::reference::parse_real<mpfr_real>(alpha, "alpha");
-  gate.tau_cut = cgad::reference::parse_real<mpfr_real>(tau_cut, "tau_cut");
-  const mpfr_real sigma = cgad::reference::sigma(mpfr_real(tau), gate);
+  gate.alpha = cgad::core::parse_real<mpfr_real>(alpha, "alpha");
+  gate.tau_cut = cgad::core::parse_real<mpfr_real>(tau_cut, "tau_cut");
+  const mpfr_real sigma = cgad::core::sigma(mpfr_real(tau), gate);
   return mpfr_get_flt(sigma.backend().data(), MPFR_RNDN);
 }
 

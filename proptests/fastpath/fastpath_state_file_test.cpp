@@ -50,7 +50,7 @@ std::unique_ptr<CpuOptimizer> stepped(const StepConfig& config, std::size_t n, s
 }
 
 TEST(FastpathStateFile, RoundTripIsBitExactAndContinuesIdentically) {
-  for (const auto kind : {reference::OptimizerKind::cgad, reference::OptimizerKind::nesterov}) {
+  for (const auto kind : {core::OptimizerKind::cgad, core::OptimizerKind::nesterov}) {
     for (const StepConfig& config : all_format_configs(kind)) {
       const std::size_t n = 300;
       const auto path = temp_path("roundtrip");
@@ -72,7 +72,7 @@ TEST(FastpathStateFile, RoundTripIsBitExactAndContinuesIdentically) {
 }
 
 TEST(FastpathStateFile, EveryCorruptedByteIsRefusedAndTheStateKept) {
-  StepConfig config = all_format_configs(reference::OptimizerKind::cgad)[4];  // q8 state: codes and absmax
+  StepConfig config = all_format_configs(core::OptimizerKind::cgad)[4];  // q8 state: codes and absmax
   const std::size_t n = 300;
   const auto path = temp_path("corrupt");
   stepped(config, n, 2)->save(path);
@@ -85,24 +85,24 @@ TEST(FastpathStateFile, EveryCorruptedByteIsRefusedAndTheStateKept) {
       std::vector<char> bad = good;
       bad[position] = static_cast<char>(bad[position] ^ flip);
       write_all(path, bad);
-      ASSERT_THROW(target.load(path), reference::InputError) << "byte " << position << " xor " << int{flip};
+      ASSERT_THROW(target.load(path), core::InputError) << "byte " << position << " xor " << int{flip};
     }
   }
   for (std::size_t length = 0; length < good.size(); length += (length < 64 ? 1 : 97)) {
     write_all(path, std::vector<char>(good.begin(), good.begin() + static_cast<std::ptrdiff_t>(length)));
-    ASSERT_THROW(target.load(path), reference::InputError) << "truncated to " << length;
+    ASSERT_THROW(target.load(path), core::InputError) << "truncated to " << length;
   }
   std::vector<char> longer = good;
   longer.push_back(0);
   write_all(path, longer);
-  EXPECT_THROW(target.load(path), reference::InputError);
+  EXPECT_THROW(target.load(path), core::InputError);
   EXPECT_EQ(state_bytes(target), before);
   std::printf("state file: %zu bytes, each corrupted three ways, all refused\n", good.size());
   std::filesystem::remove(path);
 }
 
 TEST(FastpathStateFile, OtherConfigurationOrSizeIsRefused) {
-  StepConfig config = all_format_configs(reference::OptimizerKind::cgad)[4];
+  StepConfig config = all_format_configs(core::OptimizerKind::cgad)[4];
   const auto path = temp_path("mismatch");
   stepped(config, 300, 4)->save(path);
   std::vector<StepConfig> others(6, config);
@@ -110,34 +110,34 @@ TEST(FastpathStateFile, OtherConfigurationOrSizeIsRefused) {
   others[1].params = ParamFormat::bf16;
   others[2].adam.beta2 = 0.99f;
   others[3].seed = 1;
-  others[4].optimizer = reference::OptimizerKind::adam;
+  others[4].optimizer = core::OptimizerKind::adam;
   others[5].rounding = Rounding::stochastic;
   for (const StepConfig& other : others) {
     CpuOptimizer target(other, 300, 1);
     const auto before = state_bytes(target);
-    EXPECT_THROW(target.load(path), reference::InputError) << describe(other);
+    EXPECT_THROW(target.load(path), core::InputError) << describe(other);
     EXPECT_EQ(state_bytes(target), before);
   }
   CpuOptimizer smaller(config, 299, 1);
-  EXPECT_THROW(smaller.load(path), reference::InputError);
+  EXPECT_THROW(smaller.load(path), core::InputError);
   CpuOptimizer fine(config, 300, 1);
   EXPECT_NO_THROW(fine.load(path));
-  EXPECT_THROW(fine.load(temp_path("does_not_exist")), reference::InputError);
+  EXPECT_THROW(fine.load(temp_path("does_not_exist")), core::InputError);
   std::filesystem::remove(path);
 }
 
 // A save that cannot complete is an InputError, leaves the previous file as it was and no temporary behind.
 TEST(FastpathStateFile, FailedSaveLeavesTheOldFile) {
-  StepConfig config = all_format_configs(reference::OptimizerKind::cgad)[0];
+  StepConfig config = all_format_configs(core::OptimizerKind::cgad)[0];
   const auto dir = temp_path("dir");
   std::filesystem::create_directories(dir);
   const auto path = dir / "state.bin";
   stepped(config, 100, 5)->save(path);
   const auto good = read_all(path);
-  EXPECT_THROW(stepped(config, 100, 6)->save(dir / "missing" / "state.bin"), reference::InputError);
+  EXPECT_THROW(stepped(config, 100, 6)->save(dir / "missing" / "state.bin"), core::InputError);
   // Renaming onto a directory fails after the temporary was written: it must be removed, the target kept.
   std::filesystem::create_directories(dir / "occupied");
-  EXPECT_THROW(stepped(config, 100, 6)->save(dir / "occupied"), reference::InputError);
+  EXPECT_THROW(stepped(config, 100, 6)->save(dir / "occupied"), core::InputError);
   EXPECT_EQ(read_all(path), good);
   std::size_t entries = 0;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) entries += entry.is_regular_file();
@@ -165,7 +165,7 @@ TEST(FastpathStateFile, ImpossibleContentsUnderAValidChecksumAreRefused) {
   const std::size_t header = 8 + 4 + 64 + 40 + 8 + 8 + 8 + 16;
   const auto path = temp_path("contents");
   {
-    StepConfig config = all_format_configs(reference::OptimizerKind::cgad)[0];  // fp32 params, fp32 state
+    StepConfig config = all_format_configs(core::OptimizerKind::cgad)[0];  // fp32 params, fp32 state
     config.params = ParamFormat::fp32;
     stepped(config, n, 7)->save(path);
     const std::vector<char> good = read_all(path);
@@ -184,7 +184,7 @@ TEST(FastpathStateFile, ImpossibleContentsUnderAValidChecksumAreRefused) {
       std::vector<char> bad = good;
       put_float(bad, offset, value);
       write_all(path, with_crc(bad));
-      EXPECT_THROW(target_owner->load(path), reference::InputError) << "offset " << offset << " value " << value;
+      EXPECT_THROW(target_owner->load(path), core::InputError) << "offset " << offset << " value " << value;
     }
     EXPECT_EQ(state_bytes(*target_owner), before);
     write_all(path, with_crc(good));  // the checksum helper itself is right
@@ -199,7 +199,7 @@ TEST(FastpathStateFile, ImpossibleContentsUnderAValidChecksumAreRefused) {
   }
   {
     // q8 state: m's codes (n bytes), then m's absmax (2 blocks), m's fallback (none), v's codes, v's absmax.
-    StepConfig config = all_format_configs(reference::OptimizerKind::cgad)[4];
+    StepConfig config = all_format_configs(core::OptimizerKind::cgad)[4];
     stepped(config, n, 9)->save(path);
     const std::vector<char> good = read_all(path);
     const auto target_owner = stepped(config, n, 10);
@@ -209,14 +209,14 @@ TEST(FastpathStateFile, ImpossibleContentsUnderAValidChecksumAreRefused) {
         std::vector<char> bad = good;
         put_float(bad, offset, value);
         write_all(path, with_crc(bad));
-        EXPECT_THROW(target_owner->load(path), reference::InputError) << "absmax at " << offset << " = " << value;
+        EXPECT_THROW(target_owner->load(path), core::InputError) << "absmax at " << offset << " = " << value;
       }
     }
     EXPECT_EQ(state_bytes(*target_owner), before);
   }
   {
     // Nesterov's b, bf16 state: a bf16 NaN.
-    StepConfig config = all_format_configs(reference::OptimizerKind::nesterov)[2];  // fp32 params, bf16 state
+    StepConfig config = all_format_configs(core::OptimizerKind::nesterov)[2];  // fp32 params, bf16 state
     ASSERT_EQ(config.state, StateFormat::bf16);
     stepped(config, n, 11)->save(path);
     std::vector<char> bad = read_all(path);
@@ -224,7 +224,7 @@ TEST(FastpathStateFile, ImpossibleContentsUnderAValidChecksumAreRefused) {
     std::memcpy(bad.data() + header + 2 * 9, &bf16_nan, 2);
     write_all(path, with_crc(bad));
     CpuOptimizer target(config, n, 1);
-    EXPECT_THROW(target.load(path), reference::InputError);
+    EXPECT_THROW(target.load(path), core::InputError);
   }
   std::filesystem::remove(path);
 }
@@ -234,7 +234,7 @@ TEST(FastpathStateFile, ImpossibleContentsUnderAValidChecksumAreRefused) {
 std::string load_error(CpuOptimizer& target, const std::filesystem::path& path) {
   try {
     target.load(path);
-  } catch (const reference::InputError& e) {
+  } catch (const core::InputError& e) {
     return e.what();
   }
   return "";
@@ -242,7 +242,7 @@ std::string load_error(CpuOptimizer& target, const std::filesystem::path& path) 
 
 TEST(FastpathStateFile, VMapIsRecordedAndAVersionTwoFileLoadsAsDynamic) {
   const std::size_t n = 300;
-  const StepConfig dynamic = all_format_configs(reference::OptimizerKind::cgad)[4];  // q8 state
+  const StepConfig dynamic = all_format_configs(core::OptimizerKind::cgad)[4];  // q8 state
   StepConfig zero_free = dynamic;
   zero_free.v_map = VMap::zero_free;
   const auto path = temp_path("v_map");
@@ -314,7 +314,7 @@ TEST(FastpathStateFileMoments, AnUnreachableMAndVPairIsRefused) {
     put(bad, header + width * 5, -0x1p63f);
     put(bad, header + width * n + width * 5, tiny);
     write_all(path, with_crc(bad));
-    EXPECT_THROW(target->load(path), reference::InputError) << describe(config);
+    EXPECT_THROW(target->load(path), core::InputError) << describe(config);
     EXPECT_EQ(state_bytes(*target), before);
     // The same m beside the v a gradient of that size makes loads.
     std::vector<char> paired = good;
@@ -360,20 +360,20 @@ TEST(FastpathStateFileMoments, EveryStateStepsReachLoads) {
 // before), a device such as /dev/zero (read without bound before), a FIFO (which would block) -- and so is a file
 // longer than this optimizer's (a sparse terabyte is refused at once, not read).
 TEST(FastpathStateFile, NonRegularAndOversizedFilesAreRefusedWithoutReading) {
-  StepConfig config = all_format_configs(reference::OptimizerKind::cgad)[0];
+  StepConfig config = all_format_configs(core::OptimizerKind::cgad)[0];
   CpuOptimizer target(config, 100, 1);
   const auto dir = temp_path("nonregular");
   std::filesystem::create_directories(dir);
   const auto start = std::chrono::steady_clock::now();
-  EXPECT_THROW(target.load(dir), reference::InputError);
+  EXPECT_THROW(target.load(dir), core::InputError);
   ASSERT_EQ(::mkfifo((dir / "fifo").c_str(), 0600), 0);
-  EXPECT_THROW(target.load(dir / "fifo"), reference::InputError);
+  EXPECT_THROW(target.load(dir / "fifo"), core::InputError);
   if (::mknod((dir / "zero").c_str(), S_IFCHR | 0444, ::makedev(1, 5)) == 0) {  // our own /dev/zero, read only
-    EXPECT_THROW(target.load(dir / "zero"), reference::InputError);
+    EXPECT_THROW(target.load(dir / "zero"), core::InputError);
   }
   { std::ofstream(dir / "huge").put('C'); }
   std::filesystem::resize_file(dir / "huge", std::uintmax_t{1} << 40);
-  EXPECT_THROW(target.load(dir / "huge"), reference::InputError);
+  EXPECT_THROW(target.load(dir / "huge"), core::InputError);
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 5.0);
   std::filesystem::remove_all(dir);
 }
@@ -381,15 +381,15 @@ TEST(FastpathStateFile, NonRegularAndOversizedFilesAreRefusedWithoutReading) {
 // save() replaces only a regular file (or writes through a symlink to one), keeps its mode,
 // and refuses a FIFO or a device node instead of replacing it with a regular file.
 TEST(FastpathStateFile, SaveReplacesOnlyRegularFilesKeepingModeAndLinks) {
-  StepConfig config = all_format_configs(reference::OptimizerKind::cgad)[0];
+  StepConfig config = all_format_configs(core::OptimizerKind::cgad)[0];
   const auto dir = temp_path("targets");
   std::filesystem::create_directories(dir);
   const auto saver = stepped(config, 100, 12);
   ASSERT_EQ(::mkfifo((dir / "fifo").c_str(), 0600), 0);
-  EXPECT_THROW(saver->save(dir / "fifo"), reference::InputError);
+  EXPECT_THROW(saver->save(dir / "fifo"), core::InputError);
   EXPECT_TRUE(std::filesystem::is_fifo(dir / "fifo"));
   if (::mknod((dir / "null").c_str(), S_IFCHR | 0666, ::makedev(1, 3)) == 0) {
-    EXPECT_THROW(saver->save(dir / "null"), reference::InputError);
+    EXPECT_THROW(saver->save(dir / "null"), core::InputError);
     EXPECT_TRUE(std::filesystem::is_character_file(dir / "null"));
   }
   saver->save(dir / "state.bin");

@@ -4,9 +4,9 @@
 #include "support/fastpath_kernel_emulation.hpp"
 #include "support/fastpath_test_support.hpp"
 
-#include "cgad/fastpath/cpu_isa.hpp"
-#include "cgad/fastpath/q8_maps.hpp"
-#include "cgad/reference/errors.hpp"
+#include "cgad/fastpath/detail/cpu_isa.hpp"
+#include "cgad/fastpath/detail/q8_maps.hpp"
+#include "cgad/core/errors.hpp"
 #include "cgad/reference/optimizers.hpp"
 
 #include <gtest/gtest.h>
@@ -20,7 +20,7 @@
 namespace cgad::fastpath {
 namespace {
 
-using reference::OptimizerKind;
+using core::OptimizerKind;
 using testing::all_format_configs;
 using testing::describe;
 using testing::Params;
@@ -178,7 +178,7 @@ TEST(FastpathStep, NonfiniteGradientChangesNothingAndIsReported) {
         grad[411] = bad;
         const StepReport report = params.step(opt, grad, 0);
         EXPECT_FALSE(report.applied);
-        EXPECT_EQ(report.reason, reference::SkipReason::nonfinite_gradient);
+        EXPECT_EQ(report.reason, core::SkipReason::nonfinite_gradient);
         EXPECT_EQ(report.nonfinite_index, 411u) << "the first bad element";
         ASSERT_EQ(params.bytes(), params_before) << describe(config);
         ASSERT_EQ(state_bytes(opt), state_before) << describe(config);
@@ -188,7 +188,7 @@ TEST(FastpathStep, NonfiniteGradientChangesNothingAndIsReported) {
 }
 
 TEST(FastpathStep, ZeroGateSkipsOrAppliesAsConfigured) {
-  for (const auto policy : {reference::ZeroGatePolicy::apply, reference::ZeroGatePolicy::skip}) {
+  for (const auto policy : {core::ZeroGatePolicy::apply, core::ZeroGatePolicy::skip}) {
     StepConfig config = all_format_configs(OptimizerKind::cgad)[4];  // fp32 params, q8 state
     config.on_zero_gate = policy;
     CpuOptimizer opt(config, 300, 2);
@@ -198,9 +198,9 @@ TEST(FastpathStep, ZeroGateSkipsOrAppliesAsConfigured) {
     const auto state_before = state_bytes(opt);
     const StepReport report = params.step(opt, random_vector(300, 10), 32);  // τ = τ_cut: σ = 0 exactly
     EXPECT_EQ(report.sigma, 0.0f);
-    if (policy == reference::ZeroGatePolicy::skip) {
+    if (policy == core::ZeroGatePolicy::skip) {
       EXPECT_FALSE(report.applied);
-      EXPECT_EQ(report.reason, reference::SkipReason::zero_gate);
+      EXPECT_EQ(report.reason, core::SkipReason::zero_gate);
       EXPECT_EQ(params.bytes(), params_before);
       EXPECT_EQ(state_bytes(opt), state_before);
     } else {
@@ -216,24 +216,24 @@ TEST(FastpathStep, BadInputIsRefused) {
   config.params = ParamFormat::fp32;
   CpuOptimizer opt(config, 10, 1);
   std::vector<float> params(10), grad(10);
-  EXPECT_THROW(opt.step(std::span<float>(params), std::vector<float>(9), 0), reference::InputError);
-  EXPECT_THROW(opt.step(std::span<float>(params.data(), 9), grad, 0), reference::InputError);
-  EXPECT_THROW(opt.step(std::span<float>(params), grad, -1), reference::InputError);
-  EXPECT_THROW(opt.step(std::span<float>(params), grad, 0, 1), reference::InputError);
+  EXPECT_THROW(opt.step(std::span<float>(params), std::vector<float>(9), 0), core::InputError);
+  EXPECT_THROW(opt.step(std::span<float>(params.data(), 9), grad, 0), core::InputError);
+  EXPECT_THROW(opt.step(std::span<float>(params), grad, -1), core::InputError);
+  EXPECT_THROW(opt.step(std::span<float>(params), grad, 0, 1), core::InputError);
   std::vector<bf16> half(10);
-  EXPECT_THROW(opt.step(std::span<bf16>(half), grad, 0), reference::InputError);
-  EXPECT_THROW(opt.read_buffer("b", params), reference::InputError);
+  EXPECT_THROW(opt.step(std::span<bf16>(half), grad, 0), core::InputError);
+  EXPECT_THROW(opt.read_buffer("b", params), core::InputError);
   StepConfig bad = config;
   bad.optimizer = OptimizerKind::delayed_nesterov;
-  EXPECT_THROW(CpuOptimizer(bad, 10), reference::InputError);
+  EXPECT_THROW(CpuOptimizer(bad, 10), core::InputError);
   bad = config;
   bad.adam.beta2 = 1.0f;
-  EXPECT_THROW(CpuOptimizer(bad, 10), reference::InputError);
+  EXPECT_THROW(CpuOptimizer(bad, 10), core::InputError);
   bad = config;
   bad.fragments = 2;
-  EXPECT_THROW(CpuOptimizer(bad, 10), reference::InputError);
+  EXPECT_THROW(CpuOptimizer(bad, 10), core::InputError);
   bad.optimizer = OptimizerKind::pa_cgad;
-  EXPECT_THROW(CpuOptimizer(bad, 1), reference::InputError) << "an empty fragment";
+  EXPECT_THROW(CpuOptimizer(bad, 1), core::InputError) << "an empty fragment";
 }
 
 // PA-CGAD: a stream of events over 3 fragments with rounds advancing; the reported σ, τ_eff, applied flag and
@@ -246,10 +246,10 @@ TEST(FastpathStep, PaCgadFragmentsAndAgesFollowTheReference) {
   config.params = ParamFormat::fp32;
   config.fragments = 3;
   config.tau_cut = 6.0f;
-  config.on_zero_gate = reference::ZeroGatePolicy::skip;
+  config.on_zero_gate = core::ZeroGatePolicy::skip;
   const std::size_t n = 700;
   CpuOptimizer opt(config, n, 2);
-  reference::OptimizerConfig<reference::mpfr_real> ref_config;
+  core::OptimizerConfig<reference::mpfr_real> ref_config;
   ref_config.kind = OptimizerKind::pa_cgad;
   ref_config.fragments = 3;
   ref_config.alpha = reference::mpfr_real(config.alpha);
@@ -543,13 +543,13 @@ TEST(FastpathStep, CpuIsaIsChosenByTheEnvironmentAndAnUnrunnableOneIsRefused) {
     try {
       CpuOptimizer opt(StepConfig{}, 10, 1);
       ADD_FAILURE() << wrong << " was accepted";
-    } catch (const reference::InputError& e) {
+    } catch (const core::InputError& e) {
       EXPECT_NE(std::string(e.what()).find("generic"), std::string::npos) << e.what();
     }
   }
   if (isas.back() != CpuIsa::avx512) {
     environment.set("avx512");
-    EXPECT_THROW(CpuOptimizer(StepConfig{}, 10, 1), reference::InputError) << "this CPU or build has no AVX-512";
+    EXPECT_THROW(CpuOptimizer(StepConfig{}, 10, 1), core::InputError) << "this CPU or build has no AVX-512";
   }
 }
 

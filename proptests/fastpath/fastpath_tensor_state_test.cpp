@@ -5,14 +5,14 @@
 // so that slices taken before it still see the state after it.
 #include "support/fastpath_test_support.hpp"
 
-#include "cgad/reference/errors.hpp"
+#include "cgad/core/errors.hpp"
 
 #include <gtest/gtest.h>
 
 namespace cgad::fastpath {
 namespace {
 
-using reference::OptimizerKind;
+using core::OptimizerKind;
 using testing::all_format_configs;
 using testing::describe;
 using testing::Params;
@@ -85,7 +85,7 @@ TEST(FastpathTensorState, SlicesTileTheLiveStateBuffers) {
         expect_tiles(
             opt, s.absmax[m], [m](const TensorState& t) { return t.absmax[m]; }, where);
       }
-      EXPECT_THROW(opt.tensor_state(sizes.size()), reference::InputError);
+      EXPECT_THROW(opt.tensor_state(sizes.size()), core::InputError);
     }
   }
 }

@@ -6,11 +6,11 @@
 #include "support/fastpath_kernel_emulation.hpp"
 #include "support/fastpath_test_support.hpp"
 
-#include "cgad/fastpath/agent/tensor_batch.hpp"
-#include "cgad/fastpath/tensor_table.hpp"
+#include "cgad/fastpath/detail/tensor_batch.hpp"
+#include "cgad/fastpath/detail/tensor_table.hpp"
 
 #include "cgad/fastpath/state_file.hpp"
-#include "cgad/reference/errors.hpp"
+#include "cgad/core/errors.hpp"
 
 #include <gtest/gtest.h>
 
@@ -27,7 +27,7 @@
 namespace cgad::fastpath {
 namespace {
 
-using reference::OptimizerKind;
+using core::OptimizerKind;
 using testing::all_format_configs;
 using testing::describe;
 using testing::expect_same_report;
@@ -309,7 +309,7 @@ TEST(FastpathTensorTable, BadTablesAreRefusedAndChangeNothing) {
     try {
       opt.step(std::span<float* const>(p), std::span<const float* const>(g), 0);
       ADD_FAILURE() << "accepted a bad table (" << expected << ")";
-    } catch (const reference::InputError& e) {
+    } catch (const core::InputError& e) {
       EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
     }
     EXPECT_EQ(before, state_bytes(opt));
@@ -321,7 +321,7 @@ TEST(FastpathTensorTable, BadTablesAreRefusedAndChangeNothing) {
   refused({a.data(), nullptr, c.data()}, {nullptr, nullptr, gc.data()}, "gradient pointer for tensor 0");
   std::vector<bf16*> half{nullptr, nullptr, nullptr};
   std::vector<const float*> g{ga.data(), nullptr, gc.data()};
-  EXPECT_THROW(opt.step(std::span<bf16* const>(half), std::span<const float* const>(g), 0), reference::InputError);
+  EXPECT_THROW(opt.step(std::span<bf16* const>(half), std::span<const float* const>(g), 0), core::InputError);
 }
 
 // The in-memory bytes are the state file's bytes, and loading them resumes bit for bit; any corrupted byte, and
@@ -356,25 +356,25 @@ TEST(FastpathStateBytes, SameAsTheFileAndResumeBitForBit) {
     for (std::size_t i = 0; i < bytes.size(); i += 1 + bytes.size() / 97) {
       std::vector<unsigned char> bad = bytes;
       bad[i] ^= 0x10;
-      EXPECT_THROW(resumed.load_bytes(bad), reference::InputError) << describe(config) << " byte " << i;
+      EXPECT_THROW(resumed.load_bytes(bad), core::InputError) << describe(config) << " byte " << i;
       ASSERT_EQ(kept, state_bytes(resumed));
     }
     std::vector<unsigned char> longer = bytes;
     longer.push_back(0);
-    EXPECT_THROW(resumed.load_bytes(longer), reference::InputError);
-    EXPECT_THROW(resumed.load_bytes(std::span<const unsigned char>(bytes.data(), 10)), reference::InputError);
+    EXPECT_THROW(resumed.load_bytes(longer), core::InputError);
+    EXPECT_THROW(resumed.load_bytes(std::span<const unsigned char>(bytes.data(), 10)), core::InputError);
     StepConfig other = config;
     other.adam.lr = 0.02f;
     CpuOptimizer different(other, sizes, 1);
     try {
       different.load_bytes(bytes);
       ADD_FAILURE() << "bytes of another lr accepted";
-    } catch (const reference::InputError& e) {
+    } catch (const core::InputError& e) {
       EXPECT_NE(std::string(e.what()).find("the fast-path state was saved with another lr"), std::string::npos)
           << e.what();
     }
     CpuOptimizer other_layout(config, std::vector<std::size_t>{257, 345}, 1);
-    EXPECT_THROW(other_layout.load_bytes(bytes), reference::InputError);
+    EXPECT_THROW(other_layout.load_bytes(bytes), core::InputError);
   }
   std::filesystem::remove(path);
 }
@@ -414,7 +414,7 @@ TEST(FastpathHyperparameters, NewLearningRateKeepsTheState) {
              [](StepConfig& c) { c.optimizer = OptimizerKind::adam; }, [](StepConfig& c) { c.adam.lr = -1.0f; }}) {
       StepConfig bad = faster;
       change(bad);
-      EXPECT_THROW(switched.set_hyperparameters(bad), reference::InputError) << describe(config);
+      EXPECT_THROW(switched.set_hyperparameters(bad), core::InputError) << describe(config);
       EXPECT_EQ(switched.config().adam.lr, faster.adam.lr);
       EXPECT_EQ(switched.config().state, config.state);
     }

@@ -3,7 +3,7 @@
 // on (decoupled weight decay moves only θ). docs/design.md §3.
 #include "support/fastpath_test_support.hpp"
 
-#include "cgad/reference/errors.hpp"
+#include "cgad/core/errors.hpp"
 #include "cgad/reference/optimizers.hpp"
 
 #include <gtest/gtest.h>

@@ -1,7 +1,8 @@
-// The bound on the Adam term A = |m̂|/(√v̂ + ε) that validate_range's overflow rule rests on (reference/hyperparams.hpp):
+// The bound on the Adam term A = |m̂|/(√v̂ + ε) that validate_range's overflow rule rests on (core/hyperparams.hpp):
 // K = (1 − β1)/√((1 − β2)(1 − β1²/β2)) for β1² < β2 whatever ε and the step count, only 2^63/ε for β1² ≥ β2; and the
 // rule built from it refuses exactly the combinations whose step can pass 2^126.
-#include "cgad/reference/hyperparams.hpp"
+#include "cgad/core/hyperparams.hpp"
+#include "cgad/reference/real.hpp"
 
 #include <gtest/gtest.h>
 
@@ -45,12 +46,12 @@ TEST(AdamTermBound, HoldsAndIsApproachedWhenBetaOneSquaredIsBelowBetaTwo) {
   for (int trial = 0; trial < 400; ++trial) {
     const double beta2 = 0.5 + 0.49 * unit(rng);
     const double beta1 = std::sqrt(beta2) * (0.1 + 0.89 * unit(rng));  // β1² < β2; (β2/β1)^400 stays in range
-    const double k = ref::adam_term_bound(beta1, beta2, 1e-300);       // ε so small that K is the bound
+    const double k = cgad::core::adam_term_bound(beta1, beta2, 1e-300);       // ε so small that K is the bound
     const long double worst = worst_adam_term(beta1, beta2, 400);
     EXPECT_LE(worst, k * (1 + 1e-12)) << "beta1 " << hex(beta1) << " beta2 " << hex(beta2) << " K " << hex(k);
   }
   // The defaults: K = 0.1/√(0.001·(1 − 0.81/0.999)) = 7.2703..., and the tight sequence gets within 1% of it.
-  const double k = ref::adam_term_bound(0.9, 0.999, 1e-30);
+  const double k = cgad::core::adam_term_bound(0.9, 0.999, 1e-30);
   EXPECT_NEAR(k, 7.27035, 1e-4) << hex(k);
   EXPECT_GT(worst_adam_term(0.9L, 0.999L, 20000), 0.99L * k);
 }
@@ -67,13 +68,13 @@ TEST(AdamTermBound, OnlyEpsBoundsItWhenBetaOneSquaredReachesBetaTwo) {
     last = std::fabs(m / (1 - p1)) / std::sqrt(v / (1 - p2));
   }
   EXPECT_GT(last, 1e25L);
-  EXPECT_EQ(ref::adam_term_bound(0.99, 0.1, 1e-30), 0x1p63 / 1e-30);
+  EXPECT_EQ(cgad::core::adam_term_bound(0.99, 0.1, 1e-30), 0x1p63 / 1e-30);
   // β1² = β2 exactly (0.5² = 0.25): unbounded too; one ulp of β2 above, K takes over.
-  EXPECT_EQ(ref::adam_term_bound(0.5, 0.25, 1e-8), 0x1p63 / 1e-8);
-  EXPECT_LT(ref::adam_term_bound(0.5, std::nextafter(0.25, 1.0), 1e-8), 0x1p63 / 1e-8);
+  EXPECT_EQ(cgad::core::adam_term_bound(0.5, 0.25, 1e-8), 0x1p63 / 1e-8);
+  EXPECT_LT(cgad::core::adam_term_bound(0.5, std::nextafter(0.25, 1.0), 1e-8), 0x1p63 / 1e-8);
   // β1 = 0: A ≤ 1/√(1 − β2), also at β2 = 0.
-  EXPECT_EQ(ref::adam_term_bound(0.0, 0.0, 1e-30), 1.0);
-  EXPECT_EQ(ref::adam_term_bound(0.0, 0.75, 1e-30), 2.0);
+  EXPECT_EQ(cgad::core::adam_term_bound(0.0, 0.0, 1e-30), 1.0);
+  EXPECT_EQ(cgad::core::adam_term_bound(0.0, 0.75, 1e-30), 2.0);
 }
 
 // The combination that sent θ to -Inf (exit 0, "0 skipped") is refused in every scalar type the backends validate
@@ -107,7 +108,7 @@ TEST(AdamTermBound, ValidateRangeRefusesAStepThatCanPassTwoToThe126) {
 
   ref::AdamHyper<float> ok;
   EXPECT_EQ(refused(ok), "");
-  ok.lr = static_cast<float>(ref::kMaxLearningRate);
+  ok.lr = static_cast<float>(cgad::core::kMaxLearningRate);
   EXPECT_EQ(refused(ok), "");
   ok = {};
   ok.beta2 = 0.95f;

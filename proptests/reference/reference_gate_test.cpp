@@ -2,14 +2,15 @@
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
-#include "cgad/reference/gate.hpp"
+#include "cgad/core/gate.hpp"
+#include "cgad/reference/real.hpp"
 
 #include <cmath>
 
 namespace {
 
-using cgad::reference::GateKind;
-using cgad::reference::GateParams;
+using cgad::core::GateKind;
+using cgad::core::GateParams;
 using cgad::reference::mpfr_real;
 namespace ref = cgad::reference;
 
@@ -67,7 +68,7 @@ RC_GTEST_FIXTURE_PROP(GateTest, GammaMatchesTheCosineDefinition, ()) {
   const int tau = *rc::gen::inRange(0, cut + 1);
   const mpfr_real ours = ref::gamma(mpfr_real(tau), gate_from(200, cut));
   ref::set_working_precision_bits(512);
-  const mpfr_real theta = ref::pi<mpfr_real>() * tau / cut;
+  const mpfr_real theta = cgad::core::ScalarTraits<mpfr_real>::pi() * tau / cut;
   const mpfr_real contract = (1 + cos(theta)) / 2;
   const mpfr_real ours_wide(ours);
   const mpfr_real error = abs(ours_wide - contract);
@@ -81,7 +82,7 @@ RC_GTEST_FIXTURE_PROP(GateTest, SigmaIsContinuousAtTheCutoff, ()) {
   const int k = *rc::gen::inRange(1, 200);
   const mpfr_real h = ldexp(mpfr_real(1), -k);
   const mpfr_real s = ref::sigma(mpfr_real(gate.tau_cut - h), gate);
-  const mpfr_real bound = pow(ref::pi<mpfr_real>() * h / (2 * gate.tau_cut), 2) * (1 + ldexp(mpfr_real(1), -200));
+  const mpfr_real bound = pow(cgad::core::ScalarTraits<mpfr_real>::pi() * h / (2 * gate.tau_cut), 2) * (1 + ldexp(mpfr_real(1), -200));
   RC_ASSERT(s > 0);
   RC_ASSERT(s <= bound);
 }

@@ -158,7 +158,7 @@ TEST_F(PrecisionTest, EveryBadHyperparameterIsRefused) {
     bad[i].second(config);
     EXPECT_THROW(ref::make_optimizer(config, 4), ref::InputError) << "case " << i;
   }
-  EXPECT_THROW(ref::parse_optimizer("adamw"), ref::InputError);
+  EXPECT_THROW(cgad::core::parse_optimizer("adamw"), ref::InputError);
 }
 
 TEST_F(PrecisionTest, BadEventsAreRefusedAndChangeNothing) {

@@ -110,26 +110,26 @@ TEST(SimulateDeepStudent, OutlierFeaturesScaleTheirColumnsOfTheFirstLayersGradie
 TEST(SimulateDeepStudent, DepthAndOutliersAreRefusedWhereTheyCannotApply) {
   SimulationSpec nqm;
   nqm.depth = 2;
-  EXPECT_THROW(cgad::simulate::validate(nqm), cgad::reference::InputError);
+  EXPECT_THROW(cgad::simulate::validate(nqm), cgad::core::InputError);
   nqm.depth = 1;
   nqm.outlier_features = 1;
   nqm.outlier_scale = 10;
-  EXPECT_THROW(cgad::simulate::validate(nqm), cgad::reference::InputError);
+  EXPECT_THROW(cgad::simulate::validate(nqm), cgad::core::InputError);
   SimulationSpec ts;
   ts.objective = ObjectiveKind::teacher_student;
   ts.size = 8;
   for (const std::size_t depth : {0u, 17u}) {
     ts.depth = depth;
-    EXPECT_THROW(cgad::simulate::validate(ts), cgad::reference::InputError) << depth;
+    EXPECT_THROW(cgad::simulate::validate(ts), cgad::core::InputError) << depth;
   }
   ts.depth = 16;
   EXPECT_NO_THROW(cgad::simulate::validate(ts));
   ts.outlier_features = 17;
-  EXPECT_THROW(cgad::simulate::validate(ts), cgad::reference::InputError);
+  EXPECT_THROW(cgad::simulate::validate(ts), cgad::core::InputError);
   ts.outlier_features = 16;
   for (const double scale : {0.0, -1.0, 1e7, std::nan("")}) {
     ts.outlier_scale = scale;
-    EXPECT_THROW(cgad::simulate::validate(ts), cgad::reference::InputError) << scale;
+    EXPECT_THROW(cgad::simulate::validate(ts), cgad::core::InputError) << scale;
   }
 }
 

@@ -2,8 +2,8 @@
 // the event model (who starts from which snapshot, which fragment moves), formats, divergence and refusals.
 #include "cgad/fastpath/bf16.hpp"
 #include "cgad/fastpath/fastpath.hpp"
-#include "cgad/reference/errors.hpp"
-#include "cgad/reference/fragments.hpp"
+#include "cgad/core/errors.hpp"
+#include "cgad/core/fragments.hpp"
 #include "cgad/reference/optimizers.hpp"
 #include "cgad/simulate/mlp.hpp"
 #include "cgad/simulate/objectives.hpp"
@@ -55,7 +55,7 @@ SimulationSpec plain_server_spec() {
   SimulationSpec spec;
   spec.size = 16;
   spec.workers = 1;
-  spec.outer.optimizer = reference::OptimizerKind::nesterov;
+  spec.outer.optimizer = core::OptimizerKind::nesterov;
   spec.outer.params = fastpath::ParamFormat::fp32;
   spec.outer.state = fastpath::StateFormat::fp32;
   spec.outer.nesterov.lr = 1.0f;
@@ -230,8 +230,8 @@ TEST(SimulateEngine, InnerAdamWIsTheReferenceAdamInFloat) {
   const std::size_t n = objective->parameters();
   simulate::Worker worker(spec.inner, {n}, {1.0f}, {}, spec.seed, 2);
   reference::PhiloxStream stream(spec.seed, reference::StreamPurpose::worker, 2);  // the worker's stream
-  reference::OptimizerConfig<float> config;
-  config.kind = reference::OptimizerKind::adam;
+  core::OptimizerConfig<float> config;
+  config.kind = core::OptimizerKind::adam;
   config.adam = {spec.inner.lr, spec.inner.beta1, spec.inner.beta2, spec.inner.eps, spec.inner.weight_decay};
   const auto adam = reference::make_optimizer<float>(config, n);
   std::vector<float> x = objective->initial_point(spec.seed), direct = x, grad(n), direct_grad(n);
@@ -377,12 +377,12 @@ TEST(SimulateEngine, PaCgadRoundRMovesOnlyTheFragmentItSyncs) {
     SCOPED_TRACE(std::string(simulate::to_string(progress)));
     SimulationSpec spec;
     spec.size = 10;  // fragments of 2, 3, 2, 3 parameters
-    spec.outer.optimizer = reference::OptimizerKind::pa_cgad;
+    spec.outer.optimizer = core::OptimizerKind::pa_cgad;
     spec.outer.fragments = 4;
     spec.fragment_progress = progress;
     spec.delays = theory::DelayKind::uniform;
     spec.tau = 3;
-    const reference::FragmentLayout layout(spec.size, spec.outer.fragments);
+    const core::FragmentLayout layout(spec.size, spec.outer.fragments);
     const auto synced = [&](std::int64_t r) {
       const std::int64_t k = r % 4, j = r / 4;  // K = 4 workers
       return static_cast<std::size_t>(progress == simulate::FragmentProgress::discard ? r % 4 : (j + k) % 4);
@@ -427,12 +427,12 @@ TEST(SimulateEngine, Bf16ParametersStayBf16FromTheFirstSnapshotOn) {
 
 TEST(SimulateEngine, AdversarialDelaysUseCgadsGateForEveryMethodAndNeverPrecedeTheStart) {
   SimulationSpec spec;
-  spec.outer.optimizer = reference::OptimizerKind::adam;  // its own gate is none: argmax would be τ_max
+  spec.outer.optimizer = core::OptimizerKind::adam;  // its own gate is none: argmax would be τ_max
   spec.delays = theory::DelayKind::adversarial;
   spec.tau = 16;
   spec.rounds = 40;
   const long argmax = theory::integer_argmax_tau_sigma(
-      theory::UpdateGate{reference::GateKind::cosine, reference::mpfr_real("0.2"), reference::mpfr_real(32)}, spec.tau);
+      theory::UpdateGate{core::GateKind::cosine, reference::mpfr_real("0.2"), reference::mpfr_real(32)}, spec.tau);
   ASSERT_GT(argmax, 0);
   ASSERT_LT(argmax, spec.tau);
   double sum = 0;
@@ -494,7 +494,7 @@ TEST(SimulateEngine, SkippedEventsAreCountedAndChangeNothing) {
   spec.delays = theory::DelayKind::constant;
   spec.tau = 3;
   spec.outer.tau_cut = 2;
-  spec.outer.on_zero_gate = reference::ZeroGatePolicy::skip;
+  spec.outer.on_zero_gate = core::ZeroGatePolicy::skip;
   spec.rounds = 12;
   result = simulate::run_simulation(spec);
   EXPECT_EQ(result.applied, 2);
@@ -531,7 +531,7 @@ TEST(SimulateEngine, SkippedEventsAreCountedAndChangeNothing) {
 
 TEST(SimulateEngine, DivergenceIsReportedNotThrown) {
   SimulationSpec spec;
-  spec.outer.optimizer = reference::OptimizerKind::nesterov;
+  spec.outer.optimizer = core::OptimizerKind::nesterov;
   spec.outer.nesterov.lr = 1e4f;
   spec.log_every = 1;
   SimulationResult result;
@@ -562,7 +562,7 @@ TEST(SimulateEngine, DivergenceIsReportedNotThrown) {
 TEST(SimulateEngine, LogEveryDoesNotChangeTheOutcome) {
   SimulationSpec spec;
   spec.objective = simulate::ObjectiveKind::teacher_student;
-  spec.outer.optimizer = reference::OptimizerKind::nesterov;
+  spec.outer.optimizer = core::OptimizerKind::nesterov;
   spec.outer.nesterov.lr = 0.4f;
   spec.outer.state = fastpath::StateFormat::fp32;
   spec.size = 16;
@@ -600,7 +600,7 @@ TEST(SimulateEngine, LogEveryDoesNotChangeTheOutcome) {
 // gate saw ages 0, 1, 2, 3 and then 196 × 3.
 TEST(SimulateEngine, PaCgadsRealizedStalenessIsTheFragmentAge) {
   SimulationSpec spec;
-  spec.outer.optimizer = reference::OptimizerKind::pa_cgad;
+  spec.outer.optimizer = core::OptimizerKind::pa_cgad;
   spec.outer.fragments = 4;
   spec.tau = 0;
   spec.rounds = 200;
@@ -609,7 +609,7 @@ TEST(SimulateEngine, PaCgadsRealizedStalenessIsTheFragmentAge) {
   EXPECT_EQ(result.mean_tau, 0.0);
   EXPECT_EQ(result.mean_tau_effective, (0 + 1 + 2 + 3 + 196 * 3) / 200.0);
   // Any other optimizer's gate sees τ itself.
-  spec.outer.optimizer = reference::OptimizerKind::cgad;
+  spec.outer.optimizer = core::OptimizerKind::cgad;
   spec.outer.fragments = 1;
   spec.delays = theory::DelayKind::uniform;
   spec.tau = 5;
@@ -623,7 +623,7 @@ TEST(SimulateEngine, DelayedNesterovWithBufferOneIsNesterov) {
   // float and the fast path's step must then give the same bits, which checks the Delayed Nesterov wiring.
   SimulationSpec spec;
   spec.outer.params = fastpath::ParamFormat::fp32;
-  spec.outer.optimizer = reference::OptimizerKind::nesterov;
+  spec.outer.optimizer = core::OptimizerKind::nesterov;
   spec.tau = 2;
   spec.rounds = 40;
   const SimulationResult nesterov = simulate::run_simulation(spec);
@@ -761,7 +761,7 @@ TEST(SimulateEngine, RecordedArrivalsReplayThroughTheFastPathToTheFinalParameter
       {"teacher-student nesterov q8 cgad, min 100 (only W1 in 8 bits)",
        [&](SimulationSpec& s) {
          teacher(s, 8);
-         s.outer.optimizer = reference::OptimizerKind::nesterov;
+         s.outer.optimizer = core::OptimizerKind::nesterov;
          s.outer.state = fastpath::StateFormat::q8;
          s.outer.min_q8_size = 100;
        },
@@ -769,11 +769,11 @@ TEST(SimulateEngine, RecordedArrivalsReplayThroughTheFastPathToTheFinalParameter
       {"nqm pa-cgad P 4 q8, zero gates skipped",
        [&](SimulationSpec& s) {
          s.size = 300;
-         s.outer.optimizer = reference::OptimizerKind::pa_cgad;
+         s.outer.optimizer = core::OptimizerKind::pa_cgad;
          s.outer.fragments = 4;
          s.outer.state = fastpath::StateFormat::q8;
          s.outer.tau_cut = 6;
-         s.outer.on_zero_gate = reference::ZeroGatePolicy::skip;
+         s.outer.on_zero_gate = core::ZeroGatePolicy::skip;
          s.delays = theory::DelayKind::uniform;
          s.tau = 8;
        },
@@ -798,7 +798,7 @@ TEST(SimulateEngine, RecordedArrivalsReplayThroughTheFastPathToTheFinalParameter
     EXPECT_TRUE(same_bits(run.start_params, start)) << c.name;
     ASSERT_EQ(run.events.size(), static_cast<std::size_t>(simulate::arrival_rounds(spec.delays, spec.tau, spec.rounds)))
         << c.name;
-    const reference::FragmentLayout layout(objective->parameters(), spec.outer.fragments);
+    const core::FragmentLayout layout(objective->parameters(), spec.outer.fragments);
     double tau_sum = 0;
     const std::size_t idle = static_cast<std::size_t>(spec.rounds) - run.events.size();
     for (std::size_t e_index = 0; e_index < run.events.size(); ++e_index) {
@@ -907,7 +907,7 @@ TEST(SimulateEngine, BadSpecsAreRefusedWithOneLine) {
       {"outer lr 0", [](SimulationSpec& s) { s.outer.adam.lr = 0; }},
       {"nesterov lr -1",
        [](SimulationSpec& s) {
-         s.outer.optimizer = reference::OptimizerKind::nesterov;
+         s.outer.optimizer = core::OptimizerKind::nesterov;
          s.outer.nesterov.lr = -1;
        }},
       {"tau -1", [](SimulationSpec& s) { s.tau = -1; }},
@@ -938,7 +938,7 @@ TEST(SimulateEngine, BadSpecsAreRefusedWithOneLine) {
       {"fragments on cgad", [](SimulationSpec& s) { s.outer.fragments = 2; }},
       {"empty fragment",
        [](SimulationSpec& s) {
-         s.outer.optimizer = reference::OptimizerKind::pa_cgad;
+         s.outer.optimizer = core::OptimizerKind::pa_cgad;
          s.outer.fragments = 65;
        }},
       {"delayed nesterov q8",
@@ -949,7 +949,7 @@ TEST(SimulateEngine, BadSpecsAreRefusedWithOneLine) {
        }},
       {"delayed nesterov bf16 params", [](SimulationSpec& s) { s.delayed_nesterov = true; }},
       {"delayed nesterov by name, bf16 params",
-       [](SimulationSpec& s) { s.outer.optimizer = reference::OptimizerKind::delayed_nesterov; }},
+       [](SimulationSpec& s) { s.outer.optimizer = core::OptimizerKind::delayed_nesterov; }},
       {"delayed nesterov buffer 0",
        [](SimulationSpec& s) {
          s.delayed_nesterov = true;
@@ -960,7 +960,7 @@ TEST(SimulateEngine, BadSpecsAreRefusedWithOneLine) {
       // the fast path never sees.
       {"bnb nesterov",
        [](SimulationSpec& s) {
-         s.outer.optimizer = reference::OptimizerKind::nesterov;
+         s.outer.optimizer = core::OptimizerKind::nesterov;
          s.outer.q8_semantics = fastpath::Q8Semantics::bnb;
        }},
       {"bnb bf16 state",
@@ -986,10 +986,10 @@ TEST(SimulateEngine, BadSpecsAreRefusedWithOneLine) {
     try {
       simulate::validate(spec);
       ADD_FAILURE() << name << ": accepted";
-    } catch (const reference::InputError& e) {
+    } catch (const core::InputError& e) {
       EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << name << ": " << e.what();
     }
-    EXPECT_THROW(simulate::run_simulation(spec), reference::InputError) << name;
+    EXPECT_THROW(simulate::run_simulation(spec), core::InputError) << name;
   }
   // The ring has min(τ, rounds) + 1 slots: a τ that cannot be reached within the run costs nothing.
   SimulationSpec short_run;
@@ -1011,12 +1011,12 @@ TEST(SimulateEngine, BadSpecsAreRefusedWithOneLine) {
     dn.outer.state = fastpath::StateFormat::fp32;
     simulate::validate(dn);
     ADD_FAILURE() << "bnb delayed-nesterov accepted";
-  } catch (const reference::InputError& e) {
+  } catch (const core::InputError& e) {
     EXPECT_NE(std::string(e.what()).find("q8 semantics bnb is bitsandbytes' Adam; delayed-nesterov"), std::string::npos)
         << e.what();
   }
-  EXPECT_THROW(simulate::parse_objective_kind("mlp"), reference::InputError);
-  EXPECT_THROW(simulate::parse_inner_optimizer("adam"), reference::InputError);
+  EXPECT_THROW(simulate::parse_objective_kind("mlp"), core::InputError);
+  EXPECT_THROW(simulate::parse_inner_optimizer("adam"), core::InputError);
   EXPECT_EQ(simulate::parse_objective_kind(simulate::to_string(simulate::ObjectiveKind::teacher_student)),
             simulate::ObjectiveKind::teacher_student);
   EXPECT_EQ(simulate::parse_inner_optimizer(simulate::to_string(simulate::InnerOptimizerKind::sgd)),

@@ -3,7 +3,7 @@
 // merging of parts.
 #include <gtest/gtest.h>
 
-#include "cgad/reference/errors.hpp"
+#include "cgad/core/errors.hpp"
 #include "cgad/simulate/objectives.hpp"
 #include "cgad/simulate/sweep_json.hpp"
 
@@ -29,8 +29,8 @@
 namespace {
 
 using namespace cgad::simulate;
+using cgad::core::InputError;
 using cgad::fastpath::StateFormat;
-using cgad::reference::InputError;
 
 RunRecord finished(const SweepGrid& grid, std::size_t index, double loss) {
   RunRecord r;
@@ -161,7 +161,7 @@ TEST(SimulateSweepGrid, EveryCombinationOnceSeedFastest) {
   pa.methods = {"pa-cgad", "cgad", "delayed-nesterov"};
   pa.base.outer.fragments = 4;
   const SimulationSpec s = run_spec(pa, run_key(pa, 5));
-  EXPECT_EQ(s.outer.optimizer, cgad::reference::OptimizerKind::pa_cgad);
+  EXPECT_EQ(s.outer.optimizer, cgad::core::OptimizerKind::pa_cgad);
   EXPECT_EQ(s.outer.fragments, 4u);
   EXPECT_EQ(s.seed, 9u);
   EXPECT_EQ(s.outer.seed, 9u);  // stochastic rounding keyed by the run seed too
@@ -331,13 +331,13 @@ RunRecord plausible(const SweepGrid& grid, std::size_t index, double loss) {
   // Every arrival applied, each exactly τ old (constant delays from the start: none in the first τ rounds).
   r.result.applied = cgad::simulate::arrival_rounds(grid.base.delays, r.key.tau, grid.base.rounds);
   r.result.mean_tau = r.result.mean_tau_effective = static_cast<double>(r.key.tau);
-  if (cgad::reference::is_adam_family(cgad::reference::parse_optimizer(r.key.method))) {
+  if (cgad::core::is_adam_family(cgad::core::parse_optimizer(r.key.method))) {
     r.result.v_zero_fraction = r.result.step_over_5lr_fraction = r.result.m_zero_fraction = 0.0;
     r.result.max_step_over_lr = 1.0;
     const auto sizes = cgad::simulate::tensor_sizes(grid.base.objective, r.key.size, grid.base.depth);
     const auto names = cgad::simulate::tensor_names(grid.base.objective, r.key.size, grid.base.depth);
     for (std::size_t k = 0; k < sizes.size(); ++k) {
-      cgad::fastpath::TrapCounts counts;
+      cgad::differential::TrapCounts counts;
       counts.max_step_over_lr = 1.0;
       r.result.tensor_traps.push_back({names[k], sizes[k], counts});
     }

@@ -2,8 +2,9 @@
 // zero; μP gives the readout its learning rate and initial scale and is the standard run at the base width;
 // PA-CGAD workers keeping fragment progress send everything they did to a fragment since they last took it.
 #include "cgad/fastpath/bf16.hpp"
-#include "cgad/reference/errors.hpp"
-#include "cgad/reference/fragments.hpp"
+#include "cgad/core/errors.hpp"
+#include "cgad/core/fragments.hpp"
+#include "cgad/reference/real.hpp"
 #include "cgad/simulate/lr_scale.hpp"
 #include "cgad/simulate/mlp.hpp"
 #include "cgad/simulate/objectives.hpp"
@@ -156,15 +157,15 @@ TEST(SimulateWorkers, MupIsRefusedWhereItsRulesAreNotImplemented) {
   spec.lr_scale = simulate::LrScale::mup;
   EXPECT_NO_THROW(simulate::validate(spec));
   SimulationSpec nesterov = spec;
-  nesterov.outer.optimizer = reference::OptimizerKind::nesterov;
-  EXPECT_THROW(simulate::validate(nesterov), reference::InputError);
+  nesterov.outer.optimizer = core::OptimizerKind::nesterov;
+  EXPECT_THROW(simulate::validate(nesterov), core::InputError);
   SimulationSpec sgd = spec;
   sgd.inner.kind = simulate::InnerOptimizerKind::sgd;
-  EXPECT_THROW(simulate::validate(sgd), reference::InputError);
+  EXPECT_THROW(simulate::validate(sgd), core::InputError);
   SimulationSpec pa = spec;
-  pa.outer.optimizer = reference::OptimizerKind::pa_cgad;
+  pa.outer.optimizer = core::OptimizerKind::pa_cgad;
   pa.outer.fragments = 2;
-  EXPECT_THROW(simulate::validate(pa), reference::InputError);
+  EXPECT_THROW(simulate::validate(pa), core::InputError);
 }
 
 // One worker (K = 1), τ = 0, P = 2, and a server that cannot move (PA-CGAD at lr 10^-30: every step is far below
@@ -179,14 +180,14 @@ TEST(SimulateWorkers, KeptFragmentProgressIsSentWhenTheFragmentIsSynced) {
   spec.nqm_noise = 0;
   spec.inner.kind = simulate::InnerOptimizerKind::sgd;
   spec.inner.lr = 0.3f;
-  spec.outer.optimizer = reference::OptimizerKind::pa_cgad;
+  spec.outer.optimizer = core::OptimizerKind::pa_cgad;
   spec.outer.fragments = 2;
   spec.outer.params = fastpath::ParamFormat::fp32;
   spec.outer.state = fastpath::StateFormat::fp32;
   spec.outer.adam.lr = 1e-30f;
   spec.rounds = 7;
   const auto objective = simulate::make_objective(spec);
-  const reference::FragmentLayout layout(spec.size, 2);
+  const core::FragmentLayout layout(spec.size, 2);
   const std::vector<float> theta0 = objective->initial_point(spec.seed);
   for (const auto progress : {simulate::FragmentProgress::keep, simulate::FragmentProgress::discard}) {
     SCOPED_TRACE(std::string(simulate::to_string(progress)));
@@ -221,7 +222,7 @@ TEST(SimulateWorkers, KeptFragmentProgressIsSentWhenTheFragmentIsSynced) {
 // With one fragment nothing is left unsynced: keeping and discarding are the same run.
 TEST(SimulateWorkers, KeepingWithOneFragmentIsDiscarding) {
   SimulationSpec spec = teacher_student(16);
-  spec.outer.optimizer = reference::OptimizerKind::pa_cgad;
+  spec.outer.optimizer = core::OptimizerKind::pa_cgad;
   spec.outer.fragments = 1;
   spec.delays = theory::DelayKind::uniform;
   spec.tau = 5;

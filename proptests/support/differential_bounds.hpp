@@ -15,7 +15,7 @@
 // subnormal range; a sum of floats that lands there is exact. The magnitudes are upper bounds (|a| + de,
 // plus fe for computed values), so no term is first-order only. A result whose bound reaches FLT_MAX may
 // have overflowed: it is reported outside the fp32 domain and not compared.
-#include "cgad/fastpath/q8.hpp"
+#include "cgad/fastpath/detail/q8.hpp"
 
 #include <algorithm>
 #include <cfloat>

@@ -69,7 +69,7 @@ inline rc::Gen<std::int64_t> gen_tau(std::int64_t tau_cut) {
 struct Hyper {
   float lr, beta1, beta2, eps, weight_decay, nesterov_lr, momentum, alpha;
   std::int64_t tau_cut;
-  reference::ZeroGatePolicy on_zero_gate;
+  core::ZeroGatePolicy on_zero_gate;
   std::uint64_t seed;
 };
 
@@ -90,12 +90,11 @@ inline rc::Gen<Hyper> gen_hyper() {
       rc::gen::set(&Hyper::momentum, rc::gen::element(0.0f, 0.5f, 0.9f, 0.99f)),
       rc::gen::set(&Hyper::alpha, rc::gen::weightedOneOf<float>({{1, rc::gen::just(0.0f)}, {3, log_uniform(-6, 1)}})),
       rc::gen::set(&Hyper::tau_cut, rc::gen::inRange<std::int64_t>(1, 65)),
-      rc::gen::set(&Hyper::on_zero_gate,
-                   rc::gen::element(reference::ZeroGatePolicy::apply, reference::ZeroGatePolicy::skip)),
+      rc::gen::set(&Hyper::on_zero_gate, rc::gen::element(core::ZeroGatePolicy::apply, core::ZeroGatePolicy::skip)),
       rc::gen::set(&Hyper::seed, rc::gen::arbitrary<std::uint64_t>()));
 }
 
-inline fastpath::StepConfig step_config(reference::OptimizerKind kind, const Hyper& h, fastpath::ParamFormat params,
+inline fastpath::StepConfig step_config(core::OptimizerKind kind, const Hyper& h, fastpath::ParamFormat params,
                                         fastpath::StateFormat state, fastpath::Rounding rounding) {
   fastpath::StepConfig c;
   c.optimizer = kind;
@@ -134,7 +133,7 @@ inline void showValue(const OneStepCase& c, std::ostream& os) {
   os << std::hexfloat << "tau " << c.tau << " lr " << h.lr << " beta1 " << h.beta1 << " beta2 " << h.beta2 << " eps "
      << h.eps << " wd " << h.weight_decay << " nesterov lr " << h.nesterov_lr << " momentum " << h.momentum << " alpha "
      << h.alpha << " tau_cut " << h.tau_cut << " on_zero_gate "
-     << (h.on_zero_gate == reference::ZeroGatePolicy::skip ? "skip" : "apply") << " seed " << h.seed << "\n";
+     << (h.on_zero_gate == core::ZeroGatePolicy::skip ? "skip" : "apply") << " seed " << h.seed << "\n";
   for (std::size_t i = 0; i < c.grad.size(); ++i)
     os << "  [" << i << "] theta " << c.theta[i] << " grad " << c.grad[i] << "\n";
   os << std::defaultfloat;

@@ -3,7 +3,7 @@
 #include "support/differential_bounds.hpp"
 #include "support/fastpath_test_support.hpp"
 
-#include "cgad/fastpath/q8_maps.hpp"
+#include "cgad/fastpath/detail/q8_maps.hpp"
 #include "cgad/reference/optimizers.hpp"
 
 #include <cmath>
@@ -135,13 +135,13 @@ OneStepOutcome check_one_step(const fastpath::StepConfig& config, const std::vec
   const std::vector<mpfr_real> ref_grad(grad.begin(), grad.end());
   const auto ref_report = reference->apply(ref_theta, {ref_grad, tau, 0});
   if (report.applied != ref_report.applied || report.reason != ref_report.reason) {
-    out.failure = "fast path " + std::string(reference::to_string(report.reason)) + ", reference " +
-                  std::string(reference::to_string(ref_report.reason));
+    out.failure = "fast path " + std::string(core::to_string(report.reason)) + ", reference " +
+                  std::string(core::to_string(ref_report.reason));
     return out;
   }
   if (!report.applied) return out;
 
-  const bool adam = reference::is_adam_family(config.optimizer);
+  const bool adam = core::is_adam_family(config.optimizer);
   const double sigma = as_double(ref_report.sigma);
   std::vector<float> first(n), second(n);
   fast.read_buffer(fast.buffer_names()[0], first);

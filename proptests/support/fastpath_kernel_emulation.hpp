@@ -9,8 +9,8 @@
 // kernel, its logic — both arrangements, the alignment decision, the tail, the q8 absmax — is checked against the CPU
 // backend bit for bit (fastpath_step_test.cpp for the contiguous step, fastpath_tensor_table_test.cpp for the table
 // step's launches and chunk → tensor map).
-#include "cgad/fastpath/agent/step_agent.hpp"
-#include "cgad/fastpath/host_state.hpp"
+#include "cgad/fastpath/detail/step_agent.hpp"
+#include "cgad/fastpath/detail/host_state.hpp"
 
 #include <gtest/gtest.h>
 

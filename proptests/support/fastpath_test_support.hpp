@@ -43,7 +43,7 @@ class CpuIsaEnvironment {
   std::optional<std::string> before_;
 };
 
-inline std::vector<StepConfig> all_format_configs(reference::OptimizerKind kind) {
+inline std::vector<StepConfig> all_format_configs(core::OptimizerKind kind) {
   std::vector<StepConfig> configs;
   for (const ParamFormat params : {ParamFormat::fp32, ParamFormat::bf16}) {
     for (const StateFormat state : {StateFormat::fp32, StateFormat::bf16, StateFormat::q8}) {
@@ -62,7 +62,7 @@ inline std::vector<StepConfig> all_format_configs(reference::OptimizerKind kind)
   }
   // bitsandbytes' semantics (Adam family, nearest rounding, fp32 or q8 state) after cgad's, so that the
   // indices above stay what the tests name.
-  if (reference::is_adam_family(kind)) {
+  if (core::is_adam_family(kind)) {
     for (const ParamFormat params : {ParamFormat::fp32, ParamFormat::bf16}) {
       for (const StateFormat state : {StateFormat::fp32, StateFormat::q8}) {
         StepConfig c = configs.front();
@@ -79,9 +79,9 @@ inline std::vector<StepConfig> all_format_configs(reference::OptimizerKind kind)
 // all_format_configs(kind)'s q8 configurations with the zero-free v map (none outside the Adam family), kept apart
 // so that the indices and the fingerprint of the configurations above stay what they were; min_q8_size 0, so that
 // bnb semantics too keeps small test tensors in 8-bit state, where the map acts.
-inline std::vector<StepConfig> zero_free_configs(reference::OptimizerKind kind) {
+inline std::vector<StepConfig> zero_free_configs(core::OptimizerKind kind) {
   std::vector<StepConfig> configs;
-  if (!reference::is_adam_family(kind)) return configs;
+  if (!core::is_adam_family(kind)) return configs;
   for (StepConfig c : all_format_configs(kind)) {
     if (c.state != StateFormat::q8) continue;
     c.v_map = VMap::zero_free;
@@ -98,7 +98,7 @@ inline std::vector<std::vector<std::size_t>> tensor_layouts() {
 }
 
 inline std::string describe(const StepConfig& c) {
-  return std::string(reference::to_string(c.optimizer)) + "/" + std::string(to_string(c.params)) + "/" +
+  return std::string(core::to_string(c.optimizer)) + "/" + std::string(to_string(c.params)) + "/" +
          std::string(to_string(c.state)) + "/" + std::string(to_string(c.rounding)) + "/" +
          std::string(to_string(c.q8_semantics)) + (c.v_map == VMap::zero_free ? "/zero-free" : "") +
          (c.min_q8_size ? "/min" + std::to_string(*c.min_q8_size) : "");

@@ -1,8 +1,8 @@
 #pragma once
 // Shared by the theory tests: an independent high-precision evaluation of the bound's constants, built
-// only from reference::sigma (never from theory/'s interval code), and a guard that sets the MPFR working
+// only from core::sigma (never from theory/'s interval code), and a guard that sets the MPFR working
 // precision for one scope and restores the previous one.
-#include "cgad/reference/gate.hpp"
+#include "cgad/core/gate.hpp"
 #include "cgad/reference/real.hpp"
 
 #include <mpfr.h>
@@ -17,16 +17,16 @@ inline constexpr unsigned kIndependentBits = 600;
 
 using reference::PrecisionScope;
 
-inline reference::GateParams<mpfr_real> cosine_gate(const char* alpha, long tau_cut) {
-  return {reference::GateKind::cosine, reference::parse_real<mpfr_real>(alpha, "alpha"), mpfr_real(tau_cut)};
+inline core::GateParams<mpfr_real> cosine_gate(const char* alpha, long tau_cut) {
+  return {core::GateKind::cosine, core::parse_real<mpfr_real>(alpha, "alpha"), mpfr_real(tau_cut)};
 }
 
-// max over τ ∈ [0, τ_cut] of τ^k σ(τ) by golden-section search on reference::sigma, at the current precision.
+// max over τ ∈ [0, τ_cut] of τ^k σ(τ) by golden-section search on core::sigma, at the current precision.
 // τ^k σ(τ) is unimodal (theory/README.md §2), so the bracket keeps the maximizer while the comparisons are
 // decided correctly; the search stops when the bracket is below τ_cut·2^-280, where the value's deficit
 // ½|h''|δ² is below h·2^-500 for |h''/h| < 2^20 (true for α ≤ 5, τ_cut ≤ 2^11, the tests' range).
-inline mpfr_real golden_section_max(unsigned k, const reference::GateParams<mpfr_real>& gate) {
-  auto h = [&](const mpfr_real& tau) { return mpfr_real(pow(tau, k) * reference::sigma(tau, gate)); };
+inline mpfr_real golden_section_max(unsigned k, const core::GateParams<mpfr_real>& gate) {
+  auto h = [&](const mpfr_real& tau) { return mpfr_real(pow(tau, k) * core::sigma(tau, gate)); };
   const mpfr_real inv_phi = mpfr_real(mpfr_real(sqrt(mpfr_real(5))) - 1) / 2;
   mpfr_real a(0), b(gate.tau_cut);
   mpfr_real c = b - inv_phi * (b - a), d = a + inv_phi * (b - a);

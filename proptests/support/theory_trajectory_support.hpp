@@ -1,7 +1,7 @@
 #pragma once
 // Shared by the trajectory tests of the ideal and the real update: every objective, delay schedule and gate they
 // sweep, and a gate built from decimal text (parsed at the working precision, as the CLI does).
-#include "cgad/reference/gate.hpp"
+#include "cgad/core/gate.hpp"
 #include "cgad/reference/real.hpp"
 #include "cgad/theory/trajectory.hpp"
 
@@ -17,11 +17,11 @@ inline const std::vector<theory::DelayKind> kDelays{
     theory::DelayKind::geometric,  theory::DelayKind::pareto,
     theory::DelayKind::bursty,     theory::DelayKind::adversarial,
     theory::DelayKind::heavy_tail, theory::DelayKind::constant_from_start};
-inline const std::vector<reference::GateKind> kGates{reference::GateKind::cosine, reference::GateKind::exponential,
-                                                     reference::GateKind::none};
+inline const std::vector<core::GateKind> kGates{core::GateKind::cosine, core::GateKind::exponential,
+                                                core::GateKind::none};
 
-inline theory::UpdateGate gate(reference::GateKind kind, const char* alpha = "0.2", long cut = 32) {
-  return {kind, reference::parse_real<reference::mpfr_real>(alpha, "alpha"), reference::mpfr_real(cut)};
+inline theory::UpdateGate gate(core::GateKind kind, const char* alpha = "0.2", long cut = 32) {
+  return {kind, core::parse_real<reference::mpfr_real>(alpha, "alpha"), reference::mpfr_real(cut)};
 }
 
 }  // namespace cgad::theory_test

@@ -6,7 +6,7 @@
 
 #include "support/theory_test_support.hpp"
 
-#include "cgad/reference/errors.hpp"
+#include "cgad/core/errors.hpp"
 #include "cgad/theory/constants.hpp"
 
 #include <string>
@@ -32,7 +32,7 @@ struct Independent {
   mpfr_real b1, b2, w, b1_int;
 };
 
-// Everything from reference::sigma at 600 bits; nothing from theory/.
+// Everything from core::sigma at 600 bits; nothing from theory/.
 Independent independent(const std::string& alpha, long tau_cut) {
   PrecisionScope scope(kIndependentBits);
   const auto gate = cosine_gate(alpha.c_str(), tau_cut);
@@ -81,7 +81,7 @@ TEST_F(TheoryConstants, DefaultGateEnclosuresContainIndependentValuesAndAreNarro
     for (const auto* x : {&c.b1.value, &c.b2.value, &c.w, &c.b1.argmax, &c.b2.argmax, &c.b1.integer_value}) {
       expect_narrow(*x, "enclosure");
     }
-    // The MPFR values printed beside the enclosures (from reference::sigma) fall inside them.
+    // The MPFR values printed beside the enclosures (from core::sigma) fall inside them.
     EXPECT_TRUE(c.b1.value.contains(c.b1.value_mpfr));
     EXPECT_TRUE(c.b2.value.contains(c.b2.value_mpfr));
     EXPECT_TRUE(c.w.contains(c.w_mpfr));

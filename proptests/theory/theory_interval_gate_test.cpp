@@ -1,5 +1,5 @@
-// The interval gate (theory/interval_gate.hpp) against the one MPFR gate (reference::sigma): the MPFI
-// enclosure of σ(τ) at 257 bits must contain σ(τ) evaluated by reference::sigma at 600 bits.
+// The interval gate (theory/interval_gate.hpp) against the one MPFR gate (core::sigma): the MPFI
+// enclosure of σ(τ) at 257 bits must contain σ(τ) evaluated by core::sigma at 600 bits.
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
@@ -43,7 +43,7 @@ RC_GTEST_FIXTURE_PROP(TheoryIntervalGate, EnclosureContainsReferenceSigma, ()) {
   }
   const th::Interval enclosure = th::sigma_enclosure(th::Interval::point(tau_exact),
                                                      th::IntervalGate{th::Interval::from_decimal(alpha, "a"), cut});
-  // reference::sigma at 600 bits is within 8 ulps (sin, exp, a product, a square: each correctly rounded,
+  // core::sigma at 600 bits is within 8 ulps (sin, exp, a product, a square: each correctly rounded,
   // well conditioned on [0, τ_cut]), i.e. 2^-590 relative: the allowed slack on either side.
   PrecisionScope scope(kIndependentBits);
   RC_ASSERT(enclosure.lower() <= nudge(expected, -590));

@@ -3,14 +3,14 @@
 //  * The closed form R = √(E[στ] + E[σ²]/2)/(E[σ]·√(E[τ] + ½)) is the ratio of the two bounds each minimized over
 //    η — checked by minimizing A/η + Bη numerically for random constants and random delay laws.
 //  * At a constant delay R = √((τ + σ/2)/(σ(τ + ½))) ≥ 1, against an independent 600-bit σ; 6.89989 at τ = 16.
-//  * The laws' moments against direct sums of reference::sigma at 600 bits (uniform, heavy tail capped/uncapped).
+//  * The laws' moments against direct sums of core::sigma at 600 bits (uniform, heavy tail capped/uncapped).
 //  * The α scan's enclosures contain independent values, and the numbers the README quotes hold.
 #include "support/theory_test_support.hpp"
 
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
-#include "cgad/reference/errors.hpp"
+#include "cgad/core/errors.hpp"
 #include "cgad/theory/constants.hpp"
 #include "cgad/theory/rate.hpp"
 
@@ -94,7 +94,7 @@ RC_GTEST_FIXTURE_PROP(TheoryRate, ClosedFormIsTheRatioOfTheMinimizedBounds, ()) 
             1e-12 * eta_gated / eta_ungated);
 }
 
-// Constant delays: R = √((τ + σ/2)/(σ(τ + ½))) with σ from reference::sigma at 600 bits, inside the enclosure, and
+// Constant delays: R = √((τ + σ/2)/(σ(τ + ½))) with σ from core::sigma at 600 bits, inside the enclosure, and
 // ≥ 1; vacuous from τ_cut on. The number: 6.89989 at τ = 16 for α = 0.2, τ_cut = 32.
 TEST_F(TheoryRate, ConstantDelayRatioMatchesTheClosedForm) {
   for (const auto& [alpha, cut] : {std::pair<const char*, long>{"0.2", 32}, {"0.05", 100}, {"1.5", 8}, {"0", 20}}) {
@@ -123,7 +123,7 @@ TEST_F(TheoryRate, ConstantDelayRatioMatchesTheClosedForm) {
   EXPECT_NEAR(at16.bound_ratio.midpoint().convert_to<double>(), 6.89989, 5e-6);
 }
 
-// Uniform and heavy-tailed laws: moments against direct 600-bit sums of reference::sigma with the law written out.
+// Uniform and heavy-tailed laws: moments against direct 600-bit sums of core::sigma with the law written out.
 TEST_F(TheoryRate, LawMomentsMatchDirectSums) {
   const th::IntervalGate gate = interval_gate("0.2", 32);
   struct Expected {
@@ -203,7 +203,7 @@ TEST_F(TheoryRate, TableHasTheStatedShape) {
 }
 
 // The α scan: enclosures contain an independent evaluation (golden-section search and direct sums on
-// reference::sigma at 600 bits), and the facts theory/README.md §5 draws from it hold, at τ_cut = 32:
+// core::sigma at 600 bits), and the facts theory/README.md §5 draws from it hold, at τ_cut = 32:
 //  * α·B1 < 1/e always, and α·B1 ≥ cos²(π/(2ατ_cut))/e once α·τ_cut ≥ 1: B1 ~ 1/(eα) is Θ(1/α), never e^{−α};
 //  * for α ∈ [1/τ_cut, 0.6] (the paper's 0.2 and 0.4 among them) α·W ∈ [0.45, 0.85] and α·B1_int ∈ [0.2, 1/e]:
 //    W and the integer constant are Θ(1/α) there too, while e^{−α} moves by less than a factor 2;

@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
-#include "cgad/reference/errors.hpp"
+#include "cgad/core/errors.hpp"
 #include "cgad/theory/constants.hpp"
 #include "cgad/theory/trajectory.hpp"
 
@@ -110,7 +110,7 @@ TEST_F(TheoryTrajectory, AdversarialScheduleAttainsB1) {
 
     const mpfr_real tau_star = b1.argmax_mpfr;
     ASSERT_GT(tau_star, 0.5);
-    const mpfr_real pi = ref::pi<mpfr_real>();
+    const mpfr_real pi = cgad::core::ScalarTraits<mpfr_real>::pi();
     const mpfr_real sec = 1 / cos(pi * (tau_star + 0.5) / (2 * cut));
     const mpfr_real M = 1 / ((tau_star - 0.5) * (tau_star - 0.5)) + pi * pi / (2 * cut * cut) * sec * sec;
     EXPECT_GE(b1.integer_value.lower(), b1.value.upper() * exp(-M / 8)) << alpha;

@@ -6,7 +6,7 @@
 #include "bindings.hpp"
 
 #include "cgad/bench/workloads.hpp"
-#include "cgad/reference/errors.hpp"
+#include "cgad/core/errors.hpp"
 
 #include <pybind11/stl.h>
 
@@ -30,13 +30,13 @@ fastpath::StepConfig twin_config(const std::string& params, const std::string& s
 
 void check_timing(double min_seconds, int samples) {
   if (!(std::isfinite(min_seconds) && min_seconds >= 0)) {
-    throw reference::InputError("min_seconds must be a finite number >= 0, got " + std::to_string(min_seconds));
+    throw core::InputError("min_seconds must be a finite number >= 0, got " + std::to_string(min_seconds));
   }
-  if (samples < 1) throw reference::InputError("samples must be >= 1, got " + std::to_string(samples));
+  if (samples < 1) throw core::InputError("samples must be >= 1, got " + std::to_string(samples));
 }
 
 void check_size(std::size_t n) {
-  if (n == 0) throw reference::InputError("n must be >= 1");
+  if (n == 0) throw core::InputError("n must be >= 1");
 }
 
 }  // namespace

@@ -4,9 +4,9 @@
 #include "cgad/differential/optimizer_options.hpp"
 #include "cgad/differential/replay_fastpath.hpp"
 #include "cgad/fastpath/config.hpp"
-#include "cgad/fastpath/step_planner.hpp"
+#include "cgad/fastpath/detail/step_planner.hpp"
 
-#include "cgad/reference/errors.hpp"
+#include "cgad/core/errors.hpp"
 
 #include <pybind11/pybind11.h>
 
@@ -25,7 +25,7 @@ T option_value(const pybind11::handle& value, const char* key) {
   const auto refuse = [&](const std::string& what) {
     std::string shown = pybind11::repr(value).cast<std::string>();
     if (shown.size() > 60) shown = shown.substr(0, 57) + "...";
-    throw reference::InputError(std::string(key) + " must be " + what + ", got " + shown);
+    throw core::InputError(std::string(key) + " must be " + what + ", got " + shown);
   };
   if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
     const std::string range = "an integer in [" + std::to_string(std::numeric_limits<T>::min()) + ", " +

@@ -76,7 +76,7 @@ py::dict raw_counters(const CpuOptimizer& o) {
 void set_raw_counters(CpuOptimizer& o, const py::dict& counters) {
   fastpath::StepPlanner::Counters c;
   for (const char* key : {"t", "last_sync", "round", "steps"}) {
-    if (!counters.contains(key)) throw reference::InputError(std::string("the counters have no '") + key + "'");
+    if (!counters.contains(key)) throw core::InputError(std::string("the counters have no '") + key + "'");
   }
   c.t = option_value<std::vector<std::int64_t>>(counters["t"], "t");
   c.last_sync = option_value<std::vector<std::int64_t>>(counters["last_sync"], "last_sync");

@@ -41,8 +41,7 @@ class TemporaryFile {
   TemporaryFile() {
     std::string pattern = (std::filesystem::temp_directory_path() / "cgad-cuda-state.XXXXXX").string();
     const int fd = ::mkstemp(pattern.data());
-    if (fd < 0)
-      throw reference::InputError("cannot create a temporary state file: " + std::string(std::strerror(errno)));
+    if (fd < 0) throw core::InputError("cannot create a temporary state file: " + std::string(std::strerror(errno)));
     ::close(fd);
     path_ = pattern;
   }
@@ -60,7 +59,7 @@ class TemporaryFile {
   void write(std::span<const unsigned char> bytes) const {
     std::ofstream out(path_, std::ios::binary | std::ios::trunc);
     out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-    if (!out) throw reference::InputError("cannot write a temporary state file " + path_.string());
+    if (!out) throw core::InputError("cannot write a temporary state file " + path_.string());
   }
 
  private:

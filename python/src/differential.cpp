@@ -11,8 +11,8 @@
 #include "cgad/differential/replay_fastpath.hpp"
 #include "cgad/differential/replay_reference.hpp"
 #include "cgad/differential/replay_stream.hpp"
-#include "cgad/fastpath/input_file.hpp"
-#include "cgad/reference/errors.hpp"
+#include "cgad/io/input_file.hpp"
+#include "cgad/core/errors.hpp"
 #include "cgad/reference/real.hpp"
 
 #include <pybind11/numpy.h>
@@ -38,15 +38,15 @@ void check_signals() {
 py::dict replay(const std::optional<std::string>& path, const std::optional<std::string>& text,
                 const std::string& backend, const py::dict& optimizer, const py::dict& fastpath, unsigned precision) {
   if (backend != "reference" && backend != "fastpath") {
-    throw reference::InputError("backend must be 'reference' or 'fastpath', got '" + backend + "'");
+    throw core::InputError("backend must be 'reference' or 'fastpath', got '" + backend + "'");
   }
   const unsigned bits = reference::set_working_precision_bits(precision);  // also the precision of the parse
-  std::unique_ptr<fastpath::InputFile> file;
+  std::unique_ptr<io::InputFile> file;
   std::istringstream memory(text.value_or(""));
   std::istream* in = &memory;
   const std::string source = path ? *path : "<stream>";
   if (path) {
-    file = std::make_unique<fastpath::InputFile>(*path);
+    file = std::make_unique<io::InputFile>(*path);
     in = &file->stream();
   }
   differential::StreamReader reader(*in, source);
@@ -99,7 +99,7 @@ py::dict noise(const py::dict& o, unsigned precision) {
   take(o, "zero_fraction", s.zero_fraction);
   if (o.contains("stream") && !o["stream"].is_none()) {
     const std::string path = text("stream");
-    fastpath::InputFile in(path);
+    io::InputFile in(path);
     s.stream = std::make_shared<const differential::PseudoGradientStream>(differential::read_stream(in.stream(), path));
     s.stream_name = path;
   }

@@ -1,5 +1,5 @@
 // The gate and the bound constants for Python, from the libraries `cgad gate` and `cgad bound` call
-// (reference/gate.hpp, theory/constants.hpp): σ(τ) and γ(τ) in double, and in MPFR as exact decimal text; B1, B2
+// (core/gate.hpp, theory/constants.hpp): σ(τ) and γ(τ) in double, and in MPFR as exact decimal text; B1, B2
 // and W as MPFR values and certified MPFI enclosures with the verdict of every inequality.
 //
 // MPFR's precision is process-wide (reference/real.hpp): each exact call sets it, computes, and converts every
@@ -7,8 +7,8 @@
 // GIL throughout, so two Python threads never change it under each other.
 #include "bindings.hpp"
 
-#include "cgad/reference/errors.hpp"
-#include "cgad/reference/gate.hpp"
+#include "cgad/core/errors.hpp"
+#include "cgad/core/gate.hpp"
 #include "cgad/reference/real.hpp"
 #include "cgad/theory/constants.hpp"
 
@@ -22,14 +22,14 @@ namespace py = pybind11;
 namespace cgad::python {
 namespace {
 
-using reference::GateKind;
+using core::GateKind;
 using reference::mpfr_real;
 
 GateKind gate_kind(const std::string& name) {
   if (name == "cosine") return GateKind::cosine;
   if (name == "exponential") return GateKind::exponential;
   if (name == "none") return GateKind::none;
-  throw reference::InputError("unknown gate '" + name + "' (expected cosine, exponential or none)");
+  throw core::InputError("unknown gate '" + name + "' (expected cosine, exponential or none)");
 }
 
 // The largest precision asked of the exact functions: the certified sup bisects down to the working precision,
@@ -38,17 +38,17 @@ constexpr unsigned kMaxExactPrecisionBits = 4096;
 
 unsigned set_precision(unsigned bits) {
   if (bits < reference::kMinPrecisionBits || bits > kMaxExactPrecisionBits) {
-    throw reference::InputError("precision must be in [" + std::to_string(reference::kMinPrecisionBits) + ", " +
-                                std::to_string(kMaxExactPrecisionBits) + "] bits, got " + std::to_string(bits));
+    throw core::InputError("precision must be in [" + std::to_string(reference::kMinPrecisionBits) + ", " +
+                           std::to_string(kMaxExactPrecisionBits) + "] bits, got " + std::to_string(bits));
   }
   return reference::set_working_precision_bits(bits);
 }
 
-template <reference::RealScalar Real>
-reference::GateParams<Real> gate_params(const std::string& alpha, const std::string& tau_cut, const std::string& kind) {
-  reference::GateParams<Real> gate{gate_kind(kind), reference::parse_real<Real>(alpha, "alpha"),
-                                   reference::parse_real<Real>(tau_cut, "tau_cut")};
-  reference::validate(gate);
+template <core::RealScalar Real>
+core::GateParams<Real> gate_params(const std::string& alpha, const std::string& tau_cut, const std::string& kind) {
+  core::GateParams<Real> gate{gate_kind(kind), core::parse_real<Real>(alpha, "alpha"),
+                              core::parse_real<Real>(tau_cut, "tau_cut")};
+  core::validate(gate);
   return gate;
 }
 
@@ -56,16 +56,16 @@ reference::GateParams<Real> gate_params(const std::string& alpha, const std::str
 double gate_double(bool sigma, const std::string& tau, const std::string& alpha, const std::string& tau_cut,
                    const std::string& kind) {
   const auto gate = gate_params<double>(alpha, tau_cut, kind);
-  const double t = reference::parse_real<double>(tau, "tau");
-  return sigma ? reference::sigma(t, gate) : reference::gamma(t, gate);
+  const double t = core::parse_real<double>(tau, "tau");
+  return sigma ? core::sigma(t, gate) : core::gamma(t, gate);
 }
 
-// `digits` significant digits of an MPFR value, as reference::to_decimal prints them (and Interval::lower_string,
+// `digits` significant digits of an MPFR value, as core::to_decimal prints them (and Interval::lower_string,
 // which test_numerics.py compares with `cgad gate` / `cgad bound`). Asked for 0, Boost prints every digit, and 1
 // significant digit is too few to read anything from, so both are refused.
 std::string significant(const mpfr_real& x, unsigned digits) {
-  if (digits < 2) throw reference::InputError("digits must be >= 2, got " + std::to_string(digits));
-  return reference::to_decimal(x, digits);
+  if (digits < 2) throw core::InputError("digits must be >= 2, got " + std::to_string(digits));
+  return core::to_decimal(x, digits);
 }
 
 // σ or γ in MPFR at `precision` bits, as decimal text (`digits` significant digits, or enough to read the MPFR
@@ -74,10 +74,10 @@ py::dict gate_exact(bool sigma, const std::string& tau, const std::string& alpha
                     const std::string& kind, unsigned precision, std::optional<unsigned> digits) {
   const unsigned bits = set_precision(precision);
   const auto gate = gate_params<mpfr_real>(alpha, tau_cut, kind);
-  const mpfr_real t = reference::parse_real<mpfr_real>(tau, "tau");
-  const mpfr_real value = sigma ? reference::sigma(t, gate) : reference::gamma(t, gate);
+  const mpfr_real t = core::parse_real<mpfr_real>(tau, "tau");
+  const mpfr_real value = sigma ? core::sigma(t, gate) : core::gamma(t, gate);
   py::dict out;
-  out["value"] = digits ? significant(value, *digits) : reference::to_decimal(value);
+  out["value"] = digits ? significant(value, *digits) : core::to_decimal(value);
   out["float"] = value.convert_to<double>();
   out["precision_bits"] = bits;
   return out;

@@ -1,16 +1,16 @@
 // A fast-path configuration from a cgad.torch optimizer's options, through the same code that turns `cgad replay`'s
 // flags into one (differential/optimizer_options.hpp, replay_fastpath.hpp): the hyperparameters' ranges
-// (reference::validate_range), tau_cut's limit, on_zero_gate, the formats and fastpath::validate. The Python side
+// (core::validate_range), tau_cut's limit, on_zero_gate, the formats and fastpath::validate. The Python side
 // passes every number as text -- the shortest decimal of the Python float (repr) -- which is rounded here once,
 // correctly, to float, the format the step runs in: lr=1e-3 reaches the fast path as the float nearest to 0.001,
 // exactly as `cgad replay --lr 1e-3` does, rather than as the double nearest to it rounded again. alpha and tau_cut
-// are rounded to double instead, from which the fast path computes σ (fastpath/staleness.hpp).
+// are rounded to double instead, from which the fast path computes σ (fastpath/detail/staleness.hpp).
 #include "bindings.hpp"
 
 #include "cgad/differential/optimizer_options.hpp"
 #include "cgad/differential/replay_fastpath.hpp"
-#include "cgad/fastpath/step_planner.hpp"
-#include "cgad/reference/errors.hpp"
+#include "cgad/fastpath/detail/step_planner.hpp"
+#include "cgad/core/errors.hpp"
 
 #include <pybind11/stl.h>
 
@@ -34,7 +34,7 @@ const std::set<std::string> kKeys{"optimizer", "lr",       "beta1",   "beta2",  
 fastpath::StepConfig step_config(const py::dict& spec) {
   for (const auto& item : spec) {
     const std::string key = option_value<std::string>(item.first, "an optimizer option's name");
-    if (!kKeys.contains(key)) throw reference::InputError("unknown optimizer option '" + key + "'");
+    if (!kKeys.contains(key)) throw core::InputError("unknown optimizer option '" + key + "'");
   }
   const differential::OptimizerOptions optimizer = optimizer_options(spec);
   const differential::FastpathOptions formats = fastpath_options(spec);
@@ -46,7 +46,7 @@ fastpath::StepConfig step_config(const py::dict& spec) {
 py::dict report_dict(const fastpath::StepReport& r) {
   py::dict d;
   d["applied"] = r.applied;
-  d["reason"] = std::string(reference::to_string(r.reason));
+  d["reason"] = std::string(core::to_string(r.reason));
   d["nonfinite_index"] = r.nonfinite_index;
   d["tau_effective"] = r.tau_effective;
   d["sigma"] = static_cast<double>(r.sigma);

@@ -2,7 +2,7 @@
 
 namespace cgad::simulate {
 
-JobCopies::JobCopies(FragmentProgress mode, std::size_t workers, const reference::FragmentLayout& layout,
+JobCopies::JobCopies(FragmentProgress mode, std::size_t workers, const core::FragmentLayout& layout,
                      WorkerRounding round)
     // With one fragment keep is discard (fragment_progress.hpp), which needs no copy per worker.
     : keep_(mode == FragmentProgress::keep && layout.fragments() > 1),

@@ -26,7 +26,7 @@
 // (from θ_{r−τ_r}), not at the end of the sync: with τ_r < K that snapshot already holds the worker's own update,
 // with τ_r ≥ K it predates it (the job overlap the engine allows, simulation.hpp); (c) fragment_update_alpha is
 // 0 (torchft's default) and fragment_sync_delay is the event's τ rather than a number of inner steps.
-#include "cgad/reference/fragments.hpp"
+#include "cgad/core/fragments.hpp"
 #include "cgad/simulate/objectives.hpp"
 #include "cgad/simulate/simulation.hpp"
 
@@ -39,7 +39,7 @@ namespace cgad::simulate {
 
 class JobCopies {
  public:
-  JobCopies(FragmentProgress mode, std::size_t workers, const reference::FragmentLayout& layout, WorkerRounding round);
+  JobCopies(FragmentProgress mode, std::size_t workers, const core::FragmentLayout& layout, WorkerRounding round);
   // The fragment the job arriving at round r syncs.
   std::size_t fragment(std::int64_t r) const;
   // The parameters worker `k`'s job starts from (step 1), given θ_{r−τ_r} widened: the span the worker trains.
@@ -56,7 +56,7 @@ class JobCopies {
   };
   bool keep_;
   std::size_t workers_;
-  const reference::FragmentLayout& layout_;
+  const core::FragmentLayout& layout_;
   WorkerRounding round_;
   std::vector<Copy> copies_;  // one per worker (keep), or one shared by all (discard: nothing outlives a job)
 };

@@ -1,6 +1,6 @@
 #include "cgad/simulate/lr_scale.hpp"
 
-#include "cgad/reference/errors.hpp"
+#include "cgad/core/errors.hpp"
 #include "cgad/simulate/objectives.hpp"
 
 #include <cmath>
@@ -27,16 +27,16 @@ double readout_init_multiplier(std::size_t width, LrScale scale) {
 void validate_lr_scale(const SimulationSpec& spec) {
   if (spec.lr_scale == LrScale::none) return;
   if (spec.inner.kind != InnerOptimizerKind::adamw) {
-    throw reference::InputError("lr scale mup applies Adam's muP rules; the inner sgd would need its SGD rules");
+    throw core::InputError("lr scale mup applies Adam's muP rules; the inner sgd would need its SGD rules");
   }
-  const reference::OptimizerKind method =
-      spec.delayed_nesterov ? reference::OptimizerKind::delayed_nesterov : spec.outer.optimizer;
-  if (!reference::is_adam_family(method)) {
-    throw reference::InputError("lr scale mup applies Adam's muP rules; " + std::string(reference::to_string(method)) +
-                                " would need its SGD rules");
+  const core::OptimizerKind method =
+      spec.delayed_nesterov ? core::OptimizerKind::delayed_nesterov : spec.outer.optimizer;
+  if (!core::is_adam_family(method)) {
+    throw core::InputError("lr scale mup applies Adam's muP rules; " + std::string(core::to_string(method)) +
+                           " would need its SGD rules");
   }
-  if (method == reference::OptimizerKind::pa_cgad) {
-    throw reference::InputError(
+  if (method == core::OptimizerKind::pa_cgad) {
+    throw core::InputError(
         "lr scale mup gives each tensor its own optimizer; pa-cgad's fragments are slices of "
         "the flat parameter vector");
   }

@@ -1,6 +1,6 @@
 #include "cgad/simulate/objectives.hpp"
 
-#include "cgad/reference/errors.hpp"
+#include "cgad/core/errors.hpp"
 #include "cgad/simulate/lr_scale.hpp"
 #include "cgad/theory/objectives.hpp"
 
@@ -156,7 +156,7 @@ double objective_bytes_per_parameter(ObjectiveKind kind) {
 }
 
 std::unique_ptr<Objective> make_objective(const SimulationSpec& spec) {
-  if (spec.size == 0) throw reference::InputError("objective size must be >= 1");
+  if (spec.size == 0) throw core::InputError("objective size must be >= 1");
   const WorkerRounding round{spec.worker_params == WorkerParams::bf16};
   switch (spec.objective) {
     case ObjectiveKind::nqm:
@@ -166,7 +166,7 @@ std::unique_ptr<Objective> make_objective(const SimulationSpec& spec) {
                                               feature_scales(spec), spec.problem_seed, spec.label_noise, round,
                                               readout_init_multiplier(spec.size, spec.lr_scale));
   }
-  throw reference::InputError("unknown objective kind");
+  throw core::InputError("unknown objective kind");
 }
 
 }  // namespace cgad::simulate

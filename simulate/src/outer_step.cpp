@@ -1,6 +1,6 @@
 #include "outer_step.hpp"
 
-#include "cgad/reference/errors.hpp"
+#include "cgad/core/errors.hpp"
 #include "cgad/reference/optimizers.hpp"
 
 #include <algorithm>
@@ -11,7 +11,7 @@
 namespace cgad::simulate {
 
 bool runs_delayed_nesterov(const SimulationSpec& spec) {
-  return spec.delayed_nesterov || spec.outer.optimizer == reference::OptimizerKind::delayed_nesterov;
+  return spec.delayed_nesterov || spec.outer.optimizer == core::OptimizerKind::delayed_nesterov;
 }
 
 namespace {
@@ -28,8 +28,8 @@ OuterStep::OuterStep(const SimulationSpec& spec, const std::vector<std::size_t>&
   for (const std::size_t size : tensors) tensor_begin_.push_back(tensor_begin_.back() + size);
   const std::size_t parameters = tensor_begin_.back();
   if (runs_delayed_nesterov(spec)) {
-    reference::OptimizerConfig<float> config = fastpath::reference_config<float>(spec.outer);
-    config.kind = reference::OptimizerKind::delayed_nesterov;
+    core::OptimizerConfig<float> config = fastpath::reference_config<float>(spec.outer);
+    config.kind = core::OptimizerKind::delayed_nesterov;
     config.buffer = spec.delayed_nesterov_buffer;
     reference_ = reference::make_optimizer<float>(config, parameters);
     return;
@@ -45,7 +45,7 @@ OuterStep::OuterStep(const SimulationSpec& spec, const std::vector<std::size_t>&
     }
     groups_[g].tensors.push_back(t);
   }
-  const bool adam = reference::is_adam_family(spec.outer.optimizer);
+  const bool adam = core::is_adam_family(spec.outer.optimizer);
   std::vector<double> element_lr(parameters);
   for (std::size_t g = 0; g < groups_.size(); ++g) {
     fastpath::StepConfig config = spec.outer;
@@ -71,7 +71,7 @@ fastpath::StepReport OuterStep::step_groups(std::span<Param> params, std::span<c
     if constexpr (std::is_same_v<Param, float>) {
       return reference_->apply(params, reference::Event<float>{grad, tau, fragment});
     } else {
-      throw reference::InputError("delayed-nesterov needs fp32 params");  // validate() refuses this first
+      throw core::InputError("delayed-nesterov needs fp32 params");  // validate() refuses this first
     }
   }
   if (groups_.size() == 1) return groups_.front().optimizer->step(params, grad, tau, fragment);

@@ -1,6 +1,6 @@
 #include "cgad/simulate/part_lock.hpp"
 
-#include "cgad/reference/errors.hpp"
+#include "cgad/core/errors.hpp"
 
 #include <cerrno>
 #include <string>
@@ -31,9 +31,9 @@ PartLock::PartLock(const std::filesystem::path& target) : path_(lock_path(target
       ::close(fd);
       if (error != EWOULDBLOCK)
         throw std::system_error(error, std::generic_category(), "cannot lock " + path_.string());
-      throw reference::InputError("another cgad is writing " + target.string() +
-                                  (got > 0 ? " (pid " + std::string(pid, static_cast<std::size_t>(got)) + ")" : "") +
-                                  ": give each shard its own --out");
+      throw core::InputError("another cgad is writing " + target.string() +
+                             (got > 0 ? " (pid " + std::string(pid, static_cast<std::size_t>(got)) + ")" : "") +
+                             ": give each shard its own --out");
     }
     // Still the file at that path? A holder that has just released it unlinked it after this open.
     struct stat held {

@@ -1,6 +1,6 @@
 #include "record_check.hpp"
 
-#include "cgad/reference/errors.hpp"
+#include "cgad/core/errors.hpp"
 #include "cgad/reference/optimizers.hpp"
 #include "cgad/simulate/objectives.hpp"
 #include "cgad/simulate/sweep_json.hpp"
@@ -14,7 +14,7 @@
 namespace cgad::simulate {
 namespace {
 
-using reference::InputError;
+using core::InputError;
 
 // The engine's refusal of the record's spec, or none.
 std::optional<std::string> engine_refusal(const SimulationSpec& spec) {
@@ -104,11 +104,11 @@ void check_counts(const RunRecord& r, const SimulationSpec& spec, std::int64_t a
   // A zero gate needs the cosine gate (CGAD, PA-CGAD), the skip policy, and for CGAD a τ that reaches τ_cut
   // (the key's τ is the fixed τ or τ_max); PA-CGAD's fragment ages can reach it at any τ.
   if (s.skipped_zero_gate > 0) {
-    const reference::OptimizerKind method = reference::parse_optimizer(r.key.method);
-    const bool gated = method == reference::OptimizerKind::cgad || method == reference::OptimizerKind::pa_cgad;
-    const bool reachable = method == reference::OptimizerKind::pa_cgad ||
+    const core::OptimizerKind method = core::parse_optimizer(r.key.method);
+    const bool gated = method == core::OptimizerKind::cgad || method == core::OptimizerKind::pa_cgad;
+    const bool reachable = method == core::OptimizerKind::pa_cgad ||
                            static_cast<double>(r.key.tau) >= static_cast<double>(spec.outer.tau_cut);
-    if (!gated || spec.outer.on_zero_gate != reference::ZeroGatePolicy::skip || !reachable) {
+    if (!gated || spec.outer.on_zero_gate != core::ZeroGatePolicy::skip || !reachable) {
       throw InputError("skipped_zero_gate " + std::to_string(s.skipped_zero_gate) + " where " + r.key.method +
                        " at tau " + std::to_string(r.key.tau) + " never skips at a zero gate");
     }
@@ -163,13 +163,13 @@ void check_staleness_and_trap(const RunRecord& r, const SimulationSpec& spec, st
       (spec.delays == theory::DelayKind::constant_from_start && arrivals > 0 && s.mean_tau != tau)) {
     throw InputError("mean_tau " + hexfloat(s.mean_tau) + " is impossible at tau " + std::to_string(r.key.tau));
   }
-  const bool pa = spec.outer.optimizer == reference::OptimizerKind::pa_cgad && !spec.delayed_nesterov;
+  const bool pa = spec.outer.optimizer == core::OptimizerKind::pa_cgad && !spec.delayed_nesterov;
   if (!std::isfinite(s.mean_tau_effective) ||
       (pa ? s.mean_tau_effective < s.mean_tau : s.mean_tau_effective != s.mean_tau)) {
     throw InputError("mean_tau_effective " + hexfloat(s.mean_tau_effective) + " is impossible beside mean_tau " +
                      hexfloat(s.mean_tau));
   }
-  const bool trap = !spec.delayed_nesterov && reference::is_adam_family(spec.outer.optimizer);
+  const bool trap = !spec.delayed_nesterov && core::is_adam_family(spec.outer.optimizer);
   for (const auto& [name, value, fraction] : {std::tuple{"v_zero_fraction", s.v_zero_fraction, true},
                                               std::tuple{"step_over_5lr_fraction", s.step_over_5lr_fraction, true},
                                               std::tuple{"max_step_over_lr", s.max_step_over_lr, false},

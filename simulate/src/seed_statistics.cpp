@@ -1,6 +1,6 @@
 #include "cgad/simulate/seed_statistics.hpp"
 
-#include "cgad/reference/errors.hpp"
+#include "cgad/core/errors.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -64,7 +64,7 @@ double log_ratio_distance(double a, double b) {
 }
 
 void require_two(std::span<const double> x, const char* what) {
-  if (x.size() < 2) throw reference::InputError(std::string(what) + " needs at least 2 values");
+  if (x.size() < 2) throw core::InputError(std::string(what) + " needs at least 2 values");
 }
 
 // The number of ways to choose k of n, or more than `cap` (capped, no overflow).

@@ -5,8 +5,8 @@
 
 #include "cgad/fastpath/bf16.hpp"
 #include "cgad/fastpath/fastpath.hpp"
-#include "cgad/reference/errors.hpp"
-#include "cgad/reference/fragments.hpp"
+#include "cgad/core/errors.hpp"
+#include "cgad/core/fragments.hpp"
 #include "cgad/reference/optimizers.hpp"
 #include "cgad/simulate/lr_scale.hpp"
 #include "cgad/simulate/objectives.hpp"
@@ -23,7 +23,7 @@
 namespace cgad::simulate {
 namespace {
 
-using reference::InputError;
+using core::InputError;
 
 // Limits that keep one run's memory and time bounded (the CLI runs many of them side by side).
 constexpr std::size_t kMaxNqmDimension = std::size_t{1} << 24;
@@ -59,10 +59,9 @@ void validate_inner(const InnerConfig& inner) {
   require_count(inner.steps, kMaxInnerSteps, "inner steps H");
   try {
     if (inner.kind == InnerOptimizerKind::adamw) {
-      reference::validate(
-          reference::AdamHyper<float>{inner.lr, inner.beta1, inner.beta2, inner.eps, inner.weight_decay});
+      core::validate(core::AdamHyper<float>{inner.lr, inner.beta1, inner.beta2, inner.eps, inner.weight_decay});
     }
-    reference::require_positive(inner.lr, "lr");
+    core::require_positive(inner.lr, "lr");
   } catch (const InputError& e) {
     throw InputError(std::string("inner ") + e.what());
   }
@@ -83,7 +82,7 @@ void validate_outer(const SimulationSpec& spec, std::size_t parameters) {
       // fastpath::validate's refusal of bnb for a method that is not Adam, for the one it never sees.
       throw InputError("q8 semantics bnb is bitsandbytes' Adam; delayed-nesterov keeps cgad's");
     }
-    reference::validate(spec.outer.nesterov);
+    core::validate(spec.outer.nesterov);
     if (spec.delayed_nesterov_buffer < 1) {
       throw InputError("delayed-nesterov buffer N must be >= 1, got " + std::to_string(spec.delayed_nesterov_buffer));
     }
@@ -91,8 +90,8 @@ void validate_outer(const SimulationSpec& spec, std::size_t parameters) {
   }
   fastpath::validate(spec.outer);
   // The optimizers take lr = 0; a run does not: its trap metrics measure each step in units of the outer lr.
-  reference::require_positive(
-      reference::is_adam_family(spec.outer.optimizer) ? spec.outer.adam.lr : spec.outer.nesterov.lr, "outer lr");
+  core::require_positive(
+      core::is_adam_family(spec.outer.optimizer) ? spec.outer.adam.lr : spec.outer.nesterov.lr, "outer lr");
   if (spec.outer.fragments > parameters) {
     throw InputError("empty fragment: " + std::to_string(spec.outer.fragments) + " fragments over " +
                      std::to_string(parameters) + " parameters");
@@ -165,7 +164,7 @@ double bytes_per_parameter(const SimulationSpec& spec) {
   if (runs_delayed_nesterov(spec)) {
     outer_state = 2 * 4.0;
   } else {
-    const double moments = reference::is_adam_family(spec.outer.optimizer) ? 2.0 : 1.0;
+    const double moments = core::is_adam_family(spec.outer.optimizer) ? 2.0 : 1.0;
     // q8: a code for every parameter, an absmax per block, and fp32 moments for the tensors under min_q8_size
     // (as fastpath::HostState allocates them).
     const double moment_bytes = spec.outer.state == fastpath::StateFormat::fp32 ? 4.0
@@ -193,7 +192,7 @@ double curve_bytes(const SimulationSpec& spec) {
 long adversarial_tau(const SimulationSpec& spec) {
   if (spec.delays != theory::DelayKind::adversarial) return 0;
   fastpath::StepConfig cgad = spec.outer;
-  cgad.optimizer = reference::OptimizerKind::cgad;
+  cgad.optimizer = core::OptimizerKind::cgad;
   return theory::integer_argmax_tau_sigma(fastpath::gate_params<reference::mpfr_real>(cgad), spec.tau);
 }
 
@@ -220,7 +219,7 @@ SimulationResult run(const SimulationSpec& spec, const std::function<void(std::i
   const std::size_t n = objective->parameters();
   const std::vector<std::size_t> tensors = objective->tensor_sizes();
   const std::vector<float> multipliers = lr_multipliers(spec.objective, spec.size, spec.lr_scale, spec.depth);
-  const reference::FragmentLayout layout(n, runs_delayed_nesterov(spec) ? 1 : spec.outer.fragments);
+  const core::FragmentLayout layout(n, runs_delayed_nesterov(spec) ? 1 : spec.outer.fragments);
   const WorkerRounding worker_round{spec.worker_params == WorkerParams::bf16};
 
   std::vector<Param> theta;
@@ -273,9 +272,9 @@ SimulationResult run(const SimulationSpec& spec, const std::function<void(std::i
       outer.advance_round();
       if (report.applied) {
         ++result.applied;
-      } else if (report.reason == reference::SkipReason::nonfinite_gradient) {
+      } else if (report.reason == core::SkipReason::nonfinite_gradient) {
         ++result.skipped_nonfinite;
-      } else if (report.reason == reference::SkipReason::overflowing_gradient) {
+      } else if (report.reason == core::SkipReason::overflowing_gradient) {
         ++result.skipped_overflowing;
       } else {
         ++result.skipped_zero_gate;

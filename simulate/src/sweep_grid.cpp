@@ -1,7 +1,7 @@
 // The sweep's grid: validation, the run numbering and shards.
 #include "cgad/simulate/sweep.hpp"
 
-#include "cgad/reference/errors.hpp"
+#include "cgad/core/errors.hpp"
 #include "cgad/reference/optimizers.hpp"
 #include "cgad/simulate/objectives.hpp"
 
@@ -17,7 +17,7 @@
 namespace cgad::simulate {
 namespace {
 
-using reference::InputError;
+using core::InputError;
 
 template <class T>
 void require_axis(const std::vector<T>& axis, const std::string& name) {
@@ -75,7 +75,7 @@ void validate(const SweepGrid& grid) {
   require_axis(grid.sizes, "size");
   require_axis(grid.states, "state");
   require_axis(grid.seeds, "seed");
-  for (const auto& method : grid.methods) reference::parse_optimizer(method);
+  for (const auto& method : grid.methods) core::parse_optimizer(method);
   for (const long tau : grid.taus) {
     if (tau < 0) throw InputError("sweep: tau must be >= 0, got " + std::to_string(tau));
   }
@@ -143,15 +143,15 @@ SimulationSpec run_spec(const SweepGrid& grid, const RunKey& key) {
   spec.seed = key.seed;
   spec.outer.seed = key.seed;
   spec.outer.state = key.state;
-  const reference::OptimizerKind kind = reference::parse_optimizer(key.method);
-  spec.delayed_nesterov = kind == reference::OptimizerKind::delayed_nesterov;
+  const core::OptimizerKind kind = core::parse_optimizer(key.method);
+  spec.delayed_nesterov = kind == core::OptimizerKind::delayed_nesterov;
   // Delayed Nesterov takes its η and μ from the Nesterov hyperparameters; outer.optimizer names the fast-path
   // optimizer, which it has none of, so the closest one stands there.
-  spec.outer.optimizer = spec.delayed_nesterov ? reference::OptimizerKind::nesterov : kind;
-  spec.outer.fragments = kind == reference::OptimizerKind::pa_cgad ? grid.base.outer.fragments : 1;
+  spec.outer.optimizer = spec.delayed_nesterov ? core::OptimizerKind::nesterov : kind;
+  spec.outer.fragments = kind == core::OptimizerKind::pa_cgad ? grid.base.outer.fragments : 1;
   // The grid's v map is that of the second moment of q8 state; every other run has no such map (fp32 or bf16
   // state, or the Nesterov family's one moment) and runs as it would without it.
-  if (spec.outer.state != fastpath::StateFormat::q8 || !reference::is_adam_family(spec.outer.optimizer)) {
+  if (spec.outer.state != fastpath::StateFormat::q8 || !core::is_adam_family(spec.outer.optimizer)) {
     spec.outer.v_map = fastpath::VMap::dynamic;
   }
   return spec;

@@ -3,7 +3,7 @@
 
 #include "record_check.hpp"
 
-#include "cgad/reference/errors.hpp"
+#include "cgad/core/errors.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -17,7 +17,7 @@
 namespace cgad::simulate {
 namespace {
 
-using reference::InputError;
+using core::InputError;
 using ordered = nlohmann::ordered_json;
 
 constexpr const char* kPartFormat = "cgad-simulate-part";
@@ -29,12 +29,12 @@ constexpr const char* kPartFormat = "cgad-simulate-part";
 // and outlier_scale, the outer v_map, and each run's m_zero_fraction and per-tensor trap metrics (tensor_traps).
 constexpr int kPartVersion = 5;
 
-std::string_view policy_name(reference::ZeroGatePolicy policy) {
-  return policy == reference::ZeroGatePolicy::skip ? "skip" : "apply";
+std::string_view policy_name(core::ZeroGatePolicy policy) {
+  return policy == core::ZeroGatePolicy::skip ? "skip" : "apply";
 }
-reference::ZeroGatePolicy parse_policy(const std::string& text) {
-  if (text == "apply") return reference::ZeroGatePolicy::apply;
-  if (text == "skip") return reference::ZeroGatePolicy::skip;
+core::ZeroGatePolicy parse_policy(const std::string& text) {
+  if (text == "apply") return core::ZeroGatePolicy::apply;
+  if (text == "skip") return core::ZeroGatePolicy::skip;
   throw InputError("on_zero_gate must be apply or skip, got '" + text + "'");
 }
 

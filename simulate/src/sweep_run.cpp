@@ -1,7 +1,7 @@
 // Running a sweep's runs: each on one thread, many at once, records in a fixed order.
 #include "cgad/simulate/sweep.hpp"
 
-#include "cgad/reference/errors.hpp"
+#include "cgad/core/errors.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -34,7 +34,7 @@ RunRecord execute_run(const SweepGrid& grid, std::size_t index,
   try {
     // run_simulation validates the spec before it runs anything, so its refusal is the engine's.
     record.result = run_simulation(run_spec(grid, record.key), progress, recorder);
-  } catch (const reference::InputError& e) {
+  } catch (const core::InputError& e) {
     record.status = RunStatus::unsupported;
     record.unsupported_reason = e.what();
     return record;

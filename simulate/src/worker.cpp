@@ -1,7 +1,7 @@
 #include "cgad/simulate/worker.hpp"
 
 #include "cgad/reference/optimizers.hpp"
-#include "cgad/reference/overflow_rule.hpp"
+#include "cgad/core/overflow_rule.hpp"
 
 #include <cmath>
 
@@ -10,16 +10,16 @@ namespace {
 
 std::unique_ptr<reference::OuterOptimizer<float>> make_adamw(const InnerConfig& config, float lr_multiplier,
                                                              std::size_t parameters) {
-  reference::OptimizerConfig<float> adam;
-  adam.kind = reference::OptimizerKind::adam;
-  adam.adam = reference::AdamHyper<float>{config.lr * lr_multiplier, config.beta1, config.beta2, config.eps,
-                                          config.weight_decay};
+  core::OptimizerConfig<float> adam;
+  adam.kind = core::OptimizerKind::adam;
+  adam.adam =
+      core::AdamHyper<float>{config.lr * lr_multiplier, config.beta1, config.beta2, config.eps, config.weight_decay};
   return reference::make_optimizer<float>(adam, parameters);
 }
 
 // The reference's refusal, decided once for the whole gradient so that several groups take or refuse it together.
 bool refused(std::span<const float> g) {
-  const float limit = std::ldexp(1.0f, reference::kRefusedGradientExponent);
+  const float limit = std::ldexp(1.0f, core::kRefusedGradientExponent);
   for (const float x : g) {
     if (!std::isfinite(x) || std::fabs(x) >= limit) return true;
   }

@@ -1,14 +1,13 @@
 #include "cgad/theory/bias_sweep.hpp"
 
-#include "cgad/reference/errors.hpp"
+#include "cgad/core/errors.hpp"
 #include "cgad/theory/constants.hpp"
 
 namespace cgad::theory {
 
 std::vector<SweepColumn> sweep_columns(bool with_real_update) {
   std::vector<SweepColumn> out;
-  const reference::GateKind gates[] = {reference::GateKind::cosine, reference::GateKind::exponential,
-                                       reference::GateKind::none};
+  const core::GateKind gates[] = {core::GateKind::cosine, core::GateKind::exponential, core::GateKind::none};
   for (auto gate : gates) out.push_back({update_name(UpdateKind::ideal, gate), UpdateKind::ideal, gate});
   if (with_real_update) {
     for (auto gate : gates) out.push_back({update_name(UpdateKind::gated_adam, gate), UpdateKind::gated_adam, gate});
@@ -26,8 +25,8 @@ std::vector<long> sweep_tau_maxes(long tau_max) {
 BiasSweep run_bias_sweep(const TrajectoryConfig& base, const std::string& alpha_text, long tau_max,
                          bool with_real_update, const std::function<void(long, long)>& on_progress) {
   if (tau_max < 0 || tau_max > kMaxTrajectoryTauMax) {
-    throw reference::InputError("tau-max must be an integer in [0, " + std::to_string(kMaxTrajectoryTauMax) +
-                                "], got " + std::to_string(tau_max));
+    throw core::InputError("tau-max must be an integer in [0, " + std::to_string(kMaxTrajectoryTauMax) + "], got " +
+                           std::to_string(tau_max));
   }
   BiasSweep sweep;
   sweep.columns = sweep_columns(with_real_update);

@@ -1,7 +1,7 @@
 #include "cgad/theory/constants.hpp"
 
-#include "cgad/reference/errors.hpp"
-#include "cgad/reference/gate.hpp"
+#include "cgad/core/errors.hpp"
+#include "cgad/core/gate.hpp"
 #include "cgad/theory/interval_gate.hpp"
 
 #include <limits>
@@ -45,8 +45,8 @@ Verdict compare(const Interval& constant, const Interval& comparison) {
   return Verdict::undetermined;
 }
 
-reference::GateParams<mpfr_real> mpfr_gate(const Interval& alpha, long tau_cut) {
-  return {reference::GateKind::cosine, alpha.midpoint(), mpfr_real(tau_cut)};
+core::GateParams<mpfr_real> mpfr_gate(const Interval& alpha, long tau_cut) {
+  return {core::GateKind::cosine, alpha.midpoint(), mpfr_real(tau_cut)};
 }
 
 // A bracket (a, b) of τ*_k that is narrow in relative terms, so that bisection needs ~p steps even when α is
@@ -112,7 +112,7 @@ SupConstant sup_without_cutoff(unsigned k, const Interval& alpha, long tau_cut) 
 
   result.argmax_mpfr = result.argmax.midpoint();
   const mpfr_real tau_star = result.argmax_mpfr;
-  result.value_mpfr = mpfr_real(pow(tau_star, k) * reference::sigma(tau_star, mpfr_gate(alpha, tau_cut)));
+  result.value_mpfr = mpfr_real(pow(tau_star, k) * core::sigma(tau_star, mpfr_gate(alpha, tau_cut)));
 
   // Integer maximizer: h is unimodal with its peak at τ* ∈ [a, b], so the best integer is floor(τ*) or
   // ceil(τ*), both in {floor(a), …, ceil(b)}.
@@ -164,11 +164,11 @@ Interval certified_stale_weight(const Interval& alpha, long tau_cut, const std::
 BoundConstants compute_bound_constants(const std::string& alpha_text, long tau_cut,
                                        const std::function<void(long, long)>& on_progress) {
   // Validation goes through the reference gate, so the bound refuses exactly what the optimizers refuse.
-  const mpfr_real alpha_mpfr = reference::parse_real<mpfr_real>(alpha_text, "alpha");
-  reference::validate(reference::GateParams<mpfr_real>{reference::GateKind::cosine, alpha_mpfr, mpfr_real(tau_cut)});
+  const mpfr_real alpha_mpfr = core::parse_real<mpfr_real>(alpha_text, "alpha");
+  core::validate(core::GateParams<mpfr_real>{core::GateKind::cosine, alpha_mpfr, mpfr_real(tau_cut)});
   if (tau_cut < 1 || tau_cut > kMaxBoundTauCut) {
-    throw reference::InputError("tau-cut must be an integer in [1, " + std::to_string(kMaxBoundTauCut) + "], got " +
-                                std::to_string(tau_cut));
+    throw core::InputError("tau-cut must be an integer in [1, " + std::to_string(kMaxBoundTauCut) + "], got " +
+                           std::to_string(tau_cut));
   }
   const Interval alpha = Interval::from_decimal(alpha_text, "alpha");
 
@@ -186,9 +186,9 @@ BoundConstants compute_bound_constants(const std::string& alpha_text, long tau_c
                      .inequalities = {},
                      .cutoff_past_peak = false,
                      .b1_lower_at_inverse_alpha = Interval(0)};
-  const reference::GateParams<mpfr_real> gate{reference::GateKind::cosine, alpha_mpfr, mpfr_real(tau_cut)};
+  const core::GateParams<mpfr_real> gate{core::GateKind::cosine, alpha_mpfr, mpfr_real(tau_cut)};
   for (long tau = 1; tau <= tau_cut; ++tau) {
-    out.w_mpfr += reference::sigma(mpfr_real(tau), gate);
+    out.w_mpfr += core::sigma(mpfr_real(tau), gate);
     if (on_progress && tau % 1024 == 0) on_progress(tau_cut + tau, 2 * tau_cut);
   }
 

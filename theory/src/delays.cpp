@@ -1,6 +1,6 @@
 #include "cgad/theory/delays.hpp"
 
-#include "cgad/reference/errors.hpp"
+#include "cgad/core/errors.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -45,14 +45,14 @@ DelayKind parse_delay_kind(std::string_view name) {
   for (DelayKind kind : kAll) {
     if (name == to_string(kind)) return kind;
   }
-  throw reference::InputError("unknown delay schedule '" + std::string(name) + "' (expected " + kDelayKindNames + ")");
+  throw core::InputError("unknown delay schedule '" + std::string(name) + "' (expected " + kDelayKindNames + ")");
 }
 
 DelaySchedule::DelaySchedule(DelayKind kind, long tau_max, std::uint64_t seed, long adversarial_tau)
     : kind_(kind), tau_max_(tau_max), adversarial_tau_(adversarial_tau), engine_(seed) {
-  if (tau_max < 0) throw reference::InputError("tau-max must be >= 0, got " + std::to_string(tau_max));
+  if (tau_max < 0) throw core::InputError("tau-max must be >= 0, got " + std::to_string(tau_max));
   if (adversarial_tau < 0 || adversarial_tau > tau_max) {
-    throw reference::InputError("adversarial delay must lie in [0, tau-max]");
+    throw core::InputError("adversarial delay must lie in [0, tau-max]");
   }
 }
 

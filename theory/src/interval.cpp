@@ -1,6 +1,6 @@
 #include "cgad/theory/interval.hpp"
 
-#include "cgad/reference/errors.hpp"
+#include "cgad/core/errors.hpp"
 
 #include <mpfr.h>
 
@@ -32,7 +32,7 @@ Interval Interval::from_decimal(std::string_view text, std::string_view what) {
   const std::string owned(text);
   // mpfi_set_str rounds the decimal outward, so the interval contains the exact value the user typed.
   if (owned.empty() || mpfi_set_str(result.value_, owned.c_str(), 10) != 0 || mpfi_nan_p(result.value_)) {
-    throw reference::InputError(std::string(what) + ": '" + owned + "' is not a decimal number");
+    throw core::InputError(std::string(what) + ": '" + owned + "' is not a decimal number");
   }
   return result;
 }

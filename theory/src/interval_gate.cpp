@@ -16,7 +16,7 @@ void require_inside(const Interval& tau, long tau_cut, bool open) {
 Interval sigma_enclosure(const Interval& tau, const IntervalGate& gate) {
   require_inside(tau, gate.tau_cut, false);
   const Interval cut(gate.tau_cut);
-  // The sine form, as in reference::gamma: τ_cut − τ is exact for point τ, and sin has no cancellation.
+  // The sine form, as in core::gamma: τ_cut − τ is exact for point τ, and sin has no cancellation.
   const Interval angle = Interval::pi() * (cut - tau) / (Interval(2) * cut);
   return square(sin(angle)) * exp(-(gate.alpha * tau));
 }

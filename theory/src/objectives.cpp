@@ -25,7 +25,7 @@ ObjectiveKind parse_objective_kind(std::string_view name) {
   for (ObjectiveKind kind : kAll) {
     if (name == to_string(kind)) return kind;
   }
-  throw reference::InputError("unknown objective '" + std::string(name) + "' (expected " + kObjectiveKindNames + ")");
+  throw core::InputError("unknown objective '" + std::string(name) + "' (expected " + kObjectiveKindNames + ")");
 }
 
 }  // namespace cgad::theory

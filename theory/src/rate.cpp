@@ -1,7 +1,7 @@
 #include "cgad/theory/rate.hpp"
 
-#include "cgad/reference/errors.hpp"
-#include "cgad/reference/gate.hpp"
+#include "cgad/core/errors.hpp"
+#include "cgad/core/gate.hpp"
 #include "cgad/theory/constants.hpp"
 
 #include <algorithm>
@@ -47,14 +47,14 @@ bool is_zero(const Interval& x) {
 }  // namespace
 
 DelayLawMoments constant_delay_law(long tau, const IntervalGate& gate) {
-  if (tau < 0) throw reference::InputError("delay must be >= 0");
+  if (tau < 0) throw core::InputError("delay must be >= 0");
   Accumulator a;
   a.add(Interval(1), tau, gate);
   return a.moments("constant tau = " + std::to_string(tau));
 }
 
 DelayLawMoments uniform_delay_law(long tau_max, const IntervalGate& gate) {
-  if (tau_max < 0) throw reference::InputError("tau_max must be >= 0");
+  if (tau_max < 0) throw core::InputError("tau_max must be >= 0");
   Accumulator a;
   const Interval p = Interval(1) / Interval(tau_max + 1);
   for (long t = 0; t <= tau_max; ++t) a.add(p, t, gate);
@@ -62,7 +62,7 @@ DelayLawMoments uniform_delay_law(long tau_max, const IntervalGate& gate) {
 }
 
 DelayLawMoments heavy_tail_delay_law(std::optional<long> cap, const IntervalGate& gate) {
-  if (cap && *cap < 1) throw reference::InputError("cap must be >= 1");
+  if (cap && *cap < 1) throw core::InputError("cap must be >= 1");
   const Interval stale = Interval::from_decimal("0.3", "share");
   const Interval eight(8);
   Accumulator a;
@@ -103,8 +103,8 @@ OptimizedEtaComparison compare_optimized_eta(const DelayLawMoments& law) {
 }
 
 std::vector<OptimizedEtaComparison> optimized_eta_table(const std::string& alpha_text, long tau_cut) {
-  const mpfr_real alpha_mpfr = reference::parse_real<mpfr_real>(alpha_text, "alpha");
-  reference::validate(reference::GateParams<mpfr_real>{reference::GateKind::cosine, alpha_mpfr, mpfr_real(tau_cut)});
+  const mpfr_real alpha_mpfr = core::parse_real<mpfr_real>(alpha_text, "alpha");
+  core::validate(core::GateParams<mpfr_real>{core::GateKind::cosine, alpha_mpfr, mpfr_real(tau_cut)});
   const IntervalGate gate{Interval::from_decimal(alpha_text, "alpha"), tau_cut};
   std::set<long> constants{1, 2, 4, 8, 16, 32, tau_cut};
   if (tau_cut > 1) constants.insert(tau_cut - 1);
@@ -123,8 +123,8 @@ std::vector<std::string> default_alpha_scan() {
 std::vector<AlphaScanRow> alpha_scan(long tau_cut, const std::vector<std::string>& alphas) {
   std::vector<AlphaScanRow> out;
   for (const std::string& text : alphas) {
-    const mpfr_real alpha_mpfr = reference::parse_real<mpfr_real>(text, "alpha");
-    reference::validate(reference::GateParams<mpfr_real>{reference::GateKind::cosine, alpha_mpfr, mpfr_real(tau_cut)});
+    const mpfr_real alpha_mpfr = core::parse_real<mpfr_real>(text, "alpha");
+    core::validate(core::GateParams<mpfr_real>{core::GateKind::cosine, alpha_mpfr, mpfr_real(tau_cut)});
     const Interval alpha = Interval::from_decimal(text, "alpha");
     const SupConstant b1 = certified_sup(1, alpha, tau_cut);
     AlphaScanRow row{

@@ -1,6 +1,6 @@
 #include "cgad/theory/trajectory.hpp"
 
-#include "cgad/reference/errors.hpp"
+#include "cgad/core/errors.hpp"
 #include "cgad/reference/optimizers.hpp"
 
 #include <cmath>
@@ -36,41 +36,41 @@ mpfr_real dot(const std::vector<mpfr_real>& a, const std::vector<mpfr_real>& b) 
 }  // namespace
 
 void validate_trajectory(const TrajectoryConfig& c) {
-  reference::validate(c.gate);
+  core::validate(c.gate);
   if (c.dimension < 1 || c.dimension > kMaxTrajectoryDimension) {
-    throw reference::InputError("dimension must be in [1, " + std::to_string(kMaxTrajectoryDimension) + "]");
+    throw core::InputError("dimension must be in [1, " + std::to_string(kMaxTrajectoryDimension) + "]");
   }
   if (c.tau_max < 0 || c.tau_max > kMaxTrajectoryTauMax) {
-    throw reference::InputError("tau-max must be an integer in [0, " + std::to_string(kMaxTrajectoryTauMax) +
-                                "], got " + std::to_string(c.tau_max));
+    throw core::InputError("tau-max must be an integer in [0, " + std::to_string(kMaxTrajectoryTauMax) + "], got " +
+                           std::to_string(c.tau_max));
   }
   if (c.steps < 1 || c.steps > kMaxTrajectorySteps) {
-    throw reference::InputError("steps must be an integer in [1, " + std::to_string(kMaxTrajectorySteps) + "], got " +
-                                std::to_string(c.steps));
+    throw core::InputError("steps must be an integer in [1, " + std::to_string(kMaxTrajectorySteps) + "], got " +
+                           std::to_string(c.steps));
   }
-  if (!reference::is_finite(c.eta) || !(c.eta > 0)) {
-    throw reference::InputError("eta must be finite and > 0, got " + reference::show(c.eta));
+  if (!core::is_finite(c.eta) || !(c.eta > 0)) {
+    throw core::InputError("eta must be finite and > 0, got " + core::show(c.eta));
   }
   if (c.noise && !(*c.noise >= 0 && *c.noise < 1)) {
-    throw reference::InputError("noise level must be in [0, 1), got " + std::to_string(*c.noise));
+    throw core::InputError("noise level must be in [0, 1), got " + std::to_string(*c.noise));
   }
   if (c.update == UpdateKind::gated_adam) {
-    reference::require_unit_interval(c.adam.beta1, "beta1");
-    reference::require_unit_interval(c.adam.beta2, "beta2");
-    reference::require_positive(c.adam.eps, "eps");
+    core::require_unit_interval(c.adam.beta1, "beta1");
+    core::require_unit_interval(c.adam.beta2, "beta2");
+    core::require_positive(c.adam.eps, "eps");
   }
 }
 
 namespace {
 
-reference::OptimizerKind adam_kind(reference::GateKind gate) {
+core::OptimizerKind adam_kind(core::GateKind gate) {
   switch (gate) {
-    case reference::GateKind::cosine:
-      return reference::OptimizerKind::cgad;
-    case reference::GateKind::exponential:
-      return reference::OptimizerKind::adam_decay;
-    case reference::GateKind::none:
-      return reference::OptimizerKind::adam;
+    case core::GateKind::cosine:
+      return core::OptimizerKind::cgad;
+    case core::GateKind::exponential:
+      return core::OptimizerKind::adam_decay;
+    case core::GateKind::none:
+      return core::OptimizerKind::adam;
   }
   throw std::logic_error("unknown gate kind");
 }
@@ -106,29 +106,29 @@ void check(InequalityState& state, long T, std::size_t d, const mpfr_real& extra
 
 UpdateChoice parse_update(std::string_view name) {
   if (name == "ideal") return {UpdateKind::ideal, std::nullopt};
-  if (name == "cgad-adam") return {UpdateKind::gated_adam, reference::GateKind::cosine};
-  if (name == "adam-decay-adam") return {UpdateKind::gated_adam, reference::GateKind::exponential};
-  if (name == "adam") return {UpdateKind::gated_adam, reference::GateKind::none};
-  throw reference::InputError("unknown update '" + std::string(name) + "' (expected " + kUpdateNames + ")");
+  if (name == "cgad-adam") return {UpdateKind::gated_adam, core::GateKind::cosine};
+  if (name == "adam-decay-adam") return {UpdateKind::gated_adam, core::GateKind::exponential};
+  if (name == "adam") return {UpdateKind::gated_adam, core::GateKind::none};
+  throw core::InputError("unknown update '" + std::string(name) + "' (expected " + kUpdateNames + ")");
 }
 
-std::string update_name(UpdateKind kind, reference::GateKind gate) {
+std::string update_name(UpdateKind kind, core::GateKind gate) {
   if (kind == UpdateKind::ideal) {
     switch (gate) {
-      case reference::GateKind::cosine:
+      case core::GateKind::cosine:
         return "ideal cgad";
-      case reference::GateKind::exponential:
+      case core::GateKind::exponential:
         return "ideal adam-decay";
-      case reference::GateKind::none:
+      case core::GateKind::none:
         return "ideal ungated";
     }
   } else {
     switch (gate) {
-      case reference::GateKind::cosine:
+      case core::GateKind::cosine:
         return "cgad-adam";
-      case reference::GateKind::exponential:
+      case core::GateKind::exponential:
         return "adam-decay-adam";
-      case reference::GateKind::none:
+      case core::GateKind::none:
         return "adam";
     }
   }
@@ -147,12 +147,12 @@ std::vector<mpfr_real> trajectory_initial_point(const TrajectoryConfig& config) 
 }
 
 long integer_argmax_tau_sigma(const UpdateGate& gate, long tau_max) {
-  reference::validate(gate);
+  core::validate(gate);
   long best = 0;
   mpfr_real best_value(0);
   for (long tau = 1; tau <= tau_max; ++tau) {
     const mpfr_real t(tau);
-    const mpfr_real value = t * reference::sigma(t, gate);
+    const mpfr_real value = t * core::sigma(t, gate);
     if (value > best_value) {
       best_value = value;
       best = tau;
@@ -197,7 +197,7 @@ TrajectoryReport run_trajectory(const TrajectoryConfig& config,
   // The real update: the reference optimizer itself, at the run's η, with the gate of config.gate.
   std::unique_ptr<reference::OuterOptimizer<mpfr_real>> adam;
   if (!ideal) {
-    reference::OptimizerConfig<mpfr_real> oc;
+    core::OptimizerConfig<mpfr_real> oc;
     oc.kind = adam_kind(config.gate.kind);
     oc.adam.lr = config.eta;
     oc.adam.beta1 = config.adam.beta1;
@@ -210,9 +210,9 @@ TrajectoryReport run_trajectory(const TrajectoryConfig& config,
     adam = reference::make_optimizer(oc, d);
   }
 
-  // σ(τ) for every τ the run can see, and the adversary's τ, both from reference::sigma.
+  // σ(τ) for every τ the run can see, and the adversary's τ, both from core::sigma.
   std::vector<mpfr_real> sigma_table(static_cast<std::size_t>(config.tau_max) + 1);
-  for (long tau = 0; tau <= config.tau_max; ++tau) sigma_table[tau] = reference::sigma(mpfr_real(tau), config.gate);
+  for (long tau = 0; tau <= config.tau_max; ++tau) sigma_table[tau] = core::sigma(mpfr_real(tau), config.gate);
   report.adversarial_tau = integer_argmax_tau_sigma(config.gate, config.tau_max);
   DelaySchedule schedule(config.delays, config.tau_max, stream_seed(config.seed, 3), report.adversarial_tau);
   std::mt19937_64 noise_engine(stream_seed(config.seed, 4));

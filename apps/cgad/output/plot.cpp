@@ -1,7 +1,7 @@
 #include "plot.hpp"
 
-#include "cgad/fastpath/atomic_file.hpp"
-#include "cgad/reference/errors.hpp"
+#include "cgad/io/atomic_file.hpp"
+#include "cgad/core/errors.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -67,11 +67,11 @@ std::string script_of(const PlotSpec& spec) {
 
 void check_plot_target(const std::filesystem::path& target) {
   if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) {
-    throw reference::InputError("--plot needs gnuplot on PATH (Debian package gnuplot-nox), which is missing");
+    throw core::InputError("--plot needs gnuplot on PATH (Debian package gnuplot-nox), which is missing");
   }
   // The rules of every output (atomic_file.hpp): a missing or regular file in an existing directory. Opening the
   // temporary and dropping it checks exactly that, and leaves nothing behind.
-  fastpath::AtomicFile probe(target);
+  io::AtomicFile probe(target);
 }
 
 void plot_png(const std::filesystem::path& target, const PlotSpec& spec) {
@@ -79,10 +79,10 @@ void plot_png(const std::filesystem::path& target, const PlotSpec& spec) {
   // gnuplot reads the script on its standard input and writes the PNG on its standard output, which is the
   // atomic temporary of the target: no data, script or image file of our own, and no shell -- the child is
   // started with an argument vector, so no path or title can reach a command interpreter.
-  fastpath::AtomicFile image(target);
+  io::AtomicFile image(target);
   int script_pipe[2];
   if (::pipe2(script_pipe, O_CLOEXEC) != 0)
-    throw reference::InputError("cannot start gnuplot: " + std::string(std::strerror(errno)));
+    throw core::InputError("cannot start gnuplot: " + std::string(std::strerror(errno)));
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, script_pipe[0], STDIN_FILENO);
@@ -95,7 +95,7 @@ void plot_png(const std::filesystem::path& target, const PlotSpec& spec) {
   ::close(script_pipe[0]);
   if (spawned != 0) {
     ::close(script_pipe[1]);
-    throw reference::InputError("cannot start gnuplot: " + std::string(std::strerror(spawned)));
+    throw core::InputError("cannot start gnuplot: " + std::string(std::strerror(spawned)));
   }
   // gnuplot may stop reading early (a script error): a write to the closed pipe must fail, not kill cgad.
   struct sigaction ignore {
@@ -103,13 +103,13 @@ void plot_png(const std::filesystem::path& target, const PlotSpec& spec) {
   ignore.sa_handler = SIG_IGN;
   ::sigaction(SIGPIPE, &ignore, &previous);
   const std::string script = script_of(spec);
-  const bool sent = fastpath::write_all(script_pipe[1], script.data(), script.size());
+  const bool sent = io::write_all(script_pipe[1], script.data(), script.size());
   ::close(script_pipe[1]);
   ::sigaction(SIGPIPE, &previous, nullptr);
   int status = 0;
   while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {}
   if (!sent || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    throw reference::InputError("gnuplot failed to draw " + target.string());
+    throw core::InputError("gnuplot failed to draw " + target.string());
   }
   image.commit();
 }

@@ -1,7 +1,7 @@
 #pragma once
 // PNG figures for every command and the report, through gnuplot (Debian gnuplot-nox): gnuplot is started without a
 // shell, reads a script with the data inline on its standard input and draws the PNG to its standard output,
-// which is the target's atomic temporary (fastpath/atomic_file.hpp), renamed over the target once gnuplot
+// which is the target's atomic temporary (io/atomic_file.hpp), renamed over the target once gnuplot
 // succeeded. No path, file name or title is ever part of a command, so none can inject one; a failed plot never
 // leaves a half-written figure, and no temporary of ours is left by a crash. Without gnuplot on PATH the plot is
 // refused (InputError, exit 2).

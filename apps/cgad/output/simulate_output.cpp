@@ -2,7 +2,7 @@
 
 #include "plot.hpp"
 
-#include "cgad/reference/errors.hpp"
+#include "cgad/core/errors.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -264,7 +264,7 @@ void add_sweep_output_options(CLI::App& command, SweepOutputOptions& options) {
 }
 
 void check_sweep_output(const SweepOutputOptions& options) {
-  if (options.json && options.csv) throw reference::InputError("choose one of --json and --csv");
+  if (options.json && options.csv) throw core::InputError("choose one of --json and --csv");
   if (!options.plot_dir.empty()) check_plot_target(std::filesystem::path(options.plot_dir) / "final_loss.png");
 }
 

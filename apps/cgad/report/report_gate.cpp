@@ -2,7 +2,8 @@
 #include "plot.hpp"
 #include "report_writer.hpp"
 
-#include "cgad/reference/gate.hpp"
+#include "cgad/core/gate.hpp"
+#include "cgad/reference/real.hpp"
 
 #include <cmath>
 #include <iomanip>
@@ -11,9 +12,9 @@ namespace cgad::cli {
 
 std::string report_gate_section(ReportWriter& report) {
   using reference::mpfr_real;
-  const mpfr_real alpha = reference::parse_real<mpfr_real>("0.2", "alpha");
-  const reference::GateParams<mpfr_real> cgad{reference::GateKind::cosine, alpha, mpfr_real(32)};
-  const reference::GateParams<mpfr_real> decay{reference::GateKind::exponential, alpha, mpfr_real(32)};
+  const mpfr_real alpha = core::parse_real<mpfr_real>("0.2", "alpha");
+  const core::GateParams<mpfr_real> cgad{core::GateKind::cosine, alpha, mpfr_real(32)};
+  const core::GateParams<mpfr_real> decay{core::GateKind::exponential, alpha, mpfr_real(32)};
   const unsigned bits = reference::working_precision_bits();
   const unsigned digits = static_cast<unsigned>(std::floor((bits - 8) * 0.30102999566398120));
 
@@ -27,12 +28,12 @@ std::string report_gate_section(ReportWriter& report) {
      << "| τ | γ(τ) | σ(τ) CGAD | e^{−ατ} Adam-Decay |\n|---:|---:|---:|---:|\n";
   for (int tau = 0; tau <= 34; ++tau) {
     const mpfr_real t(tau);
-    const mpfr_real g = reference::gamma(t, cgad), s = reference::sigma(t, cgad), d = reference::sigma(t, decay);
-    csv << tau << ',' << reference::to_decimal(g, digits) << ',' << reference::to_decimal(s, digits) << ','
-        << reference::to_decimal(d, digits) << '\n';
+    const mpfr_real g = core::gamma(t, cgad), s = core::sigma(t, cgad), d = core::sigma(t, decay);
+    csv << tau << ',' << core::to_decimal(g, digits) << ',' << core::to_decimal(s, digits) << ','
+        << core::to_decimal(d, digits) << '\n';
     if (tau <= 4 || tau % 4 == 0 || tau >= 31) {
-      md << "| " << tau << " | " << reference::to_decimal(g, 12) << " | " << reference::to_decimal(s, 12) << " | "
-         << reference::to_decimal(d, 12) << " |\n";
+      md << "| " << tau << " | " << core::to_decimal(g, 12) << " | " << core::to_decimal(s, 12) << " | "
+         << core::to_decimal(d, 12) << " |\n";
     }
   }
   report.write_file("gate.csv", csv.str());
@@ -42,22 +43,22 @@ std::string report_gate_section(ReportWriter& report) {
   PlotSeries sigma_series{"CGAD sigma(tau)", {}, {}, false}, decay_series{"Adam-Decay exp(-alpha tau)", {}, {}, false};
   for (int quarter = 0; quarter <= 4 * 40; ++quarter) {
     const mpfr_real t = mpfr_real(quarter) / 4;
-    const double s = reference::sigma(t, cgad).convert_to<double>();
+    const double s = core::sigma(t, cgad).convert_to<double>();
     if (s > 0) {
       sigma_series.x.push_back(t.convert_to<double>());
       sigma_series.y.push_back(s);
     }
     decay_series.x.push_back(t.convert_to<double>());
-    decay_series.y.push_back(reference::sigma(t, decay).convert_to<double>());
+    decay_series.y.push_back(core::sigma(t, decay).convert_to<double>());
   }
   plot.series = {sigma_series, decay_series};
   plot_png(report.dir() / "gate.png", plot);
   md << "\nFull table: `gate.csv`. Figure (log scale; CGAD's curve ends where σ becomes exactly 0 at τ_cut):\n\n"
      << "![gate](gate.png)\n\n";
-  return "gate: sigma(1) = " + reference::to_decimal(reference::sigma(mpfr_real(1), cgad), 6) +
-         ", sigma(16) = " + reference::to_decimal(reference::sigma(mpfr_real(16), cgad), 6) +
+  return "gate: sigma(1) = " + core::to_decimal(core::sigma(mpfr_real(1), cgad), 6) +
+         ", sigma(16) = " + core::to_decimal(core::sigma(mpfr_real(16), cgad), 6) +
          ", exactly 0 from tau_cut = 32 on (Adam-Decay's exp(-alpha tau) at 32: " +
-         reference::to_decimal(reference::sigma(mpfr_real(32), decay), 6) + ")";
+         core::to_decimal(core::sigma(mpfr_real(32), decay), 6) + ")";
 }
 
 }  // namespace cgad::cli

@@ -28,7 +28,7 @@ differential::PseudoGradientStream example_stream(std::size_t fragments) {
     const std::size_t width = kParams / fragments, first = event.fragment * width;
     for (std::size_t i = first; i < first + width; ++i) {
       const int numerator = static_cast<int>((13 * k + 7 * i) % 17) - 8;
-      event.grad.push_back(reference::to_decimal(numerator / 8.0));  // k/8 is exact in binary and in decimal
+      event.grad.push_back(core::to_decimal(numerator / 8.0));  // k/8 is exact in binary and in decimal
     }
     stream.events.push_back(std::move(event));
   }
@@ -62,15 +62,15 @@ std::string report_replay_section(ReportWriter& report) {
   PlotSpec plot{"Reference replay of the built-in stream", "event", "||theta_k - theta_0||_2", false, true, {}};
   std::ostringstream notes;
   std::size_t runs = 0, zero_gate_skips = 0;
-  for (const auto& [name, kind] : reference::kOptimizerNames) {
+  for (const auto& [name, kind] : core::kOptimizerNames) {
     differential::OptimizerOptions options;
     options.optimizer = std::string(name);
-    options.fragments = kind == reference::OptimizerKind::pa_cgad ? 2 : 1;
+    options.fragments = kind == core::OptimizerKind::pa_cgad ? 2 : 1;
     const differential::PseudoGradientStream stream = example_stream(options.fragments);
     if (options.fragments == 1 && name == "cgad") report.write_file("example_stream.jsonl", as_jsonl(stream));
     for (const std::string policy : {"apply", "skip"}) {
       // Only the cosine gate reaches σ = 0, so only CGAD and PA-CGAD have a `skip` that differs from `apply`.
-      const bool gated = kind == reference::OptimizerKind::cgad || kind == reference::OptimizerKind::pa_cgad;
+      const bool gated = kind == core::OptimizerKind::cgad || kind == core::OptimizerKind::pa_cgad;
       if (policy == "skip" && !gated) continue;
       options.on_zero_gate = policy;
       const differential::ReplayResult result = differential::replay_reference(stream, "example", options, notes);
@@ -81,25 +81,25 @@ std::string report_replay_section(ReportWriter& report) {
       for (const auto& record : result.records) {
         mpfr_real squared(0);
         for (std::size_t i = 0; i < kParams; ++i) {
-          const mpfr_real delta = reference::parse_real<mpfr_real>(record["params"][i].get<std::string>(), "p") -
-                                  reference::parse_real<mpfr_real>(stream.params[i], "p0");
+          const mpfr_real delta = core::parse_real<mpfr_real>(record["params"][i].get<std::string>(), "p") -
+                                  core::parse_real<mpfr_real>(stream.params[i], "p0");
           squared += delta * delta;
         }
         distance = sqrt(squared);
         applied += record["skipped"].get<bool>() ? 0 : 1;
         csv << label << ',' << record["event"] << ',' << record["tau"] << ',' << record["tau_effective"] << ','
             << (record["sigma"].is_null() ? "" : record["sigma"].get<std::string>()) << ',' << record["skipped"] << ','
-            << reference::to_decimal(distance, 20) << '\n';
+            << core::to_decimal(distance, 20) << '\n';
         series.x.push_back(record["event"].get<double>());
         series.y.push_back(distance.convert_to<double>());
       }
       plot.series.push_back(series);
       ++runs;
       zero_gate_skips += result.zero_gate;
-      md << "| " << label << " | " << applied << " | " << result.zero_gate << " | "
-         << reference::to_decimal(distance, 12) << " | "
-         << reference::to_decimal(
-                reference::parse_real<mpfr_real>(result.records.back()["params"][0].get<std::string>(), "p"), 12)
+      md << "| " << label << " | " << applied << " | " << result.zero_gate << " | " << core::to_decimal(distance, 12)
+         << " | "
+         << core::to_decimal(core::parse_real<mpfr_real>(result.records.back()["params"][0].get<std::string>(), "p"),
+                             12)
          << " |\n";
     }
   }

@@ -52,7 +52,7 @@ std::string report_bound_section(ReportWriter& report) {
         << theory::decimal_up(q.comparison.upper(), 40) << ',' << theory::to_string(q.verdict) << '\n';
   }
   report.write_file("bound.csv", csv.str());
-  md << "\nB1 is attained at τ* = " << reference::to_decimal(c.b1.argmax_mpfr, 12)
+  md << "\nB1 is attained at τ* = " << core::to_decimal(c.b1.argmax_mpfr, 12)
      << " (integer maximizer τ = " << c.b1.integer_argmax << "). Data: `bound.csv`.\n\n";
 
   // The bound with η optimized, gated over ungated (theory/rate.hpp).
@@ -85,11 +85,10 @@ std::string report_bound_section(ReportWriter& report) {
   md << "\nData: `optimized_eta.csv`.\n\n";
   std::size_t proved = 0;
   for (const auto& q : c.inequalities) proved += q.verdict == theory::Verdict::proved;
-  return "bound: B1 = " + reference::to_decimal(c.b1.value_mpfr, 12) +
-         ", B2 = " + reference::to_decimal(c.b2.value_mpfr, 12) + ", W = " + reference::to_decimal(c.w_mpfr, 12) +
-         "; " + std::to_string(proved) + " of " + std::to_string(c.inequalities.size()) +
-         " inequalities proved; optimized-eta bound gated/ungated: " + at16 + " at constant tau = 16, " + heavy +
-         " for the heavy tail capped at 1024";
+  return "bound: B1 = " + core::to_decimal(c.b1.value_mpfr, 12) + ", B2 = " + core::to_decimal(c.b2.value_mpfr, 12) +
+         ", W = " + core::to_decimal(c.w_mpfr, 12) + "; " + std::to_string(proved) + " of " +
+         std::to_string(c.inequalities.size()) + " inequalities proved; optimized-eta bound gated/ungated: " + at16 +
+         " at constant tau = 16, " + heavy + " for the heavy tail capped at 1024";
 }
 
 namespace {
@@ -116,11 +115,11 @@ SweepTables sweep_tables(const theory::BiasSweep& sweep) {
     csv << sweep.tau_maxes[row];
     for (std::size_t i = 0; i < sweep.columns.size(); ++i) {
       const theory::TrajectoryReport& r = sweep.reports[i][row];
-      md << " | " << reference::to_decimal(r.realized_bias, 4);
-      csv << ',' << reference::to_decimal(r.bias, 20) << ',' << reference::to_decimal(r.realized_bias, 20);
+      md << " | " << core::to_decimal(r.realized_bias, 4);
+      csv << ',' << core::to_decimal(r.bias, 20) << ',' << core::to_decimal(r.realized_bias, 20);
     }
     md << " | " << six(sweep.reports[2][row].mean_tau) << " |\n";
-    csv << ',' << reference::to_decimal(sweep.reports[2][row].mean_tau, 20) << '\n';
+    csv << ',' << core::to_decimal(sweep.reports[2][row].mean_tau, 20) << '\n';
   }
   return {md.str(), csv.str()};
 }
@@ -217,7 +216,7 @@ std::string report_bias_sweep_section(ReportWriter& report) {
      << command(o) << "\n\n| τ_max | CGAD | Adam-Decay | ungated |\n|---:|---:|---:|---:|\n";
   for (std::size_t row = 0; row < sweep.tau_maxes.size(); ++row) {
     md << "| " << sweep.tau_maxes[row];
-    for (std::size_t i = 0; i < 3; ++i) md << " | " << reference::to_decimal(sweep.reports[i][row].bias, 6);
+    for (std::size_t i = 0; i < 3; ++i) md << " | " << core::to_decimal(sweep.reports[i][row].bias, 6);
     md << " |\n";
   }
   VerifyOptions ideal_only = o;
@@ -274,7 +273,7 @@ std::string report_bias_sweep_section(ReportWriter& report) {
   for (std::size_t i = 0; i < sweep.columns.size(); ++i) {
     reference::mpfr_real largest(0);
     for (const auto& r : sweep.reports[i]) largest = r.realized_bias > largest ? r.realized_bias : largest;
-    line += std::string(i ? ", " : " ") + sweep.columns[i].name + " " + reference::to_decimal(largest, 4);
+    line += std::string(i ? ", " : " ") + sweep.columns[i].name + " " + core::to_decimal(largest, 4);
   }
   return line + " (B1 <= " + theory::decimal_up(sweep.b1_upper, 6) + "); " + std::to_string(violations) +
          " violations in " + std::to_string(runs) + " runs";

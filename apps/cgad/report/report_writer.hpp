@@ -1,7 +1,7 @@
 #pragma once
 // The `report/` folder `cgad report` writes: report.md plus the CSV/JSON and PNG files behind every table
-// and figure, swapped in whole (fastpath/atomic_folder.hpp) when the report is finished.
-#include "cgad/fastpath/atomic_folder.hpp"
+// and figure, swapped in whole (io/atomic_folder.hpp) when the report is finished.
+#include "cgad/io/atomic_folder.hpp"
 
 #include <filesystem>
 #include <sstream>
@@ -26,7 +26,7 @@ class ReportWriter {
   }
 
  private:
-  fastpath::AtomicFolder folder_;
+  io::AtomicFolder folder_;
   std::ostringstream markdown_;
 };
 

@@ -1,7 +1,7 @@
 #pragma once
 // The CUDA step and its device-to-device copy baseline, timed with CUDA events on one stream, with the L2
 // cache flushed (a memset of twice its size) before every timed run so neither reads a warm cache.
-// Without a CUDA build or device the constructor throws reference::InputError with the reason.
+// Without a CUDA build or device the constructor throws core::InputError with the reason.
 #include "cgad/fastpath/config.hpp"
 
 #include <cstddef>

@@ -30,22 +30,22 @@ inline constexpr std::int64_t kMaxTauCut = std::int64_t{1} << 24;
 // A hyperparameter parsed to Real, refusing a nonzero decimal that Real rounds to 0 (--lr 1e-50 in float): the user
 // asked for a step, and lr = 0 (which is valid) would silently take none; for eps the range check after it would
 // only say "got 0".
-template <reference::RealScalar Real>
+template <core::RealScalar Real>
 Real parse_nonvanishing(const std::string& text, const char* name) {
-  const Real x = reference::parse_real<Real>(text, name);
+  const Real x = core::parse_real<Real>(text, name);
   const std::string mantissa = text.substr(0, text.find_first_of("eE"));
   if (x == 0 && mantissa.find_first_of("123456789") != std::string::npos) {
-    throw reference::InputError(std::string(name) + " is not 0 as written, got '" + text + "', which rounds to 0 in " +
+    throw core::InputError(std::string(name) + " is not 0 as written, got '" + text + "', which rounds to 0 in " +
                                 (std::same_as<Real, float> ? "float (the fast path's format)" : "this format"));
   }
   return x;
 }
 
-template <reference::RealScalar Real>
-reference::OptimizerConfig<Real> optimizer_config(const OptimizerOptions& options) {
-  using reference::parse_real;
-  reference::OptimizerConfig<Real> config;
-  config.kind = reference::parse_optimizer(options.optimizer);
+template <core::RealScalar Real>
+core::OptimizerConfig<Real> optimizer_config(const OptimizerOptions& options) {
+  using core::parse_real;
+  core::OptimizerConfig<Real> config;
+  config.kind = core::parse_optimizer(options.optimizer);
   // --lr means the Adam family's η or the Nesterov family's η, whichever the optimizer is; each keeps its
   // own default (1e-3 and 0.7) when it is not given.
   if (options.lr) {
@@ -62,7 +62,7 @@ reference::OptimizerConfig<Real> optimizer_config(const OptimizerOptions& option
   // at Real = float) would otherwise hold 16777216 for 16777217 and skip τ = 16777216, which the reference
   // (τ < τ_cut) applies. Every backend takes the same range, so a command means the same gate whichever runs it.
   if (options.tau_cut < 1 || options.tau_cut > kMaxTauCut) {
-    throw reference::InputError(
+    throw core::InputError(
         "tau-cut must be an integer in [1, 2^24 = 16777216] (the largest up to which a "
         "float holds every integer), got " +
         std::to_string(options.tau_cut));
@@ -71,24 +71,24 @@ reference::OptimizerConfig<Real> optimizer_config(const OptimizerOptions& option
   config.buffer = options.buffer;
   config.fragments = options.fragments;
   if (options.on_zero_gate == "apply") {
-    config.on_zero_gate = reference::ZeroGatePolicy::apply;
+    config.on_zero_gate = core::ZeroGatePolicy::apply;
   } else if (options.on_zero_gate == "skip") {
-    config.on_zero_gate = reference::ZeroGatePolicy::skip;
+    config.on_zero_gate = core::ZeroGatePolicy::skip;
   } else {
-    throw reference::InputError("on-zero-gate must be apply or skip, got '" + options.on_zero_gate + "'");
+    throw core::InputError("on-zero-gate must be apply or skip, got '" + options.on_zero_gate + "'");
   }
   // The ranges that keep a user's finite input finite (hyperparams.hpp, validate_range), for the optimizer run.
-  if (reference::is_adam_family(config.kind)) {
-    reference::validate_range(config.adam);
+  if (core::is_adam_family(config.kind)) {
+    core::validate_range(config.adam);
   } else {
-    reference::validate_range(config.nesterov);
+    core::validate_range(config.nesterov);
   }
   return config;
 }
 
 // The optimizer and its hyperparameters as the fast path takes them: each parsed straight to float (one correct
 // rounding), as the step uses them, but the gate's α and τ_cut to double (the fast path computes σ from them,
-// fastpath/staleness.hpp). Formats, rounding and seed are left at their defaults for the caller.
+// fastpath/detail/staleness.hpp). Formats, rounding and seed are left at their defaults for the caller.
 fastpath::StepConfig fastpath_step_config(const OptimizerOptions& options);
 
 }  // namespace cgad::differential

@@ -39,10 +39,9 @@ using RecordSink = std::function<void(const EventRecord&)>;
 
 // The fields every backend writes for an event, before "params" and "state"; counts the skip in `counts` and
 // reports a NaN/Inf or overflowing event on `notes`.
-template <reference::RealScalar Real>
-nlohmann::ordered_json event_record(std::size_t index, const StreamEvent& event,
-                                    const reference::StepReport<Real>& report, const std::string& where,
-                                    ReplayCounts& counts, std::ostream& notes);
+template <core::RealScalar Real>
+nlohmann::ordered_json event_record(std::size_t index, const StreamEvent& event, const core::StepReport<Real>& report,
+                                    const std::string& where, ReplayCounts& counts, std::ostream& notes);
 
 // Uses the current working precision. Every event is one outer round (advance_round after each).
 // NaN/Inf events are reported on `notes` as they are skipped. Throws InputError naming `source` and line.

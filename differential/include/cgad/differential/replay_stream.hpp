@@ -45,12 +45,12 @@ struct PseudoGradientStream : StreamHeader {
 };
 
 // The stream's numbers, each rounded once (correctly) to Real; InputError naming `what`[i] otherwise.
-template <reference::RealScalar Real>
+template <core::RealScalar Real>
 std::vector<Real> parse_numbers(const std::vector<std::string>& text, const std::string& what) {
   std::vector<Real> out;
   out.reserve(text.size());
   for (std::size_t i = 0; i < text.size(); ++i) {
-    out.push_back(reference::parse_real<Real>(text[i], what + "[" + std::to_string(i) + "]"));
+    out.push_back(core::parse_real<Real>(text[i], what + "[" + std::to_string(i) + "]"));
   }
   return out;
 }

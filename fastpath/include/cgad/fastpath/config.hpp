@@ -1,12 +1,13 @@
 #pragma once
 // How a fast-path optimizer stores and rounds, and which update it runs. The hyperparameter structs and
-// their validation are the reference's (cgad::reference), instantiated in float: the fast path runs on
+// their validation are core's (cgad::core, shared with the reference), instantiated in float: the fast path runs on
 // exactly these float values, and a differential test feeds the same values to the MPFR reference. The gate's
-// α and τ_cut are doubles, the user's own: σ(τ) is computed from them on the host (staleness.hpp), so it is the
+// α and τ_cut are doubles, the user's own: σ(τ) is computed from them on the host (detail/staleness.hpp), so it is the
 // float nearest the reference's σ(τ), which a float α (0.2f = 0.200000003) would move by an ulp at some τ.
 #include "cgad/fastpath/formats.hpp"
-#include "cgad/reference/hyperparams.hpp"
-#include "cgad/reference/optimizers.hpp"
+#include "cgad/core/hyperparams.hpp"
+#include "cgad/core/optimizer_config.hpp"
+#include "cgad/core/step_report.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -34,18 +35,21 @@ enum class Q8Semantics { cgad, bnb };
 // Either works with either q8 semantics; m keeps the signed dynamic map.
 enum class VMap { dynamic, zero_free };
 
+// What one step of either backend reports: applied or why not, the first refused element, the staleness and σ.
+using StepReport = core::StepReport<float>;
+
 struct StepConfig {
-  reference::OptimizerKind optimizer = reference::OptimizerKind::cgad;  // cgad, pa-cgad, adam-decay, adam,
-                                                                        // nesterov or sdm
+  core::OptimizerKind optimizer = core::OptimizerKind::cgad;  // cgad, pa-cgad, adam-decay, adam,
+                                                              // nesterov or sdm
   ParamFormat params = ParamFormat::bf16;
   StateFormat state = StateFormat::fp32;
   Rounding rounding = Rounding::nearest;
   std::uint64_t seed = 0;  // keys stochastic rounding (with the step number and the element index)
-  reference::AdamHyper<float> adam;
-  reference::NesterovHyper<float> nesterov;
+  core::AdamHyper<float> adam;
+  core::NesterovHyper<float> nesterov;
   double alpha = 0.2;     // gate decay α (CGAD, PA-CGAD, Adam-Decay)
   double tau_cut = 32.0;  // gate cutoff τ_cut (CGAD, PA-CGAD)
-  reference::ZeroGatePolicy on_zero_gate = reference::ZeroGatePolicy::apply;
+  core::ZeroGatePolicy on_zero_gate = core::ZeroGatePolicy::apply;
   std::size_t fragments = 1;  // PA-CGAD's P; 1 for every other optimizer
   Q8Semantics q8_semantics = Q8Semantics::cgad;
   VMap v_map = VMap::dynamic;  // q8 state of the Adam family only (validate refuses it elsewhere)
@@ -61,21 +65,21 @@ inline constexpr double kMaxPaCgadTauCut = 1u << 20;
 std::size_t effective_min_q8_size(const StepConfig& config);
 
 // The reference's gate for this optimizer (cosine, exponential or none), in Real.
-template <reference::RealScalar Real>
-reference::GateParams<Real> gate_params(const StepConfig& config) {
-  reference::OptimizerConfig<Real> reference_config;
+template <core::RealScalar Real>
+core::GateParams<Real> gate_params(const StepConfig& config) {
+  core::OptimizerConfig<Real> reference_config;
   reference_config.kind = config.optimizer;
   reference_config.alpha = Real(config.alpha);
   reference_config.tau_cut = Real(config.tau_cut);
-  return reference::gate_of(reference_config);
+  return core::gate_of(reference_config);
 }
 
 // The reference optimizer configuration with exactly this configuration's hyperparameters (the float ones and the
 // double α and τ_cut, converted exactly into mpfr_real or double): what a differential run or the noise study
 // feeds the reference, so that the only differences left are the fast path's roundings.
-template <reference::RealScalar Real>
-reference::OptimizerConfig<Real> reference_config(const StepConfig& config) {
-  reference::OptimizerConfig<Real> r;
+template <core::RealScalar Real>
+core::OptimizerConfig<Real> reference_config(const StepConfig& config) {
+  core::OptimizerConfig<Real> r;
   r.kind = config.optimizer;
   r.adam = {Real(config.adam.lr), Real(config.adam.beta1), Real(config.adam.beta2), Real(config.adam.eps),
             Real(config.adam.weight_decay)};
@@ -87,7 +91,7 @@ reference::OptimizerConfig<Real> reference_config(const StepConfig& config) {
   return r;
 }
 
-// Throws reference::InputError for an unsupported optimizer (delayed-nesterov), invalid hyperparameters or
+// Throws core::InputError for an unsupported optimizer (delayed-nesterov), invalid hyperparameters or
 // gate, fragments on an optimizer other than PA-CGAD, P ≥ τ_cut for PA-CGAD, bnb semantics where bnb has no
 // such kernel (see Q8Semantics), or the zero-free v map without a q8 second moment (fp32 or bf16 state, Nesterov).
 void validate(const StepConfig& config);

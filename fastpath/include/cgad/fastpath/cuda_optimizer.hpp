@@ -32,8 +32,8 @@
 // cuda_device_available() is false and the constructor throws InputError.
 #include "cgad/fastpath/bf16.hpp"
 #include "cgad/fastpath/config.hpp"
-#include "cgad/fastpath/host_state.hpp"
-#include "cgad/fastpath/step_planner.hpp"
+#include "cgad/fastpath/detail/host_state.hpp"
+#include "cgad/fastpath/detail/step_planner.hpp"
 
 #include <filesystem>
 #include <memory>
@@ -81,7 +81,7 @@ class CudaOptimizer {
 
   const StepConfig& config() const;
   std::size_t parameters() const;
-  std::vector<reference::StateCounter> counters(CUstream_st* stream = nullptr);
+  std::vector<core::StateCounter> counters(CUstream_st* stream = nullptr);
   // Copies the device state to the host (waits for the last step).
   HostState download(CUstream_st* stream = nullptr);
   std::vector<std::string> buffer_names() const;  // as CpuOptimizer's

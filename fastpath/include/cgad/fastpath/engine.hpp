@@ -3,7 +3,6 @@
 // `cgad replay` runs the same loop for both and reads results back to the host after every event.
 #include "cgad/fastpath/bf16.hpp"
 #include "cgad/fastpath/config.hpp"
-#include "cgad/fastpath/step_planner.hpp"
 
 #include <memory>
 #include <span>
@@ -31,7 +30,7 @@ class FastpathEngine {
   virtual std::vector<std::string> buffer_names() const = 0;
   // The named state buffer, dequantized to float, into `out` (one element per parameter).
   virtual void read_buffer(const std::string& name, std::span<float> out) = 0;
-  virtual std::vector<reference::StateCounter> counters() = 0;
+  virtual std::vector<core::StateCounter> counters() = 0;
 };
 
 // `device` is "cpu" or "cuda"; InputError for anything else, or for "cuda" without a device.

@@ -6,7 +6,7 @@
 // Public API, in five lines (everything else in this folder is how it works):
 //
 //   cgad::fastpath::StepConfig config;                 // optimizer, formats, rounding, seed, hyperparameters
-//   config.optimizer = reference::OptimizerKind::cgad;  // cgad, pa-cgad, adam-decay, adam, nesterov, sdm
+//   config.optimizer = core::OptimizerKind::cgad;  // cgad, pa-cgad, adam-decay, adam, nesterov, sdm
 //   config.params = ParamFormat::bf16; config.state = StateFormat::q8; config.rounding = Rounding::nearest;
 //   cgad::fastpath::CpuOptimizer opt(config, n);        // state for n parameters; threads = 0 → all cores
 //   CpuOptimizer opt(config, {n0, n1, ...});            // ... or for a sequence of tensors (q8 blocks restart at
@@ -25,17 +25,17 @@
 //
 // Semantics match the reference optimizers (reference::make_optimizer) event for event: the same argument
 // checks (InputError), a NaN/Inf pseudo-gradient changes nothing (parameters, state, step counts, ages) and is
-// reported with its first index, and so is one with |σ·Δ| ≥ 2^63 (the overflow rule, reference/overflow_rule.hpp;
+// reported with its first index, and so is one with |σ·Δ| ≥ 2^63 (the overflow rule, core/overflow_rule.hpp;
 // for every optimizer: Nesterov's σ is 1, SDM's 1/(1 + τ)); on_zero_gate
 // = skip drops a σ = 0 event. `grad` is the fragment's slice of
 // the pseudo-gradient; `params` is always the whole vector. Empty tensors are fine; indices are 64-bit.
 // The step allocates nothing: it reads and writes the caller's spans and the state made at construction.
 #include "cgad/fastpath/bf16.hpp"
 #include "cgad/fastpath/config.hpp"
-#include "cgad/fastpath/cpu_isa.hpp"
-#include "cgad/fastpath/host_state.hpp"
-#include "cgad/fastpath/step_planner.hpp"
-#include "cgad/fastpath/thread_pool.hpp"
+#include "cgad/fastpath/detail/cpu_isa.hpp"
+#include "cgad/fastpath/detail/host_state.hpp"
+#include "cgad/fastpath/detail/step_planner.hpp"
+#include "cgad/fastpath/detail/thread_pool.hpp"
 
 #include <filesystem>
 #include <span>
@@ -106,7 +106,7 @@ class CpuOptimizer {
   std::vector<std::string> buffer_names() const;
   // Writes the named buffer, dequantized to float, into `out` (parameters() elements); InputError otherwise.
   void read_buffer(std::string_view name, std::span<float> out) const;
-  std::vector<reference::StateCounter> counters() const { return planner_.counters(); }
+  std::vector<core::StateCounter> counters() const { return planner_.counters(); }
   // Tensor k's slice of the live state (InputError for a k outside the layout).
   TensorState tensor_state(std::size_t k);
   // The step counts, synchronizations and round as the state file stores them, and their restore (InputError, and

@@ -28,8 +28,8 @@
 // their own containers — the Python package's state_dict(), which torch.save pickles — with the same checks: a
 // file is read into bytes and parsed by parse_state_bytes, and written from state_bytes, so there is one format
 // and one parser.
-#include "cgad/fastpath/host_state.hpp"
-#include "cgad/fastpath/step_planner.hpp"
+#include "cgad/fastpath/detail/host_state.hpp"
+#include "cgad/fastpath/detail/step_planner.hpp"
 
 #include <filesystem>
 #include <span>

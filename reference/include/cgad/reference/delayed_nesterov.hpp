@@ -6,7 +6,7 @@
 //               otherwise:            θ = θ − η·Δ/N
 // With N = 1 every arrival is an N-th arrival and the update is Nesterov's exactly (D/1 = Δ, and
 // μ·b + Δ equals Δ + μ·b in every rounding mode because addition commutes).
-#include "cgad/reference/hyperparams.hpp"
+#include "cgad/core/hyperparams.hpp"
 #include "cgad/reference/outer_optimizer.hpp"
 
 #include <string>

@@ -22,8 +22,8 @@
 // Overflow (docs/design.md §3, outer_optimizer.hpp): an event with |σ·Δ_i| ≥ 2^63 for some i is refused whole, like a
 // NaN/Inf one, so that the production fast path can hold every quantity it derives from g². The exact product
 // decides here; the fast path decides on its float σ·Δ, which can differ only within one rounding of 2^63.
-#include "cgad/reference/gate.hpp"
-#include "cgad/reference/hyperparams.hpp"
+#include "cgad/core/gate.hpp"
+#include "cgad/core/hyperparams.hpp"
 #include "cgad/reference/outer_optimizer.hpp"
 
 #include <algorithm>

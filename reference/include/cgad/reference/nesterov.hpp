@@ -9,9 +9,9 @@
 //
 // An event with |σ·Δ_i| ≥ 2^63 for some i (σ = 1 for Nesterov, 1/(1 + τ) for SDM) is refused whole and reported
 // as overflowing, as in the Adam family (overflow_rule.hpp; see step()).
-#include "cgad/reference/hyperparams.hpp"
+#include "cgad/core/hyperparams.hpp"
 #include "cgad/reference/outer_optimizer.hpp"
-#include "cgad/reference/overflow_rule.hpp"
+#include "cgad/core/overflow_rule.hpp"
 
 #include <cmath>
 #include <string>

@@ -5,9 +5,10 @@
 // apply() does everything the optimizers share, once: it checks lengths and indices (InputError), and it
 // refuses a pseudo-gradient with a NaN or Inf by returning a report with applied = false and touching
 // nothing, like a GradScaler's found-inf step. Only then does it call the optimizer's step().
-#include "cgad/reference/errors.hpp"
-#include "cgad/reference/fragments.hpp"
-#include "cgad/reference/overflow_rule.hpp"
+#include "cgad/core/errors.hpp"
+#include "cgad/core/fragments.hpp"
+#include "cgad/core/overflow_rule.hpp"
+#include "cgad/core/step_report.hpp"
 #include "cgad/reference/real.hpp"
 
 #include <cmath>
@@ -24,32 +25,6 @@ struct Event {
   std::span<const Real> grad;  // the pseudo-gradient of fragment `fragment` (the whole vector when P = 1)
   std::int64_t tau = 0;        // staleness in outer rounds, >= 0
   std::size_t fragment = 0;
-};
-
-// overflowing_gradient: finite, but |σ·Δ| ≥ 2^kRefusedGradientExponent for some element (docs/design.md §3).
-enum class SkipReason { none, nonfinite_gradient, zero_gate, overflowing_gradient };
-
-inline std::string_view to_string(SkipReason reason) {
-  switch (reason) {
-    case SkipReason::none:
-      return "none";
-    case SkipReason::nonfinite_gradient:
-      return "nonfinite-gradient";
-    case SkipReason::zero_gate:
-      return "zero-gate";
-    case SkipReason::overflowing_gradient:
-      return "overflowing-gradient";
-  }
-  return "unknown";
-}
-
-template <RealScalar Real>
-struct StepReport {
-  bool applied = true;
-  SkipReason reason = SkipReason::none;
-  std::size_t nonfinite_index = 0;  // the first offending element when reason is nonfinite_ or overflowing_gradient
-  std::int64_t tau_effective = 0;   // the staleness the gate saw (max(τ, a_f) for PA-CGAD)
-  Real sigma = Real(1);             // the factor the pseudo-gradient was scaled by
 };
 
 // The overflow rule (overflow_rule.hpp) as the reference decides it, on the exact product at the working
@@ -71,10 +46,6 @@ template <RealScalar Real>
 struct StateBuffer {
   std::string name;
   std::span<const Real> values;
-};
-struct StateCounter {
-  std::string name;
-  std::vector<std::int64_t> values;  // one per fragment where the counter is per fragment
 };
 
 template <RealScalar Real>

@@ -1,6 +1,6 @@
 #pragma once
 // The one source of random numbers of cgad's experiments (the simulation, the rounding-noise study): Random123's
-// Philox4x32-10 (the generator the fast path's stochastic rounding uses, fastpath/random_bits.hpp), keyed by a
+// Philox4x32-10 (the generator the fast path's stochastic rounding uses, fastpath/detail/random_bits.hpp), keyed by a
 // seed, with the counter holding (draw index, stream id). Streams with different ids under one seed are independent,
 // and a stream's values are a pure function of (seed, stream id, position): a worker's draws do not depend on how many
 // other workers there are or in which order the engine runs them.

@@ -6,6 +6,8 @@
 // given in decimal digits, and Boost turns d decimal digits into digits10_2_2(d) bits, which can only take
 // some values (256 is not one of them: 76 digits give 254 bits, 77 give 257). We therefore pick the
 // smallest digit count whose bit precision is at least the one asked for, and report the effective bits.
+#include "cgad/reference/core_names.hpp"
+
 #include <boost/multiprecision/mpfr.hpp>
 
 #include <cmath>
@@ -21,12 +23,6 @@ namespace cgad::reference {
 // operation rounds once, as in IEEE arithmetic with contraction off, and `auto` never captures references.
 using mpfr_real =
     boost::multiprecision::number<boost::multiprecision::mpfr_float_backend<0>, boost::multiprecision::et_off>;
-
-// long double serves the fast path's host-side gate only (fastpath/include/cgad/fastpath/staleness.hpp): σ in a
-// precision above double, so that rounding it to float is correct except within a stated distance of a midpoint.
-template <class Real>
-concept RealScalar = std::same_as<Real, float> || std::same_as<Real, double> || std::same_as<Real, long double> ||
-    std::same_as<Real, mpfr_real>;
 
 // Smallest and largest working precision, in bits: 64 is the least the benchmarks sweep (and more than
 // double's 53, so the reference never claims less precision than the hardware rung beside it).
@@ -76,42 +72,6 @@ unsigned precision_bits() {
   }
 }
 
-// cgad's one number grammar, for every number it reads as text -- stream values, hyperparameters, option values,
-// in every backend and format alike:
-//   [+-]? ( digits [ "." digits* ] | "." digits ) ( [eE] [+-]? digits )?     a decimal
-//   [+-]? ( "inf" | "infinity" | "nan" ), in any case                         a non-finite value
-// Nothing else: no hexadecimal or binary ("0x1p-3", "0b101" -- MPFR's own parser would take them, the hardware
-// formats' would not), no NaN payload "nan(...)", no white space, nothing locale-dependent.
-enum class NumberText { decimal, infinity, nan, invalid };
-NumberText classify_number_text(std::string_view text);
-
-// Parses text of the grammar above, correctly rounded to Real; InputError naming `what` for any other text, and
-// for a decimal whose magnitude is past Real's largest finite value ("1e39" for float; MPFR's exponent range for
-// the reference) -- that would become an infinity nobody wrote. A decimal below the smallest subnormal rounds,
-// correctly, to (signed) zero or to a subnormal, as IEEE arithmetic does ("1e-50" is 0 in float and bf16).
-template <RealScalar Real>
-Real parse_real(std::string_view text, std::string_view what);
-
-// Shortest decimal that reads back to the same value for float/double; for MPFR, enough significant
-// digits to read back the same value at its precision.
-// Every format keeps the sign of zero: -0 prints as "-0" (float, double) or "-0.000...e+00" (MPFR).
-template <RealScalar Real>
-std::string to_decimal(const Real& x);
-
-// `digits` significant digits, scientific notation.
-template <RealScalar Real>
-std::string to_decimal(const Real& x, unsigned digits);
-
-// A short rendering for error messages: shortest round-trip for float/double, 20 digits for MPFR.
-template <RealScalar Real>
-std::string show(const Real& x) {
-  if constexpr (std::same_as<Real, mpfr_real>) {
-    return to_decimal(x, 20);
-  } else {
-    return to_decimal(x);
-  }
-}
-
 // out = a·b and out = a/b, correctly rounded, written straight into `out` (MPFR would otherwise copy through
 // a temporary; at 64 bits such copies cost as much as the arithmetic).
 template <RealScalar Real>
@@ -141,11 +101,30 @@ void sqrt_in_place(Real& x) {
   }
 }
 
-template <RealScalar Real>
-bool is_finite(const Real& x) {
-  using boost::multiprecision::isfinite;
-  using std::isfinite;
-  return isfinite(x);
-}
-
 }  // namespace cgad::reference
+
+// mpfr_real as a core::RealScalar: π at the working precision (never through double), and the per-thread cache
+// release before MPFR arithmetic; parse_real, to_decimal and show for it are in reference/src/precision.cpp.
+namespace cgad::core {
+
+template <>
+struct ScalarTraits<reference::mpfr_real> {
+  static constexpr bool is_real_scalar = true;
+  static reference::mpfr_real pi() {
+    reference::mpfr_real value;
+    mpfr_const_pi(value.backend().data(), MPFR_RNDN);
+    return value;
+  }
+  static void prepare_thread() { reference::release_mpfr_caches_at_thread_exit(); }
+};
+
+template <>
+reference::mpfr_real parse_real<reference::mpfr_real>(std::string_view text, std::string_view what);
+template <>
+std::string to_decimal<reference::mpfr_real>(const reference::mpfr_real& x);
+template <>
+std::string to_decimal<reference::mpfr_real>(const reference::mpfr_real& x, unsigned digits);
+template <>
+std::string show<reference::mpfr_real>(const reference::mpfr_real& x);
+
+}  // namespace cgad::core

@@ -32,7 +32,7 @@
 // PA-CGAD with P fragments (streaming DiLoCo; fragment_progress.hpp has the model and its source): the event of
 // round r carries one fragment's slice of Δ, and the server advances every fragment's age once per round, so a
 // fragment synced every P rounds arrives with age P − 1 (the age counts the rounds that passed without a sync,
-// fastpath/step_planner.hpp) and PA-CGAD gates it by σ(max(τ, P − 1)); with P = 1 that is CGAD's σ(τ).
+// fastpath/detail/step_planner.hpp) and PA-CGAD gates it by σ(max(τ, P − 1)); with P = 1 that is CGAD's σ(τ).
 // `fragment_progress` says what a worker keeps of the fragments it did not sync: `keep` (default, torchft's
 // streaming DiLoCo) keeps their local progress on the worker and sends it when their turn comes; `discard` (the
 // old model) starts every job from the whole snapshot and throws the other fragments' progress away.
@@ -43,7 +43,7 @@
 // Every run is deterministic in its spec (the problem seed fixes the objective; the run seed fixes the initial
 // point and every worker's stream), whatever the thread count of the caller.
 #include "cgad/fastpath/config.hpp"
-#include "cgad/fastpath/trap_counter.hpp"
+#include "cgad/differential/trap_counter.hpp"
 #include "cgad/theory/delays.hpp"
 
 #include <cstdint>
@@ -161,7 +161,7 @@ struct SimulationSpec {
   FragmentProgress fragment_progress = FragmentProgress::keep;
 };
 
-// Throws reference::InputError (one line) for anything that cannot run, including a run whose buffers (every
+// Throws core::InputError (one line) for anything that cannot run, including a run whose buffers (every
 // per-parameter one counted: snapshot ring, outer and inner optimizer state, the workers' local copies, scratch;
 // and the loss curve it records) would exceed 1 GiB.
 void validate(const SimulationSpec& spec);
@@ -174,7 +174,7 @@ struct LossPoint {
 struct TensorTrap {
   std::string name;  // objectives.hpp's tensor_names
   std::size_t size = 0;
-  fastpath::TrapCounts counts;
+  differential::TrapCounts counts;
 };
 
 struct SimulationResult {
@@ -191,7 +191,7 @@ struct SimulationResult {
   std::int64_t inner_steps_skipped = 0;  // inner AdamW steps refused for a non-finite gradient (x left as is)
   double mean_tau = 0;                   // realized mean staleness over the arrivals
   double mean_tau_effective = 0;  // over the arrivals, the staleness the gate saw (max(τ, age) for PA-CGAD; else τ)
-  // The trap the noise study measures (fastpath/trap_counter.hpp, the one counter of both), for the Adam family
+  // The trap the noise study measures (differential/trap_counter.hpp, the one counter of both), for the Adam family
   // (absent otherwise): the share of parameters whose stored v decodes to exactly 0 after the last round run; over
   // every element-step of the arrivals, the share with |Δθ| > 5η and the largest |Δθ|/η, η being the element's tensor's
   // outer lr.

@@ -28,7 +28,7 @@ namespace cgad::simulate {
 // the Adam family, bf16 state or stochastic rounding is refused as fastpath::validate refuses it.
 struct SweepGrid {
   SimulationSpec base;
-  std::vector<std::string> methods;  // the names of reference::kOptimizerNames
+  std::vector<std::string> methods;  // the names of core::kOptimizerNames
   std::vector<long> taus;            // the fixed τ (constant delays) or τ_max (any other schedule)
   std::vector<std::size_t> sizes;
   std::vector<fastpath::StateFormat> states;

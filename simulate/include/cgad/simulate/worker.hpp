@@ -18,7 +18,7 @@ namespace cgad::simulate {
 // skips and counts). AdamW (Loshchilov & Hutter, decoupled weight decay) is the reference's Adam in float
 // (reference::make_optimizer<float> with OptimizerKind::adam: σ ≡ 1, so the same maths,
 // x = x − lr·(m̂/(sqrt(v̂) + ε) + wd·x)), one outer-optimizer event per inner step. A gradient with a NaN, an Inf
-// or an element past the overflow rule (|g| ≥ 2^63, reference/overflow_rule.hpp) is refused whole, leaving x and
+// or an element past the overflow rule (|g| ≥ 2^63, core/overflow_rule.hpp) is refused whole, leaving x and
 // the state untouched. Per-tensor learning rates (`lr_multipliers`, μP: lr_scale.hpp) make one AdamW per run of
 // consecutive tensors with the same multiplier — torch's param groups; with one multiplier there is one.
 class InnerOptimizer {

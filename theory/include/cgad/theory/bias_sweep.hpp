@@ -13,7 +13,7 @@ namespace cgad::theory {
 struct SweepColumn {
   std::string name;  // update_name(update, gate)
   UpdateKind update;
-  reference::GateKind gate;
+  core::GateKind gate;
 };
 
 // Ideal only: ideal cgad, ideal adam-decay, ideal ungated. With the real update: those three, then cgad-adam,

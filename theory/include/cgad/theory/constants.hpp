@@ -40,7 +40,7 @@ struct SupConstant {
   unsigned k = 1;
   Interval value;                         // certified enclosure of the sup over real τ
   Interval argmax;                        // certified enclosure of the unique maximizer τ* ∈ (0, τ_cut)
-  reference::mpfr_real value_mpfr;        // τ*^k·reference::sigma(τ*) at the working precision, τ* = mid(argmax)
+  reference::mpfr_real value_mpfr;        // τ*^k·core::sigma(τ*) at the working precision, τ* = mid(argmax)
   reference::mpfr_real argmax_mpfr;       // mid(argmax)
   Interval integer_value;                 // certified enclosure of max_{τ ∈ {0..τ_cut}} τ^k σ(τ)
   long integer_argmax = 0;                // an integer maximizer (floor or ceil of τ*)
@@ -54,7 +54,7 @@ struct BoundConstants {
   unsigned precision_bits = 0;
   SupConstant b1, b2;
   Interval w;                                     // certified enclosure of Σ_{τ=1}^{τ_cut} σ(τ)
-  reference::mpfr_real w_mpfr;                    // the same sum of reference::sigma at the working precision
+  reference::mpfr_real w_mpfr;                    // the same sum of core::sigma at the working precision
   Interval w_cutoff_bound;                        // (τ_cut − 1)/2, the α = 0 value of W (exact)
   std::vector<CertifiedInequality> inequalities;  // B1 ≤ 1/(eα), B2 ≤ 4/(eα)², W ≤ 1/(e^α−1), integer B1/B2
   // α·τ_cut ≥ 1: the cutoff lies past the exponential's peak 1/α, and the bound 1/(eα) is tight up to the

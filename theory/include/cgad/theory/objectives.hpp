@@ -7,7 +7,7 @@
 // All four are separable, f(x) = Σ_i φ_i(x_i): the Hessian is diagonal, so ‖∇²f(x)‖₂ = max_i |φ_i''(x_i)|
 // and L = max_i sup_s |φ_i''(s)| is a global Lipschitz constant of ∇f in the 2-norm (mean-value theorem);
 // likewise ‖∇f(x)‖₂ ≤ (Σ_i sup|φ_i'|²)^{1/2}. Each φ_i's bounds are derived beside it.
-#include "cgad/reference/errors.hpp"
+#include "cgad/core/errors.hpp"
 #include "cgad/reference/real.hpp"
 
 #include <cmath>
@@ -26,7 +26,7 @@ inline constexpr const char* kObjectiveKindNames = "geman-mcclure|sine-ripple|lo
 ObjectiveKind parse_objective_kind(std::string_view name);  // InputError on an unknown name
 const char* to_string(ObjectiveKind kind);
 
-template <reference::RealScalar Real>
+template <core::RealScalar Real>
 class Objective {
  public:
   virtual ~Objective() = default;
@@ -72,7 +72,7 @@ class Objective {
 //   |ψ''| ≤ 2, L = 2·max w_i, and ψ'' < 0 for s² > ⅓ (non-convex).
 //   |ψ'| is maximal where (1+u) = 4u, u = ⅓: |ψ'| ≤ 2·(1/√3)/(16/9) = 3√3/8, so G = (3√3/8)·‖w‖₂.
 //   f ≥ 0 = f* (attained at x = c).
-template <reference::RealScalar Real>
+template <core::RealScalar Real>
 class GemanMcClure final : public Objective<Real> {
  public:
   GemanMcClure(std::size_t d, std::uint64_t seed) : Objective<Real>(d, seed, 0.5, 2.0, 2.0) {}
@@ -104,7 +104,7 @@ class GemanMcClure final : public Objective<Real> {
 // Sine ripple (non-convex, periodic): φ_i(s) = a_i·(1 − cos(ω s)), s = x_i − c_i, a_i ∈ [½, 2], ω = 2.
 //   φ_i' = a_i ω sin(ω s), φ_i'' = a_i ω² cos(ω s) ∈ [−a_i ω², a_i ω²]: L = ω²·max a_i, G = ω‖a‖₂,
 //   non-convex wherever cos(ω s) < 0. f ≥ 0 = f* (attained at x = c).
-template <reference::RealScalar Real>
+template <core::RealScalar Real>
 class SineRipple final : public Objective<Real> {
  public:
   static constexpr int kOmega = 2;
@@ -135,7 +135,7 @@ class SineRipple final : public Objective<Real> {
 //   at ω s = π (s = π/3) φ'' = sech²(π/3) − 4.5 < 0.  |φ'| = |tanh s + aω sin(ω s)| ≤ 1 + aω = 5/2, so
 //   G = (5/2)√d.  f ≥ 0 = f* (both terms ≥ 0, attained at x = c).
 //   log cosh s is evaluated as |s| + log1p(e^{−2|s|}) − log 2, which neither overflows nor cancels.
-template <reference::RealScalar Real>
+template <core::RealScalar Real>
 class LogCoshRipple final : public Objective<Real> {
  public:
   LogCoshRipple(std::size_t d, std::uint64_t seed) : Objective<Real>(d, seed, 1.0, 1.0, 2.0) {}
@@ -178,7 +178,7 @@ class LogCoshRipple final : public Objective<Real> {
 // Noisy quadratic model with a power-law spectrum: f(x) = ½ Σ_i λ_i (x_i − c_i)², λ_i = i^{−3/2}
 // (i = 1…d). Convex, L = λ_1 = 1, f ≥ 0 = f*. Its gradient is unbounded, so the trajectory clips the step
 // at G; the noise lives in the oracle (multiplicative, default level ½), not here.
-template <reference::RealScalar Real>
+template <core::RealScalar Real>
 class NoisyQuadratic final : public Objective<Real> {
  public:
   NoisyQuadratic(std::size_t d, std::uint64_t seed) : Objective<Real>(d, seed, 1.0, 1.0, 2.0) {
@@ -205,9 +205,9 @@ class NoisyQuadratic final : public Objective<Real> {
   const std::vector<Real>& spectrum() const { return this->coefficient_; }
 };
 
-template <reference::RealScalar Real>
+template <core::RealScalar Real>
 std::unique_ptr<Objective<Real>> make_objective(ObjectiveKind kind, std::size_t dimension, std::uint64_t seed) {
-  if (dimension == 0) throw reference::InputError("objective dimension must be >= 1");
+  if (dimension == 0) throw core::InputError("objective dimension must be >= 1");
   switch (kind) {
     case ObjectiveKind::geman_mcclure:
       return std::make_unique<GemanMcClure<Real>>(dimension, seed);
@@ -218,7 +218,7 @@ std::unique_ptr<Objective<Real>> make_objective(ObjectiveKind kind, std::size_t 
     case ObjectiveKind::noisy_quadratic:
       return std::make_unique<NoisyQuadratic<Real>>(dimension, seed);
   }
-  throw reference::InputError("unknown objective");
+  throw core::InputError("unknown objective");
 }
 
 }  // namespace cgad::theory

@@ -34,8 +34,8 @@
 //      realized_bias = R_T / (L·η²·G_run²·T).
 //  Step 2 then gives realized_bias ≤ Σσ_tτ_t/T ≤ B1 for the ideal update, and realized_bias ≤ Σ_tτ_t/T (the
 //  realized mean delay) for every update.
-#include "cgad/reference/gate.hpp"
-#include "cgad/reference/hyperparams.hpp"
+#include "cgad/core/gate.hpp"
+#include "cgad/core/hyperparams.hpp"
 #include "cgad/reference/real.hpp"
 #include "cgad/theory/delays.hpp"
 #include "cgad/theory/objectives.hpp"
@@ -51,7 +51,7 @@
 namespace cgad::theory {
 
 // Which σ the update applies: CGAD (cosine gate), Adam-Decay (e^{−ατ}), or ungated (σ ≡ 1).
-using UpdateGate = reference::GateParams<reference::mpfr_real>;
+using UpdateGate = core::GateParams<reference::mpfr_real>;
 
 enum class UpdateKind { ideal, gated_adam };
 
@@ -59,20 +59,20 @@ enum class UpdateKind { ideal, gated_adam };
 // with the gate its name implies: "cgad-adam" (cosine), "adam-decay-adam" (exponential), "adam" (σ ≡ 1).
 struct UpdateChoice {
   UpdateKind kind = UpdateKind::ideal;
-  std::optional<reference::GateKind> gate;  // set for the Adam updates
+  std::optional<core::GateKind> gate;  // set for the Adam updates
 };
 inline constexpr const char* kUpdateNames = "ideal|cgad-adam|adam-decay-adam|adam";
 UpdateChoice parse_update(std::string_view name);  // InputError naming kUpdateNames on any other name
 // "ideal cgad", "ideal adam-decay", "ideal ungated", "cgad-adam", "adam-decay-adam", "adam".
-std::string update_name(UpdateKind kind, reference::GateKind gate);
+std::string update_name(UpdateKind kind, core::GateKind gate);
 
 // The gated-moment Adam's own hyperparameters (its learning rate is the run's η; no weight decay).
 struct AdamSettings {
   // Parsed as the reference's own defaults are (AdamHyper), so both round the same decimals the same way.
-  reference::mpfr_real beta1 = reference::parse_real<reference::mpfr_real>("0.9", "beta1");
-  reference::mpfr_real beta2 = reference::parse_real<reference::mpfr_real>("0.999", "beta2");
-  reference::mpfr_real eps = reference::parse_real<reference::mpfr_real>("1e-8", "eps");
-  reference::ZeroGatePolicy on_zero_gate = reference::ZeroGatePolicy::apply;
+  reference::mpfr_real beta1 = core::parse_real<reference::mpfr_real>("0.9", "beta1");
+  reference::mpfr_real beta2 = core::parse_real<reference::mpfr_real>("0.999", "beta2");
+  reference::mpfr_real eps = core::parse_real<reference::mpfr_real>("1e-8", "eps");
+  core::ZeroGatePolicy on_zero_gate = core::ZeroGatePolicy::apply;
 };
 
 inline constexpr long kMaxTrajectoryTauMax = 100'000;
@@ -86,7 +86,7 @@ struct TrajectoryConfig {
   long tau_max = 16;
   long steps = 1000;
   std::uint64_t seed = 1;
-  UpdateGate gate{reference::GateKind::cosine, reference::mpfr_real("0.2"), reference::mpfr_real(32)};
+  UpdateGate gate{core::GateKind::cosine, reference::mpfr_real("0.2"), reference::mpfr_real(32)};
   reference::mpfr_real eta{"0.05"};
   std::optional<double> noise;  // s; empty: the objective's default
   UpdateKind update = UpdateKind::ideal;
@@ -142,7 +142,7 @@ struct TrajectoryReport {
   long idle_steps = 0;     // constant-from-start: steps before the first arrival (no update at all)
 };
 
-// The integer maximizer of τ·σ(τ) over {0, …, tau_max} (the smallest one on ties), with reference::sigma.
+// The integer maximizer of τ·σ(τ) over {0, …, tau_max} (the smallest one on ties), with core::sigma.
 long integer_argmax_tau_sigma(const UpdateGate& gate, long tau_max);
 
 // The objective and the starting point x_0 a run of `config` uses (drawn from the seed), so that a test can replay

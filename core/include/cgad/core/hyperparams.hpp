@@ -1,0 +1,148 @@
+#pragma once
+// Hyperparameters of every outer optimizer and their validation, defined once (docs/design.md §2, §3).
+// The fast path and the theory read the same structs; defaults are parsed from decimal text so that
+// an MPFR run sees 1e-3, not the double nearest to it.
+#include "cgad/core/errors.hpp"
+#include "cgad/core/gate.hpp"
+#include "cgad/core/real_scalar.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+namespace cgad::core {
+
+// What an Adam-family step does when σ(τ) = 0: run the step on a zero gradient (the paper's one-line
+// change: t advances, m and v decay, θ moves on its momentum), or drop the event entirely.
+enum class ZeroGatePolicy { apply, skip };
+
+template <RealScalar Real>
+struct AdamHyper {
+  Real lr = parse_real<Real>("1e-3", "lr");
+  Real beta1 = parse_real<Real>("0.9", "beta1");
+  Real beta2 = parse_real<Real>("0.999", "beta2");
+  Real eps = parse_real<Real>("1e-8", "eps");
+  Real weight_decay = Real(0);
+};
+
+// The DiLoCo outer recipe: lr 0.7, momentum 0.9 (Douillard et al. 2023, arXiv 2311.08105).
+template <RealScalar Real>
+struct NesterovHyper {
+  Real lr = parse_real<Real>("0.7", "lr");
+  Real momentum = parse_real<Real>("0.9", "momentum");
+};
+
+template <RealScalar Real>
+void require_unit_interval(const Real& x, const std::string& name) {
+  if (!is_finite(x) || x < 0 || x >= 1) throw InputError(name + " must lie in [0, 1), got " + show(x));
+}
+template <RealScalar Real>
+void require_positive(const Real& x, const std::string& name) {
+  if (!is_finite(x) || x <= 0) throw InputError(name + " must be finite and > 0, got " + show(x));
+}
+
+template <RealScalar Real>
+void require_nonnegative(const Real& x, const std::string& name) {
+  if (!is_finite(x) || x < 0) throw InputError(name + " must be finite and >= 0, got " + show(x));
+}
+
+// lr >= 0, as torch.optim, bitsandbytes and torchao take it: a schedule may reach 0 (warmup from 0, LinearLR to
+// 0), and a step at lr = 0 leaves θ where it is while t and the buffers advance (docs/design.md §3).
+template <RealScalar Real>
+void validate(const AdamHyper<Real>& h) {
+  require_nonnegative(h.lr, "lr");
+  require_unit_interval(h.beta1, "beta1");
+  require_unit_interval(h.beta2, "beta2");
+  require_positive(h.eps, "eps");
+  require_nonnegative(h.weight_decay, "weight_decay");
+}
+
+template <RealScalar Real>
+void validate(const NesterovHyper<Real>& h) {
+  require_nonnegative(h.lr, "lr");
+  require_unit_interval(h.momentum, "momentum");
+}
+
+// Upper limits that keep finite input finite, for the commands that take hyperparameters from a user (`cgad
+// replay`, `cgad noise`, the Python package; fastpath::validate and the libraries take any finite value, so that a
+// study may run an optimizer into divergence on purpose and report it). What they rest on: every applied event has
+// |σ·Δ| < 2^63 (the overflow rule, overflow_rule.hpp: gated_adam.hpp, nesterov.hpp, the fast path alike), and a state
+// a step can reach is finite (a state file that holds another is refused). A step may move θ by at most 2^126: from
+// any |θ| < 2^127 the result stays below 2^128, float's overflow threshold.
+//   - Nesterov family: |b| < 2^63/(1 − μ) ≤ 2^87, since μ ≤ 1 − 2^-24 (the largest float below 1); so
+//     |Δ + μ·b| < 2^88, and η ≤ 2^38 makes one step move θ by less than 2^126. (η = 3e38 gave -Inf on the first
+//     event.)
+//   - Adam family: a step moves θ by η·(A + λ|θ|), A = |m̂|/(√v̂ + ε) (adam_term_bound below). Decoupled decay
+//     multiplies θ by 1 − ηλ per step: ηλ ≤ 2 keeps |1 − ηλ| ≤ 1, so the decay never amplifies θ (λ = 1e30 at the
+//     default η = 1e-3 sent θ to ±Inf within two steps), and λ ≤ 2^63 keeps the product λ·θ finite for every
+//     |θ| < 2^65. η·A ≤ 2^126 is required of the bound on A, and so is A/√(1 − β2) ≤ 2^126: bitsandbytes' order
+//     (fastpath/detail/element_update.hpp) forms m/(√v + c2·ε) = A·c1/c2 first, and c1/c2 ≤ 1/√(1 − β2).
+// Not covered, and documented as such: a run that accumulates past 2^127 over very many steps, and a state that
+// rounds v to 0 under a nonzero m (bitsandbytes' 8-bit zero code, which has no guard; v below float's smallest
+// subnormal), where only A < 2^63/ε holds whatever the betas.
+inline constexpr double kMaxLearningRate = 0x1p38;  // 274877906944
+inline constexpr double kMaxWeightDecay = 0x1p63;
+inline constexpr double kMaxDecayPerStep = 2;    // η·λ
+inline constexpr double kMaxStepMove = 0x1p126;  // the most one step may move θ by
+
+// A bound on the Adam term A = |m̂|/(√v̂ + ε) over every step count t and every gradient sequence with |g| < 2^63,
+// in exact arithmetic, from (β1, β2, ε) as doubles. Always A < 2^63/ε (m̂ is a weighted mean of the g, √v̂ ≥ 0).
+// With β1² < β2, also A ≤ K = (1 − β1)/√((1 − β2)(1 − β1²/β2)) whatever ε: with m_t = (1 − β1)Σ_k β1^(t−k) g_k,
+// v_t = (1 − β2)Σ_k β2^(t−k) g_k² and ρ = β1²/β2, Cauchy–Schwarz gives |m_t| ≤ (1 − β1)·√(Σ_{j<t} ρ^j)·√(v_t/(1 − β2)),
+// and after the bias corrections the t-dependent factor √((1 − β2^t)(1 − ρ^t))/(1 − β1^t) is ≤ 1 (AM–GM:
+// (1 − a)(1 − b) ≤ (1 − √(ab))² with a = β2^t, b = ρ^t, √(ab) = β1^t). K = 7.27 at the defaults. With β1² ≥ β2
+// nothing but ε bounds A: one gradient and then zeros make A grow like (β1/√β2)^t (like √t at β1² = β2) until
+// √v̂ falls below ε. The comparison β1² < β2 is exact: β1² = p + e exactly (p = RN(β1·β1), e = fma(β1, β1, −p)),
+// and (p − β2) + e has the sign of β1² − β2 (p − β2 is exact where the two are within a factor 2, and otherwise
+// exceeds |e| ≤ ulp(p)/2 by far).
+inline double adam_term_bound(double beta1, double beta2, double eps) {
+  const double by_eps = 0x1p63 / eps;
+  // β1 = 0 (ρ = 0, also at β2 = 0): m̂ = g_t and v̂ ≥ (1 − β2)·g_t², so A ≤ 1/√(1 − β2), K's value there.
+  if (beta1 == 0) return std::min(1 / std::sqrt(1 - beta2), by_eps);
+  const double p = beta1 * beta1;
+  const double excess = (p - beta2) + std::fma(beta1, beta1, -p);  // β1² − β2, its sign exact
+  if (!(excess < 0)) return by_eps;
+  const double k = (1 - beta1) / std::sqrt((1 - beta2) * (-excess / beta2));
+  return std::min(k, by_eps);
+}
+
+template <RealScalar Real>
+void validate_range(const AdamHyper<Real>& h) {
+  validate(h);
+  if (h.lr > Real(kMaxLearningRate)) {
+    throw InputError("lr must be <= 2^38 = 274877906944 (larger steps overflow float), got " + show(h.lr));
+  }
+  if (h.weight_decay > Real(kMaxWeightDecay)) {
+    throw InputError(
+        "weight_decay must be <= 2^63 = 9223372036854775808 (weight_decay * theta must stay finite), got " +
+        show(h.weight_decay));
+  }
+  if (Real(h.lr * h.weight_decay) > Real(kMaxDecayPerStep)) {
+    throw InputError(
+        "lr * weight_decay must be <= 2 (the decoupled decay multiplies theta by 1 - lr*weight_decay "
+        "each step; past 2 it amplifies theta to infinity), got lr = " +
+        show(h.lr) + ", weight_decay = " + show(h.weight_decay));
+  }
+  const double beta2 = static_cast<double>(h.beta2);
+  const double bound = adam_term_bound(static_cast<double>(h.beta1), beta2, static_cast<double>(h.eps));
+  if (static_cast<double>(h.lr) * bound > kMaxStepMove || bound / std::sqrt(1 - beta2) > kMaxStepMove) {
+    throw InputError(
+        "lr, beta1, beta2 and eps allow a step past 2^126 (float overflows): the Adam term "
+        "|m_hat|/(sqrt(v_hat) + eps) is bounded by (1 - beta1)/sqrt((1 - beta2)(1 - beta1^2/beta2)) "
+        "only when beta1^2 < beta2, and otherwise by 2^63/eps alone; lr times its bound and the bound "
+        "/ sqrt(1 - beta2) must be <= 2^126, got lr = " +
+        show(h.lr) + ", beta1 = " + show(h.beta1) + ", beta2 = " + show(h.beta2) + ", eps = " + show(h.eps));
+  }
+}
+
+template <RealScalar Real>
+void validate_range(const NesterovHyper<Real>& h) {
+  validate(h);
+  if (h.lr > Real(kMaxLearningRate)) {
+    throw InputError("lr must be <= 2^38 = 274877906944 (with |grad| < 2^63, larger steps overflow float), got " +
+                     show(h.lr));
+  }
+}
+
+}  // namespace cgad::core

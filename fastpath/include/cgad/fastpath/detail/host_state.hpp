@@ -1,0 +1,44 @@
+#pragma once
+// The optimizer state as it lives in host memory: one or two moment buffers (m, v for the Adam family; b for
+// Nesterov) in fp32, bf16 or q8 (codes + one fp32 absmax per q8 chunk, and fp32 moments for the tensors under
+// min_q8_size in `fp32`). The CPU backend steps it in place; save/load serialize it; the CUDA backend mirrors it
+// on the device.
+#include "cgad/fastpath/detail/block_step.hpp"
+#include "cgad/fastpath/config.hpp"
+#include "cgad/fastpath/detail/q8_maps.hpp"
+#include "cgad/fastpath/detail/step_planner.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace cgad::fastpath {
+
+struct HostState {
+  StateFormat format = StateFormat::fp32;
+  int moments = 2;
+  std::vector<float> fp32[2];  // fp32 state; in a q8 configuration the fallback moments (StepPlanner)
+  std::vector<bf16> half[2];
+  std::vector<std::uint8_t> codes[2];
+  std::vector<float> absmax[2];
+
+  // The initial state for `planner`'s optimizer: all zero. q8 codes point at the map's exact zero with cgad
+  // semantics (the zero-free v map's smallest code: absmax 0 decodes it to 0); with bnb semantics they are 0, as
+  // bitsandbytes' init_state makes them (torch.zeros_like uint8: code 0 is −0.99… in the signed map, harmless under
+  // absmax 0).
+  static HostState zeros(const StepPlanner& planner);
+
+  // Fills plan.args' moment pointers (the buffers' starts; chunk_args() moves them to a chunk).
+  void bind(StepPlanner::Plan& plan);
+  // Dequantized moment `k` as float, for every parameter.
+  void read(const StepPlanner& planner, int k, std::span<float> out) const;
+  // Same shape (format, moment count, lengths) as `other`.
+  bool same_shape(const HostState& other) const;
+};
+
+// The map index of 0 in each q8 map; in the zero-free map, which has none, the index of its smallest code (an
+// all-zero state has absmax 0, so every code decodes to 0 there).
+std::uint8_t zero_code(Q8MapKind kind);
+
+}  // namespace cgad::fastpath
