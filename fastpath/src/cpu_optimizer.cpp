@@ -267,7 +267,7 @@ TensorState CpuOptimizer::tensor_state(std::size_t k) {
   const std::vector<std::size_t>& sizes = planner_.tensor_sizes();
   if (k >= sizes.size()) {
     throw core::InputError("tensor " + std::to_string(k) + " does not exist (there are " +
-                                std::to_string(sizes.size()) + ")");
+                           std::to_string(sizes.size()) + ")");
   }
   TensorState out;
   out.moments = state_.moments;

@@ -13,7 +13,7 @@ linspace(0.1, 1, n) in float32, the n-1 midpoints of consecutive points (float32
 Then 0 and 1 are appended and the 256 values are sorted.
 
 Usage: ATEN_CPU_CAPABILITY=avx2 bnb_dynamic_map.py > data/bnb_maps_torch1.13_avx2.txt (and default, avx512):
-the last bits depend on the vector width torch picks; proptests/fastpath_q8_test.cpp compares our maps with
+the last bits depend on the vector width torch picks; proptests/fastpath/fastpath_q8_test.cpp compares our maps with
 each of the files in data/, made with Debian's python3-torch 1.13.1.
 """
 import torch

@@ -331,7 +331,7 @@ TEST_F(CliAdversarial, PipesAndFifosAreStreamsAndAFifoWithoutAWriterIsRefusedInB
   if (device("zero", 1, 5)) expect_refused(cgad("replay --input zero --output -"), "not a regular file, pipe or FIFO");
 }
 
-TEST_F(CliAdversarial, Items22To24EmptyItemsEmptyValuesAndNegativeNumbersAreRefused) {
+TEST_F(CliAdversarial, EmptyItemsEmptyValuesAndNegativeNumbersAreRefused) {
   write("s.jsonl", kStream);
   const std::string noise = "noise --size 8 --steps 2 --log-every 1 ";
   for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{

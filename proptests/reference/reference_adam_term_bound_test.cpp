@@ -45,8 +45,8 @@ TEST(AdamTermBound, HoldsAndIsApproachedWhenBetaOneSquaredIsBelowBetaTwo) {
   std::uniform_real_distribution<double> unit(0.0, 1.0);
   for (int trial = 0; trial < 400; ++trial) {
     const double beta2 = 0.5 + 0.49 * unit(rng);
-    const double beta1 = std::sqrt(beta2) * (0.1 + 0.89 * unit(rng));  // β1² < β2; (β2/β1)^400 stays in range
-    const double k = cgad::core::adam_term_bound(beta1, beta2, 1e-300);       // ε so small that K is the bound
+    const double beta1 = std::sqrt(beta2) * (0.1 + 0.89 * unit(rng));    // β1² < β2; (β2/β1)^400 stays in range
+    const double k = cgad::core::adam_term_bound(beta1, beta2, 1e-300);  // ε so small that K is the bound
     const long double worst = worst_adam_term(beta1, beta2, 400);
     EXPECT_LE(worst, k * (1 + 1e-12)) << "beta1 " << hex(beta1) << " beta2 " << hex(beta2) << " K " << hex(k);
   }

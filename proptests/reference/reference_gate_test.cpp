@@ -82,7 +82,8 @@ RC_GTEST_FIXTURE_PROP(GateTest, SigmaIsContinuousAtTheCutoff, ()) {
   const int k = *rc::gen::inRange(1, 200);
   const mpfr_real h = ldexp(mpfr_real(1), -k);
   const mpfr_real s = ref::sigma(mpfr_real(gate.tau_cut - h), gate);
-  const mpfr_real bound = pow(cgad::core::ScalarTraits<mpfr_real>::pi() * h / (2 * gate.tau_cut), 2) * (1 + ldexp(mpfr_real(1), -200));
+  const mpfr_real bound =
+      pow(cgad::core::ScalarTraits<mpfr_real>::pi() * h / (2 * gate.tau_cut), 2) * (1 + ldexp(mpfr_real(1), -200));
   RC_ASSERT(s > 0);
   RC_ASSERT(s <= bound);
 }

@@ -90,8 +90,8 @@ void validate_outer(const SimulationSpec& spec, std::size_t parameters) {
   }
   fastpath::validate(spec.outer);
   // The optimizers take lr = 0; a run does not: its trap metrics measure each step in units of the outer lr.
-  core::require_positive(
-      core::is_adam_family(spec.outer.optimizer) ? spec.outer.adam.lr : spec.outer.nesterov.lr, "outer lr");
+  core::require_positive(core::is_adam_family(spec.outer.optimizer) ? spec.outer.adam.lr : spec.outer.nesterov.lr,
+                         "outer lr");
   if (spec.outer.fragments > parameters) {
     throw InputError("empty fragment: " + std::to_string(spec.outer.fragments) + " fragments over " +
                      std::to_string(parameters) + " parameters");

@@ -36,7 +36,7 @@ Real parse_nonvanishing(const std::string& text, const char* name) {
   const std::string mantissa = text.substr(0, text.find_first_of("eE"));
   if (x == 0 && mantissa.find_first_of("123456789") != std::string::npos) {
     throw core::InputError(std::string(name) + " is not 0 as written, got '" + text + "', which rounds to 0 in " +
-                                (std::same_as<Real, float> ? "float (the fast path's format)" : "this format"));
+                           (std::same_as<Real, float> ? "float (the fast path's format)" : "this format"));
   }
   return x;
 }

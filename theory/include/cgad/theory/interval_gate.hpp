@@ -1,7 +1,7 @@
 #pragma once
 // The cosine gate of docs/design.md §3 in interval arithmetic: the ONE place theory/ evaluates the gate formula
 // itself (the MPFR gate lives in core/gate.hpp and is cross-checked against this in
-// proptests/theory_interval_gate_test.cpp). Both follow the same identity,
+// proptests/theory/theory_interval_gate_test.cpp). Both follow the same identity,
 //   σ(τ) = ½(1 + cos(πτ/τ_cut))·e^{−ατ} = sin²(π(τ_cut − τ)/(2τ_cut))·e^{−ατ}   for 0 ≤ τ ≤ τ_cut,
 // and σ(τ) = 0 for τ ≥ τ_cut.
 #include "cgad/theory/interval.hpp"

@@ -1,7 +1,7 @@
 #pragma once
 // Which instruction set the CPU backend's block loops run (cpu_blocks.cpp compiles each of them three times):
 // AVX-512 (x86-64-v4), AVX2 (x86-64-v3) or baseline x86-64 ("generic"). The bits never depend on it — the
-// vector code is checked against the one per-element rule (proptests/fastpath_q8_vector_test.cpp) and the step
+// vector code is checked against the one per-element rule (proptests/fastpath/fastpath_q8_vector_test.cpp) and the step
 // fingerprint is the same under every ISA — so the choice is only about speed, and the benchmarks report it.
 #include <cstdint>
 #include <string_view>

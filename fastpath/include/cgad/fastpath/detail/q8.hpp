@@ -38,7 +38,7 @@
 // CPU's vector encoders use the same model, and may differ from q8_model_index only in which elements they send
 // to the search (their near test rounds pos to nearest where this one takes ⌊pos⌋): each is checked exact on
 // its own.
-// proptests/fastpath_q8_vector_test.cpp checks q8_nearest_fast against q8_nearest on every float, every map.
+// proptests/fastpath/fastpath_q8_vector_test.cpp checks q8_nearest_fast against q8_nearest on every float, every map.
 //
 // Stochastic rounding picks between the two codes c_lo ≤ x ≤ c_hi around x (below the zero-free map's code[1]
 // both are code[1], and so is the result), rounding up with probability

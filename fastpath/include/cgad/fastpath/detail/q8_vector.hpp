@@ -1,9 +1,9 @@
 #pragma once
 // The CPU backend's q8 encoder and decoder for whole blocks: the same codes as the per-element rule
 // (q8_nearest, q8_dequantize in q8.hpp; the CUDA kernel runs q8_nearest_fast, which equals q8_nearest), computed
-// without per-element table reads where an ISA allows it. proptests/fastpath_q8_vector_test.cpp checks them against
-// that rule on every one of the 2^32 floats for each of the six maps (q8_maps.hpp) (label long; a sampled version runs
-// under ci).
+// without per-element table reads where an ISA allows it. proptests/fastpath/fastpath_q8_vector_test.cpp checks them
+// against that rule on every one of the 2^32 floats for each of the six maps (q8_maps.hpp) (label long; a sampled
+// version runs under ci).
 //
 // The encoder is q8_nearest_fast's line model (q8.hpp), 8 lanes at a time, with the bucket search for the
 // elements the model leaves undecided: no table read per element otherwise. The decoder keeps the code table in
@@ -22,7 +22,7 @@ void q8_encode_nearest(const float* x, std::size_t count, const Q8Map& map, std:
 // codes[j] = bnb_sign_fix(codes[j], values[j], map) (block_step.hpp) for j < count, with the code's sign read
 // from its index rather than from map.code: in a signed dynamic map the codes below zero_index are negative and
 // the one at it is +0 (q8_maps.hpp), so the loop reads no table and vectorizes. Requires map.has_model
-// (proptests/fastpath_q8_vector_test.cpp checks it against bnb_sign_fix for every code and value class).
+// (proptests/fastpath/fastpath_q8_vector_test.cpp checks it against bnb_sign_fix for every code and value class).
 inline void bnb_sign_fix_block(std::uint8_t* codes, const float* values, std::size_t count, const Q8Map& map) {
   const std::int32_t zero = map.model.zero_index;
   for (std::size_t j = 0; j < count; ++j) {

@@ -14,7 +14,7 @@
 // and τ_cut unless σ(τ) lies within that relative distance of a float midpoint. A user's decimal α (the command
 // line, Python) is first rounded to double, which moves σ by at most ατ·2^-53 more: ≤ 2^-46 in all. Checked against
 // the MPFR reference at 256 bits, α parsed from its decimal, for every τ below τ_cut at several α and τ_cut
-// (proptests/fastpath_sigma_rounding_test.cpp).
+// (proptests/fastpath/fastpath_sigma_rounding_test.cpp).
 //
 // SDM: 1/(1 + τ) rounded to the nearest float by integer division, exact for every τ < 2^63.
 #include "cgad/fastpath/config.hpp"

@@ -1,8 +1,8 @@
 #pragma once
 // The CUDA step's agent (docs/design.md §5: per-element functor → agent → dispatch → device API, CUB's layering): what
 // one thread of the block that owns a chunk (block_step.hpp's StepChunk, ≤ 256 elements) does, written once for
-// nvcc and g++ so that proptests/fastpath_step_test.cpp runs this very code on the host, thread by thread, against
-// the CPU backend.
+// nvcc and g++ so that proptests/fastpath/fastpath_step_test.cpp runs this very code on the host, thread by thread,
+// against the CPU backend.
 //
 // A thread owns TilePolicy::items elements of its chunk and moves every operand of theirs (Δ, θ, each moment's fp32
 // or bf16 value or q8 code) between memory and registers in one of two arrangements:

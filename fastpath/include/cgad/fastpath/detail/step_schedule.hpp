@@ -16,8 +16,8 @@
 // midpoint. The floats the step uses, 1 − RN_f(β^t) and RN_f(1 − β^t), are then those std::pow gave: over t ≤ 2^24
 // and β ∈ {0, 0.5, 0.9, 0.95, 0.99, 0.995, 0.999, 0.9999, 0.99999, 0.999999} not one of the 3.4·10^8 floats
 // differs, while the doubles differ in up to 14366 of 2^24 t for one β (glibc's pow is not correctly rounded).
-// The test (proptests/fastpath_schedule_test.cpp) checks the power against MPFR and the floats against std::pow's
-// (t ≤ 2^16; fastpath_schedule_long_test t ≤ 2^24).
+// The test (proptests/fastpath/fastpath_schedule_test.cpp) checks the power against MPFR and the floats against
+// std::pow's (t ≤ 2^16; fastpath_schedule_long_test t ≤ 2^24).
 //
 // Ages follow the reference's GatedAdam (gated_adam.hpp): a_f = max(0, round − last_sync_f − 1); an event for
 // fragment f synchronizes f whether it is applied or skipped for a zero gate; an event refused for a NaN/Inf or

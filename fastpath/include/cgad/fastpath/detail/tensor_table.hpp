@@ -35,13 +35,12 @@ void check_table(const char* what, std::span<T* const> pointers, std::size_t ten
                  std::size_t last, const std::vector<std::size_t>& sizes) {
   if (pointers.size() != tensors) {
     throw core::InputError(std::string("the tensor table has ") + std::to_string(pointers.size()) + " " + what +
-                                " pointers, the optimizer " + std::to_string(tensors) + " tensors");
+                           " pointers, the optimizer " + std::to_string(tensors) + " tensors");
   }
   for (std::size_t k = first; k <= last && k < tensors; ++k) {
     if (pointers[k] == nullptr && sizes[k] != 0) {
-      throw core::InputError(std::string("the tensor table's ") + what + " pointer for tensor " +
-                                  std::to_string(k) + " (" + std::to_string(sizes[k]) +
-                                  " elements, read by this step) is null");
+      throw core::InputError(std::string("the tensor table's ") + what + " pointer for tensor " + std::to_string(k) +
+                             " (" + std::to_string(sizes[k]) + " elements, read by this step) is null");
     }
   }
 }
