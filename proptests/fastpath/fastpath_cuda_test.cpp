@@ -225,8 +225,8 @@ TEST(FastpathCuda, TableStepIsBitIdenticalToTheCpuTableStep) {
   std::vector<std::vector<std::size_t>> layouts = {{257, 256, 0, 300}, {}, {}};
   for (std::size_t k = 0; k < 71; ++k) layouts[1].push_back((k * 37) % 300 + 1);
   for (std::size_t k = 0; k < 129; ++k) layouts[2].push_back(k == 64 ? 600 : 3);
-  std::vector<StepConfig> configs = all_format_configs(reference::OptimizerKind::cgad);
-  for (StepConfig config : all_format_configs(reference::OptimizerKind::pa_cgad)) {
+  std::vector<StepConfig> configs = all_format_configs(core::OptimizerKind::cgad);
+  for (StepConfig config : all_format_configs(core::OptimizerKind::pa_cgad)) {
     config.fragments = 3;
     configs.push_back(config);
   }

@@ -293,3 +293,36 @@ def test_the_documented_sigma_value_is_the_one_returned():
     assert shown, "docs/python.md shows cgad.sigma(4) with its value"
     digits = shown.group(1).rstrip(".")
     assert repr(cgad.sigma(4)).startswith(digits), (digits, cgad.sigma(4))
+
+
+@pytest.mark.parametrize("state", ["fp32", "bf16", "q8"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_parameter_without_a_gradient_is_left_untouched_and_the_others_step_as_without_it(state, dtype):
+    """torch.optim skips a parameter whose grad is None (a frozen or unused one) while the rest of its group steps:
+    its values and state keep their bits, and every other parameter ends with the bits of an optimizer that never
+    held it (q8 blocks restart at every tensor, so no other tensor's update reads it)."""
+    torch.manual_seed(7)
+    shapes = [(300,), (17, 3), (260,)]
+    start = [torch.randn(s).to(dtype) for s in shapes]
+    ps = [torch.nn.Parameter(t.clone()) for t in start]
+    without = [torch.nn.Parameter(t.clone()) for i, t in enumerate(start) if i != 1]
+    opt = cgad.torch.CGAD(ps, lr=1e-2, state=state, min_q8_size=0, threads=1)
+    ref = cgad.torch.CGAD(without, lr=1e-2, state=state, min_q8_size=0, threads=1)
+    for tau in (0, 3, 1, 5):
+        grads = [torch.randn(s) for s in shapes]
+        for i, (p, g) in enumerate(zip(ps, grads)):
+            p.grad = None if i == 1 else g.to(dtype)
+        for p, g in zip(without, [grads[0], grads[2]]):
+            p.grad = g.to(dtype)
+        frozen_state = {k: v.clone() for k, v in opt.state[ps[1]].items() if k != "step"}
+        assert opt.step(staleness=tau).applied and ref.step(staleness=tau).applied
+        assert torch.equal(ps[1].detach().view(torch.int16 if dtype == torch.bfloat16 else torch.int32),
+                           start[1].view(torch.int16 if dtype == torch.bfloat16 else torch.int32))
+        for k, v in frozen_state.items():
+            assert torch.equal(opt.state[ps[1]][k], v), k
+    bits = torch.int16 if dtype == torch.bfloat16 else torch.int32
+    for p, q in zip([ps[0], ps[2]], without):
+        assert torch.equal(p.detach().view(bits), q.detach().view(bits))
+        for k in opt.state[p]:
+            if k != "step":
+                assert torch.equal(opt.state[p][k], ref.state[q][k]), k

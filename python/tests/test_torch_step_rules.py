@@ -180,9 +180,6 @@ def test_missing_gradients():
     report = opt.step()
     assert (report.applied, report.reason) == (False, "no-gradient")
     assert snapshot(ps, opt) == before
-    ps[0].grad = torch.zeros_like(ps[0])
-    with pytest.raises(cgad.InputError, match="parameter 1 has no gradient"):
-        opt.step()
     pa = PACGAD(params(), fragments=3)  # a fragment reads only its own tensors' gradients
     pa.param_groups[0]["params"][0].grad = torch.ones(300)
     assert pa.step(fragment=0).applied

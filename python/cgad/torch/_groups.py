@@ -56,10 +56,15 @@ class Group:
         alive until the step has ended), or None when the group has no pseudo-gradient to apply."""
         views = held(params)
         ptrs = param_pointers(views, self.layout, where)
-        grads = gradients(params, self.tensors_in(fragment, where), where)
-        if grads is None:
+        gathered = gradients(params, self.tensors_in(fragment, where), where)
+        if gathered is None:
             return None
-        return ptrs, [0 if g is None else g.data_ptr() for g in grads], grads, views
+        grads, missing = gathered
+        if missing and not self.keeps_untouched:
+            _state.refuse(where, f"parameter {missing[0]} has no gradient (p.grad is None) while others in its group "
+                                 "do; a CUDA group's state lives on the device, where cgad.torch cannot keep it "
+                                 "untouched -- give it a pseudo-gradient, or put it in a param group of its own")
+        return ptrs, [0 if g is None else g.data_ptr() for g in grads], grads, views, missing
 
     def configure(self, spec):
         """Takes the group's hyperparameters for the next step (an lr schedule): a no-op when unchanged."""
@@ -71,6 +76,8 @@ class Group:
 
 class CpuGroup(Group):
     """``states[k]``: tensor k's entry of opt.state, on the engine's live state (_state.py)."""
+
+    keeps_untouched = True  # a parameter without a gradient: its state is here to put back
 
     def __init__(self, spec, params, threads, where):
         super().__init__(spec, params, threads, where)
@@ -116,7 +123,15 @@ class CpuGroup(Group):
         return self.engine.preview(prepared[1], tau, fragment)
 
     def step(self, params, prepared, tau, fragment):
+        # Parameters without a gradient stepped with zeros (gradients()): their values and state are put back, so
+        # they end as torch.optim leaves them. The group's step count still advances (one count per group).
+        kept = [(params[k].detach(), params[k].detach().clone(),
+                 {name: t.clone() for name, t in self.states[k].items() if name != "step"}) for k in prepared[4]]
         report = self.engine.step(prepared[0], prepared[1], tau, fragment)
+        for k, (param, value, state) in zip(prepared[4], kept):
+            param.copy_(value)
+            for name, saved in state.items():
+                self.states[k][name].copy_(saved)
         if report["applied"]:
             self.refresh_steps()
         return report
@@ -126,6 +141,7 @@ class CudaGroup(Group):
     """Its state lives on the device: opt.state[p] holds nothing for it, and its state_dict entry carries a copy,
     the fast path's checksummed state bytes (fastpath/state_file.hpp) as a uint8 tensor."""
     states = ()
+    keeps_untouched = False
 
     def __init__(self, spec, params, threads, where):
         super().__init__(spec, params, threads, where)

@@ -126,15 +126,16 @@ def grad_as_float32(p, i, where):
 
 def gradients(params, needed, where):
     """The float32 pseudo-gradients of the parameters whose index is in ``needed`` (the tensors a step reads),
-    None for the others; None altogether when none of the needed ones has a gradient (the group is skipped, as
-    torch.optim skips parameters without one). Some but not all missing is refused: the fast path steps a
-    group's tensors as one vector, so it cannot leave one out."""
+    None for the others, and the needed ones that have no gradient; None altogether when none of the needed ones
+    has one (the group is skipped, as torch.optim skips parameters without one). A parameter without a gradient
+    beside others with one gets zeros here, and its group's step puts its values and state back afterwards
+    (_groups.py), so that it is left untouched as torch.optim leaves it."""
     needed = set(needed)
     missing = sorted(i for i in needed if params[i].grad is None)
     if len(missing) == len(needed):
         return None
-    if missing:
-        refuse(where, f"parameter {missing[0]} has no gradient (p.grad is None) while others in its group do; "
-                      "cgad.torch steps a group's parameters together -- give it a pseudo-gradient (zeros for "
-                      "none), or put it in a param group of its own")
-    return [grad_as_float32(params[i], i, where) if i in needed else None for i in range(len(params))]
+    grads = [None] * len(params)
+    for i in needed:
+        grads[i] = (torch.zeros(params[i].shape, dtype=torch.float32, device=params[i].device) if i in missing
+                    else grad_as_float32(params[i], i, where))
+    return grads, missing
