@@ -178,6 +178,11 @@ class SplitGroup:
     event refused in either changes neither, as across param groups. Its counters() are its first dtype's. Not
     for PA-CGAD, whose fragments cut the group's tensors concatenated."""
 
+    @property
+    def spec(self):
+        """The group's configuration as its first dtype's part has it (the parts differ only in params)."""
+        return self.parts[0].spec
+
     def __init__(self, spec, params, threads, where):
         check_no_aliasing(named(params), where)
         members = {}
