@@ -1,6 +1,6 @@
 #include "cgad/differential/replay_fastpath.hpp"
 
-#include "cgad/fastpath/bf16_text.hpp"
+#include "cgad/differential/bf16_text.hpp"
 #include "cgad/fastpath/config.hpp"
 #include "cgad/fastpath/engine.hpp"
 
@@ -41,7 +41,7 @@ ReplayCounts replay_fastpath(const StreamHeader& header, const EventSource& next
   const std::string header_where = source + ":" + std::to_string(header.line) + ": params";
   if (config.params == fastpath::ParamFormat::bf16) {
     for (std::size_t i = 0; i < header.params.size(); ++i) {
-      params.bf16.push_back(fastpath::parse_bf16(header.params[i], header_where + "[" + std::to_string(i) + "]"));
+      params.bf16.push_back(differential::parse_bf16(header.params[i], header_where + "[" + std::to_string(i) + "]"));
     }
   } else {
     params.fp32 = parse_numbers<float>(header.params, header_where);
@@ -64,10 +64,11 @@ ReplayCounts replay_fastpath(const StreamHeader& header, const EventSource& next
     engine->advance_round();
     nlohmann::ordered_json head = event_record(i, *event, report, where, counts, notes);
     const fastpath::FastpathParams& now = engine->params();
-    EventRecord::Array values = now.bf16.empty() ? float_array("params", now.fp32)
-                                                 : EventRecord::Array{"params", now.bf16.size(), [&now](std::size_t k) {
-                                                                        return fastpath::bf16_to_decimal(now.bf16[k]);
-                                                                      }};
+    EventRecord::Array values = now.bf16.empty()
+                                    ? float_array("params", now.fp32)
+                                    : EventRecord::Array{"params", now.bf16.size(), [&now](std::size_t k) {
+                                                           return differential::bf16_to_decimal(now.bf16[k]);
+                                                         }};
     // Each buffer widened to float (4 bytes an element) while the record is written.
     const std::vector<std::string> names = engine->buffer_names();
     buffers.resize(names.size());

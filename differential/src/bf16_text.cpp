@@ -1,4 +1,4 @@
-#include "cgad/fastpath/bf16_text.hpp"
+#include "cgad/differential/bf16_text.hpp"
 
 #include "cgad/core/errors.hpp"
 #include "cgad/core/real_scalar.hpp"
@@ -9,7 +9,11 @@
 #include <cstdio>
 #include <string>
 
-namespace cgad::fastpath {
+namespace cgad::differential {
+
+using fastpath::bf16;
+using fastpath::round_nearest_even_bf16;
+
 namespace {
 
 // bf16 has 8 significant bits and float's exponent range: the largest finite value is (2 − 2^-7)·2^127 =
@@ -95,4 +99,4 @@ std::string bf16_to_decimal(bf16 value) {
   return core::to_decimal(x);
 }
 
-}  // namespace cgad::fastpath
+}  // namespace cgad::differential

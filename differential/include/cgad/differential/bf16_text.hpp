@@ -8,9 +8,9 @@
 #include <string>
 #include <string_view>
 
-namespace cgad::fastpath {
+namespace cgad::differential {
 
-bf16 parse_bf16(std::string_view text, std::string_view what);
-std::string bf16_to_decimal(bf16 value);
+fastpath::bf16 parse_bf16(std::string_view text, std::string_view what);
+std::string bf16_to_decimal(fastpath::bf16 value);
 
-}  // namespace cgad::fastpath
+}  // namespace cgad::differential

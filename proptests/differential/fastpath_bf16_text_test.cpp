@@ -1,8 +1,8 @@
-// Decimal text to bf16 and back (fastpath/bf16_text.hpp): one correct rounding in, the shortest round trip out.
+// Decimal text to bf16 and back (differential/bf16_text.hpp): one correct rounding in, the shortest round trip out.
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
-#include "cgad/fastpath/bf16_text.hpp"
+#include "cgad/differential/bf16_text.hpp"
 
 #include "cgad/core/errors.hpp"
 
@@ -14,8 +14,8 @@
 
 namespace {
 
-using cgad::fastpath::bf16_to_decimal;
-using cgad::fastpath::parse_bf16;
+using cgad::differential::bf16_to_decimal;
+using cgad::differential::parse_bf16;
 namespace fp = cgad::fastpath;
 
 // Every finite bf16 prints to a decimal that parses back to the same bits, and no shorter decimal would.
