@@ -2,7 +2,8 @@
 # configures, builds and runs examples/cpp_consumer against that prefix alone. Any failing stage fails the test.
 # Its fastpath_consumer uses cgad::fastpath alone, and must compile and link no arbitrary-precision library
 # (docs/design.md §2): no Boost.Multiprecision, mpfr.h or gmp.h in the header closure of its source (the compiler's
-# own -H list, with the build's exact compile command), no MPFR or GMP on its link line, none in its binary's NEEDED.
+# own -H list, with the build's exact compile command), no MPFR or GMP on its link line, none in its binary's NEEDED,
+# and no MPFR or GMP symbol referred to anywhere in the installed fast-path, core and io libraries.
 #   cmake -DBUILD_DIR=... -DSOURCE_DIR=... -DWORK_DIR=... -P test_install_consumer.cmake
 foreach(var BUILD_DIR SOURCE_DIR WORK_DIR)
   if(NOT DEFINED ${var})
@@ -75,6 +76,18 @@ if(NOT rc EQUAL 0 OR dynamic MATCHES "libmpfr|libgmp")
   message(FATAL_ERROR "the fast-path-only consumer's binary needs MPFR or GMP (readelf -d, status ${rc}):\n${dynamic}")
 endif()
 message(STATUS "the fast-path-only consumer links neither libmpfr nor libgmp")
+# The consumer above uses part of the fast path; a static library's other objects are linked only when used. So
+# the installed fast path (and the core and io it needs) must not refer to MPFR or GMP anywhere (nm's undefined
+# symbols): an object that did would fail to link for the user who calls it.
+find_program(NM nm REQUIRED)
+foreach(library cgad_fastpath cgad_core cgad_io)
+  file(GLOB archive "${prefix}/lib*/lib${library}.a")
+  execute_process(COMMAND ${NM} --undefined-only "${archive}" OUTPUT_VARIABLE undefined RESULT_VARIABLE rc)
+  string(REGEX MATCHALL "[^\n]* U (mpfr_|__gmp)[^\n]*" heavy "${undefined}")
+  if(NOT rc EQUAL 0 OR heavy)
+    message(FATAL_ERROR "the installed ${library} (${archive}) refers to MPFR or GMP (nm, status ${rc}):\n${heavy}")
+  endif()
+endforeach()
 run("run the fast-path-only consumer" "${consumer}/fastpath_consumer")
 
 run("build the consumer of the fast path and the reference" ${CMAKE_COMMAND} --build "${consumer}")
