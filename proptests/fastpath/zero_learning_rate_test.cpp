@@ -15,7 +15,7 @@
 namespace cgad::fastpath {
 namespace {
 
-using reference::OptimizerKind;
+using core::OptimizerKind;
 using testing::describe;
 using testing::Params;
 using testing::random_vector;
@@ -66,12 +66,12 @@ TEST(ZeroLearningRate, ReferenceKeepsTheParametersAndAdvancesTheStateAsAtPositiv
   reference::set_working_precision_bits(256);
   using reference::mpfr_real;
   for (const OptimizerKind kind : kKinds) {
-    const std::string where(reference::to_string(kind));
+    const std::string where(core::to_string(kind));
     const std::vector<float> start = random_vector(6, 3);
     std::vector<std::vector<mpfr_real>> params(2), buffers(2);
-    std::vector<std::vector<reference::StateCounter>> counters(2);
+    std::vector<std::vector<core::StateCounter>> counters(2);
     for (int k = 0; k < 2; ++k) {
-      reference::OptimizerConfig<mpfr_real> config;
+      core::OptimizerConfig<mpfr_real> config;
       config.kind = kind;
       config.adam.weight_decay = mpfr_real("0.01");
       if (k == 1) config.adam.lr = config.nesterov.lr = mpfr_real(0);
@@ -98,7 +98,7 @@ TEST(ZeroLearningRate, ANegativeLrIsStillRefused) {
   for (const OptimizerKind kind : kKinds) {
     StepConfig config = testing::all_format_configs(kind).front();
     set_lr(config, -0.5f);
-    EXPECT_THROW(validate(config), reference::InputError) << describe(config);
+    EXPECT_THROW(validate(config), core::InputError) << describe(config);
   }
 }
 

@@ -14,26 +14,26 @@
 
 namespace cgad::reference {
 
-template <RealScalar Real>
+template <core::RealScalar Real>
 class DelayedNesterov final : public OuterOptimizer<Real> {
  public:
-  DelayedNesterov(std::size_t parameters, NesterovHyper<Real> hyper, std::int64_t buffer)
-      : OuterOptimizer<Real>(FragmentLayout(parameters, 1)),
+  DelayedNesterov(std::size_t parameters, core::NesterovHyper<Real> hyper, std::int64_t buffer)
+      : OuterOptimizer<Real>(core::FragmentLayout(parameters, 1)),
         hyper_(std::move(hyper)),
         buffer_(buffer),
         b_(parameters, Real(0)),
         d_(parameters, Real(0)) {
-    validate(hyper_);
-    if (buffer_ < 1) throw InputError("delayed-nesterov buffer N must be >= 1, got " + std::to_string(buffer_));
+    core::validate(hyper_);
+    if (buffer_ < 1) throw core::InputError("delayed-nesterov buffer N must be >= 1, got " + std::to_string(buffer_));
   }
 
   std::string_view name() const override { return "delayed-nesterov"; }
   std::vector<StateBuffer<Real>> buffers() const override { return {{"b", b_}, {"D", d_}}; }
-  std::vector<StateCounter> counters() const override { return {{"arrivals", {arrivals_}}}; }
+  std::vector<core::StateCounter> counters() const override { return {{"arrivals", {arrivals_}}}; }
 
  protected:
-  StepReport<Real> step(std::span<Real> theta, const Event<Real>& event) override {
-    StepReport<Real> report;
+  core::StepReport<Real> step(std::span<Real> theta, const Event<Real>& event) override {
+    core::StepReport<Real> report;
     report.tau_effective = event.tau;
     const Real n(buffer_);
     const bool flush = (++arrivals_ % buffer_) == 0;
@@ -52,7 +52,7 @@ class DelayedNesterov final : public OuterOptimizer<Real> {
   }
 
  private:
-  NesterovHyper<Real> hyper_;
+  core::NesterovHyper<Real> hyper_;
   std::int64_t buffer_;
   std::int64_t arrivals_ = 0;
   std::vector<Real> b_;

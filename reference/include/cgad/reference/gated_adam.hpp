@@ -33,13 +33,13 @@
 
 namespace cgad::reference {
 
-template <RealScalar Real>
+template <core::RealScalar Real>
 class GatedAdam final : public OuterOptimizer<Real> {
  public:
   enum class Ages { ignore, gate_by_max };
 
-  GatedAdam(std::string name, FragmentLayout layout, AdamHyper<Real> hyper, GateParams<Real> gate,
-            ZeroGatePolicy on_zero_gate, Ages ages)
+  GatedAdam(std::string name, core::FragmentLayout layout, core::AdamHyper<Real> hyper, core::GateParams<Real> gate,
+            core::ZeroGatePolicy on_zero_gate, Ages ages)
       : OuterOptimizer<Real>(layout),
         name_(std::move(name)),
         hyper_(std::move(hyper)),
@@ -50,14 +50,14 @@ class GatedAdam final : public OuterOptimizer<Real> {
         v_(layout.parameters(), Real(0)),
         t_(layout.fragments(), 0),
         last_sync_(layout.fragments(), -1) {
-    validate(hyper_);
-    validate(gate_);
-    if (ages_rule_ == Ages::gate_by_max && gate_.kind == GateKind::cosine &&
+    core::validate(hyper_);
+    core::validate(gate_);
+    if (ages_rule_ == Ages::gate_by_max && gate_.kind == core::GateKind::cosine &&
         Real(static_cast<double>(layout.fragments()) - 1.0) >= gate_.tau_cut) {
-      throw InputError(
+      throw core::InputError(
           "pa-cgad needs at most tau_cut fragments (a fragment synchronized every P rounds has age "
           "P - 1, and an age >= tau_cut gates every event to 0); got P = " +
-          std::to_string(layout.fragments()) + ", tau_cut = " + show(gate_.tau_cut));
+          std::to_string(layout.fragments()) + ", tau_cut = " + core::show(gate_.tau_cut));
     }
   }
 
@@ -69,8 +69,8 @@ class GatedAdam final : public OuterOptimizer<Real> {
   std::int64_t age(std::size_t f) const { return std::max<std::int64_t>(0, round_ - last_sync_[f] - 1); }
 
   std::vector<StateBuffer<Real>> buffers() const override { return {{"m", m_}, {"v", v_}}; }
-  std::vector<StateCounter> counters() const override {
-    std::vector<StateCounter> out{{"t", t_}};
+  std::vector<core::StateCounter> counters() const override {
+    std::vector<core::StateCounter> out{{"t", t_}};
     if (ages_rule_ == Ages::gate_by_max) {
       std::vector<std::int64_t> ages(t_.size());
       for (std::size_t f = 0; f < ages.size(); ++f) ages[f] = age(f);
@@ -80,16 +80,17 @@ class GatedAdam final : public OuterOptimizer<Real> {
   }
 
  protected:
-  StepReport<Real> step(std::span<Real> theta, const Event<Real>& event) override {
+  core::StepReport<Real> step(std::span<Real> theta, const Event<Real>& event) override {
     const std::size_t f = event.fragment;
-    StepReport<Real> report;
+    core::StepReport<Real> report;
     report.tau_effective = ages_rule_ == Ages::gate_by_max ? std::max(event.tau, age(f)) : event.tau;
-    report.sigma = sigma(Real(report.tau_effective), gate_);
-    const bool zero_gate_skip = on_zero_gate_ == ZeroGatePolicy::skip && gamma(Real(report.tau_effective), gate_) == 0;
+    report.sigma = core::sigma(Real(report.tau_effective), gate_);
+    const bool zero_gate_skip =
+        on_zero_gate_ == core::ZeroGatePolicy::skip && core::gamma(Real(report.tau_effective), gate_) == 0;
     if (!zero_gate_skip) {
       if (const std::size_t i = first_overflowing_element(report.sigma, event.grad); i != event.grad.size()) {
         report.applied = false;
-        report.reason = SkipReason::overflowing_gradient;
+        report.reason = core::SkipReason::overflowing_gradient;
         report.nonfinite_index = i;
         return report;
       }
@@ -100,7 +101,7 @@ class GatedAdam final : public OuterOptimizer<Real> {
     // would make the decision depend on the format's exponent range.
     if (zero_gate_skip) {
       report.applied = false;
-      report.reason = SkipReason::zero_gate;
+      report.reason = core::SkipReason::zero_gate;
       return report;
     }
     const std::size_t offset = this->layout().offset(f);
@@ -142,9 +143,9 @@ class GatedAdam final : public OuterOptimizer<Real> {
 
  private:
   std::string name_;
-  AdamHyper<Real> hyper_;
-  GateParams<Real> gate_;
-  ZeroGatePolicy on_zero_gate_;
+  core::AdamHyper<Real> hyper_;
+  core::GateParams<Real> gate_;
+  core::ZeroGatePolicy on_zero_gate_;
   Ages ages_rule_;
   std::vector<Real> m_;
   std::vector<Real> v_;

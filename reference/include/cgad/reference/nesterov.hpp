@@ -19,26 +19,26 @@
 
 namespace cgad::reference {
 
-template <RealScalar Real>
+template <core::RealScalar Real>
 class Nesterov final : public OuterOptimizer<Real> {
  public:
   enum class Staleness { ignore, dampen };
 
-  Nesterov(std::size_t parameters, NesterovHyper<Real> hyper, Staleness staleness)
-      : OuterOptimizer<Real>(FragmentLayout(parameters, 1)),
+  Nesterov(std::size_t parameters, core::NesterovHyper<Real> hyper, Staleness staleness)
+      : OuterOptimizer<Real>(core::FragmentLayout(parameters, 1)),
         hyper_(std::move(hyper)),
         staleness_(staleness),
         b_(parameters, Real(0)) {
-    validate(hyper_);
+    core::validate(hyper_);
   }
 
   std::string_view name() const override { return staleness_ == Staleness::dampen ? "sdm" : "nesterov"; }
   std::vector<StateBuffer<Real>> buffers() const override { return {{"b", b_}}; }
-  std::vector<StateCounter> counters() const override { return {}; }
+  std::vector<core::StateCounter> counters() const override { return {}; }
 
  protected:
-  StepReport<Real> step(std::span<Real> theta, const Event<Real>& event) override {
-    StepReport<Real> report;
+  core::StepReport<Real> step(std::span<Real> theta, const Event<Real>& event) override {
+    core::StepReport<Real> report;
     report.tau_effective = event.tau;
     report.sigma = staleness_ == Staleness::dampen ? Real(Real(1) / Real(1 + event.tau)) : Real(1);
     // The Adam family's overflow rule (gated_adam.hpp, overflow_rule.hpp), here too: an event with
@@ -48,7 +48,7 @@ class Nesterov final : public OuterOptimizer<Real> {
     // decides here; the fast path decides on its float σ·Δ, which can differ only within one rounding of 2^63.
     if (const std::size_t i = first_overflowing_element(report.sigma, event.grad); i != event.grad.size()) {
       report.applied = false;
-      report.reason = SkipReason::overflowing_gradient;
+      report.reason = core::SkipReason::overflowing_gradient;
       report.nonfinite_index = i;
       return report;
     }
@@ -61,7 +61,7 @@ class Nesterov final : public OuterOptimizer<Real> {
   }
 
  private:
-  NesterovHyper<Real> hyper_;
+  core::NesterovHyper<Real> hyper_;
   Staleness staleness_;
   std::vector<Real> b_;
 };

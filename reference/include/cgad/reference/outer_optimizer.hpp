@@ -20,7 +20,7 @@
 
 namespace cgad::reference {
 
-template <RealScalar Real>
+template <core::RealScalar Real>
 struct Event {
   std::span<const Real> grad;  // the pseudo-gradient of fragment `fragment` (the whole vector when P = 1)
   std::int64_t tau = 0;        // staleness in outer rounds, >= 0
@@ -29,10 +29,10 @@ struct Event {
 
 // The overflow rule (overflow_rule.hpp) as the reference decides it, on the exact product at the working
 // precision: the first i with |σ·Δ_i| ≥ 2^kRefusedGradientExponent, or grad.size() when there is none.
-template <RealScalar Real>
+template <core::RealScalar Real>
 std::size_t first_overflowing_element(const Real& sigma, std::span<const Real> grad) {
   using std::ldexp;
-  const Real limit = ldexp(Real(1), kRefusedGradientExponent), negative_limit = -limit;
+  const Real limit = ldexp(Real(1), core::kRefusedGradientExponent), negative_limit = -limit;
   Real product;
   for (std::size_t i = 0; i < grad.size(); ++i) {
     assign_product(product, sigma, grad[i]);  // one rounding, into a reused temporary (no MPFR allocation)
@@ -42,42 +42,42 @@ std::size_t first_overflowing_element(const Real& sigma, std::span<const Real> g
 }
 
 // A read-only view of one named state buffer, for output and tests.
-template <RealScalar Real>
+template <core::RealScalar Real>
 struct StateBuffer {
   std::string name;
   std::span<const Real> values;
 };
 
-template <RealScalar Real>
+template <core::RealScalar Real>
 class OuterOptimizer {
  public:
-  explicit OuterOptimizer(FragmentLayout layout) : layout_(layout) {}
+  explicit OuterOptimizer(core::FragmentLayout layout) : layout_(layout) {}
   virtual ~OuterOptimizer() = default;
   OuterOptimizer(const OuterOptimizer&) = default;
   OuterOptimizer& operator=(const OuterOptimizer&) = default;
 
   virtual std::string_view name() const = 0;
-  const FragmentLayout& layout() const { return layout_; }
+  const core::FragmentLayout& layout() const { return layout_; }
 
-  StepReport<Real> apply(std::span<Real> params, const Event<Real>& event) {
+  core::StepReport<Real> apply(std::span<Real> params, const Event<Real>& event) {
     if (params.size() != layout_.parameters()) {
-      throw InputError("parameter vector has " + std::to_string(params.size()) + " elements, the optimizer " +
-                       std::to_string(layout_.parameters()));
+      throw core::InputError("parameter vector has " + std::to_string(params.size()) + " elements, the optimizer " +
+                             std::to_string(layout_.parameters()));
     }
     if (event.fragment >= layout_.fragments()) {
-      throw InputError("fragment " + std::to_string(event.fragment) + " does not exist (there are " +
-                       std::to_string(layout_.fragments()) + ")");
+      throw core::InputError("fragment " + std::to_string(event.fragment) + " does not exist (there are " +
+                             std::to_string(layout_.fragments()) + ")");
     }
     if (event.grad.size() != layout_.size(event.fragment)) {
-      throw InputError("pseudo-gradient has " + std::to_string(event.grad.size()) + " elements, fragment " +
-                       std::to_string(event.fragment) + " has " + std::to_string(layout_.size(event.fragment)));
+      throw core::InputError("pseudo-gradient has " + std::to_string(event.grad.size()) + " elements, fragment " +
+                             std::to_string(event.fragment) + " has " + std::to_string(layout_.size(event.fragment)));
     }
-    if (event.tau < 0) throw InputError("staleness tau must be >= 0, got " + std::to_string(event.tau));
+    if (event.tau < 0) throw core::InputError("staleness tau must be >= 0, got " + std::to_string(event.tau));
     for (std::size_t i = 0; i < event.grad.size(); ++i) {
-      if (!is_finite(event.grad[i])) {
-        StepReport<Real> report;
+      if (!core::is_finite(event.grad[i])) {
+        core::StepReport<Real> report;
         report.applied = false;
-        report.reason = SkipReason::nonfinite_gradient;
+        report.reason = core::SkipReason::nonfinite_gradient;
         report.nonfinite_index = i;
         report.tau_effective = event.tau;
         report.sigma = Real(0);
@@ -91,14 +91,14 @@ class OuterOptimizer {
   virtual void advance_round() {}
 
   virtual std::vector<StateBuffer<Real>> buffers() const = 0;
-  virtual std::vector<StateCounter> counters() const = 0;
+  virtual std::vector<core::StateCounter> counters() const = 0;
 
  protected:
   // `slice` is the fragment's part of the parameters, of the same length as event.grad, all finite.
-  virtual StepReport<Real> step(std::span<Real> slice, const Event<Real>& event) = 0;
+  virtual core::StepReport<Real> step(std::span<Real> slice, const Event<Real>& event) = 0;
 
  private:
-  FragmentLayout layout_;
+  core::FragmentLayout layout_;
 };
 
 }  // namespace cgad::reference

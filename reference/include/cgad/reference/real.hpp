@@ -6,7 +6,7 @@
 // given in decimal digits, and Boost turns d decimal digits into digits10_2_2(d) bits, which can only take
 // some values (256 is not one of them: 76 digits give 254 bits, 77 give 257). We therefore pick the
 // smallest digit count whose bit precision is at least the one asked for, and report the effective bits.
-#include "cgad/reference/core_names.hpp"
+#include "cgad/core/real_scalar.hpp"
 
 #include <boost/multiprecision/mpfr.hpp>
 
@@ -63,7 +63,7 @@ void release_mpfr_caches_at_thread_exit();
 
 // The precision of Real in bits (24 for float, 53 for double, 64 for x86-64's long double, the working precision
 // for MPFR).
-template <RealScalar Real>
+template <core::RealScalar Real>
 unsigned precision_bits() {
   if constexpr (std::same_as<Real, mpfr_real>) {
     return working_precision_bits();
@@ -74,7 +74,7 @@ unsigned precision_bits() {
 
 // out = a·b and out = a/b, correctly rounded, written straight into `out` (MPFR would otherwise copy through
 // a temporary; at 64 bits such copies cost as much as the arithmetic).
-template <RealScalar Real>
+template <core::RealScalar Real>
 void assign_product(Real& out, const Real& a, const Real& b) {
   if constexpr (std::same_as<Real, mpfr_real>) {
     mpfr_mul(out.backend().data(), a.backend().data(), b.backend().data(), MPFR_RNDN);
@@ -82,7 +82,7 @@ void assign_product(Real& out, const Real& a, const Real& b) {
     out = a * b;
   }
 }
-template <RealScalar Real>
+template <core::RealScalar Real>
 void assign_quotient(Real& out, const Real& a, const Real& b) {
   if constexpr (std::same_as<Real, mpfr_real>) {
     mpfr_div(out.backend().data(), a.backend().data(), b.backend().data(), MPFR_RNDN);
@@ -92,7 +92,7 @@ void assign_quotient(Real& out, const Real& a, const Real& b) {
 }
 
 // x = sqrt(x), correctly rounded, without a temporary (MPFR would otherwise allocate one per call).
-template <RealScalar Real>
+template <core::RealScalar Real>
 void sqrt_in_place(Real& x) {
   if constexpr (std::same_as<Real, mpfr_real>) {
     mpfr_sqrt(x.backend().data(), x.backend().data(), MPFR_RNDN);
