@@ -1,9 +1,10 @@
 # CTest script (proptests/install/CMakeLists.txt, label ci): installs the build in BUILD_DIR into a fresh prefix, then
 # configures, builds and runs examples/cpp_consumer against that prefix alone. Any failing stage fails the test.
-# Its fastpath_consumer uses cgad::fastpath alone, and must compile and link no arbitrary-precision library
-# (docs/design.md §2): no Boost.Multiprecision, mpfr.h or gmp.h in the header closure of its source (the compiler's
-# own -H list, with the build's exact compile command), no MPFR or GMP on its link line, none in its binary's NEEDED,
-# and no MPFR or GMP symbol referred to anywhere in the installed fast-path, core and io libraries.
+# Its fastpath_consumer asks the package for cgad::fastpath alone (find_package COMPONENTS), configures where
+# pkg-config finds no MPFR or GMP, and must compile and link no arbitrary-precision library (docs/design.md §2): no
+# Boost.Multiprecision, mpfr.h or gmp.h in the header closure of its source (the compiler's own -H list, with the
+# build's exact compile command), no MPFR or GMP on its link line, none in its binary's NEEDED, and no MPFR or GMP
+# symbol referred to anywhere in the installed fast-path, core and io libraries.
 #   cmake -DBUILD_DIR=... -DSOURCE_DIR=... -DWORK_DIR=... -P test_install_consumer.cmake
 foreach(var BUILD_DIR SOURCE_DIR WORK_DIR)
   if(NOT DEFINED ${var})
@@ -28,8 +29,21 @@ foreach(file include/cgad/fastpath/fastpath.hpp include/cgad/core/gate.hpp inclu
     message(FATAL_ERROR "the install lacks ${file}")
   endif()
 endforeach()
+# A machine without MPFR or GMP, as the package sees it: pkg-config (the only way it finds them) finds nothing. The
+# whole package must then fail to configure (the check below can fail), and its fast path alone must not.
+set(no_libraries "${WORK_DIR}/no-pkg-config")
+file(MAKE_DIRECTORY "${no_libraries}")
+set(without_mpfr ${CMAKE_COMMAND} -E env PKG_CONFIG_LIBDIR=${no_libraries} PKG_CONFIG_PATH=)
+execute_process(COMMAND ${without_mpfr} ${CMAKE_COMMAND} -S "${SOURCE_DIR}/examples/cpp_consumer" -B "${WORK_DIR}/whole"
+                -DCMAKE_PREFIX_PATH=${prefix} RESULT_VARIABLE rc OUTPUT_VARIABLE err ERROR_VARIABLE err)
+if(rc EQUAL 0 OR NOT err MATCHES "Package 'mpfr'.* not found")
+  message(FATAL_ERROR "the whole package configured without pkg-config's MPFR (${rc}), so the fast-path-only check "
+                      "below proves nothing:\n${err}")
+endif()
+message(STATUS "without MPFR on pkg-config's path, find_package(cgad) of every part fails: ok")
 # Unix Makefiles, so that the link line is in a known file (link.txt).
-run("configure the consumer" ${CMAKE_COMMAND} -S "${SOURCE_DIR}/examples/cpp_consumer" -B "${consumer}"
+run("configure the fast-path-only consumer without MPFR or GMP on pkg-config's path" ${without_mpfr}
+    ${CMAKE_COMMAND} -S "${SOURCE_DIR}/examples/cpp_consumer" -B "${consumer}" -DFAST_PATH_ONLY=ON
     -G "Unix Makefiles" -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_BUILD_TYPE=Release -DCMAKE_EXPORT_COMPILE_COMMANDS=ON)
 run("build the fast-path-only consumer" ${CMAKE_COMMAND} --build "${consumer}" --target fastpath_consumer)
 
@@ -90,5 +104,7 @@ foreach(library cgad_fastpath cgad_core cgad_io)
 endforeach()
 run("run the fast-path-only consumer" "${consumer}/fastpath_consumer")
 
-run("build the consumer of the fast path and the reference" ${CMAKE_COMMAND} --build "${consumer}")
-run("run the consumer of the fast path and the reference" "${consumer}/consumer")
+run("configure the consumer of the fast path and the reference" ${CMAKE_COMMAND} -S "${SOURCE_DIR}/examples/cpp_consumer"
+    -B "${WORK_DIR}/both" -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_BUILD_TYPE=Release)
+run("build the consumer of the fast path and the reference" ${CMAKE_COMMAND} --build "${WORK_DIR}/both")
+run("run the consumer of the fast path and the reference" "${WORK_DIR}/both/consumer")
