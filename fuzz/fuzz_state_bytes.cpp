@@ -52,7 +52,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   fuzz::refusal_is_fine([&] {
     optimizer.load_bytes(bytes);
     std::vector<float> params(optimizer.parameters(), 0.5f), grad(optimizer.parameters(), 0x1p-6f);
-    const std::size_t fragment_size = optimizer.planner().fragment_size(0);
+    const std::size_t fragment_size = optimizer.fragment_size(0);
     const fastpath::StepReport report =
         optimizer.step(std::span<float>(params), std::span<const float>(grad.data(), fragment_size), 1, 0);
     for (float p : params) {

@@ -25,7 +25,7 @@ int main() {
     std::vector<float> p(opt.parameters(), 0.5f), g(opt.parameters());
     for (std::size_t i = 0; i < g.size(); ++i) g[i] = 0.001f * float(int(i % 17) - 8);
     for (int s = 0; s < 2; ++s) {
-      opt.step(std::span<float>(p), std::span<const float>(g.data(), opt.planner().fragment_size(0)), s, 0);
+      opt.step(std::span<float>(p), std::span<const float>(g.data(), opt.fragment_size(0)), s, 0);
       opt.advance_round();
     }
     const auto bytes = opt.save_bytes();

@@ -2,7 +2,7 @@
 // The CPU backend's block loops (cpu_blocks.cpp), one set per ISA (cpu_isa.hpp): the step of one chunk and the
 // scan of one chunk's pseudo-gradient for values the step must refuse.
 #include "cgad/fastpath/detail/block_step.hpp"
-#include "cgad/fastpath/detail/cpu_isa.hpp"
+#include "cgad/fastpath/cpu_isa.hpp"
 
 #include <cstdint>
 

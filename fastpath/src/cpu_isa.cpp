@@ -1,4 +1,4 @@
-#include "cgad/fastpath/detail/cpu_isa.hpp"
+#include "cgad/fastpath/cpu_isa.hpp"
 
 #include "cgad/core/errors.hpp"
 

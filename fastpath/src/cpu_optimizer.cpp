@@ -28,8 +28,8 @@ constexpr std::uint64_t kSerialBelowChunks = 128;
 // per tensor (θ and Δ both from the tensor's first element). Because no chunk crosses a tensor boundary, each
 // chunk lies in one segment, and its operands are that segment's pointers moved to the chunk.
 struct CpuOptimizer::Operands {
-  std::span<float* const> fp32;  // one θ pointer per segment (empty for bf16 parameters, and for a preview)
-  std::span<bf16* const> half;   // likewise for bf16 parameters
+  std::span<float* const> fp32;        // one θ pointer per segment (empty for bf16 parameters, and for a preview)
+  std::span<bf16* const> bf16_values;  // likewise for bf16 parameters
   std::span<const float* const> grads;
   const std::vector<std::size_t>* tensor_begin = nullptr;  // the table step's; null for one segment
   const std::vector<std::size_t>* chunk_tensor = nullptr;
@@ -38,7 +38,7 @@ struct CpuOptimizer::Operands {
   struct Chunk {
     const float* grad;
     float* fp32;
-    bf16* half;
+    bf16* bf16_values;
   };
   Chunk at(std::size_t chunk, const StepChunk& c) const {
     const bool per_tensor = tensor_begin != nullptr;
@@ -47,7 +47,7 @@ struct CpuOptimizer::Operands {
     const std::size_t grad_at = c.begin - (per_tensor ? param_first : grad_first);
     const std::size_t param_at = c.begin - param_first;
     return {grads[k] + grad_at, fp32.empty() ? nullptr : fp32[k] + param_at,
-            half.empty() ? nullptr : half[k] + param_at};
+            bf16_values.empty() ? nullptr : bf16_values[k] + param_at};
   }
 };
 
@@ -102,7 +102,7 @@ StepReport CpuOptimizer::step(std::span<bf16* const> params, std::span<const flo
   Operands o = table(grads, fragment);
   const auto [first, last] = touched(fragment);
   check_table("parameter", params, tensor_begin_.size() - 1, first, last, planner_.tensor_sizes());
-  o.half = params;
+  o.bf16_values = params;
   return run(o, parameters(), table_grad_size(fragment), tau, fragment);
 }
 
@@ -113,9 +113,9 @@ StepReport CpuOptimizer::preview(std::span<const float* const> grads, std::int64
   return StepPlanner::report_of(plan.event, plan.scheduled, outcome, index);
 }
 
-CpuOptimizer::Operands CpuOptimizer::contiguous(std::span<float* const> fp32, std::span<bf16* const> half,
+CpuOptimizer::Operands CpuOptimizer::contiguous(std::span<float* const> fp32, std::span<bf16* const> bf16_values,
                                                 const float* const& grad, std::size_t fragment) const {
-  Operands o{.fp32 = fp32, .half = half, .grads = {&grad, 1}};
+  Operands o{.fp32 = fp32, .bf16_values = bf16_values, .grads = {&grad, 1}};
   if (fragment < config().fragments) o.grad_first = planner_.layout().offset(fragment);
   return o;
 }
@@ -207,7 +207,7 @@ StepReport CpuOptimizer::run(const Operands& operands, std::size_t params_size, 
           whole.first_index = c.begin;
           StepArgs a = chunk_args(whole, c);
           a.params_fp32 = where.fp32;
-          a.params_bf16 = where.half;
+          a.params_bf16 = where.bf16_values;
           (c.fp32_state != 0 ? step_fallback : step_q8_or_only)(a);
         }
       },
@@ -283,7 +283,7 @@ TensorState CpuOptimizer::tensor_state(std::size_t k) {
         out.fp32[m] = std::span<float>(state_.fp32[m]).subspan(begin, size);
         break;
       case StateFormat::bf16:
-        out.half[m] = std::span<bf16>(state_.half[m]).subspan(begin, size);
+        out.bf16_values[m] = std::span<bf16>(state_.bf16_values[m]).subspan(begin, size);
         break;
       case StateFormat::q8:
         if (out.fp32_fallback) {
@@ -304,7 +304,7 @@ void CpuOptimizer::adopt(LoadedState&& loaded) {
   // tensor_state() gave out stay valid.
   for (int m = 0; m < 2; ++m) {
     std::copy(loaded.state.fp32[m].begin(), loaded.state.fp32[m].end(), state_.fp32[m].begin());
-    std::copy(loaded.state.half[m].begin(), loaded.state.half[m].end(), state_.half[m].begin());
+    std::copy(loaded.state.bf16_values[m].begin(), loaded.state.bf16_values[m].end(), state_.bf16_values[m].begin());
     std::copy(loaded.state.codes[m].begin(), loaded.state.codes[m].end(), state_.codes[m].begin());
     std::copy(loaded.state.absmax[m].begin(), loaded.state.absmax[m].end(), state_.absmax[m].begin());
   }

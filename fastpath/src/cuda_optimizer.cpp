@@ -81,7 +81,7 @@ struct CudaOptimizer::Impl {
   StateFormat format;
   int moments;
   DeviceBuffer<float> fp32[2];
-  DeviceBuffer<bf16> half[2];
+  DeviceBuffer<bf16> bf16_values[2];
   DeviceBuffer<std::uint8_t> codes[2];
   DeviceBuffer<float> absmax[2];
   DeviceBuffer<Q8Map> maps{2};
@@ -107,7 +107,7 @@ struct CudaOptimizer::Impl {
     const HostState zeros = HostState::zeros(planner);
     for (int k = 0; k < moments; ++k) {
       fp32[k] = DeviceBuffer<float>(zeros.fp32[k].size());
-      half[k] = DeviceBuffer<bf16>(zeros.half[k].size());
+      bf16_values[k] = DeviceBuffer<bf16>(zeros.bf16_values[k].size());
       codes[k] = DeviceBuffer<std::uint8_t>(zeros.codes[k].size());
       absmax[k] = DeviceBuffer<float>(zeros.absmax[k].size());
     }
@@ -190,7 +190,7 @@ struct CudaOptimizer::Impl {
   void upload_state(const HostState& state, cudaStream_t stream) {
     for (int k = 0; k < moments; ++k) {
       guard(fp32[k].upload_async(state.fp32[k], stream), "state upload");
-      guard(half[k].upload_async(state.half[k], stream), "state upload");
+      guard(bf16_values[k].upload_async(state.bf16_values[k], stream), "state upload");
       guard(codes[k].upload_async(state.codes[k], stream), "state upload");
       guard(absmax[k].upload_async(state.absmax[k], stream), "state upload");
     }
@@ -205,7 +205,7 @@ struct CudaOptimizer::Impl {
     host.moments = moments;
     for (int k = 0; k < moments; ++k) {
       guard(fp32[k].download_async(host.fp32[k], stream), "state download");
-      guard(half[k].download_async(host.half[k], stream), "state download");
+      guard(bf16_values[k].download_async(host.bf16_values[k], stream), "state download");
       guard(codes[k].download_async(host.codes[k], stream), "state download");
       guard(absmax[k].download_async(host.absmax[k], stream), "state download");
     }
@@ -301,7 +301,7 @@ struct CudaOptimizer::Impl {
           view.fp32 = fp32[k].data();
           break;
         case StateFormat::bf16:
-          view.half = half[k].data();
+          view.bf16_values = bf16_values[k].data();
           break;
         case StateFormat::q8:
           view.codes = codes[k].data();

@@ -30,7 +30,7 @@ HostState HostState::zeros(const StepPlanner& planner) {
         s.fp32[k].assign(n, 0.0f);
         break;
       case StateFormat::bf16:
-        s.half[k].assign(n, bf16{});
+        s.bf16_values[k].assign(n, bf16{});
         break;
       case StateFormat::q8:
         s.codes[k].assign(
@@ -51,7 +51,7 @@ void HostState::bind(StepPlanner::Plan& plan) {
         view.fp32 = fp32[k].data();
         break;
       case StateFormat::bf16:
-        view.half = half[k].data();
+        view.bf16_values = bf16_values[k].data();
         break;
       case StateFormat::q8:
         view.codes = codes[k].data();
@@ -76,7 +76,7 @@ void HostState::read(const StepPlanner& planner, int k, std::span<float> out) co
           out[j] = fp32[k][j];
           break;
         case StateFormat::bf16:
-          out[j] = to_float(half[k][j]);
+          out[j] = to_float(bf16_values[k][j]);
           break;
         case StateFormat::q8:
           out[j] = q8_dequantize(codes[k][j], absmax[k][c.slot], map);
@@ -89,7 +89,7 @@ void HostState::read(const StepPlanner& planner, int k, std::span<float> out) co
 bool HostState::same_shape(const HostState& other) const {
   if (format != other.format || moments != other.moments) return false;
   for (int k = 0; k < 2; ++k) {
-    if (fp32[k].size() != other.fp32[k].size() || half[k].size() != other.half[k].size() ||
+    if (fp32[k].size() != other.fp32[k].size() || bf16_values[k].size() != other.bf16_values[k].size() ||
         codes[k].size() != other.codes[k].size() || absmax[k].size() != other.absmax[k].size()) {
       return false;
     }

@@ -109,7 +109,8 @@ std::size_t expected_size(const StepPlanner& planner, const HostState& state) {
   std::size_t size = sizeof kMagic + 4 + 16 * 4 + 8 + 8 + 8 + 8 + 8 + 8 * planner.tensor_sizes().size() + 8 + 8 +
                      16 * planner.config().fragments + 4;
   for (int k = 0; k < state.moments; ++k) {
-    size += 4 * state.fp32[k].size() + 2 * state.half[k].size() + state.codes[k].size() + 4 * state.absmax[k].size();
+    size +=
+        4 * state.fp32[k].size() + 2 * state.bf16_values[k].size() + state.codes[k].size() + 4 * state.absmax[k].size();
   }
   return size;
 }
@@ -228,7 +229,7 @@ void validate_contents(const HostState& s, const StepConfig& config, bool adam_f
   for (int k = 0; k < s.moments; ++k) {
     for (std::size_t i = 0; i < s.fp32[k].size(); ++i)
       check(s.fp32[k][i], k, i, s.format == StateFormat::q8 ? "fp32-fallback" : "fp32");
-    for (std::size_t i = 0; i < s.half[k].size(); ++i) check(to_float(s.half[k][i]), k, i, "bf16");
+    for (std::size_t i = 0; i < s.bf16_values[k].size(); ++i) check(to_float(s.bf16_values[k][i]), k, i, "bf16");
     for (std::size_t i = 0; i < s.absmax[k].size(); ++i) {
       const float a = s.absmax[k][i];
       if (!(a >= 0.0f) || !in_range(a, k)) {
@@ -250,8 +251,8 @@ void validate_contents(const HostState& s, const StepConfig& config, bool adam_f
   for (std::size_t i = 0; i < s.fp32[0].size(); ++i) {
     check_pair(s.fp32[0][i], s.fp32[1][i], fp32_bound, i, s.format == StateFormat::q8 ? "fp32-fallback" : "fp32");
   }
-  for (std::size_t i = 0; i < s.half[0].size(); ++i) {
-    check_pair(to_float(s.half[0][i]), to_float(s.half[1][i]), bf16_bound, i, "bf16");
+  for (std::size_t i = 0; i < s.bf16_values[0].size(); ++i) {
+    check_pair(to_float(s.bf16_values[0][i]), to_float(s.bf16_values[1][i]), bf16_bound, i, "bf16");
   }
 }
 
@@ -283,7 +284,7 @@ std::vector<unsigned char> state_bytes(const StepPlanner& planner, const HostSta
         w.put_all(state.fp32[k]);
         break;
       case StateFormat::bf16:
-        w.put_all(state.half[k]);
+        w.put_all(state.bf16_values[k]);
         break;
       case StateFormat::q8:
         w.put_all(state.codes[k]);
@@ -378,7 +379,7 @@ LoadedState parse_state_bytes(std::span<const unsigned char> bytes, const std::s
         s.fp32[k] = r.get_all<float>(current.fp32[k].size());
         break;
       case StateFormat::bf16:
-        s.half[k] = r.get_all<bf16>(current.half[k].size());
+        s.bf16_values[k] = r.get_all<bf16>(current.bf16_values[k].size());
         break;
       case StateFormat::q8:
         s.codes[k] = r.get_all<std::uint8_t>(current.codes[k].size());

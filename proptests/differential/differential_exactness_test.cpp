@@ -8,6 +8,7 @@
 //    gradient gives +0; a ±0 moment gives a ±0 Adam term and the same θ, so only the zero's sign can differ.
 //    The property compares bits and accepts a difference only where both values are zeros;
 //  - τ = 0 (σ(0) = 1 exactly): CGAD, PA-CGAD and Adam-Decay equal the fast path's own plain Adam bit for bit.
+#include "cgad/fastpath/detail/cpu_optimizer_internals.hpp"
 #include "support/differential_generators.hpp"
 
 #include <bit>
@@ -15,6 +16,8 @@
 
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
+
+using cgad::fastpath::detail::host_state_of;
 
 namespace cgad::proptests {
 namespace {
@@ -55,7 +58,7 @@ std::vector<unsigned char> snapshot(const Params& params, const fastpath::CpuOpt
 // Parameters and moments decoded to float (params, then m, v or b), for comparison up to the sign of zero.
 std::vector<float> decoded(const Params& params, const fastpath::CpuOptimizer& opt) {
   std::vector<float> out = params.fp32;
-  for (const auto h : params.half) out.push_back(fastpath::to_float(h));
+  for (const auto h : params.bf16_values) out.push_back(fastpath::to_float(h));
   for (const auto& name : opt.buffer_names()) {
     std::vector<float> buffer(opt.parameters());
     opt.read_buffer(name, buffer);
@@ -67,7 +70,7 @@ std::vector<float> decoded(const Params& params, const fastpath::CpuOptimizer& o
 // The step counters (not the synchronization rounds), byte for byte.
 std::vector<unsigned char> counters_of(const fastpath::CpuOptimizer& opt) {
   std::vector<unsigned char> out;
-  const auto& c = opt.planner().raw_counters();
+  const auto& c = opt.raw_counters();
   for (const auto t : c.t) out.push_back(static_cast<unsigned char>(t));
   out.push_back(static_cast<unsigned char>(c.round));
   out.push_back(static_cast<unsigned char>(c.steps));
@@ -77,7 +80,7 @@ std::vector<unsigned char> counters_of(const fastpath::CpuOptimizer& opt) {
 // The q8 codes and the step counters, byte for byte.
 std::vector<unsigned char> state_codes(const fastpath::CpuOptimizer& opt) {
   std::vector<unsigned char> out;
-  for (const auto& codes : opt.state().codes) out.insert(out.end(), codes.begin(), codes.end());
+  for (const auto& codes : host_state_of(opt).codes) out.insert(out.end(), codes.begin(), codes.end());
   const auto counters = counters_of(opt);
   out.insert(out.end(), counters.begin(), counters.end());
   return out;
@@ -112,7 +115,7 @@ RC_GTEST_PROP(DifferentialExactness, GatePastCutoffSkipsEveryByteOrIsThePureDeca
         RC_ASSERT(!report.applied);
         if (before != snapshot(params, opt)) RC_FAIL(describe(config) + ": a skipped event changed bytes");
         // ... but it synchronized its fragment (gated_adam.hpp): PA-CGAD records the round.
-        if (kind == OptimizerKind::pa_cgad) RC_ASSERT(opt.planner().raw_counters().last_sync[0] == 0);
+        if (kind == OptimizerKind::pa_cgad) RC_ASSERT(opt.raw_counters().last_sync[0] == 0);
       } else {
         decay_params.step(decay, std::vector<float>(n, 0.0f), 0);
         const auto expected = decoded(decay_params, decay), got = decoded(params, opt);

@@ -16,6 +16,7 @@
 
 #include "cgad/fastpath/fastpath.hpp"
 #include "cgad/reference/optimizers.hpp"
+#include "cgad/fastpath/detail/cpu_optimizer_internals.hpp"
 
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
@@ -30,13 +31,16 @@
 #include <string>
 #include <vector>
 
+using cgad::fastpath::detail::host_state_of;
+
 namespace cgad::proptests {
 namespace {
 
 namespace ref = cgad::reference;
+namespace core = cgad::core;
 namespace fp = cgad::fastpath;
+using core::OptimizerKind;
 using ref::mpfr_real;
-using ref::OptimizerKind;
 
 // ---- (a) the reference -------------------------------------------------------------------------------------
 
@@ -67,7 +71,7 @@ struct Replayed {
 };
 
 template <class Real>
-Replayed<Real> replay_at(const ref::OptimizerConfig<Real>& config, const Stream& stream, std::int64_t tau) {
+Replayed<Real> replay_at(const core::OptimizerConfig<Real>& config, const Stream& stream, std::int64_t tau) {
   Replayed<Real> out;
   out.params = to_real<Real>(stream.params);
   auto optimizer = ref::make_optimizer(config, out.params.size());
@@ -134,15 +138,15 @@ struct Outcome {
 // `kind` is CGAD or Adam-Decay at constant `tau`; compares against Adam with eps/σ̃ and against Adam with eps.
 template <class Real>
 Outcome<Real> check_against_scaled_adam(OptimizerKind kind, const Stream& stream, std::int64_t tau, bool decay) {
-  ref::OptimizerConfig<Real> gated;
+  core::OptimizerConfig<Real> gated;
   gated.kind = kind;
-  if (decay) gated.adam.weight_decay = ref::parse_real<Real>("0.01", "weight_decay");
-  const Real sigma = ref::sigma(Real(tau), ref::gate_of(gated));
+  if (decay) gated.adam.weight_decay = core::parse_real<Real>("0.01", "weight_decay");
+  const Real sigma = core::sigma(Real(tau), core::gate_of(gated));
   RC_ASSERT(sigma > Real(0));
-  ref::OptimizerConfig<Real> adam = gated;
+  core::OptimizerConfig<Real> adam = gated;
   adam.kind = OptimizerKind::adam;
   adam.adam.eps = gated.adam.eps / sigma;
-  ref::OptimizerConfig<Real> same_eps = gated;
+  core::OptimizerConfig<Real> same_eps = gated;
   same_eps.kind = OptimizerKind::adam;
 
   const auto g = replay_at(gated, stream, tau);
@@ -205,9 +209,9 @@ RC_GTEST_FIXTURE_PROP(SigmaInvarianceReference, ConstantTauIsAdamWithEpsOverSigm
   // Not vacuous: for σ ≤ 1/2, Adam at the SAME eps moves every parameter whose m̂ was ever nonzero by a
   // different amount; its gap is at least η·ε(1/σ − 1)/(|Δ|max ≈ 2^10) ≈ 1e-14 on the first nonzero step, far above
   // the MPFR tolerance (≈ 2^-240).
-  ref::OptimizerConfig<mpfr_real> config;
+  core::OptimizerConfig<mpfr_real> config;
   config.kind = kind;
-  const double sigma = static_cast<double>(ref::sigma(mpfr_real(tau), ref::gate_of(config)));
+  const double sigma = static_cast<double>(core::sigma(mpfr_real(tau), core::gate_of(config)));
   if (sigma <= 0.5 && any_nonzero(stream)) {
     RC_LOG() << std::hexfloat << "same-eps gap " << mp.same_eps_gap << " mpfr tol " << mp.tolerance << "\n";
     RC_ASSERT(mp.same_eps_gap > 0x1p40 * mp.tolerance);
@@ -231,10 +235,10 @@ void check_same_eps_far_outside(OptimizerKind kind, std::int64_t tau) {
     stream.steps.push_back(
         {{std::ldexp(1.0 + k / 32.0, -27), -std::ldexp(3.0, -29), std::ldexp(1.0, -26 - k % 3)}, tau});
   }
-  ref::OptimizerConfig<Real> gated;
+  core::OptimizerConfig<Real> gated;
   gated.kind = kind;
-  const Real sigma = ref::sigma(Real(tau), ref::gate_of(gated));
-  ref::OptimizerConfig<Real> adam = gated, same = gated;
+  const Real sigma = core::sigma(Real(tau), core::gate_of(gated));
+  core::OptimizerConfig<Real> adam = gated, same = gated;
   adam.kind = same.kind = OptimizerKind::adam;
   adam.adam.eps = gated.adam.eps / sigma;
   std::vector<Real> pg = to_real<Real>(stream.params), pa = pg, ps = pg;
@@ -258,7 +262,7 @@ void check_same_eps_far_outside(OptimizerKind kind, std::int64_t tau) {
     same_gap = std::max(same_gap, abs_diff(pg[i], ps[i]));
   }
   std::printf("%s tau %lld at %u bits: sigma %a, |gated - adam(eps/sigma)| %a, |gated - adam(eps)| %a, tol %a\n",
-              std::string(ref::to_string(kind)).c_str(), static_cast<long long>(tau), ref::precision_bits<Real>(),
+              std::string(core::to_string(kind)).c_str(), static_cast<long long>(tau), ref::precision_bits<Real>(),
               static_cast<double>(sigma), scaled_gap, same_gap, tol);
   EXPECT_LE(scaled_gap, tol);
   EXPECT_GT(same_gap, 1e6 * tol) << std::hexfloat << "same-eps gap " << same_gap << " tol " << tol;
@@ -307,16 +311,16 @@ std::string first_difference(const FastRun& gated, const FastRun& plain, int exp
         return why.str();
       }
     }
-    for (std::size_t i = 0; i < gated.params.half.size(); ++i) {
-      if (gated.params.half[i].bits != plain.params.half[i].bits) {
-        why << "theta[" << i << "] (bf16) " << fp::to_float(gated.params.half[i]) << " vs "
-            << fp::to_float(plain.params.half[i]);
+    for (std::size_t i = 0; i < gated.params.bf16_values.size(); ++i) {
+      if (gated.params.bf16_values[i].bits != plain.params.bf16_values[i].bits) {
+        why << "theta[" << i << "] (bf16) " << fp::to_float(gated.params.bf16_values[i]) << " vs "
+            << fp::to_float(plain.params.bf16_values[i]);
         return why.str();
       }
     }
   }
-  const fp::HostState& a = gated.opt.state();
-  const fp::HostState& b = plain.opt.state();
+  const fp::HostState& a = host_state_of(gated.opt);
+  const fp::HostState& b = host_state_of(plain.opt);
   for (int k = 0; k < 2; ++k) {
     const int e = (k + 1) * exponent;
     const char* name = k == 0 ? "m" : "v";
@@ -328,7 +332,7 @@ std::string first_difference(const FastRun& gated, const FastRun& plain, int exp
         }
       }
     }
-    if (a.fp32[k].size() != b.fp32[k].size() || a.half[k].size() != b.half[k].size() ||
+    if (a.fp32[k].size() != b.fp32[k].size() || a.bf16_values[k].size() != b.bf16_values[k].size() ||
         a.absmax[k].size() != b.absmax[k].size()) {
       return "state shapes differ";
     }
@@ -338,10 +342,10 @@ std::string first_difference(const FastRun& gated, const FastRun& plain, int exp
         return why.str();
       }
     }
-    for (std::size_t i = 0; i < a.half[k].size(); ++i) {
-      if (!scaled_float_equal(fp::to_float(a.half[k][i]), fp::to_float(b.half[k][i]), e)) {
-        why << name << " bf16[" << i << "] " << fp::to_float(a.half[k][i]) << " vs " << fp::to_float(b.half[k][i])
-            << " * 2^-" << e;
+    for (std::size_t i = 0; i < a.bf16_values[k].size(); ++i) {
+      if (!scaled_float_equal(fp::to_float(a.bf16_values[k][i]), fp::to_float(b.bf16_values[k][i]), e)) {
+        why << name << " bf16[" << i << "] " << fp::to_float(a.bf16_values[k][i]) << " vs "
+            << fp::to_float(b.bf16_values[k][i]) << " * 2^-" << e;
         return why.str();
       }
     }
@@ -352,8 +356,8 @@ std::string first_difference(const FastRun& gated, const FastRun& plain, int exp
       }
     }
   }
-  const auto& ca = gated.opt.planner().raw_counters();
-  const auto& cb = plain.opt.planner().raw_counters();
+  const auto& ca = gated.opt.raw_counters();
+  const auto& cb = plain.opt.raw_counters();
   if (ca.t != cb.t || ca.steps != cb.steps) return "counters differ";
   return "";
 }
@@ -416,7 +420,7 @@ TEST(SigmaInvarianceFastPath, PowerOfTwoSigmaIsAdamWithScaledEpsBitForBit) {
     for (const fp::StepConfig& config : fp::testing::all_format_configs(gc.kind)) {
       for (const auto& tensors : fp::testing::tensor_layouts()) {
         const std::string difference = run_case(config, tensors, gc, 24, 17u + static_cast<std::uint32_t>(gc.tau));
-        ASSERT_EQ(difference, "") << ref::to_string(gc.kind) << " tau " << gc.tau << " tau_cut " << gc.tau_cut << " "
+        ASSERT_EQ(difference, "") << core::to_string(gc.kind) << " tau " << gc.tau << " tau_cut " << gc.tau_cut << " "
                                   << fp::testing::describe(config);
         ++compared;
       }
@@ -465,7 +469,7 @@ TEST(SigmaInvarianceFastPath, UnscaledEpsIsCaught) {
       fp::StepConfig c = config;
       c.optimizer = gc.kind;
       const std::string difference = run_case(c, {3 * 256 + 17}, gc, 24, 5, /*same_eps=*/true);
-      EXPECT_NE(difference, "") << ref::to_string(gc.kind) << " tau " << gc.tau << " " << fp::testing::describe(c);
+      EXPECT_NE(difference, "") << core::to_string(gc.kind) << " tau " << gc.tau << " " << fp::testing::describe(c);
     }
   }
 }

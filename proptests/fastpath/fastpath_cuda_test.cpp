@@ -5,6 +5,7 @@
 #include "support/fastpath_test_support.hpp"
 
 #include "cgad/fastpath/cuda_optimizer.hpp"
+#include "cgad/fastpath/detail/cpu_optimizer_internals.hpp"
 
 #include <gtest/gtest.h>
 
@@ -20,6 +21,8 @@
 
 #if defined(CGAD_FASTPATH_HAS_CUDA)
 #include <cuda_runtime_api.h>
+
+using cgad::fastpath::detail::host_state_of;
 #endif
 
 namespace cgad::fastpath {
@@ -64,7 +67,7 @@ std::vector<unsigned char> host_state_bytes(const HostState& s) {
   };
   for (int k = 0; k < s.moments; ++k) {
     append(s.fp32[k].data(), s.fp32[k].size() * 4);
-    append(s.half[k].data(), s.half[k].size() * 2);
+    append(s.bf16_values[k].data(), s.bf16_values[k].size() * 2);
     append(s.codes[k].data(), s.codes[k].size());
     append(s.absmax[k].data(), s.absmax[k].size() * 4);
   }
@@ -75,8 +78,8 @@ std::vector<unsigned char> host_state_bytes(const HostState& s) {
 struct DeviceParams {
   DeviceParams(const StepConfig& config, const Params& host)
       : fp32(config.params == ParamFormat::fp32),
-        data(fp32 ? static_cast<void*>(to_device(host.fp32)) : static_cast<void*>(to_device(host.half))),
-        n(fp32 ? host.fp32.size() : host.half.size()) {}
+        data(fp32 ? static_cast<void*>(to_device(host.fp32)) : static_cast<void*>(to_device(host.bf16_values))),
+        n(fp32 ? host.fp32.size() : host.bf16_values.size()) {}
   ~DeviceParams() { cudaFree(data); }
   DeviceParams(const DeviceParams&) = delete;
   DeviceParams& operator=(const DeviceParams&) = delete;
@@ -93,7 +96,7 @@ struct DeviceParams {
     if (fp32) {
       out.fp32 = to_host(static_cast<float*>(data), n);
     } else {
-      out.half = to_host(static_cast<bf16*>(data), n);
+      out.bf16_values = to_host(static_cast<bf16*>(data), n);
     }
     return out;
   }
@@ -136,7 +139,7 @@ TEST(FastpathCuda, BitIdenticalToTheCpuBackend) {
         }
         ASSERT_EQ(device.back(params).bytes(), params.bytes())
             << describe(config) << " n=" << n << ": parameters differ";
-        ASSERT_EQ(host_state_bytes(gpu.download()), host_state_bytes(cpu.state()))
+        ASSERT_EQ(host_state_bytes(gpu.download()), host_state_bytes(host_state_of(cpu)))
             << describe(config) << " n=" << n << ": state differs";
         EXPECT_EQ(gpu.counters().size(), cpu.counters().size());
       }
@@ -160,7 +163,7 @@ void expect_same_as_cpu(const StepConfig& config, const std::vector<std::size_t>
   const DeviceParams device(config, params);
   for (std::size_t e = 0; e < events.size(); ++e) {
     const Event& event = events[e];
-    const auto grad = random_vector(cpu.planner().fragment_size(event.fragment), 30 + static_cast<std::uint32_t>(e));
+    const auto grad = random_vector(cpu.fragment_size(event.fragment), 30 + static_cast<std::uint32_t>(e));
     float* device_grad = to_device(grad);
     const StepReport want = params.step(cpu, grad, event.tau, event.fragment);
     device.step(gpu, device_grad, grad.size(), event.tau, event.fragment, stream);
@@ -172,7 +175,7 @@ void expect_same_as_cpu(const StepConfig& config, const std::vector<std::size_t>
     gpu.advance_round(stream);
   }
   ASSERT_EQ(device.back(params).bytes(), params.bytes()) << what << ": parameters differ";
-  ASSERT_EQ(host_state_bytes(gpu.download()), host_state_bytes(cpu.state())) << what << ": state differs";
+  ASSERT_EQ(host_state_bytes(gpu.download()), host_state_bytes(host_state_of(cpu))) << what << ": state differs";
   expect_same_counters(gpu, cpu, nullptr, what);
 }
 
@@ -247,7 +250,7 @@ TEST(FastpathCuda, TableStepIsBitIdenticalToTheCpuTableStep) {
                      v.begin() + static_cast<std::ptrdiff_t>(at + sizes[k]));
         };
         cut(part.fp32);
-        cut(part.half);
+        cut(part.bf16_values);
         host.push_back(part);
         device.push_back(std::make_unique<DeviceParams>(config, part));
       }
@@ -260,7 +263,7 @@ TEST(FastpathCuda, TableStepIsBitIdenticalToTheCpuTableStep) {
         std::vector<float*> device_grads;
         std::vector<const float*> host_grad_table, device_grad_table;
         std::vector<float*> host_fp32, device_fp32;
-        std::vector<bf16*> host_half, device_half;
+        std::vector<bf16*> host_bf16, device_half;
         for (std::size_t k = 0, at = 0; k < sizes.size(); at += sizes[k], ++k) {
           grads.emplace_back(grad.begin() + static_cast<std::ptrdiff_t>(at),
                              grad.begin() + static_cast<std::ptrdiff_t>(at + sizes[k]));
@@ -268,7 +271,7 @@ TEST(FastpathCuda, TableStepIsBitIdenticalToTheCpuTableStep) {
           host_grad_table.push_back(grads.back().empty() ? nullptr : grads.back().data());
           device_grad_table.push_back(device_grads.back());
           host_fp32.push_back(host[k].fp32.empty() ? nullptr : host[k].fp32.data());
-          host_half.push_back(host[k].half.empty() ? nullptr : host[k].half.data());
+          host_bf16.push_back(host[k].bf16_values.empty() ? nullptr : host[k].bf16_values.data());
           device_fp32.push_back(static_cast<float*>(device[k]->data));
           device_half.push_back(static_cast<bf16*>(device[k]->data));
         }
@@ -278,7 +281,7 @@ TEST(FastpathCuda, TableStepIsBitIdenticalToTheCpuTableStep) {
           want = cpu.step(std::span<float* const>(host_fp32), host_grad_table, tau, fragment);
           gpu.step(std::span<float* const>(device_fp32), device_grad_table, tau, fragment, nullptr);
         } else {
-          want = cpu.step(std::span<bf16* const>(host_half), host_grad_table, tau, fragment);
+          want = cpu.step(std::span<bf16* const>(host_bf16), host_grad_table, tau, fragment);
           gpu.step(std::span<bf16* const>(device_half), device_grad_table, tau, fragment, nullptr);
         }
         expect_same_report(gpu.report(), want, what + " event " + std::to_string(e));
@@ -289,7 +292,7 @@ TEST(FastpathCuda, TableStepIsBitIdenticalToTheCpuTableStep) {
       for (std::size_t k = 0; k < sizes.size(); ++k) {
         ASSERT_EQ(device[k]->back(host[k]).bytes(), host[k].bytes()) << what << ": tensor " << k << " differs";
       }
-      ASSERT_EQ(host_state_bytes(gpu.download()), host_state_bytes(cpu.state())) << what << ": state differs";
+      ASSERT_EQ(host_state_bytes(gpu.download()), host_state_bytes(host_state_of(cpu))) << what << ": state differs";
       expect_same_counters(gpu, cpu, nullptr, what);
     }
   }
@@ -342,7 +345,7 @@ TEST(FastpathCuda, CapturedGraphReplayedThreeTimesIsBitIdentical) {
     std::vector<std::vector<float>> grads;
     std::vector<float*> device_grads;
     for (std::size_t f = 0; f < config.fragments; ++f) {
-      grads.push_back(random_vector(cpu.planner().fragment_size(f), 60 + static_cast<std::uint32_t>(f)));
+      grads.push_back(random_vector(cpu.fragment_size(f), 60 + static_cast<std::uint32_t>(f)));
       device_grads.push_back(to_device(grads.back()));
     }
     StepReport want;
@@ -362,7 +365,8 @@ TEST(FastpathCuda, CapturedGraphReplayedThreeTimesIsBitIdentical) {
     for (int replay = 0; replay < 3; ++replay) ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess) << what;
     expect_same_report(gpu.report(stream), want, what + " last replay");
     ASSERT_EQ(device.back(params).bytes(), params.bytes()) << what << ": parameters differ";
-    ASSERT_EQ(host_state_bytes(gpu.download(stream)), host_state_bytes(cpu.state())) << what << ": state differs";
+    ASSERT_EQ(host_state_bytes(gpu.download(stream)), host_state_bytes(host_state_of(cpu)))
+        << what << ": state differs";
     expect_same_counters(gpu, cpu, stream, what);
     cudaGraphExecDestroy(exec);
     cudaGraphDestroy(graph);
@@ -408,7 +412,7 @@ TEST(FastpathCuda, StepsOnTwoStreamsAreOrdered) {
     device_grads.push_back(to_device(grad));
     device.step(gpu, device_grads.back(), n, e, 0, streams[e % 2]);
   }
-  ASSERT_EQ(host_state_bytes(gpu.download()), host_state_bytes(cpu.state()));
+  ASSERT_EQ(host_state_bytes(gpu.download()), host_state_bytes(host_state_of(cpu)));
   ASSERT_EQ(device.back(params).bytes(), params.bytes());
   for (float* g : device_grads) cudaFree(g);
   for (auto& s : streams) cudaStreamDestroy(s);
@@ -465,11 +469,11 @@ TEST(FastpathCuda, StateFilesMoveBetweenBackends) {
   cpu.save(path);
   CudaOptimizer gpu(config, n);
   gpu.load(path);
-  ASSERT_EQ(host_state_bytes(gpu.download()), host_state_bytes(cpu.state()));
+  ASSERT_EQ(host_state_bytes(gpu.download()), host_state_bytes(host_state_of(cpu)));
   gpu.save(path);
   CpuOptimizer back(config, n, 1);
   back.load(path);
-  ASSERT_EQ(host_state_bytes(back.state()), host_state_bytes(cpu.state()));
+  ASSERT_EQ(host_state_bytes(host_state_of(back)), host_state_bytes(host_state_of(cpu)));
   EXPECT_EQ(back.counters()[0].values, cpu.counters()[0].values);
   std::filesystem::remove(path);
 }

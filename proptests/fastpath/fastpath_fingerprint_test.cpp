@@ -9,7 +9,7 @@
 // git history of kRecordedTotal says which changes moved it and why.
 #include "support/fastpath_test_support.hpp"
 
-#include "cgad/fastpath/detail/cpu_isa.hpp"
+#include "cgad/fastpath/cpu_isa.hpp"
 
 #include <gtest/gtest.h>
 
@@ -43,7 +43,7 @@ std::uint64_t fingerprint(StepConfig c, unsigned threads) {
   Params p(c, random_vector(n, 7));
   for (int s = 0; s < 50; ++s) {
     const std::size_t fragment = c.fragments > 1 ? static_cast<std::size_t>(s) % c.fragments : 0;
-    const std::size_t size = opt.planner().fragment_size(fragment);
+    const std::size_t size = opt.fragment_size(fragment);
     float scale = 1.0f;
     if (s == 20) scale = 1e-30f;  // v underflow / guard
     if (s == 30) scale = 1e30f;   // overflow to inf

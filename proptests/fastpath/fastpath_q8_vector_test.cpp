@@ -10,7 +10,7 @@
 // hardware threads, one test per map (--gtest_filter=*EveryFloat/4:*EveryFloat/5 runs the zero-free maps alone).
 // The decoder is checked on all 256 codes with absmax values across the whole float range.
 #include "cgad/fastpath/detail/block_step.hpp"
-#include "cgad/fastpath/detail/cpu_isa.hpp"
+#include "cgad/fastpath/cpu_isa.hpp"
 #include "cgad/fastpath/detail/q8_maps.hpp"
 #include "cgad/fastpath/detail/q8_vector.hpp"
 

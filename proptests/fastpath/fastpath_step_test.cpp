@@ -4,10 +4,11 @@
 #include "support/fastpath_kernel_emulation.hpp"
 #include "support/fastpath_test_support.hpp"
 
-#include "cgad/fastpath/detail/cpu_isa.hpp"
+#include "cgad/fastpath/cpu_isa.hpp"
 #include "cgad/fastpath/detail/q8_maps.hpp"
 #include "cgad/core/errors.hpp"
 #include "cgad/reference/optimizers.hpp"
+#include "cgad/fastpath/detail/cpu_optimizer_internals.hpp"
 
 #include <gtest/gtest.h>
 
@@ -16,6 +17,8 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+
+using cgad::fastpath::detail::host_state_of;
 
 namespace cgad::fastpath {
 namespace {
@@ -98,8 +101,8 @@ TEST(FastpathStep, ElementwiseFormatsDoNotDependOnTheSize) {
           one.step(single, {grad[i]}, 1);
           std::vector<float> m_one(1);
           single.read_buffer(single.buffer_names()[0], m_one);
-          const float theta = config.params == ParamFormat::fp32 ? params.fp32[i] : to_float(params.half[i]);
-          const float theta_one = config.params == ParamFormat::fp32 ? one.fp32[0] : to_float(one.half[0]);
+          const float theta = config.params == ParamFormat::fp32 ? params.fp32[i] : to_float(params.bf16_values[i]);
+          const float theta_one = config.params == ParamFormat::fp32 ? one.fp32[0] : to_float(one.bf16_values[0]);
           ASSERT_EQ(std::bit_cast<std::uint32_t>(theta), std::bit_cast<std::uint32_t>(theta_one))
               << describe(config) << " i=" << i;
           ASSERT_EQ(std::bit_cast<std::uint32_t>(m[i]), std::bit_cast<std::uint32_t>(m_one[0]))
@@ -144,11 +147,11 @@ TEST(FastpathStep, Q8RequantizesEachBlockFromThePreQuantizationMoments) {
       q8_params.step(q8, grad, 1);
       exact_params.step(exact, grad, 1);
       ASSERT_EQ(q8_params.bytes(), exact_params.bytes()) << describe(q8_config) << " n=" << n;
-      for (int k = 0; k < q8.state().moments; ++k) {
+      for (int k = 0; k < host_state_of(q8).moments; ++k) {
         const Q8Map& map = dynamic_map(k == 1 ? Q8MapKind::unsigned_map : Q8MapKind::signed_map);
-        const std::vector<float>& moment = exact.state().fp32[k];
-        ASSERT_EQ(q8.state().absmax[k].size(), (n + 255) / 256);
-        expect_requantized(q8.state(), k, moment, map, n);
+        const std::vector<float>& moment = host_state_of(exact).fp32[k];
+        ASSERT_EQ(host_state_of(q8).absmax[k].size(), (n + 255) / 256);
+        expect_requantized(host_state_of(q8), k, moment, map, n);
         if (k == 1) {
           StepConfig zero_free_config = q8_config;
           zero_free_config.v_map = VMap::zero_free;
@@ -156,7 +159,7 @@ TEST(FastpathStep, Q8RequantizesEachBlockFromThePreQuantizationMoments) {
           Params zero_free_params(zero_free_config, random_vector(n, 1));
           zero_free_params.step(zero_free, grad, 1);
           ASSERT_EQ(zero_free_params.bytes(), exact_params.bytes()) << "zero-free n=" << n;
-          expect_requantized(zero_free.state(), k, moment, dynamic_map(Q8MapKind::unsigned_zero_free), n);
+          expect_requantized(host_state_of(zero_free), k, moment, dynamic_map(Q8MapKind::unsigned_zero_free), n);
         }
       }
     }
@@ -220,8 +223,8 @@ TEST(FastpathStep, BadInputIsRefused) {
   EXPECT_THROW(opt.step(std::span<float>(params.data(), 9), grad, 0), core::InputError);
   EXPECT_THROW(opt.step(std::span<float>(params), grad, -1), core::InputError);
   EXPECT_THROW(opt.step(std::span<float>(params), grad, 0, 1), core::InputError);
-  std::vector<bf16> half(10);
-  EXPECT_THROW(opt.step(std::span<bf16>(half), grad, 0), core::InputError);
+  std::vector<bf16> bf16_values(10);
+  EXPECT_THROW(opt.step(std::span<bf16>(bf16_values), grad, 0), core::InputError);
   EXPECT_THROW(opt.read_buffer("b", params), core::InputError);
   StepConfig bad = config;
   bad.optimizer = OptimizerKind::delayed_nesterov;
@@ -262,7 +265,7 @@ TEST(FastpathStep, PaCgadFragmentsAndAgesFollowTheReference) {
   const std::int64_t taus[] = {0, 1, 0, 3, 2, 0, 7, 0, 1, 0};
   for (int e = 0; e < 10; ++e) {
     const std::size_t f = order[e];
-    const std::size_t size = opt.planner().fragment_size(f);
+    const std::size_t size = opt.fragment_size(f);
     const auto grad = random_vector(size, 40 + static_cast<std::uint32_t>(e));
     std::vector<reference::mpfr_real> ref_grad(grad.begin(), grad.end());
     const StepReport got = opt.step(std::span<float>(params), grad, taus[e], f);
@@ -327,8 +330,8 @@ struct Event {
 };
 
 // Event e's pseudo-gradient for fragment f (its slice only).
-std::vector<float> event_grad(const StepPlanner& planner, const Event& event, std::size_t e) {
-  return random_vector(planner.fragment_size(event.fragment), 100 + static_cast<std::uint32_t>(e));
+std::vector<float> event_grad(std::size_t fragment_size, std::size_t e) {
+  return random_vector(fragment_size, 100 + static_cast<std::uint32_t>(e));
 }
 
 // Parameter bytes then state bytes after `events` on the CPU backend (2 threads), a round advancing after each.
@@ -337,11 +340,13 @@ std::vector<unsigned char> cpu_steps(const StepConfig& config, const std::vector
   CpuOptimizer opt(config, tensors, 2);
   Params params(config, random_vector(opt.parameters(), 11));
   for (std::size_t e = 0; e < events.size(); ++e) {
-    EXPECT_TRUE(params.step(opt, event_grad(opt.planner(), events[e], e), events[e].tau, events[e].fragment).applied);
+    EXPECT_TRUE(
+        params.step(opt, event_grad(opt.fragment_size(events[e].fragment), e), events[e].tau, events[e].fragment)
+            .applied);
     opt.advance_round();
   }
   std::vector<unsigned char> out = params.bytes();
-  const auto state = testing::state_arrays(opt.state());
+  const auto state = testing::state_arrays(host_state_of(opt));
   out.insert(out.end(), state.begin(), state.end());
   return out;
 }
@@ -355,14 +360,14 @@ std::vector<unsigned char> emulate_kernel_steps(const StepConfig& config, const 
   Params params(config, random_vector(n, 11));
   for (std::size_t e = 0; e < events.size(); ++e) {
     const std::size_t f = events[e].fragment;
-    const auto grad = event_grad(planner, events[e], e);
+    const auto grad = event_grad(planner.fragment_size(events[e].fragment), e);
     StepPlanner::Plan plan = planner.plan(n, grad.size(), events[e].tau, f);
     EXPECT_TRUE(plan.scheduled.applied);
     state.bind(plan);
     StepArgs& step = plan.args;
     step.grad = grad.data();
     step.params_fp32 = config.params == ParamFormat::fp32 ? params.fp32.data() : nullptr;
-    step.params_bf16 = config.params == ParamFormat::bf16 ? params.half.data() : nullptr;
+    step.params_bf16 = config.params == ParamFormat::bf16 ? params.bf16_values.data() : nullptr;
     for (std::size_t c = planner.chunk_begin(f); c < planner.chunk_begin(f + 1); ++c) {
       const StepChunk& chunk = planner.chunks()[c];
       StepArgs a = chunk_args(step, chunk);
@@ -473,7 +478,7 @@ TEST(FastpathStep, ZeroFreeVMapKeepsASmallSecondMomentNonzeroAndItsStepSmall) {
       opt.read_buffer("v", v);
       ASSERT_NE(m[1], 0.0f) << what;
       const Q8Map& map = dynamic_map(second_moment_map(v_map), semantics);
-      const float absmax = opt.state().absmax[1][0];
+      const float absmax = host_state_of(opt).absmax[1][0];
       EXPECT_EQ(v[1], v_map == VMap::dynamic ? 0.0f : map.code[0] * absmax) << what << std::hexfloat << " v " << v[1];
       const std::size_t zeros = static_cast<std::size_t>(std::count(v.begin(), v.end(), 0.0f));
       EXPECT_EQ(zeros, v_map == VMap::dynamic ? 255u : 0u) << what << ": v stored as 0";
@@ -505,18 +510,18 @@ TEST(FastpathStep, PaCgadFragmentStepTouchesOnlyItsOwnBlocks) {
   CpuOptimizer opt(config, n, 3);
   Params params(config, random_vector(n, 50));
   for (std::size_t f = 0; f < 3; ++f) {
-    params.step(opt, random_vector(opt.planner().fragment_size(f), 51 + static_cast<std::uint32_t>(f)), 0, f);
+    params.step(opt, random_vector(opt.fragment_size(f), 51 + static_cast<std::uint32_t>(f)), 0, f);
   }
-  EXPECT_EQ(opt.state().absmax[0].size(), 2u + 2u + 2u);
-  const HostState before = opt.state();
-  const auto params_before = params.half;
-  params.step(opt, random_vector(opt.planner().fragment_size(1), 60), 0, 1);
-  const HostState& after = opt.state();
+  EXPECT_EQ(host_state_of(opt).absmax[0].size(), 2u + 2u + 2u);
+  const HostState before = host_state_of(opt);
+  const auto params_before = params.bf16_values;
+  params.step(opt, random_vector(opt.fragment_size(1), 60), 0, 1);
+  const HostState& after = host_state_of(opt);
   for (int k = 0; k < 2; ++k) {
     for (std::size_t i = 0; i < n; ++i) {
       if (i >= 333 && i < 666) continue;
       ASSERT_EQ(after.codes[k][i], before.codes[k][i]) << "moment " << k << " element " << i;
-      ASSERT_EQ(params.half[i].bits, params_before[i].bits) << "element " << i;
+      ASSERT_EQ(params.bf16_values[i].bits, params_before[i].bits) << "element " << i;
     }
     for (const std::size_t block : {0u, 1u, 4u, 5u}) {
       ASSERT_EQ(after.absmax[k][block], before.absmax[k][block]) << "moment " << k << " block " << block;

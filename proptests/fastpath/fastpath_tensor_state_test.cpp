@@ -6,8 +6,11 @@
 #include "support/fastpath_test_support.hpp"
 
 #include "cgad/core/errors.hpp"
+#include "cgad/fastpath/detail/cpu_optimizer_internals.hpp"
 
 #include <gtest/gtest.h>
+
+using cgad::fastpath::detail::host_state_of;
 
 namespace cgad::fastpath {
 namespace {
@@ -39,7 +42,7 @@ std::vector<StepConfig> configs() {
 template <class T, class Part>
 void expect_tiles(CpuOptimizer& opt, const std::vector<T>& whole, Part part, const std::string& where) {
   const T* at = whole.data();
-  for (std::size_t k = 0; k < opt.planner().tensor_sizes().size(); ++k) {
+  for (std::size_t k = 0; k < opt.tensor_sizes().size(); ++k) {
     const std::span<T> s = part(opt.tensor_state(k));
     if (s.empty()) continue;
     EXPECT_EQ(s.data(), at) << where << " tensor " << k;
@@ -53,7 +56,7 @@ TEST(FastpathTensorState, SlicesTileTheLiveStateBuffers) {
     for (const auto& sizes : testing::tensor_layouts()) {
       const std::string where = describe(config);
       CpuOptimizer opt(config, sizes, 1);
-      const HostState& s = opt.state();
+      const HostState& s = host_state_of(opt);
       const std::size_t min_q8 = effective_min_q8_size(config);
       for (std::size_t k = 0; k < sizes.size(); ++k) {
         const TensorState t = opt.tensor_state(k);
@@ -62,7 +65,7 @@ TEST(FastpathTensorState, SlicesTileTheLiveStateBuffers) {
         for (int m = 0; m < t.moments; ++m) {
           const bool q8 = config.state == StateFormat::q8 && !t.fp32_fallback;
           EXPECT_EQ(t.fp32[m].size(), config.state == StateFormat::fp32 || t.fp32_fallback ? sizes[k] : 0) << where;
-          EXPECT_EQ(t.half[m].size(), config.state == StateFormat::bf16 ? sizes[k] : 0) << where;
+          EXPECT_EQ(t.bf16_values[m].size(), config.state == StateFormat::bf16 ? sizes[k] : 0) << where;
           EXPECT_EQ(t.codes[m].size(), q8 ? sizes[k] : 0) << where;
           if (q8 && config.fragments == 1) {
             EXPECT_EQ(t.absmax[m].size(), (sizes[k] + 255) / 256) << where;
@@ -73,7 +76,7 @@ TEST(FastpathTensorState, SlicesTileTheLiveStateBuffers) {
         expect_tiles(
             opt, s.fp32[m], [m](const TensorState& t) { return t.fp32[m]; }, where);
         expect_tiles(
-            opt, s.half[m], [m](const TensorState& t) { return t.half[m]; }, where);
+            opt, s.bf16_values[m], [m](const TensorState& t) { return t.bf16_values[m]; }, where);
         // The codes are one per parameter (a tensor under min_q8_size leaves its codes unused): tensor k's start
         // at its first element.
         for (std::size_t k = 0, begin = 0; k < sizes.size(); begin += sizes[k], ++k) {
@@ -97,7 +100,7 @@ TEST(FastpathTensorState, LoadCopiesIntoTheBuffersTheSlicesSee) {
     CpuOptimizer opt(config, sizes, 1);
     const std::size_t n = opt.parameters();
     Params params(config, random_vector(n, 5));
-    const std::size_t slice = opt.planner().fragment_size(0);
+    const std::size_t slice = opt.fragment_size(0);
     params.step(opt, random_vector(slice, 6), 1);
     const std::vector<unsigned char> saved = opt.save_bytes();
     const std::vector<unsigned char> expected = state_bytes(opt);
@@ -111,8 +114,8 @@ TEST(FastpathTensorState, LoadCopiesIntoTheBuffersTheSlicesSee) {
       if (!after.fp32[m].empty()) {
         EXPECT_EQ(before.fp32[m].data(), after.fp32[m].data()) << where;
       }
-      if (!after.half[m].empty()) {
-        EXPECT_EQ(before.half[m].data(), after.half[m].data()) << where;
+      if (!after.bf16_values[m].empty()) {
+        EXPECT_EQ(before.bf16_values[m].data(), after.bf16_values[m].data()) << where;
       }
       if (!after.codes[m].empty()) {
         EXPECT_EQ(before.codes[m].data(), after.codes[m].data()) << where;

@@ -11,6 +11,7 @@
 
 #include "cgad/fastpath/state_file.hpp"
 #include "cgad/core/errors.hpp"
+#include "cgad/fastpath/detail/cpu_optimizer_internals.hpp"
 
 #include <gtest/gtest.h>
 
@@ -23,6 +24,8 @@
 #include <limits>
 #include <numeric>
 #include <unistd.h>
+
+using cgad::fastpath::detail::host_state_of;
 
 namespace cgad::fastpath {
 namespace {
@@ -49,7 +52,7 @@ std::vector<std::vector<std::size_t>> layouts() {
 // such as the Python package passes.
 struct Tensors {
   std::vector<std::vector<float>> fp32;
-  std::vector<std::vector<bf16>> half;
+  std::vector<std::vector<bf16>> bf16_values;
 
   Tensors(const StepConfig& config, const std::vector<std::size_t>& sizes, const std::vector<float>& initial) {
     std::size_t at = 0;
@@ -58,7 +61,7 @@ struct Tensors {
                                     initial.begin() + static_cast<std::ptrdiff_t>(at + n));
       const Params p(config, part);
       fp32.push_back(p.fp32);
-      half.push_back(p.half);
+      bf16_values.push_back(p.bf16_values);
       at += n;
     }
   }
@@ -73,7 +76,7 @@ struct Tensors {
       return opt.step(std::span<float* const>(p), std::span<const float* const>(g), tau, fragment);
     }
     std::vector<bf16*> p;
-    for (auto& x : half) p.push_back(x.empty() ? nullptr : x.data());
+    for (auto& x : bf16_values) p.push_back(x.empty() ? nullptr : x.data());
     return opt.step(std::span<bf16* const>(p), std::span<const float* const>(g), tau, fragment);
   }
   // The parameters' bytes in the order Params::bytes() gives for the concatenated vector.
@@ -83,7 +86,7 @@ struct Tensors {
       const auto* b = reinterpret_cast<const unsigned char*>(x.data());
       out.insert(out.end(), b, b + x.size() * 4);
     }
-    for (const auto& x : half) {
+    for (const auto& x : bf16_values) {
       const auto* b = reinterpret_cast<const unsigned char*>(x.data());
       out.insert(out.end(), b, b + x.size() * 2);
     }
@@ -164,7 +167,7 @@ TEST(FastpathTensorTable, PaCgadFragmentsAcrossTensorsMatchTheContiguousStep) {
         const std::vector<float> initial = random_vector(n, 23);
         Params whole(config, initial);
         Tensors tensors(config, sizes, initial);
-        const auto& layout = contiguous.planner().layout();
+        const auto& layout = contiguous.layout();
         for (std::size_t e = 0; e < 9; ++e) {
           const std::size_t f = (e * 2) % config.fragments;
           const std::vector<float> all = random_vector(n, 300 + static_cast<std::uint32_t>(e));
@@ -220,7 +223,7 @@ std::pair<std::vector<unsigned char>, std::vector<unsigned char>> emulate_table_
         batch.begin[at] = begin[k];
         batch.grad[at] = events[e][k].data();
         batch.params[at] = config.params == ParamFormat::fp32 ? static_cast<void*>(tensors.fp32[k].data())
-                                                              : static_cast<void*>(tensors.half[k].data());
+                                                              : static_cast<void*>(tensors.bf16_values[k].data());
       }
       for (std::size_t c = launch.first_chunk; c < launch.end_chunk; ++c) {
         const StepChunk& chunk = planner.chunks()[c];
@@ -267,7 +270,7 @@ TEST(FastpathTensorTable, CudaTableKernelEmulatedOnTheHostMatchesTheCpuTableStep
         }
         const auto [params, state] = emulate_table_kernel(config, sizes, initial, events, paths, where);
         ASSERT_EQ(params, tensors.bytes()) << where;
-        ASSERT_EQ(state, testing::state_arrays(table.state())) << where;
+        ASSERT_EQ(state, testing::state_arrays(host_state_of(table))) << where;
       }
     }
   }
@@ -319,9 +322,9 @@ TEST(FastpathTensorTable, BadTablesAreRefusedAndChangeNothing) {
   refused({a.data(), nullptr, c.data()}, {ga.data(), nullptr}, "2 gradient pointers, the optimizer 3 tensors");
   refused({a.data(), nullptr, nullptr}, {ga.data(), nullptr, gc.data()}, "parameter pointer for tensor 2");
   refused({a.data(), nullptr, c.data()}, {nullptr, nullptr, gc.data()}, "gradient pointer for tensor 0");
-  std::vector<bf16*> half{nullptr, nullptr, nullptr};
+  std::vector<bf16*> bf16_values{nullptr, nullptr, nullptr};
   std::vector<const float*> g{ga.data(), nullptr, gc.data()};
-  EXPECT_THROW(opt.step(std::span<bf16* const>(half), std::span<const float* const>(g), 0), core::InputError);
+  EXPECT_THROW(opt.step(std::span<bf16* const>(bf16_values), std::span<const float* const>(g), 0), core::InputError);
 }
 
 // The in-memory bytes are the state file's bytes, and loading them resumes bit for bit; any corrupted byte, and
@@ -406,7 +409,7 @@ TEST(FastpathHyperparameters, NewLearningRateKeepsTheState) {
     a.step(plain, grad, 0);
     b.step(switched, grad, 0);
     EXPECT_NE(a.bytes(), b.bytes()) << describe(config);
-    EXPECT_EQ(plain.planner().raw_counters().t, switched.planner().raw_counters().t);
+    EXPECT_EQ(plain.raw_counters().t, switched.raw_counters().t);
 
     for (const auto& change : std::vector<std::function<void(StepConfig&)>>{
              [](StepConfig& c) { c.state = c.state == StateFormat::q8 ? StateFormat::fp32 : StateFormat::q8; },

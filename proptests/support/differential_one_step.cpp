@@ -5,11 +5,14 @@
 
 #include "cgad/fastpath/detail/q8_maps.hpp"
 #include "cgad/reference/optimizers.hpp"
+#include "cgad/fastpath/detail/cpu_optimizer_internals.hpp"
 
 #include <cmath>
 #include <cstdio>
 #include <optional>
 #include <sstream>
+
+using cgad::fastpath::detail::host_state_of;
 
 namespace cgad::proptests {
 
@@ -122,7 +125,8 @@ OneStepOutcome check_one_step(const fastpath::StepConfig& config, const std::vec
   // The values the fast path starts from (bf16 parameters are rounded once, before anything runs).
   std::vector<float> theta0(n);
   for (std::size_t i = 0; i < n; ++i) {
-    theta0[i] = config.params == fastpath::ParamFormat::fp32 ? params.fp32[i] : fastpath::to_float(params.half[i]);
+    theta0[i] =
+        config.params == fastpath::ParamFormat::fp32 ? params.fp32[i] : fastpath::to_float(params.bf16_values[i]);
   }
   fastpath::CpuOptimizer fast(config, n, 1);
   const fastpath::StepReport report = params.step(fast, grad, tau);
@@ -147,7 +151,7 @@ OneStepOutcome check_one_step(const fastpath::StepConfig& config, const std::vec
   fast.read_buffer(fast.buffer_names()[0], first);
   if (adam) fast.read_buffer("v", second);
   const auto buffers = reference->buffers();
-  const fastpath::HostState& state = fast.state();
+  const fastpath::HostState& state = host_state_of(fast);
   const auto& signed_map = fastpath::dynamic_map(Q8MapKind::signed_map);
   const auto& unsigned_map = fastpath::dynamic_map(fastpath::second_moment_map(config.v_map));
 
@@ -199,7 +203,7 @@ OneStepOutcome check_one_step(const fastpath::StepConfig& config, const std::vec
       continue;
     }
     const float theta_fast =
-        config.params == fastpath::ParamFormat::fp32 ? params.fp32[i] : fastpath::to_float(params.half[i]);
+        config.params == fastpath::ParamFormat::fp32 ? params.fp32[i] : fastpath::to_float(params.bf16_values[i]);
     const double theta_ref_abs = std::fabs(as_double(ref_theta[i]));
     double theta_store = 0, theta_unit = fp32_spacing(theta_ref_abs);
     if (config.params == fastpath::ParamFormat::bf16) {

@@ -34,7 +34,7 @@ inline std::vector<unsigned char> state_arrays(const HostState& s) {
   };
   for (int k = 0; k < 2; ++k) {
     append(s.fp32[k].data(), s.fp32[k].size() * 4);
-    append(s.half[k].data(), s.half[k].size() * 2);
+    append(s.bf16_values[k].data(), s.bf16_values[k].size() * 2);
     append(s.codes[k].data(), s.codes[k].size());
     append(s.absmax[k].data(), s.absmax[k].size() * 4);
   }

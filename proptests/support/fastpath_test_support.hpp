@@ -2,6 +2,7 @@
 // What the fast-path tests share: configurations over every format combination, random inputs, and exact
 // snapshots of an optimizer (parameter bits, state bytes, counters) for bit-identity checks.
 #include "cgad/fastpath/fastpath.hpp"
+#include "cgad/fastpath/detail/cpu_optimizer_internals.hpp"
 
 #include <gtest/gtest.h>
 
@@ -120,23 +121,23 @@ inline std::vector<float> random_vector(std::size_t n, std::uint32_t seed, float
 // Parameters held in either format, stepped through the matching overload.
 struct Params {
   std::vector<float> fp32;
-  std::vector<bf16> half;
+  std::vector<bf16> bf16_values;
 
   Params(const StepConfig& config, const std::vector<float>& initial) {
     if (config.params == ParamFormat::fp32) {
       fp32 = initial;
     } else {
-      for (float x : initial) half.push_back(round_nearest_even_bf16(x));
+      for (float x : initial) bf16_values.push_back(round_nearest_even_bf16(x));
     }
   }
   StepReport step(CpuOptimizer& opt, const std::vector<float>& grad, std::int64_t tau, std::size_t fragment = 0) {
-    if (opt.config().params == ParamFormat::bf16) return opt.step(std::span<bf16>(half), grad, tau, fragment);
+    if (opt.config().params == ParamFormat::bf16) return opt.step(std::span<bf16>(bf16_values), grad, tau, fragment);
     return opt.step(std::span<float>(fp32), grad, tau, fragment);
   }
   std::vector<unsigned char> bytes() const {
-    std::vector<unsigned char> out(fp32.size() * 4 + half.size() * 2);
+    std::vector<unsigned char> out(fp32.size() * 4 + bf16_values.size() * 2);
     if (!fp32.empty()) std::memcpy(out.data(), fp32.data(), fp32.size() * 4);
-    if (!half.empty()) std::memcpy(out.data(), half.data(), half.size() * 2);
+    if (!bf16_values.empty()) std::memcpy(out.data(), bf16_values.data(), bf16_values.size() * 2);
     return out;
   }
 };
@@ -149,14 +150,14 @@ inline std::vector<unsigned char> state_bytes(const CpuOptimizer& opt, bool with
     const auto* b = static_cast<const unsigned char*>(p);
     out.insert(out.end(), b, b + n);
   };
-  const HostState& s = opt.state();
+  const HostState& s = detail::host_state_of(opt);
   for (int k = 0; k < 2; ++k) {
     append(s.fp32[k].data(), s.fp32[k].size() * 4);
-    append(s.half[k].data(), s.half[k].size() * 2);
+    append(s.bf16_values[k].data(), s.bf16_values[k].size() * 2);
     append(s.codes[k].data(), s.codes[k].size());
     append(s.absmax[k].data(), s.absmax[k].size() * 4);
   }
-  const auto& c = opt.planner().raw_counters();
+  const auto& c = opt.raw_counters();
   append(c.t.data(), c.t.size() * 8);
   if (with_sync) append(c.last_sync.data(), c.last_sync.size() * 8);
   append(&c.round, 8);

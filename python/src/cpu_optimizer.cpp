@@ -48,7 +48,7 @@ py::dict tensor_state(const py::object& self, std::size_t k) {
   for (int m = 0; m < t.moments; ++m) {
     py::dict moment;
     if (format == fastpath::StateFormat::bf16) {
-      moment["values"] = view<std::int16_t>(t.half[m], self);
+      moment["values"] = view<std::int16_t>(t.bf16_values[m], self);
     } else if (format == fastpath::StateFormat::fp32 || t.fp32_fallback) {
       moment["values"] = view<float>(t.fp32[m], self);
     } else {
@@ -64,7 +64,7 @@ py::dict tensor_state(const py::object& self, std::size_t k) {
 }
 
 py::dict raw_counters(const CpuOptimizer& o) {
-  const fastpath::StepPlanner::Counters& c = o.raw_counters();
+  const fastpath::StepCounters& c = o.raw_counters();
   py::dict out;
   out["t"] = c.t;
   out["last_sync"] = c.last_sync;
@@ -74,7 +74,7 @@ py::dict raw_counters(const CpuOptimizer& o) {
 }
 
 void set_raw_counters(CpuOptimizer& o, const py::dict& counters) {
-  fastpath::StepPlanner::Counters c;
+  fastpath::StepCounters c;
   for (const char* key : {"t", "last_sync", "round", "steps"}) {
     if (!counters.contains(key)) throw core::InputError(std::string("the counters have no '") + key + "'");
   }
@@ -137,7 +137,7 @@ void bind_cpu_optimizer(py::module_& m) {
       .def_property_readonly("buffer_names", &CpuOptimizer::buffer_names)
       .def_property_readonly("parameters", &CpuOptimizer::parameters)
       .def_property_readonly("threads", &CpuOptimizer::threads)
-      .def_property_readonly("tensor_sizes", [](const CpuOptimizer& o) { return o.planner().tensor_sizes(); });
+      .def_property_readonly("tensor_sizes", [](const CpuOptimizer& o) { return o.tensor_sizes(); });
 }
 
 }  // namespace cgad::python

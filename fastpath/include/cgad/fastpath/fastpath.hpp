@@ -32,7 +32,7 @@
 // The step allocates nothing: it reads and writes the caller's spans and the state made at construction.
 #include "cgad/fastpath/bf16.hpp"
 #include "cgad/fastpath/config.hpp"
-#include "cgad/fastpath/detail/cpu_isa.hpp"
+#include "cgad/fastpath/cpu_isa.hpp"
 #include "cgad/fastpath/detail/host_state.hpp"
 #include "cgad/fastpath/detail/step_planner.hpp"
 #include "cgad/fastpath/detail/thread_pool.hpp"
@@ -46,6 +46,10 @@
 
 namespace cgad::fastpath {
 
+namespace detail {
+struct CpuOptimizerInternals;
+}  // namespace detail
+
 struct LoadedState;  // state_file.hpp
 
 // One tensor's slice of a CpuOptimizer's live state, which its steps update in place and no step or load
@@ -56,7 +60,7 @@ struct TensorState {
   int moments = 0;
   bool fp32_fallback = false;
   std::span<float> fp32[2];
-  std::span<bf16> half[2];
+  std::span<bf16> bf16_values[2];
   std::span<std::uint8_t> codes[2];
   std::span<float> absmax[2];
 };
@@ -111,8 +115,8 @@ class CpuOptimizer {
   TensorState tensor_state(std::size_t k);
   // The step counts, synchronizations and round as the state file stores them, and their restore (InputError, and
   // nothing changes, for impossible ones: StepPlanner::set_raw_counters).
-  const StepPlanner::Counters& raw_counters() const { return planner_.raw_counters(); }
-  void set_raw_counters(StepPlanner::Counters counters) { planner_.set_raw_counters(std::move(counters)); }
+  const StepCounters& raw_counters() const { return planner_.raw_counters(); }
+  void set_raw_counters(StepCounters counters) { planner_.set_raw_counters(std::move(counters)); }
 
   void save(const std::filesystem::path& path) const;
   // Refuses (InputError) a truncated, corrupt, other-version or other-configuration file; the state in memory
@@ -122,13 +126,19 @@ class CpuOptimizer {
   std::vector<unsigned char> save_bytes() const;
   void load_bytes(std::span<const unsigned char> bytes);
 
-  // Raw access for the CUDA backend's transfers and the tests.
-  const HostState& state() const { return state_; }
-  const StepPlanner& planner() const { return planner_; }
+  // The layout of the parameters: their fragments (PA-CGAD's P, else one) and tensors (one, for the contiguous
+  // constructor). fragment_size(f) is what a step of fragment f takes as its pseudo-gradient (0 when there are no
+  // parameters).
+  const core::FragmentLayout& layout() const { return planner_.layout(); }
+  std::size_t fragment_size(std::size_t fragment) const { return planner_.fragment_size(fragment); }
+  const std::vector<std::size_t>& tensor_sizes() const { return planner_.tensor_sizes(); }
 
  private:
+  friend struct detail::CpuOptimizerInternals;  // the tests' view of the whole state
+                                                // (detail/cpu_optimizer_internals.hpp)
+
   struct Operands;  // where a step's chunks find Δ and θ (cpu_optimizer.cpp)
-  Operands contiguous(std::span<float* const> fp32, std::span<bf16* const> half, const float* const& grad,
+  Operands contiguous(std::span<float* const> fp32, std::span<bf16* const> bf16_values, const float* const& grad,
                       std::size_t fragment) const;
   Operands table(std::span<const float* const> grads, std::size_t fragment) const;
   // The first and last tensor with elements in `fragment` (first > last when there are none).

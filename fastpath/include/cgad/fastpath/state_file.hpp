@@ -45,7 +45,7 @@ std::vector<unsigned char> state_bytes(const StepPlanner& planner, const HostSta
 void write_state_file(const std::filesystem::path& path, const StepPlanner& planner, const HostState& state);
 
 struct LoadedState {
-  StepPlanner::Counters counters;
+  StepCounters counters;
   HostState state;
 };
 // `planner` and `current` give the configuration and the shape the bytes must have; `what` names them in errors

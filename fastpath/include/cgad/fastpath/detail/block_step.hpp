@@ -27,7 +27,7 @@ enum class UpdateFamily : std::uint8_t { adam, nesterov };
 // One moment buffer. For a whole step the pointers are the buffers' starts; chunk_args() moves them to a chunk.
 struct MomentView {
   float* fp32 = nullptr;          // fp32 state: one per parameter
-  bf16* half = nullptr;           // bf16 state: one per parameter
+  bf16* bf16_values = nullptr;    // bf16 state: one per parameter
   std::uint8_t* codes = nullptr;  // q8 state: one per parameter (unused for tensors that keep fp32 state)
   float* absmax = nullptr;        // q8 state: one per q8 chunk
   float* fallback = nullptr;      // q8 configuration: the fp32 moments of tensors under min_q8_size
@@ -80,7 +80,7 @@ CGAD_HD inline StepArgs chunk_args(const StepArgs& a, const StepChunk& c) {
     } else if (a.state == StateFormat::fp32) {
       m.fp32 = a.moment[k].fp32 + c.begin;
     } else if (a.state == StateFormat::bf16) {
-      m.half = a.moment[k].half + c.begin;
+      m.bf16_values = a.moment[k].bf16_values + c.begin;
     } else {
       m.codes = a.moment[k].codes + c.begin;
       m.absmax = a.moment[k].absmax + c.slot;
@@ -198,7 +198,7 @@ CGAD_HD inline float load_moment(const StepArgs& a, const MomentView& s, std::ui
     case StateFormat::fp32:
       return s.fp32[i];
     case StateFormat::bf16:
-      return to_float(s.half[i]);
+      return to_float(s.bf16_values[i]);
     case StateFormat::q8:
       return F::decoded_q8(a) ? s.fp32[i] : q8_dequantize(s.codes[i], block_absmax, *s.map);
   }
@@ -212,8 +212,8 @@ CGAD_HD inline void store_moment_elementwise(const StepArgs& a, const MomentView
   if (F::state(a) == StateFormat::fp32) {
     s.fp32[i] = value;
   } else if (F::state(a) == StateFormat::bf16) {
-    s.half[i] = F::stochastic(a) ? round_stochastic_bf16(value, random_word(random, s.random_word))
-                                 : round_nearest_even_bf16(value);
+    s.bf16_values[i] = F::stochastic(a) ? round_stochastic_bf16(value, random_word(random, s.random_word))
+                                        : round_nearest_even_bf16(value);
   }
 }
 

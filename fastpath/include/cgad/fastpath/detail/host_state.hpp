@@ -19,7 +19,7 @@ struct HostState {
   StateFormat format = StateFormat::fp32;
   int moments = 2;
   std::vector<float> fp32[2];  // fp32 state; in a q8 configuration the fallback moments (StepPlanner)
-  std::vector<bf16> half[2];
+  std::vector<bf16> bf16_values[2];
   std::vector<std::uint8_t> codes[2];
   std::vector<float> absmax[2];
 

@@ -8,7 +8,7 @@
 // The encoder is q8_nearest_fast's line model (q8.hpp), 8 lanes at a time, with the bucket search for the
 // elements the model leaves undecided: no table read per element otherwise. The decoder keeps the code table in
 // 16 registers with AVX-512 and gathers it with AVX2.
-#include "cgad/fastpath/detail/cpu_isa.hpp"
+#include "cgad/fastpath/cpu_isa.hpp"
 #include "cgad/fastpath/detail/q8.hpp"
 
 #include <cstddef>

@@ -94,7 +94,7 @@ CGAD_HD inline bool vectorized_tile(const StepArgs& a) {
         aligned = aligned && aligned_for<float, N>(m.fp32);
         break;
       case StateFormat::bf16:
-        aligned = aligned && aligned_for<bf16, N>(m.half);
+        aligned = aligned && aligned_for<bf16, N>(m.bf16_values);
         break;
       case StateFormat::q8:
         aligned = aligned && aligned_for<std::uint8_t, N>(m.codes);
@@ -162,7 +162,7 @@ class TileThread {
           move_in(a.moment[k].fp32, fp32_[k]);
           break;
         case StateFormat::bf16:
-          move_in(a.moment[k].half, bf16_[k]);
+          move_in(a.moment[k].bf16_values, bf16_[k]);
           break;
         case StateFormat::q8:
           move_in(a.moment[k].codes, codes_[k]);
@@ -190,7 +190,7 @@ class TileThread {
     CGAD_AGENT_UNROLL
     for (int k = 0; k < 2 && k < a.moments; ++k) {
       if (F::state(a) == StateFormat::fp32) move_out(fp32_[k], a.moment[k].fp32);
-      if (F::state(a) == StateFormat::bf16) move_out(bf16_[k], a.moment[k].half);
+      if (F::state(a) == StateFormat::bf16) move_out(bf16_[k], a.moment[k].bf16_values);
     }
   }
 
@@ -227,7 +227,7 @@ class TileThread {
     CGAD_AGENT_UNROLL
     for (int k = 0; k < 2; ++k) {
       tile.moment[k].fp32 = fp32_[k];
-      tile.moment[k].half = bf16_[k];
+      tile.moment[k].bf16_values = bf16_[k];
       tile.moment[k].codes = codes_[k];
     }
     return tile;

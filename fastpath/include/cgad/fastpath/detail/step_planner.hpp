@@ -15,6 +15,7 @@
 // configuration the chunks of a tensor under min_q8_size keep fp32 moments in a separate fallback buffer.
 #include "cgad/fastpath/detail/block_step.hpp"
 #include "cgad/fastpath/config.hpp"
+#include "cgad/fastpath/step_counters.hpp"
 #include "cgad/fastpath/detail/staleness.hpp"
 #include "cgad/fastpath/detail/step_schedule.hpp"
 #include "cgad/core/fragments.hpp"
@@ -79,12 +80,7 @@ class StepPlanner {
 
   // The counters, as the reference names them ("t", "age" for PA-CGAD), plus the applied-step count.
   std::vector<core::StateCounter> counters() const;
-  struct Counters {
-    std::vector<std::int64_t> t;
-    std::vector<std::int64_t> last_sync;  // per fragment, −1 before the first synchronization
-    std::int64_t round = 0;
-    std::uint64_t steps = 0;
-  };
+  using Counters = StepCounters;  // step_counters.hpp
   const Counters& raw_counters() const { return counters_; }
   // InputError on a length mismatch, a negative count or round, one of 2^62 or more, or a synchronization after
   // the current round.
