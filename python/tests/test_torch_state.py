@@ -139,6 +139,7 @@ def test_torch_adamw_state_is_a_warm_start():
     group = ours.param_groups[0]
     assert (group["lr"], tuple(group["betas"]), group["weight_decay"]) == (2e-3, (0.8, 0.99), 0.01)
     assert group["alpha"] == 0.2 and group["state"] == "fp32"  # what AdamW has not keeps this optimizer's
+    assert not {"optimizer", "seed", "fragments"} & set(group)  # the whole optimizer's, in no param group
     for p, q in zip(ours_params, torch_params):
         for name in ("exp_avg", "exp_avg_sq"):
             assert (bits(ours.state[p][name]) == bits(theirs.state[q][name])).all()
