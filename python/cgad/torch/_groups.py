@@ -66,11 +66,15 @@ class Group:
                                  "untouched -- give it a pseudo-gradient, or put it in a param group of its own")
         return ptrs, [0 if g is None else g.data_ptr() for g in grads], grads, views, missing
 
-    def configure(self, spec):
-        """Takes the group's hyperparameters for the next step (an lr schedule): a no-op when unchanged."""
+    def configure(self, spec, where):
+        """Takes the group's hyperparameters for the next step (an lr schedule): a no-op when unchanged. A changed
+        state format (_state.FORMAT_KEYS) is refused, by the fast path, since the state was made in the old one."""
         spec = dict(spec, params=self.spec["params"])
         if spec != self.spec:
-            self.engine.set_hyperparameters(spec)
+            try:
+                self.engine.set_hyperparameters(spec)
+            except _cgad.InputError as e:
+                raise _cgad.InputError(f"{where}: {e}") from None
             self.spec = spec
 
 
@@ -236,9 +240,9 @@ class SplitGroup:
         k, flat = self.parts[s].locate(fragment, index - self.offsets[s])
         return self.members[s][k], flat
 
-    def configure(self, spec):
+    def configure(self, spec, where):
         for part in self.parts:
-            part.configure(spec)
+            part.configure(spec, where)
 
     def read_state(self, k, name):
         s = next(s for s, m in enumerate(self.members) if k in m)

@@ -240,8 +240,8 @@ class _FastpathOptimizer(torch.optim.Optimizer):
             _cgad.check_spec(spec)
             self._check_group_spec(spec, where)
             events.append((group, fast, spec, fast.prepare(group["params"], fragment, where)))
-        for group, fast, spec, prepared in events:
-            fast.configure(spec)
+        for index, (group, fast, spec, prepared) in zip(targets, events):
+            fast.configure(spec, self._where(index))
         stepped = [e for e in events if e[3] is not None]
         if len(stepped) > 1:
             # A refused event in any group must leave every group untouched: look before stepping any.
