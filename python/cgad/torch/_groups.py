@@ -7,7 +7,7 @@ import torch
 from .. import _cgad
 from . import _state
 from ._report import REFUSED
-from ._tensors import (PARAM_FORMATS, backend, check_no_aliasing, gradients, group_layout, held, named,
+from ._tensors import (PARAM_FORMATS, backend, check_count, check_no_aliasing, gradients, group_layout, held, named,
                        param_pointers)
 
 
@@ -209,6 +209,7 @@ class SplitGroup:
                 yield s, part, [params[i] for i in m], None if prepared is None else prepared[s]
 
     def prepare(self, params, fragment, where):
+        check_count(params, len(self.states), where)  # the parts index the group's parameters
         check_no_aliasing(named(params), where)
         prepared = [part.prepare(ps, fragment, where) for _, part, ps, _ in self._each(params)]
         return None if all(p is None for p in prepared) else prepared
