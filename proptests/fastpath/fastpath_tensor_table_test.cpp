@@ -414,12 +414,14 @@ TEST(FastpathHyperparameters, NewLearningRateKeepsTheState) {
     for (const auto& change : std::vector<std::function<void(StepConfig&)>>{
              [](StepConfig& c) { c.state = c.state == StateFormat::q8 ? StateFormat::fp32 : StateFormat::q8; },
              [](StepConfig& c) { c.seed += 1; }, [](StepConfig& c) { c.min_q8_size = 7; },
+             [](StepConfig& c) { c.v_map = c.v_map == VMap::dynamic ? VMap::zero_free : VMap::dynamic; },
              [](StepConfig& c) { c.optimizer = OptimizerKind::adam; }, [](StepConfig& c) { c.adam.lr = -1.0f; }}) {
       StepConfig bad = faster;
       change(bad);
       EXPECT_THROW(switched.set_hyperparameters(bad), core::InputError) << describe(config);
       EXPECT_EQ(switched.config().adam.lr, faster.adam.lr);
       EXPECT_EQ(switched.config().state, config.state);
+      EXPECT_EQ(switched.config().v_map, config.v_map);
     }
   }
 }

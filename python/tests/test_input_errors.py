@@ -41,6 +41,16 @@ def appended_tensor():
     opt.step()
 
 
+def mixed_group_changed(change):
+    """A group of float32 and bfloat16 parameters (one fast-path optimizer per dtype inside) whose parameter list
+    changed after construction: a tensor appended was left unstepped, one removed was an IndexError."""
+    ps = [torch.randn(10, requires_grad=True), torch.randn(7, requires_grad=True).bfloat16().detach().requires_grad_()]
+    opt = CGAD(ps)
+    change(opt.param_groups[0]["params"])
+    fed(opt.param_groups[0]["params"])
+    opt.step()
+
+
 def state_dict_without(key):
     ps, opt = stepped_optimizer()
     sd = opt.state_dict()
@@ -91,6 +101,10 @@ BAD_CALLS = [
     (lambda: state_dict_without("state"), "must hold 'state' \\(a dict\\) and 'param_groups'"),
     (state_dict_with_bad_counters, "cgad_counters.*impossible step count"),
     (appended_tensor, "the param group now has 3 parameters, its optimizer state was made for 2"),
+    (lambda: mixed_group_changed(lambda ps: ps.append(torch.zeros(3, requires_grad=True))),
+     "param group 0: the param group now has 3 parameters, its optimizer state was made for 2"),
+    (lambda: mixed_group_changed(lambda ps: ps.pop()),
+     "param group 0: the param group now has 1 parameters, its optimizer state was made for 2"),
     (group_without_lr, "the param group has no 'lr'"),
     (lambda: stepped_optimizer()[1].counters(-1), "group must be an integer in \\[0, 0\\], got -1"),
     (lambda: stepped_optimizer()[1].counters(1), "group must be an integer in \\[0, 0\\], got 1"),

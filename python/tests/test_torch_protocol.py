@@ -100,6 +100,88 @@ def test_truthy_torch_flags_are_refused_with_the_reason(flag):
         CGAD(params(), foreachh=None)
 
 
+def refused_flag(flag, group):
+    return pytest.raises(cgad.InputError, match=f"^CGAD param group {group}: {flag}=True is not supported \\(.+\\); "
+                                                "None or False is taken$")
+
+
+@pytest.mark.parametrize("flag", FLAGS)
+def test_a_truthy_torch_flag_in_a_param_group_is_refused_on_every_path_changing_nothing(flag):
+    # torch.optim.Adam honours a group's own amsgrad or maximize: taking the group and ignoring it would be a
+    # silent wrong answer, whichever way the flag reached the group.
+    with refused_flag(flag, 0):
+        CGAD([{"params": params(), flag: True}])
+    with pytest.raises(cgad.InputError, match=f"^Nesterov param group 0: {flag}=True is not supported"):
+        Nesterov([{"params": params(), flag: True}])
+
+    ps = params()
+    opt = CGAD(ps)
+    with refused_flag(flag, 1):
+        opt.add_param_group({"params": params(sizes=(5,)), flag: True})
+    assert len(opt.param_groups) == 1
+
+    opt.param_groups[0][flag] = True  # set by hand before a step
+    feed(ps, 1)
+    before = param_bits(ps)
+    with refused_flag(flag, 0):
+        opt.step()
+    assert param_bits(ps) == before and opt.counters() == {"t": [0]}
+    opt.param_groups[0][flag] = False
+    assert opt.step().applied
+
+    saved = opt.state_dict()
+    saved["param_groups"][0][flag] = True
+    with refused_flag(flag, 0):
+        opt.load_state_dict(saved)
+    assert flag in opt.param_groups[0] and opt.param_groups[0][flag] is False  # the groups are as they were
+
+
+def test_falsy_torch_flags_and_a_users_own_keys_in_a_param_group_are_taken():
+    falsy = dict(foreach=None, fused=None, capturable=False, differentiable=False, maximize=False, amsgrad=False)
+    ps, reference = params(), params()
+    opt = CGAD([{"params": ps[:2], "name": "body", **falsy}])
+    opt.add_param_group({"params": ps[2:], "name": "head", **falsy})
+    plain = CGAD([{"params": reference[:2]}, {"params": reference[2:]}])
+    for e in range(2):
+        feed(ps, e)
+        feed(reference, e)
+        opt.step()
+        plain.step()
+    assert param_bits(ps) == param_bits(reference)
+    assert [g["name"] for g in opt.param_groups] == ["body", "head"]
+    opt.load_state_dict(opt.state_dict())  # a state_dict carrying them loads
+    assert opt.param_groups[1]["maximize"] is False
+
+
+@pytest.mark.parametrize("cls,kwargs,key,value", [
+    (CGAD, {}, "seed", 7), (CGAD, {}, "threads", 1), (CGAD, {}, "on_nonfinite", "raise"),
+    (Nesterov, {}, "seed", 0), (PACGAD, dict(fragments="groups"), "fragments", 2)],
+    ids=["seed", "threads", "on_nonfinite", "nesterov-seed", "pacgad-fragments"])
+def test_an_optimizer_wide_keyword_in_a_param_group_is_refused(cls, kwargs, key, value):
+    # These are the whole optimizer's (its seed keys stochastic rounding for every group): a group's own would
+    # have been ignored.
+    message = f"^{cls.__name__} param group 0: {key} is the whole optimizer's .+ the group's {key}={value!r} would"
+    with pytest.raises(cgad.InputError, match=message):
+        cls([{"params": params(), key: value}], **kwargs)
+    ps = params()
+    opt = cls([{"params": ps}], **kwargs)
+    opt.param_groups[0][key] = value
+    feed(ps, 1)
+    with pytest.raises(cgad.InputError, match=message):
+        opt.step()
+
+
+def test_a_param_group_holds_the_hyperparameters_its_optimizer_reads_and_no_others():
+    # Adam has no sigma and Adam-Decay no gate: an alpha or tau_cut in their groups would be read by no step, and
+    # setting it would change nothing.
+    gate = {"alpha", "tau_cut", "on_zero_gate"}
+    assert gate <= set(CGAD(params()).param_groups[0]) and gate <= set(PACGAD(params()).param_groups[0])
+    assert "alpha" in AdamDecay(params()).param_groups[0]
+    assert not {"tau_cut", "on_zero_gate"} & set(AdamDecay(params()).param_groups[0])
+    assert not gate & set(Adam(params()).param_groups[0])
+    assert {"lr", "betas", "eps", "weight_decay"} <= set(Adam(params()).param_groups[0])
+
+
 # --- step(closure), last_report ---------------------------------------------------------------------------------------
 
 def test_step_with_a_closure_returns_its_loss_as_torch_does():

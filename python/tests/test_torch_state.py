@@ -139,6 +139,7 @@ def test_torch_adamw_state_is_a_warm_start():
     group = ours.param_groups[0]
     assert (group["lr"], tuple(group["betas"]), group["weight_decay"]) == (2e-3, (0.8, 0.99), 0.01)
     assert group["alpha"] == 0.2 and group["state"] == "fp32"  # what AdamW has not keeps this optimizer's
+    assert not {"optimizer", "seed", "fragments"} & set(group)  # the whole optimizer's, in no param group
     for p, q in zip(ours_params, torch_params):
         for name in ("exp_avg", "exp_avg_sq"):
             assert (bits(ours.state[p][name]) == bits(theirs.state[q][name])).all()
@@ -195,6 +196,25 @@ def test_param_groups_keep_their_own_state_format():
     feed(params, 5)
     with pytest.raises(cgad.InputError, match="state"):
         opt.step()
+
+
+@pytest.mark.parametrize("key,value,what", [
+    ("state", "bf16", "state format"), ("rounding", "stochastic", "rounding"), ("q8_semantics", "bnb", "q8 semantics"),
+    ("v_map", "zero-free", "v map"), ("min_q8_size", 7, "min_q8_size")])
+def test_a_state_format_key_changed_after_construction_is_refused_at_the_step_changing_nothing(key, value, what):
+    """The state was made in the group's format: v_map too (its q8 codes decode through the map, and the fast path
+    took another one silently, reading v through it)."""
+    params = model(torch.bfloat16)
+    opt = CGAD([{"params": params[:1]}, {"params": params[1:]}], state="q8")
+    feed(params, 0)
+    opt.step()
+    opt.param_groups[1][key] = value
+    feed(params, 1)
+    before, state = [bits(p).tobytes() for p in params], state_bits(opt)
+    with pytest.raises(cgad.InputError, match=f"^CGAD param group 1: new hyperparameters must keep the optimizer's "
+                                              f"{what} \\(its state depends on it\\)$"):
+        opt.step()
+    assert [bits(p).tobytes() for p in params] == before and state_bits(opt) == state
 
 
 def mixed_model(seed=0):

@@ -7,7 +7,7 @@ import torch
 from .. import _cgad
 from . import _state
 from ._report import REFUSED
-from ._tensors import (PARAM_FORMATS, backend, check_no_aliasing, gradients, group_layout, held, named,
+from ._tensors import (PARAM_FORMATS, backend, check_count, check_no_aliasing, gradients, group_layout, held, named,
                        param_pointers)
 
 
@@ -66,11 +66,15 @@ class Group:
                                  "untouched -- give it a pseudo-gradient, or put it in a param group of its own")
         return ptrs, [0 if g is None else g.data_ptr() for g in grads], grads, views, missing
 
-    def configure(self, spec):
-        """Takes the group's hyperparameters for the next step (an lr schedule): a no-op when unchanged."""
+    def configure(self, spec, where):
+        """Takes the group's hyperparameters for the next step (an lr schedule): a no-op when unchanged. A changed
+        state format (_state.FORMAT_KEYS) is refused, by the fast path, since the state was made in the old one."""
         spec = dict(spec, params=self.spec["params"])
         if spec != self.spec:
-            self.engine.set_hyperparameters(spec)
+            try:
+                self.engine.set_hyperparameters(spec)
+            except _cgad.InputError as e:
+                raise _cgad.InputError(f"{where}: {e}") from None
             self.spec = spec
 
 
@@ -205,6 +209,7 @@ class SplitGroup:
                 yield s, part, [params[i] for i in m], None if prepared is None else prepared[s]
 
     def prepare(self, params, fragment, where):
+        check_count(params, len(self.states), where)  # the parts index the group's parameters
         check_no_aliasing(named(params), where)
         prepared = [part.prepare(ps, fragment, where) for _, part, ps, _ in self._each(params)]
         return None if all(p is None for p in prepared) else prepared
@@ -236,9 +241,9 @@ class SplitGroup:
         k, flat = self.parts[s].locate(fragment, index - self.offsets[s])
         return self.members[s][k], flat
 
-    def configure(self, spec):
+    def configure(self, spec, where):
         for part in self.parts:
-            part.configure(spec)
+            part.configure(spec, where)
 
     def read_state(self, k, name):
         s = next(s for s, m in enumerate(self.members) if k in m)

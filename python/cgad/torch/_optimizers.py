@@ -13,7 +13,7 @@ from . import _state, _trap_stats
 from .._arguments import INT64_MAX, UINT32_MAX, UINT64_MAX, integer
 from ._groups import CudaGroup, make_group
 from ._tensors import check_no_aliasing, mark_modified
-from ._protocol import Counters, check_flags, check_policy, count, new_counts, report_refusal
+from ._protocol import Counters, check_flags, check_group_flags, check_policy, count, new_counts, report_refusal
 from ._protocol import staleness as as_staleness
 from ._report import REFUSED, GroupReport, StepReport, combine, group_report, no_gradient
 
@@ -58,10 +58,13 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 
 class _FastpathOptimizer(torch.optim.Optimizer):
     """What the six optimizers share. Subclasses set _optimizer (the fast path's name) and _hyperparameters (the
-    param-group keys they take), and pass their defaults."""
+    param-group keys they take), and pass their defaults (those keys' values)."""
 
     _optimizer = None
     _hyperparameters = ()
+    # The keywords that are the whole optimizer's (its fast-path structure, the step's policy), never a param
+    # group's: a group carrying one would have it ignored, so it is refused.
+    _optimizer_wide = ("seed", "threads", "on_nonfinite")
 
     def __init__(self, params, defaults, *, state, rounding, seed, q8_semantics, min_q8_size, threads,
                  fragments=1, unsupported=None, v_map="dynamic"):
@@ -116,7 +119,15 @@ class _FastpathOptimizer(torch.optim.Optimizer):
     # --- configuration ------------------------------------------------------------------------------------------
 
     def _spec(self, group, where):
-        """The fast-path configuration of a param group, its hyperparameters read from the group now."""
+        """The fast-path configuration of a param group, its hyperparameters read from the group now. Every path
+        a group takes (construction, add_param_group, each step of it, load_state_dict and so copies) reads it
+        here, so a setting the group carries and no step would honour is refused here."""
+        check_group_flags(group, where)
+        for key in self._optimizer_wide:
+            if key in group:
+                raise _cgad.InputError(f"{where}: {key} is the whole optimizer's ({type(self).__name__}(..., "
+                                       f"{key}=...)), not a param group's; the group's {key}={group[key]!r} "
+                                       "would be ignored")
         spec = self._group_structure(group, where)
         for key in self._hyperparameters:
             if key not in group:
@@ -229,8 +240,8 @@ class _FastpathOptimizer(torch.optim.Optimizer):
             _cgad.check_spec(spec)
             self._check_group_spec(spec, where)
             events.append((group, fast, spec, fast.prepare(group["params"], fragment, where)))
-        for group, fast, spec, prepared in events:
-            fast.configure(spec)
+        for index, (group, fast, spec, prepared) in zip(targets, events):
+            fast.configure(spec, self._where(index))
         stepped = [e for e in events if e[3] is not None]
         if len(stepped) > 1:
             # A refused event in any group must leave every group untouched: look before stepping any.
@@ -310,7 +321,8 @@ class _FastpathOptimizer(torch.optim.Optimizer):
                 raise _cgad.InputError(f"{where}: the state_dict's param group must list {len(params)} parameters, "
                                        f"as this one has, got {indices!r}")
             entry = loaded.get(_state.COUNTERS)
-            ours = dict(group, **self._group_structure(group, where))
+            structure = self._group_structure(group, where)  # its format keys only: its seed is no group's
+            ours = dict(group, **{key: structure[key] for key in _state.FORMAT_KEYS})
             if entry is None:
                 merged = _state.warm_start_group(loaded, ours, where)
             else:
@@ -390,10 +402,8 @@ class _FastpathOptimizer(torch.optim.Optimizer):
 class _AdamFamily(_FastpathOptimizer):
     _hyperparameters = ("lr", "betas", "eps", "weight_decay", "alpha", "tau_cut", "on_zero_gate")
 
-    def __init__(self, params, lr, betas, eps, weight_decay, alpha, tau_cut, on_zero_gate, state, rounding, seed,
-                 q8_semantics, min_q8_size, threads, fragments=1, unsupported=None, v_map="dynamic"):
-        defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, alpha=alpha, tau_cut=tau_cut,
-                        on_zero_gate=on_zero_gate)
+    def __init__(self, params, defaults, state, rounding, seed, q8_semantics, min_q8_size, threads, fragments=1,
+                 unsupported=None, v_map="dynamic"):
         super().__init__(params, defaults, state=state, rounding=rounding, seed=seed, q8_semantics=q8_semantics,
                          min_q8_size=min_q8_size, threads=threads, fragments=fragments, unsupported=unsupported,
                          v_map=v_map)
@@ -414,8 +424,10 @@ class CGAD(_AdamFamily):
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, alpha=0.2, tau_cut=32,
                  on_zero_gate="apply", state="fp32", rounding="nearest", seed=0, q8_semantics="cgad",
                  min_q8_size=None, threads=0, v_map="dynamic", **unsupported):
-        super().__init__(params, lr, betas, eps, weight_decay, alpha, tau_cut, on_zero_gate, state, rounding, seed,
-                         q8_semantics, min_q8_size, threads, unsupported=unsupported, v_map=v_map)
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, alpha=alpha,
+                                      tau_cut=tau_cut, on_zero_gate=on_zero_gate),
+                         state, rounding, seed, q8_semantics, min_q8_size, threads, unsupported=unsupported,
+                         v_map=v_map)
 
 
 class PACGAD(_AdamFamily):
@@ -430,15 +442,17 @@ class PACGAD(_AdamFamily):
     fragment, all of them aged together, so fragment f steps exactly as the range split steps a range that holds
     the same whole tensors (docs/python.md)."""
     _optimizer = "pa-cgad"
+    _optimizer_wide = _AdamFamily._optimizer_wide + ("fragments",)
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, alpha=0.2, tau_cut=32,
                  on_zero_gate="apply", fragments=1, state="fp32", rounding="nearest", seed=0, q8_semantics="cgad",
                  min_q8_size=None, threads=0, v_map="dynamic", **unsupported):
         self.fragment = 0  # what a bare step() uses
         self._by_groups = isinstance(fragments, str) and fragments == "groups"
-        super().__init__(params, lr, betas, eps, weight_decay, alpha, tau_cut, on_zero_gate, state, rounding, seed,
-                         q8_semantics, min_q8_size, threads, fragments=1 if self._by_groups else fragments,
-                         unsupported=unsupported, v_map=v_map)
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, alpha=alpha,
+                                      tau_cut=tau_cut, on_zero_gate=on_zero_gate),
+                         state, rounding, seed, q8_semantics, min_q8_size, threads,
+                         fragments=1 if self._by_groups else fragments, unsupported=unsupported, v_map=v_map)
 
     def add_param_group(self, param_group):
         if self.param_groups and not self._by_groups:
@@ -491,8 +505,9 @@ class AdamDecay(_AdamFamily):
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, alpha=0.2, state="fp32",
                  rounding="nearest", seed=0, q8_semantics="cgad", min_q8_size=None, threads=0, v_map="dynamic",
                  **unsupported):
-        super().__init__(params, lr, betas, eps, weight_decay, alpha, 32, "apply", state, rounding, seed,
-                         q8_semantics, min_q8_size, threads, unsupported=unsupported, v_map=v_map)
+        # No gate: no tau_cut or on_zero_gate in its param groups, where no step would read them.
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, alpha=alpha), state,
+                         rounding, seed, q8_semantics, min_q8_size, threads, unsupported=unsupported, v_map=v_map)
 
 
 class Adam(_AdamFamily):
@@ -503,8 +518,9 @@ class Adam(_AdamFamily):
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, state="fp32",
                  rounding="nearest", seed=0, q8_semantics="cgad", min_q8_size=None, threads=0, v_map="dynamic",
                  **unsupported):
-        super().__init__(params, lr, betas, eps, weight_decay, 0.2, 32, "apply", state, rounding, seed,
-                         q8_semantics, min_q8_size, threads, unsupported=unsupported, v_map=v_map)
+        # sigma = 1: no alpha, tau_cut or on_zero_gate in its param groups, where no step would read them.
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay), state, rounding,
+                         seed, q8_semantics, min_q8_size, threads, unsupported=unsupported, v_map=v_map)
 
 
 class _NesterovFamily(_FastpathOptimizer):

@@ -21,14 +21,27 @@ UNSUPPORTED_FLAGS = {
 }
 
 
+def _check_flag(flag, value, where):
+    if value is not None and value is not False:
+        raise _cgad.InputError(f"{where}: {flag}={value!r} is not supported ({UNSUPPORTED_FLAGS[flag]}); "
+                               "None or False is taken")
+
+
 def check_flags(flags, name):
     """Refuses a truthy torch flag (InputError, with why) and an unknown keyword (TypeError, as Python does)."""
     for flag, value in flags.items():
         if flag not in UNSUPPORTED_FLAGS:
             raise TypeError(f"{name}() got an unexpected keyword argument '{flag}'")
-        if value is not None and value is not False:
-            raise _cgad.InputError(f"{name}: {flag}={value!r} is not supported ({UNSUPPORTED_FLAGS[flag]}); "
-                                   "None or False is taken")
+        _check_flag(flag, value, name)
+
+
+def check_group_flags(group, where):
+    """Refuses a truthy torch flag in a param group, as the keyword is: torch.optim.Adam honours a group's own
+    amsgrad or maximize, and torch's add_param_group, a user's param_groups[i][flag] = True and a state_dict's
+    groups can all put one there. Any other key is the user's, as torch takes it."""
+    for flag in UNSUPPORTED_FLAGS:
+        if flag in group:
+            _check_flag(flag, group[flag], where)
 
 
 def staleness(value, where):

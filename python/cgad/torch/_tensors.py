@@ -72,13 +72,18 @@ def named(params):
     return [(f"parameter {i}", p) for i, p in enumerate(params)]
 
 
+def check_count(params, count, where):
+    """The param group still has the ``count`` parameters its optimizer state was made for."""
+    if len(params) != count:
+        refuse(where, f"the param group now has {len(params)} parameters, its optimizer state was made for "
+                      f"{count} (add parameters with add_param_group, not by changing param_groups)")
+
+
 def param_pointers(params, layout, where):
     """The parameters' data pointers, after checking they still have the format, device and sizes the group's
     state was made for (a model moved or cast since would otherwise be stepped as what it was)."""
     fmt, device, sizes = layout
-    if len(params) != len(sizes):
-        refuse(where, f"the param group now has {len(params)} parameters, its optimizer state was made for "
-                      f"{len(sizes)} (add parameters with add_param_group, not by changing param_groups)")
+    check_count(params, len(sizes), where)
     for i, p in enumerate(params):
         check_param(p, i, where)
         if PARAM_FORMATS[p.dtype] != fmt or p.device != device or p.numel() != sizes[i]:

@@ -66,8 +66,8 @@ struct TensorState {
 };
 
 // Refuses (InputError) new hyperparameters `next` for an optimizer configured as `now` unless they keep what its
-// state's shape and meaning depend on: the optimizer, formats, rounding, seed, q8 semantics, min_q8_size and
-// fragments (set_hyperparameters of either backend).
+// state's shape and meaning depend on: the optimizer, formats, rounding, seed, q8 semantics, v map, min_q8_size
+// and fragments (set_hyperparameters of either backend).
 void require_same_state_layout(const StepConfig& now, const StepConfig& next);
 
 class CpuOptimizer {
@@ -97,7 +97,7 @@ class CpuOptimizer {
 
   // New hyperparameters (lr, betas, eps, weight decay, momentum, alpha, tau_cut, on_zero_gate) for the steps to
   // come, keeping the state and the counters: an lr schedule. The optimizer, formats, rounding, seed, q8
-  // semantics, min_q8_size and fragments must stay as they are (the state's shape and meaning depend on them);
+  // semantics, v map, min_q8_size and fragments must stay as they are (the state's shape and meaning depend on them);
   // InputError otherwise, or for invalid values, and then nothing changes.
   void set_hyperparameters(const StepConfig& config);
 
