@@ -26,6 +26,7 @@ using cgad::bench::FastpathCpuWorkload;
 using cgad::bench::InPlaceWorkload;
 namespace fp = cgad::fastpath;
 namespace ref = cgad::reference;
+namespace core = cgad::core;
 
 unsigned bench_threads() {
   if (const char* text = std::getenv("CGAD_BENCH_THREADS"))
@@ -58,7 +59,7 @@ void Copy(benchmark::State& state) {
   state.counters["bytes_per_second"] = rate(copy.bytes());
 }
 
-void Step(benchmark::State& state, ref::OptimizerKind optimizer, fp::ParamFormat params, fp::StateFormat moments) {
+void Step(benchmark::State& state, core::OptimizerKind optimizer, fp::ParamFormat params, fp::StateFormat moments) {
   fp::StepConfig config;
   config.optimizer = optimizer;
   config.params = params;
@@ -94,10 +95,10 @@ BENCHMARK(Copy)->Apply(sizes)->UseRealTime();
 
 const struct Registrar {
   Registrar() {
-    for (auto optimizer : {ref::OptimizerKind::cgad, ref::OptimizerKind::adam, ref::OptimizerKind::nesterov}) {
+    for (auto optimizer : {core::OptimizerKind::cgad, core::OptimizerKind::adam, core::OptimizerKind::nesterov}) {
       for (auto params : {fp::ParamFormat::fp32, fp::ParamFormat::bf16}) {
         for (auto moments : {fp::StateFormat::fp32, fp::StateFormat::bf16, fp::StateFormat::q8}) {
-          const std::string name = "Step/" + std::string(ref::to_string(optimizer)) + "/" +
+          const std::string name = "Step/" + std::string(core::to_string(optimizer)) + "/" +
                                    std::string(fp::to_string(params)) + "/" + std::string(fp::to_string(moments));
           benchmark::RegisterBenchmark(name.c_str(), Step, optimizer, params, moments)->Apply(sizes)->UseManualTime();
         }

@@ -13,8 +13,9 @@ namespace {
 
 namespace fp = cgad::fastpath;
 namespace ref = cgad::reference;
+namespace core = cgad::core;
 
-void Step(benchmark::State& state, ref::OptimizerKind optimizer, fp::ParamFormat params, fp::StateFormat moments) {
+void Step(benchmark::State& state, core::OptimizerKind optimizer, fp::ParamFormat params, fp::StateFormat moments) {
   const std::string why = cgad::bench::cuda_unavailable_reason();
   if (!why.empty()) {
     state.SkipWithError(("skipped: " + why).c_str());
@@ -42,10 +43,10 @@ void Step(benchmark::State& state, ref::OptimizerKind optimizer, fp::ParamFormat
 
 const struct Registrar {
   Registrar() {
-    for (auto optimizer : {ref::OptimizerKind::cgad, ref::OptimizerKind::nesterov}) {
+    for (auto optimizer : {core::OptimizerKind::cgad, core::OptimizerKind::nesterov}) {
       for (auto params : {fp::ParamFormat::fp32, fp::ParamFormat::bf16}) {
         for (auto moments : {fp::StateFormat::fp32, fp::StateFormat::bf16, fp::StateFormat::q8}) {
-          const std::string name = "CudaStep/" + std::string(ref::to_string(optimizer)) + "/" +
+          const std::string name = "CudaStep/" + std::string(core::to_string(optimizer)) + "/" +
                                    std::string(fp::to_string(params)) + "/" + std::string(fp::to_string(moments));
           benchmark::RegisterBenchmark(name.c_str(), Step, optimizer, params, moments)
               ->RangeMultiplier(4)

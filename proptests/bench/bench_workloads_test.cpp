@@ -7,6 +7,7 @@
 namespace {
 
 namespace ref = cgad::reference;
+namespace core = cgad::core;
 namespace fp = cgad::fastpath;
 
 TEST(BenchWorkloads, RawMpfrLoopIsTheReferenceBitForBit) {
@@ -37,7 +38,7 @@ TEST(BenchWorkloads, StepBytesCountEveryBufferOnce) {
   wide.params = fp::ParamFormat::fp32;
   wide.state = fp::StateFormat::fp32;
   EXPECT_DOUBLE_EQ(cgad::bench::step_bytes(wide, 10), 10 * 28);
-  wide.optimizer = ref::OptimizerKind::nesterov;  // one moment
+  wide.optimizer = core::OptimizerKind::nesterov;  // one moment
   EXPECT_DOUBLE_EQ(cgad::bench::step_bytes(wide, 10), 10 * 20);
 }
 

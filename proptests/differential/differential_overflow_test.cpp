@@ -38,9 +38,9 @@ namespace cgad::fastpath {
 namespace {
 
 namespace ref = cgad::reference;
+using core::OptimizerKind;
+using core::SkipReason;
 using ref::mpfr_real;
-using ref::OptimizerKind;
-using ref::SkipReason;
 using testing::all_format_configs;
 using testing::describe;
 using testing::Params;
@@ -159,7 +159,7 @@ TEST(OverflowFastPath, RefusedWholeAtTheExactThresholdAppliedJustBelow) {
             const std::size_t at = position % rig.size(rig.fragment);  // PA-CGAD's fragment is a slice
             const float edge = gate.tau == 0 ? kLimit : threshold_for(rig.sigma);
             ASSERT_GE(rig.sigma * edge, kLimit) << hex(rig.sigma) << " " << hex(edge);
-            const std::string where = std::string(ref::to_string(gate.kind)) + " tau " + std::to_string(gate.tau) +
+            const std::string where = std::string(core::to_string(gate.kind)) + " tau " + std::to_string(gate.tau) +
                                       " sigma " + hex(rig.sigma) + " " + describe(rig.config) + " at " +
                                       std::to_string(at) + " delta " + hex(sign * edge);
             std::vector<float> grad = random_vector(rig.size(rig.fragment), 77);
@@ -205,7 +205,7 @@ TEST(OverflowFastPath, ThresholdsForSigmaBelowOne) {
     const float edge = threshold_for(rig.sigma);
     const double exact = static_cast<double>(rig.sigma) * static_cast<double>(edge);  // exact: 24 × 24 bits
     std::printf("%s tau %lld: sigma %a, threshold delta %a, exact sigma*delta %a (%s 2^63)\n",
-                std::string(ref::to_string(gate.kind)).c_str(), static_cast<long long>(gate.tau),
+                std::string(core::to_string(gate.kind)).c_str(), static_cast<long long>(gate.tau),
                 static_cast<double>(rig.sigma), static_cast<double>(edge), exact,
                 exact >= 0x1p63 ? ">=" : "<, rounds up to");
     EXPECT_LT(rig.sigma, 1.0f);
@@ -268,7 +268,7 @@ TEST(OverflowFastPath, NanInTheSameEventIsReportedAsNonfinite) {
 TEST(OverflowFastPath, ZeroGateComesBeforeOverflow) {
   for (const OptimizerKind kind : {OptimizerKind::cgad, OptimizerKind::pa_cgad}) {
     for (StepConfig config : all_format_configs(kind)) {
-      for (const auto policy : {ref::ZeroGatePolicy::skip, ref::ZeroGatePolicy::apply}) {
+      for (const auto policy : {core::ZeroGatePolicy::skip, core::ZeroGatePolicy::apply}) {
         config.on_zero_gate = policy;
         for (const std::int64_t tau : {32, 33, 1000}) {
           Rig rig(config, {600}, 0);
@@ -280,7 +280,7 @@ TEST(OverflowFastPath, ZeroGateComesBeforeOverflow) {
           const StepReport report = rig.step(grad, tau);
           const std::string where = describe(rig.config) + " tau " + std::to_string(tau);
           EXPECT_EQ(report.sigma, 0.0f) << where;
-          if (policy == ref::ZeroGatePolicy::skip) {
+          if (policy == core::ZeroGatePolicy::skip) {
             EXPECT_FALSE(report.applied) << where;
             EXPECT_EQ(report.reason, SkipReason::zero_gate) << where;
             EXPECT_EQ(rig.params.bytes(), params_before) << where;
@@ -393,11 +393,12 @@ class OverflowReference : public ::testing::Test {
 
 template <class Real>
 struct RefRig {
-  ref::OptimizerConfig<Real> config;
+  core::OptimizerConfig<Real> config;
   std::unique_ptr<ref::OuterOptimizer<Real>> opt;
   std::vector<Real> params;
 
-  RefRig(OptimizerKind kind, std::size_t n, std::int64_t tau, ref::ZeroGatePolicy policy = ref::ZeroGatePolicy::apply) {
+  RefRig(OptimizerKind kind, std::size_t n, std::int64_t tau,
+         core::ZeroGatePolicy policy = core::ZeroGatePolicy::apply) {
     config.kind = kind;
     config.on_zero_gate = policy;
     if (kind == OptimizerKind::pa_cgad) config.fragments = 2;
@@ -414,7 +415,7 @@ struct RefRig {
   static std::vector<Real> slice_grad(const std::vector<float>& g) { return std::vector<Real>(g.begin(), g.end()); }
   std::size_t fragment() const { return config.fragments - 1; }
   std::size_t size() const { return opt->layout().size(fragment()); }
-  ref::StepReport<Real> step(const std::vector<float>& g, std::int64_t tau) {
+  core::StepReport<Real> step(const std::vector<float>& g, std::int64_t tau) {
     const auto grad = slice_grad(g);
     return opt->apply(params, {grad, tau, fragment()});
   }
@@ -433,11 +434,11 @@ struct RefRig {
   }
   bool all_finite() const {
     for (const Real& x : params) {
-      if (!ref::is_finite(x)) return false;
+      if (!core::is_finite(x)) return false;
     }
     for (const auto& b : opt->buffers()) {
       for (const Real& x : b.values) {
-        if (!ref::is_finite(x)) return false;
+        if (!core::is_finite(x)) return false;
       }
     }
     return true;
@@ -455,7 +456,7 @@ void check_reference_agrees() {
         RefRig<Real> rig(gate.kind, 600, gate.tau);
         Rig fast(all_format_configs(gate.kind)[0], {600}, gate.tau);  // fp32 params, fp32 state, cgad
         ASSERT_EQ(rig.size(), fast.size(fast.fragment));
-        const double sigma = static_cast<double>(ref::sigma(Real(gate.tau), ref::gate_of(rig.config)));
+        const double sigma = static_cast<double>(core::sigma(Real(gate.tau), core::gate_of(rig.config)));
         const std::vector<std::pair<float, bool>> cases =
             gate.tau == 0 ? std::vector<std::pair<float, bool>>{{kLimit, false}, {kBelowLimit, true}}
                           : std::vector<std::pair<float, bool>>{{static_cast<float>(0x1p64 / sigma), false},
@@ -463,7 +464,7 @@ void check_reference_agrees() {
         for (const auto& [magnitude, applies] : cases) {
           std::vector<float> grad = random_vector(rig.size(), 77);
           grad[position] = sign * magnitude;
-          const std::string where = std::string(ref::to_string(gate.kind)) + " tau " + std::to_string(gate.tau) +
+          const std::string where = std::string(core::to_string(gate.kind)) + " tau " + std::to_string(gate.tau) +
                                     " at " + std::to_string(position) + " delta " + hex(sign * magnitude) + " (" +
                                     std::to_string(ref::precision_bits<Real>()) + " bits)";
           const auto before = rig.snapshot();
@@ -505,22 +506,22 @@ void check_reference_order() {
       grad[bad_at] = std::numeric_limits<float>::quiet_NaN();
       const auto before = rig.snapshot();
       const auto report = rig.step(grad, gate.tau);
-      EXPECT_EQ(report.reason, SkipReason::nonfinite_gradient) << ref::to_string(gate.kind);
+      EXPECT_EQ(report.reason, SkipReason::nonfinite_gradient) << core::to_string(gate.kind);
       EXPECT_EQ(report.nonfinite_index, bad_at);
       EXPECT_TRUE(rig.snapshot() == before);
     }
   }
   for (const OptimizerKind kind : {OptimizerKind::cgad, OptimizerKind::pa_cgad}) {
-    for (const auto policy : {ref::ZeroGatePolicy::skip, ref::ZeroGatePolicy::apply}) {
+    for (const auto policy : {core::ZeroGatePolicy::skip, core::ZeroGatePolicy::apply}) {
       for (const std::int64_t tau : {32, 1000}) {
         RefRig<Real> rig(kind, 600, 0, policy);
         std::vector<float> grad = random_vector(rig.size(), 13);
         grad[3] = std::numeric_limits<float>::max();
         const auto report = rig.step(grad, tau);
-        if (policy == ref::ZeroGatePolicy::skip) {
-          EXPECT_EQ(report.reason, SkipReason::zero_gate) << ref::to_string(kind) << " tau " << tau;
+        if (policy == core::ZeroGatePolicy::skip) {
+          EXPECT_EQ(report.reason, SkipReason::zero_gate) << core::to_string(kind) << " tau " << tau;
         } else {
-          EXPECT_TRUE(report.applied) << ref::to_string(kind) << " tau " << tau;
+          EXPECT_TRUE(report.applied) << core::to_string(kind) << " tau " << tau;
           EXPECT_TRUE(rig.all_finite());
         }
       }
@@ -533,15 +534,15 @@ void check_reference_order() {
     grad[300] = -0x1p100f;
     const auto before = rig.snapshot();
     auto report = rig.step(grad, 3);
-    EXPECT_EQ(report.reason, SkipReason::overflowing_gradient) << ref::to_string(kind);
+    EXPECT_EQ(report.reason, SkipReason::overflowing_gradient) << core::to_string(kind);
     EXPECT_EQ(report.nonfinite_index, 0u);
     EXPECT_TRUE(rig.snapshot() == before);
     grad[20] = std::numeric_limits<float>::infinity();
-    EXPECT_EQ(rig.step(grad, 3).reason, SkipReason::nonfinite_gradient) << ref::to_string(kind);
+    EXPECT_EQ(rig.step(grad, 3).reason, SkipReason::nonfinite_gradient) << core::to_string(kind);
     grad = random_vector(600, 19);
     grad[0] = kind == OptimizerKind::sdm ? std::nextafter(0x1p65f, 0.0f) : kBelowLimit;
     report = rig.step(grad, 3);
-    EXPECT_TRUE(report.applied) << ref::to_string(kind);
+    EXPECT_TRUE(report.applied) << core::to_string(kind);
     EXPECT_TRUE(rig.all_finite());
   }
 }

@@ -35,8 +35,8 @@ namespace {
 
 namespace ref = cgad::reference;
 namespace fp = cgad::fastpath;
+using core::OptimizerKind;
 using ref::mpfr_real;
-using ref::OptimizerKind;
 
 // ---- (a) the reference -------------------------------------------------------------------------------------
 
@@ -67,7 +67,7 @@ struct Replayed {
 };
 
 template <class Real>
-Replayed<Real> replay_at(const ref::OptimizerConfig<Real>& config, const Stream& stream, std::int64_t tau) {
+Replayed<Real> replay_at(const core::OptimizerConfig<Real>& config, const Stream& stream, std::int64_t tau) {
   Replayed<Real> out;
   out.params = to_real<Real>(stream.params);
   auto optimizer = ref::make_optimizer(config, out.params.size());
@@ -134,15 +134,15 @@ struct Outcome {
 // `kind` is CGAD or Adam-Decay at constant `tau`; compares against Adam with eps/σ̃ and against Adam with eps.
 template <class Real>
 Outcome<Real> check_against_scaled_adam(OptimizerKind kind, const Stream& stream, std::int64_t tau, bool decay) {
-  ref::OptimizerConfig<Real> gated;
+  core::OptimizerConfig<Real> gated;
   gated.kind = kind;
-  if (decay) gated.adam.weight_decay = ref::parse_real<Real>("0.01", "weight_decay");
-  const Real sigma = ref::sigma(Real(tau), ref::gate_of(gated));
+  if (decay) gated.adam.weight_decay = core::parse_real<Real>("0.01", "weight_decay");
+  const Real sigma = core::sigma(Real(tau), core::gate_of(gated));
   RC_ASSERT(sigma > Real(0));
-  ref::OptimizerConfig<Real> adam = gated;
+  core::OptimizerConfig<Real> adam = gated;
   adam.kind = OptimizerKind::adam;
   adam.adam.eps = gated.adam.eps / sigma;
-  ref::OptimizerConfig<Real> same_eps = gated;
+  core::OptimizerConfig<Real> same_eps = gated;
   same_eps.kind = OptimizerKind::adam;
 
   const auto g = replay_at(gated, stream, tau);
@@ -205,9 +205,9 @@ RC_GTEST_FIXTURE_PROP(SigmaInvarianceReference, ConstantTauIsAdamWithEpsOverSigm
   // Not vacuous: for σ ≤ 1/2, Adam at the SAME eps moves every parameter whose m̂ was ever nonzero by a
   // different amount; its gap is at least η·ε(1/σ − 1)/(|Δ|max ≈ 2^10) ≈ 1e-14 on the first nonzero step, far above
   // the MPFR tolerance (≈ 2^-240).
-  ref::OptimizerConfig<mpfr_real> config;
+  core::OptimizerConfig<mpfr_real> config;
   config.kind = kind;
-  const double sigma = static_cast<double>(ref::sigma(mpfr_real(tau), ref::gate_of(config)));
+  const double sigma = static_cast<double>(core::sigma(mpfr_real(tau), core::gate_of(config)));
   if (sigma <= 0.5 && any_nonzero(stream)) {
     RC_LOG() << std::hexfloat << "same-eps gap " << mp.same_eps_gap << " mpfr tol " << mp.tolerance << "\n";
     RC_ASSERT(mp.same_eps_gap > 0x1p40 * mp.tolerance);
@@ -231,10 +231,10 @@ void check_same_eps_far_outside(OptimizerKind kind, std::int64_t tau) {
     stream.steps.push_back(
         {{std::ldexp(1.0 + k / 32.0, -27), -std::ldexp(3.0, -29), std::ldexp(1.0, -26 - k % 3)}, tau});
   }
-  ref::OptimizerConfig<Real> gated;
+  core::OptimizerConfig<Real> gated;
   gated.kind = kind;
-  const Real sigma = ref::sigma(Real(tau), ref::gate_of(gated));
-  ref::OptimizerConfig<Real> adam = gated, same = gated;
+  const Real sigma = core::sigma(Real(tau), core::gate_of(gated));
+  core::OptimizerConfig<Real> adam = gated, same = gated;
   adam.kind = same.kind = OptimizerKind::adam;
   adam.adam.eps = gated.adam.eps / sigma;
   std::vector<Real> pg = to_real<Real>(stream.params), pa = pg, ps = pg;
@@ -258,7 +258,7 @@ void check_same_eps_far_outside(OptimizerKind kind, std::int64_t tau) {
     same_gap = std::max(same_gap, abs_diff(pg[i], ps[i]));
   }
   std::printf("%s tau %lld at %u bits: sigma %a, |gated - adam(eps/sigma)| %a, |gated - adam(eps)| %a, tol %a\n",
-              std::string(ref::to_string(kind)).c_str(), static_cast<long long>(tau), ref::precision_bits<Real>(),
+              std::string(core::to_string(kind)).c_str(), static_cast<long long>(tau), ref::precision_bits<Real>(),
               static_cast<double>(sigma), scaled_gap, same_gap, tol);
   EXPECT_LE(scaled_gap, tol);
   EXPECT_GT(same_gap, 1e6 * tol) << std::hexfloat << "same-eps gap " << same_gap << " tol " << tol;
@@ -416,7 +416,7 @@ TEST(SigmaInvarianceFastPath, PowerOfTwoSigmaIsAdamWithScaledEpsBitForBit) {
     for (const fp::StepConfig& config : fp::testing::all_format_configs(gc.kind)) {
       for (const auto& tensors : fp::testing::tensor_layouts()) {
         const std::string difference = run_case(config, tensors, gc, 24, 17u + static_cast<std::uint32_t>(gc.tau));
-        ASSERT_EQ(difference, "") << ref::to_string(gc.kind) << " tau " << gc.tau << " tau_cut " << gc.tau_cut << " "
+        ASSERT_EQ(difference, "") << core::to_string(gc.kind) << " tau " << gc.tau << " tau_cut " << gc.tau_cut << " "
                                   << fp::testing::describe(config);
         ++compared;
       }
@@ -465,7 +465,7 @@ TEST(SigmaInvarianceFastPath, UnscaledEpsIsCaught) {
       fp::StepConfig c = config;
       c.optimizer = gc.kind;
       const std::string difference = run_case(c, {3 * 256 + 17}, gc, 24, 5, /*same_eps=*/true);
-      EXPECT_NE(difference, "") << ref::to_string(gc.kind) << " tau " << gc.tau << " " << fp::testing::describe(c);
+      EXPECT_NE(difference, "") << core::to_string(gc.kind) << " tau " << gc.tau << " " << fp::testing::describe(c);
     }
   }
 }

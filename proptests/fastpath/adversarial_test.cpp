@@ -46,8 +46,9 @@ namespace {
 
 namespace fs = std::filesystem;
 namespace ref = cgad::reference;
+namespace core = cgad::core;
 namespace fp = cgad::fastpath;
-using ref::InputError;
+using core::InputError;
 using ref::mpfr_real;
 
 std::string slurp(const fs::path& path) {
@@ -127,27 +128,27 @@ TEST(OneNumberGrammar, EveryFormatRefusesTheSameTextsAndTakesTheSameOnes) {
   ref::set_working_precision_bits(256);
   for (const char* bad : {"0x1p-3", "0b101", "0X10", "nan(1)", " 1", "1 ", "", "+", "-", ".", "1e", "e5", "1.5.2",
                           "@inf@", "infinit", "1,5", "١"}) {
-    EXPECT_THROW(ref::parse_real<float>(bad, "x"), InputError) << "float '" << bad << "'";
-    EXPECT_THROW(ref::parse_real<double>(bad, "x"), InputError) << "double '" << bad << "'";
-    EXPECT_THROW(ref::parse_real<mpfr_real>(bad, "x"), InputError) << "mpfr '" << bad << "'";
+    EXPECT_THROW(core::parse_real<float>(bad, "x"), InputError) << "float '" << bad << "'";
+    EXPECT_THROW(core::parse_real<double>(bad, "x"), InputError) << "double '" << bad << "'";
+    EXPECT_THROW(core::parse_real<mpfr_real>(bad, "x"), InputError) << "mpfr '" << bad << "'";
     EXPECT_EQ(cgad::core::classify_number_text(bad), cgad::core::NumberText::invalid) << bad;
   }
   // Below float's smallest subnormal: correctly rounded to zero of the text's sign (the fast path refused it).
-  EXPECT_EQ(ref::parse_real<float>("1e-50", "x"), 0.0f);
-  EXPECT_TRUE(std::signbit(ref::parse_real<float>("-1e-50", "x")));
-  EXPECT_EQ(ref::parse_real<float>("7.0065e-46", "x"), std::nextafter(0.0f, 1.0f));  // just above half: rounds up
-  EXPECT_EQ(ref::parse_real<double>("1e-400", "x"), 0.0);
-  EXPECT_EQ(ref::parse_real<mpfr_real>("1e-50", "x"), ref::parse_real<mpfr_real>("1.0e-50", "x"));
+  EXPECT_EQ(core::parse_real<float>("1e-50", "x"), 0.0f);
+  EXPECT_TRUE(std::signbit(core::parse_real<float>("-1e-50", "x")));
+  EXPECT_EQ(core::parse_real<float>("7.0065e-46", "x"), std::nextafter(0.0f, 1.0f));  // just above half: rounds up
+  EXPECT_EQ(core::parse_real<double>("1e-400", "x"), 0.0);
+  EXPECT_EQ(core::parse_real<mpfr_real>("1e-50", "x"), core::parse_real<mpfr_real>("1.0e-50", "x"));
   for (const char* good : {"1", "+1", "-1", "1.", ".5", "1.5e3", "1E+3", "007", "0.1", "inf", "-Infinity", "NaN"}) {
-    EXPECT_NO_THROW(ref::parse_real<float>(good, "x")) << good;
-    EXPECT_NO_THROW(ref::parse_real<mpfr_real>(good, "x")) << good;
+    EXPECT_NO_THROW(core::parse_real<float>(good, "x")) << good;
+    EXPECT_NO_THROW(core::parse_real<mpfr_real>(good, "x")) << good;
   }
-  EXPECT_EQ(ref::parse_real<float>("007", "x"), 7.0f);  // decimal, never octal
+  EXPECT_EQ(core::parse_real<float>("007", "x"), 7.0f);  // decimal, never octal
   // Past a format's range is refused, never an infinity nobody wrote (item 5).
-  EXPECT_THROW(ref::parse_real<float>("1e39", "x"), InputError);
-  EXPECT_THROW(ref::parse_real<double>("-1e400", "x"), InputError);
-  EXPECT_THROW(ref::parse_real<mpfr_real>("1e999999999999", "x"), InputError);
-  EXPECT_NO_THROW(ref::parse_real<mpfr_real>("1e400", "x"));
+  EXPECT_THROW(core::parse_real<float>("1e39", "x"), InputError);
+  EXPECT_THROW(core::parse_real<double>("-1e400", "x"), InputError);
+  EXPECT_THROW(core::parse_real<mpfr_real>("1e999999999999", "x"), InputError);
+  EXPECT_NO_THROW(core::parse_real<mpfr_real>("1e400", "x"));
 }
 
 // Found by fuzz/fuzz_decimal_number.cpp: MPFR 4.2.0's mpfr_strtofr read a tiny decimal with zeros after the point
@@ -157,31 +158,31 @@ TEST(OneNumberGrammar, ADecimalFarBelowEveryRangeIsZeroInEveryFormatAndOneFarAbo
   const std::string exponent = "6000000000000000000000008000000000000000000000000684777228";  // 58 digits
   for (const std::string& tiny : {"0.05e-" + exponent, "-00.0000000500004e-" + exponent, "5e-" + exponent}) {
     const bool negative = tiny.front() == '-';
-    const mpfr_real r = ref::parse_real<mpfr_real>(tiny, "x");
+    const mpfr_real r = core::parse_real<mpfr_real>(tiny, "x");
     EXPECT_TRUE(mpfr_zero_p(r.backend().data())) << tiny;
     EXPECT_EQ(mpfr_signbit(r.backend().data()) != 0, negative) << tiny;
-    EXPECT_EQ(ref::parse_real<double>(tiny, "x"), 0.0) << tiny;
-    EXPECT_EQ(std::signbit(ref::parse_real<float>(tiny, "x")), negative) << tiny;
+    EXPECT_EQ(core::parse_real<double>(tiny, "x"), 0.0) << tiny;
+    EXPECT_EQ(std::signbit(core::parse_real<float>(tiny, "x")), negative) << tiny;
   }
   for (const std::string& huge : {"0.05e+" + exponent, "5e" + exponent}) {
-    EXPECT_THROW(ref::parse_real<mpfr_real>(huge, "x"), InputError) << huge;
-    EXPECT_THROW(ref::parse_real<double>(huge, "x"), InputError) << huge;
+    EXPECT_THROW(core::parse_real<mpfr_real>(huge, "x"), InputError) << huge;
+    EXPECT_THROW(core::parse_real<double>(huge, "x"), InputError) << huge;
   }
   // Inside MPFR's range, beyond double's: MPFR reads it, double refuses or underflows as before.
-  EXPECT_FALSE(mpfr_zero_p(ref::parse_real<mpfr_real>("0.05e-300000000", "x").backend().data()));
-  EXPECT_EQ(ref::parse_real<double>("0.05e-300000000", "x"), 0.0);
+  EXPECT_FALSE(mpfr_zero_p(core::parse_real<mpfr_real>("0.05e-300000000", "x").backend().data()));
+  EXPECT_EQ(core::parse_real<double>("0.05e-300000000", "x"), 0.0);
 }
 
 TEST(SignedZero, SurvivesParsingAndPrintingInEveryFormat) {
   ref::set_working_precision_bits(256);
-  const mpfr_real zero = ref::parse_real<mpfr_real>("-0", "x");
+  const mpfr_real zero = core::parse_real<mpfr_real>("-0", "x");
   EXPECT_TRUE(mpfr_signbit(zero.backend().data()));
-  EXPECT_EQ(ref::to_decimal(zero).rfind("-0.0", 0), 0u) << ref::to_decimal(zero);
-  EXPECT_EQ(ref::to_decimal(zero, 5), "-0.0000e+00");  // 5 significant digits
-  EXPECT_EQ(ref::to_decimal(mpfr_real(0), 5), "0.0000e+00");
-  EXPECT_EQ(ref::to_decimal(mpfr_real(1) / 3, 5), "3.3333e-01");  // it printed 3.33333e-01 before 2026-12-01
-  EXPECT_EQ(ref::to_decimal(-0.0f), "-0");
-  EXPECT_TRUE(std::signbit(ref::parse_real<float>("-0", "x")));
+  EXPECT_EQ(core::to_decimal(zero).rfind("-0.0", 0), 0u) << core::to_decimal(zero);
+  EXPECT_EQ(core::to_decimal(zero, 5), "-0.0000e+00");  // 5 significant digits
+  EXPECT_EQ(core::to_decimal(mpfr_real(0), 5), "0.0000e+00");
+  EXPECT_EQ(core::to_decimal(mpfr_real(1) / 3, 5), "3.3333e-01");  // it printed 3.33333e-01 before 2026-12-01
+  EXPECT_EQ(core::to_decimal(-0.0f), "-0");
+  EXPECT_TRUE(std::signbit(core::parse_real<float>("-0", "x")));
 }
 
 // --- items 6, 8, 26, 5: the stream parser ---------------------------------------------------------------------
@@ -488,16 +489,16 @@ TEST(ThreadPoolLimits, AFailedThreadCreationIsAnErrorNotAHang) {
 
 TEST(OverflowRule, NesterovAndSdmRefuseAnOverflowingEventWholeInTheReferenceAndTheFastPathAlike) {
   ref::set_working_precision_bits(256);
-  for (const auto kind : {ref::OptimizerKind::nesterov, ref::OptimizerKind::sdm}) {
+  for (const auto kind : {core::OptimizerKind::nesterov, core::OptimizerKind::sdm}) {
     // Reference: Δ = 2e38 (|σΔ| ≥ 2^63 at τ = 0 and 1) is refused and changes nothing.
-    ref::OptimizerConfig<mpfr_real> config;
+    core::OptimizerConfig<mpfr_real> config;
     config.kind = kind;
     auto optimizer = ref::make_optimizer(config, 2);
     std::vector<mpfr_real> params{mpfr_real(1), mpfr_real(2)};
-    const std::vector<mpfr_real> grad{mpfr_real(1), ref::parse_real<mpfr_real>("2e38", "g")};
+    const std::vector<mpfr_real> grad{mpfr_real(1), core::parse_real<mpfr_real>("2e38", "g")};
     const auto report = optimizer->apply(params, {grad, 1, 0});
     EXPECT_FALSE(report.applied);
-    EXPECT_EQ(report.reason, ref::SkipReason::overflowing_gradient);
+    EXPECT_EQ(report.reason, core::SkipReason::overflowing_gradient);
     EXPECT_EQ(report.nonfinite_index, 1u);
     EXPECT_EQ(params[0], mpfr_real(1));
     EXPECT_EQ(optimizer->buffers()[0].values[1], mpfr_real(0));
@@ -505,7 +506,7 @@ TEST(OverflowRule, NesterovAndSdmRefuseAnOverflowingEventWholeInTheReferenceAndT
     const mpfr_real edge = ldexp(mpfr_real(1), 64), below = ldexp(mpfr_real(3), 62);
     EXPECT_FALSE(optimizer->apply(params, {std::vector<mpfr_real>{mpfr_real(0), edge}, 1, 0}).applied);
     const bool below_applied = optimizer->apply(params, {std::vector<mpfr_real>{mpfr_real(0), below}, 1, 0}).applied;
-    EXPECT_EQ(below_applied, kind == ref::OptimizerKind::sdm);
+    EXPECT_EQ(below_applied, kind == core::OptimizerKind::sdm);
     // Fast path, every format: the same decisions, nothing changed by a refused event, finite results.
     for (const fp::StepConfig& base : fp::testing::all_format_configs(kind)) {
       fp::StepConfig c = base;
@@ -515,12 +516,13 @@ TEST(OverflowRule, NesterovAndSdmRefuseAnOverflowingEventWholeInTheReferenceAndT
       const auto bytes = p.bytes();
       const auto r = p.step(cpu, {1.0f, 2e38f}, 1);
       EXPECT_FALSE(r.applied) << fp::testing::describe(c);
-      EXPECT_EQ(r.reason, ref::SkipReason::overflowing_gradient) << fp::testing::describe(c);
+      EXPECT_EQ(r.reason, core::SkipReason::overflowing_gradient) << fp::testing::describe(c);
       EXPECT_EQ(r.nonfinite_index, 1u);
       EXPECT_EQ(p.bytes(), bytes) << fp::testing::describe(c);
       EXPECT_EQ(fp::testing::state_bytes(cpu), before) << fp::testing::describe(c);
       EXPECT_FALSE(p.step(cpu, {0.0f, 0x1p64f}, 1).applied) << fp::testing::describe(c);
-      EXPECT_EQ(p.step(cpu, {0.0f, 0x1.8p63f}, 1).applied, kind == ref::OptimizerKind::sdm) << fp::testing::describe(c);
+      EXPECT_EQ(p.step(cpu, {0.0f, 0x1.8p63f}, 1).applied, kind == core::OptimizerKind::sdm)
+          << fp::testing::describe(c);
       std::vector<float> b(2);
       cpu.read_buffer("b", b);
       EXPECT_TRUE(std::isfinite(b[1])) << fp::testing::describe(c);
@@ -538,7 +540,7 @@ TEST(OverflowRule, NesterovAndSdmRefuseAnOverflowingEventWholeInTheReferenceAndT
         gpu.step(device_params, 2, device_grad, 2, 1, 0, nullptr);
         const auto gr = gpu.report();
         EXPECT_FALSE(gr.applied) << "cuda " << fp::testing::describe(c);
-        EXPECT_EQ(gr.reason, ref::SkipReason::overflowing_gradient);
+        EXPECT_EQ(gr.reason, core::SkipReason::overflowing_gradient);
         float back[2];
         cudaMemcpy(back, device_params, sizeof back, cudaMemcpyDeviceToHost);
         EXPECT_EQ(back[0], 1.0f);
@@ -552,27 +554,27 @@ TEST(OverflowRule, NesterovAndSdmRefuseAnOverflowingEventWholeInTheReferenceAndT
 }
 
 TEST(HyperparameterRanges, HyperparametersThatMakeFiniteInputInfiniteAreRefusedWithTheirRange) {
-  ref::AdamHyper<float> adam;
-  EXPECT_NO_THROW(ref::validate_range(adam));
+  core::AdamHyper<float> adam;
+  EXPECT_NO_THROW(core::validate_range(adam));
   adam.lr = 3e38f;
-  EXPECT_THROW(ref::validate_range(adam), InputError);
+  EXPECT_THROW(core::validate_range(adam), InputError);
   adam = {};
   adam.weight_decay = 1e30f;
-  EXPECT_THROW(ref::validate_range(adam), InputError);
+  EXPECT_THROW(core::validate_range(adam), InputError);
   adam = {};
   adam.lr = 1.0f;
   adam.weight_decay = 3.0f;  // the decay multiplies θ by -2 each step
-  EXPECT_THROW(ref::validate_range(adam), InputError);
+  EXPECT_THROW(core::validate_range(adam), InputError);
   adam.weight_decay = 2.0f;
-  EXPECT_NO_THROW(ref::validate_range(adam));
+  EXPECT_NO_THROW(core::validate_range(adam));
   adam = {};
   adam.lr = static_cast<float>(cgad::core::kMaxLearningRate);
-  EXPECT_NO_THROW(ref::validate_range(adam));
-  ref::NesterovHyper<mpfr_real> nesterov;
-  EXPECT_NO_THROW(ref::validate_range(nesterov));
-  nesterov.lr = ref::parse_real<mpfr_real>("3e38", "lr");
+  EXPECT_NO_THROW(core::validate_range(adam));
+  core::NesterovHyper<mpfr_real> nesterov;
+  EXPECT_NO_THROW(core::validate_range(nesterov));
+  nesterov.lr = core::parse_real<mpfr_real>("3e38", "lr");
   try {
-    ref::validate_range(nesterov);
+    core::validate_range(nesterov);
     ADD_FAILURE() << "lr 3e38 accepted";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("2^38"), std::string::npos) << "the message states the range: " << e.what();

@@ -15,7 +15,8 @@
 namespace {
 
 namespace ref = cgad::reference;
-using ref::InputError;
+namespace core = cgad::core;
+using core::InputError;
 using ref::mpfr_real;
 
 std::string hex(double x) {
@@ -82,23 +83,23 @@ TEST(AdamTermBound, OnlyEpsBoundsItWhenBetaOneSquaredReachesBetaTwo) {
 TEST(AdamTermBound, ValidateRangeRefusesAStepThatCanPassTwoToThe126) {
   const auto refused = [](const auto& h) {
     try {
-      ref::validate_range(h);
+      core::validate_range(h);
     } catch (const InputError& e) {
       return std::string(e.what());
     }
     return std::string();
   };
-  ref::AdamHyper<float> f;
+  core::AdamHyper<float> f;
   f.lr = 1.0f;
   f.beta1 = 0.99f;
   f.beta2 = 0.1f;
   f.eps = 1e-30f;
   EXPECT_NE(refused(f).find("2^126"), std::string::npos) << refused(f);
-  ref::AdamHyper<mpfr_real> r;
-  r.lr = ref::parse_real<mpfr_real>("1", "lr");
-  r.beta1 = ref::parse_real<mpfr_real>("0.99", "beta1");
-  r.beta2 = ref::parse_real<mpfr_real>("0.1", "beta2");
-  r.eps = ref::parse_real<mpfr_real>("1e-30", "eps");
+  core::AdamHyper<mpfr_real> r;
+  r.lr = core::parse_real<mpfr_real>("1", "lr");
+  r.beta1 = core::parse_real<mpfr_real>("0.99", "beta1");
+  r.beta2 = core::parse_real<mpfr_real>("0.1", "beta2");
+  r.eps = core::parse_real<mpfr_real>("1e-30", "eps");
   EXPECT_NE(refused(r).find("2^126"), std::string::npos) << refused(r);
   // The same betas with ε at the rule's edge, 2^-63·max(lr, 1/√(1 − β2)), and just below it.
   f.eps = static_cast<float>(0x1p-63 / std::sqrt(1 - static_cast<double>(f.beta2))) * 1.0000002f;
@@ -106,7 +107,7 @@ TEST(AdamTermBound, ValidateRangeRefusesAStepThatCanPassTwoToThe126) {
   f.eps = static_cast<float>(0x1p-63 / std::sqrt(1 - static_cast<double>(f.beta2))) * 0.9999998f;
   EXPECT_NE(refused(f), "") << hex(f.eps);
 
-  ref::AdamHyper<float> ok;
+  core::AdamHyper<float> ok;
   EXPECT_EQ(refused(ok), "");
   ok.lr = static_cast<float>(cgad::core::kMaxLearningRate);
   EXPECT_EQ(refused(ok), "");

@@ -12,11 +12,12 @@
 namespace {
 
 namespace ref = cgad::reference;
+namespace core = cgad::core;
 using cgad::proptests::gen_stream;
 using cgad::proptests::Stream;
 using cgad::proptests::to_real;
+using core::OptimizerKind;
 using ref::mpfr_real;
-using ref::OptimizerKind;
 
 class OptimizerTest : public ::testing::Test {
  protected:
@@ -27,13 +28,13 @@ template <class Real>
 struct Run {
   std::vector<Real> params;
   std::vector<std::vector<Real>> buffers;
-  std::vector<ref::StateCounter> counters;
-  std::vector<ref::StepReport<Real>> reports;
+  std::vector<core::StateCounter> counters;
+  std::vector<core::StepReport<Real>> reports;
 };
 
 // Replays `stream` through a fresh optimizer, one outer round per event.
 template <class Real>
-Run<Real> replay(const ref::OptimizerConfig<Real>& config, const Stream& stream) {
+Run<Real> replay(const core::OptimizerConfig<Real>& config, const Stream& stream) {
   Run<Real> run;
   run.params = to_real<Real>(stream.params);
   auto optimizer = ref::make_optimizer(config, run.params.size());
@@ -57,8 +58,8 @@ bool same_bits(const std::vector<Real>& a, const std::vector<Real>& b) {
 }
 
 template <class Real>
-ref::OptimizerConfig<Real> config_of(OptimizerKind kind) {
-  ref::OptimizerConfig<Real> config;
+core::OptimizerConfig<Real> config_of(OptimizerKind kind) {
+  core::OptimizerConfig<Real> config;
   config.kind = kind;
   return config;
 }
@@ -117,7 +118,7 @@ RC_GTEST_FIXTURE_PROP(OptimizerTest, PaCgadEqualsCgadWhenAgesDoNotExceedStalenes
   config.fragments = fragments;
   std::vector<mpfr_real> params = to_real<mpfr_real>(stream.params);
   auto pa = ref::make_optimizer(config, n);
-  const ref::FragmentLayout& layout = pa->layout();
+  const core::FragmentLayout& layout = pa->layout();
   for (const auto& step : stream.steps) {
     const std::vector<mpfr_real> grad = to_real<mpfr_real>(step.grad);
     for (std::size_t f = 0; f < fragments; ++f) {
@@ -146,7 +147,7 @@ TEST_F(OptimizerTest, PaCgadGatesAStaleFragmentByItsAge) {
   EXPECT_EQ(pa->counters()[1].values, (std::vector<std::int64_t>{0, 5}));  // fragment 1 missed 5 rounds
   const auto report = pa->apply(params, {grad, 2, 1});
   EXPECT_EQ(report.tau_effective, 5);
-  EXPECT_EQ(report.sigma, ref::sigma(mpfr_real(5), ref::gate_of(config)));
+  EXPECT_EQ(report.sigma, core::sigma(mpfr_real(5), core::gate_of(config)));
   EXPECT_EQ(pa->counters()[1].values, (std::vector<std::int64_t>{0, 0}));  // ages after the synchronization
   EXPECT_EQ(pa->counters()[0].values, (std::vector<std::int64_t>{5, 1}));  // per-fragment step counts
 }
@@ -158,14 +159,14 @@ TEST_F(OptimizerTest, PaCgadSkipDoesNotFreezeAFragment) {
   auto config = config_of<mpfr_real>(OptimizerKind::pa_cgad);
   config.fragments = 2;
   config.tau_cut = mpfr_real(4);
-  config.on_zero_gate = ref::ZeroGatePolicy::skip;
+  config.on_zero_gate = core::ZeroGatePolicy::skip;
   auto pa = ref::make_optimizer(config, 4);
   std::vector<mpfr_real> params(4, mpfr_real(1));
   const std::vector<mpfr_real> grad(2, mpfr_real(1));
   for (int round = 0; round < 4; ++round) pa->advance_round();
   const auto skipped = pa->apply(params, {grad, 0, 1});
   EXPECT_FALSE(skipped.applied);
-  EXPECT_EQ(skipped.reason, ref::SkipReason::zero_gate);
+  EXPECT_EQ(skipped.reason, core::SkipReason::zero_gate);
   EXPECT_EQ(skipped.tau_effective, 4);
   EXPECT_EQ(params, std::vector<mpfr_real>(4, mpfr_real(1)));
   pa->advance_round();
@@ -183,7 +184,7 @@ TEST_F(OptimizerTest, PaCgadRefusesMoreFragmentsThanTauCut) {
   config.fragments = 4;
   EXPECT_NO_THROW(ref::make_optimizer(config, 8));
   config.fragments = 5;
-  EXPECT_THROW(ref::make_optimizer(config, 8), ref::InputError);
+  EXPECT_THROW(ref::make_optimizer(config, 8), core::InputError);
 }
 
 template <class Real>
@@ -215,7 +216,7 @@ template <class Real>
 struct Snapshot {
   std::vector<Real> params;
   std::vector<std::vector<Real>> buffers;
-  std::vector<ref::StateCounter> counters;
+  std::vector<core::StateCounter> counters;
 };
 
 template <class Real>
@@ -240,10 +241,10 @@ bool identical(const Snapshot<Real>& a, const Snapshot<Real>& b) {
 // Runs `stream` through a fresh optimizer, then applies `last` and returns its report, with the state just
 // before and just after it.
 template <class Real>
-std::tuple<ref::StepReport<Real>, Snapshot<Real>, Snapshot<Real>> apply_last(const ref::OptimizerConfig<Real>& config,
-                                                                             const Stream& stream,
-                                                                             const std::vector<double>& last,
-                                                                             std::int64_t tau) {
+std::tuple<core::StepReport<Real>, Snapshot<Real>, Snapshot<Real>> apply_last(const core::OptimizerConfig<Real>& config,
+                                                                              const Stream& stream,
+                                                                              const std::vector<double>& last,
+                                                                              std::int64_t tau) {
   std::vector<Real> params = to_real<Real>(stream.params);
   auto optimizer = ref::make_optimizer(config, params.size());
   for (const auto& step : stream.steps) {
@@ -261,10 +262,10 @@ std::tuple<ref::StepReport<Real>, Snapshot<Real>, Snapshot<Real>> apply_last(con
 template <class Real>
 void check_skip_is_a_no_op(const Stream& stream, std::int64_t past) {
   auto config = config_of<Real>(OptimizerKind::cgad);
-  config.on_zero_gate = ref::ZeroGatePolicy::skip;
+  config.on_zero_gate = core::ZeroGatePolicy::skip;
   const auto [report, before, after] = apply_last(config, stream, stream.steps.front().grad, 32 + past);
   RC_ASSERT(!report.applied);
-  RC_ASSERT(report.reason == ref::SkipReason::zero_gate);
+  RC_ASSERT(report.reason == core::SkipReason::zero_gate);
   RC_ASSERT(identical(before, after));
 }
 
@@ -304,7 +305,7 @@ RC_GTEST_FIXTURE_PROP(OptimizerTest, NonFiniteGradientChangesNothing, ()) {
                                  -std::numeric_limits<double>::infinity());
   const auto [report, before, after] = apply_last(config_of<double>(kind), stream, bad, 1);
   RC_ASSERT(!report.applied);
-  RC_ASSERT(report.reason == ref::SkipReason::nonfinite_gradient);
+  RC_ASSERT(report.reason == core::SkipReason::nonfinite_gradient);
   RC_ASSERT(report.nonfinite_index == where);
   RC_ASSERT(identical(before, after));
 }

@@ -9,8 +9,9 @@
 namespace {
 
 namespace ref = cgad::reference;
+namespace core = cgad::core;
+using core::OptimizerKind;
 using ref::mpfr_real;
-using ref::OptimizerKind;
 
 class PrecisionTest : public ::testing::Test {
  protected:
@@ -18,13 +19,13 @@ class PrecisionTest : public ::testing::Test {
 };
 
 mpfr_real R(const char* text) {
-  return ref::parse_real<mpfr_real>(text, "test");
+  return core::parse_real<mpfr_real>(text, "test");
 }
 
 std::vector<mpfr_real> run(OptimizerKind kind, std::vector<mpfr_real> params,
                            const std::vector<std::pair<std::vector<mpfr_real>, std::int64_t>>& events,
-                           const std::function<void(ref::OptimizerConfig<mpfr_real>&)>& tweak = {}) {
-  ref::OptimizerConfig<mpfr_real> config;
+                           const std::function<void(core::OptimizerConfig<mpfr_real>&)>& tweak = {}) {
+  core::OptimizerConfig<mpfr_real> config;
   config.kind = kind;
   if (tweak) tweak(config);
   auto optimizer = ref::make_optimizer(config, params.size());
@@ -42,13 +43,13 @@ std::vector<mpfr_real> run(OptimizerKind kind, std::vector<mpfr_real> params,
 void expect_close(const mpfr_real& actual, const char* expected) {
   const mpfr_real want = R(expected);
   EXPECT_LE(abs(actual - want), abs(want) * ldexp(mpfr_real(1), -250))
-      << "actual " << ref::to_decimal(actual, 60) << "\nwanted " << expected;
+      << "actual " << core::to_decimal(actual, 60) << "\nwanted " << expected;
 }
 
 TEST_F(PrecisionTest, OneCgadStepFromRestMatchesTheHandValue) {
   // θ0 = 1, Δ = 0.5, τ = 3: g = σ(3)·Δ, m̂ = g, v̂ = g², θ1 = 1 − η·g/(|g| + ε).
   expect_close(
-      ref::sigma(mpfr_real(3), ref::GateParams<mpfr_real>{ref::GateKind::cosine, R("0.2"), mpfr_real(32)}),
+      core::sigma(mpfr_real(3), core::GateParams<mpfr_real>{core::GateKind::cosine, R("0.2"), mpfr_real(32)}),
       "0.53699581369579346184737829242533494368406922878055834443954187803404551060045858424567857103815760459");
   expect_close(
       run(OptimizerKind::cgad, {R("1")}, {{{R("0.5")}, 3}})[0],
@@ -99,7 +100,7 @@ RC_GTEST_FIXTURE_PROP(PrecisionTest, AgreesAcrossPrecisionsWithinTheRoundingBudg
     for (const auto& s : stream.steps) events.push_back({cgad::proptests::to_real<mpfr_real>(s.grad), s.tau});
     std::vector<std::string> out;
     for (const auto& x : run(kind, cgad::proptests::to_real<mpfr_real>(stream.params), events))
-      out.push_back(ref::to_decimal(x));
+      out.push_back(core::to_decimal(x));
     return out;
   };
   const auto narrow = replay_at(256);
@@ -116,25 +117,25 @@ TEST_F(PrecisionTest, EffectivePrecisionIsAtLeastTheRequest) {
   EXPECT_EQ(ref::set_working_precision_bits(256), 257u);  // Boost: 77 decimal digits
   EXPECT_EQ(mpfr_get_prec(mpfr_real(1).backend().data()), 257);
   for (unsigned bits : {64u, 112u, 128u, 200u, 512u, 1000u}) EXPECT_GE(ref::set_working_precision_bits(bits), bits);
-  EXPECT_THROW(ref::set_working_precision_bits(53), ref::InputError);
-  EXPECT_THROW(ref::set_working_precision_bits(1u << 20), ref::InputError);
+  EXPECT_THROW(ref::set_working_precision_bits(53), core::InputError);
+  EXPECT_THROW(ref::set_working_precision_bits(1u << 20), core::InputError);
 }
 
 TEST_F(PrecisionTest, ParsingIsExactAndStrict) {
   // 0.1 is rounded once, to 257 bits, not through the double nearest to it.
   EXPECT_NE(R("0.1"), mpfr_real(0.1));
   EXPECT_LE(abs(R("0.1") * 10 - 1), ldexp(mpfr_real(1), -256));
-  EXPECT_EQ(ref::parse_real<float>("0.1", "x"), 0.1f);
-  EXPECT_EQ(ref::parse_real<double>("+2.5e-3", "x"), 2.5e-3);
+  EXPECT_EQ(core::parse_real<float>("0.1", "x"), 0.1f);
+  EXPECT_EQ(core::parse_real<double>("+2.5e-3", "x"), 2.5e-3);
   for (const char* bad : {"", "abc", "1.0x", "1,5", " 1", "--1"}) {
-    EXPECT_THROW(ref::parse_real<mpfr_real>(bad, "x"), ref::InputError) << bad;
-    EXPECT_THROW(ref::parse_real<double>(bad, "x"), ref::InputError) << bad;
+    EXPECT_THROW(core::parse_real<mpfr_real>(bad, "x"), core::InputError) << bad;
+    EXPECT_THROW(core::parse_real<double>(bad, "x"), core::InputError) << bad;
   }
-  EXPECT_THROW(ref::parse_real<float>("1e100", "x"), ref::InputError);
+  EXPECT_THROW(core::parse_real<float>("1e100", "x"), core::InputError);
 }
 
 TEST_F(PrecisionTest, EveryBadHyperparameterIsRefused) {
-  using Tweak = std::function<void(ref::OptimizerConfig<mpfr_real>&)>;
+  using Tweak = std::function<void(core::OptimizerConfig<mpfr_real>&)>;
   const std::vector<std::pair<OptimizerKind, Tweak>> bad = {
       {OptimizerKind::cgad, [](auto& c) { c.adam.lr = -1; }},
       {OptimizerKind::cgad, [](auto& c) { c.adam.beta1 = 1; }},
@@ -153,26 +154,26 @@ TEST_F(PrecisionTest, EveryBadHyperparameterIsRefused) {
       {OptimizerKind::pa_cgad, [](auto& c) { c.fragments = 0; }},
   };
   for (std::size_t i = 0; i < bad.size(); ++i) {
-    ref::OptimizerConfig<mpfr_real> config;
+    core::OptimizerConfig<mpfr_real> config;
     config.kind = bad[i].first;
     bad[i].second(config);
-    EXPECT_THROW(ref::make_optimizer(config, 4), ref::InputError) << "case " << i;
+    EXPECT_THROW(ref::make_optimizer(config, 4), core::InputError) << "case " << i;
   }
-  EXPECT_THROW(cgad::core::parse_optimizer("adamw"), ref::InputError);
+  EXPECT_THROW(cgad::core::parse_optimizer("adamw"), core::InputError);
 }
 
 TEST_F(PrecisionTest, BadEventsAreRefusedAndChangeNothing) {
-  ref::OptimizerConfig<mpfr_real> config;
+  core::OptimizerConfig<mpfr_real> config;
   config.kind = OptimizerKind::pa_cgad;
   config.fragments = 2;
   auto optimizer = ref::make_optimizer(config, 4);
   std::vector<mpfr_real> params(4, mpfr_real(1));
   const std::vector<mpfr_real> two(2, mpfr_real(1)), three(3, mpfr_real(1));
-  EXPECT_THROW(optimizer->apply(params, {three, 0, 0}), ref::InputError);  // wrong length for fragment 0
-  EXPECT_THROW(optimizer->apply(params, {two, 0, 2}), ref::InputError);    // no fragment 2
-  EXPECT_THROW(optimizer->apply(params, {two, -1, 0}), ref::InputError);   // negative staleness
+  EXPECT_THROW(optimizer->apply(params, {three, 0, 0}), core::InputError);  // wrong length for fragment 0
+  EXPECT_THROW(optimizer->apply(params, {two, 0, 2}), core::InputError);    // no fragment 2
+  EXPECT_THROW(optimizer->apply(params, {two, -1, 0}), core::InputError);   // negative staleness
   std::vector<mpfr_real> short_params(3, mpfr_real(1));
-  EXPECT_THROW(optimizer->apply(short_params, {two, 0, 0}), ref::InputError);
+  EXPECT_THROW(optimizer->apply(short_params, {two, 0, 0}), core::InputError);
   EXPECT_EQ(params, std::vector<mpfr_real>(4, mpfr_real(1)));
   EXPECT_EQ(optimizer->counters()[0].values, (std::vector<std::int64_t>{0, 0}));
 }

@@ -14,6 +14,7 @@
 namespace {
 
 namespace ref = cgad::reference;
+namespace core = cgad::core;
 namespace th = cgad::theory;
 using cgad::theory_test::cosine_gate;
 using cgad::theory_test::golden_section_max;
@@ -38,7 +39,7 @@ Independent independent(const std::string& alpha, long tau_cut) {
   const auto gate = cosine_gate(alpha.c_str(), tau_cut);
   Independent out{golden_section_max(1, gate), golden_section_max(2, gate), mpfr_real(0), mpfr_real(0)};
   for (long tau = 1; tau <= tau_cut; ++tau) {
-    const mpfr_real s = ref::sigma(mpfr_real(tau), gate);
+    const mpfr_real s = core::sigma(mpfr_real(tau), gate);
     out.w += s;
     const mpfr_real weighted = tau * s;
     if (weighted > out.b1_int) out.b1_int = weighted;
@@ -186,14 +187,14 @@ TEST_F(TheoryConstants, KnownValueAtDefaults) {
 }
 
 TEST_F(TheoryConstants, BadInputIsRefused) {
-  EXPECT_THROW(th::compute_bound_constants("-0.1", 32), ref::InputError);
-  EXPECT_THROW(th::compute_bound_constants("nan", 32), ref::InputError);
-  EXPECT_THROW(th::compute_bound_constants("inf", 32), ref::InputError);
-  EXPECT_THROW(th::compute_bound_constants("abc", 32), ref::InputError);
-  EXPECT_THROW(th::compute_bound_constants("", 32), ref::InputError);
-  EXPECT_THROW(th::compute_bound_constants("0.2", 0), ref::InputError);
-  EXPECT_THROW(th::compute_bound_constants("0.2", -3), ref::InputError);
-  EXPECT_THROW(th::compute_bound_constants("0.2", th::kMaxBoundTauCut + 1), ref::InputError);
+  EXPECT_THROW(th::compute_bound_constants("-0.1", 32), core::InputError);
+  EXPECT_THROW(th::compute_bound_constants("nan", 32), core::InputError);
+  EXPECT_THROW(th::compute_bound_constants("inf", 32), core::InputError);
+  EXPECT_THROW(th::compute_bound_constants("abc", 32), core::InputError);
+  EXPECT_THROW(th::compute_bound_constants("", 32), core::InputError);
+  EXPECT_THROW(th::compute_bound_constants("0.2", 0), core::InputError);
+  EXPECT_THROW(th::compute_bound_constants("0.2", -3), core::InputError);
+  EXPECT_THROW(th::compute_bound_constants("0.2", th::kMaxBoundTauCut + 1), core::InputError);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 namespace {
 
 namespace ref = cgad::reference;
+namespace core = cgad::core;
 namespace th = cgad::theory;
 using cgad::theory_test::kIndependentBits;
 using cgad::theory_test::nudge;
@@ -37,9 +38,9 @@ RC_GTEST_FIXTURE_PROP(TheoryIntervalGate, EnclosureContainsReferenceSigma, ()) {
   {
     PrecisionScope scope(kIndependentBits);
     tau_exact = integer ? mpfr_real(j) : mpfr_real(ldexp(mpfr_real(cut * j), -20));
-    const ref::GateParams<mpfr_real> gate{ref::GateKind::cosine, ref::parse_real<mpfr_real>(alpha, "alpha"),
-                                          mpfr_real(cut)};
-    expected = ref::sigma(tau_exact, gate);
+    const core::GateParams<mpfr_real> gate{core::GateKind::cosine, core::parse_real<mpfr_real>(alpha, "alpha"),
+                                           mpfr_real(cut)};
+    expected = core::sigma(tau_exact, gate);
   }
   const th::Interval enclosure = th::sigma_enclosure(th::Interval::point(tau_exact),
                                                      th::IntervalGate{th::Interval::from_decimal(alpha, "a"), cut});

@@ -14,6 +14,7 @@
 namespace {
 
 namespace ref = cgad::reference;
+namespace core = cgad::core;
 namespace th = cgad::theory;
 using ref::mpfr_real;
 
@@ -126,8 +127,8 @@ TEST_F(TheoryObjectives, DoubleRungAgreesWithMpfr) {
 }
 
 TEST_F(TheoryObjectives, BadNamesAndSizesAreRefused) {
-  EXPECT_THROW(th::parse_objective_kind("rosenbrock"), ref::InputError);
-  EXPECT_THROW(th::make_objective<mpfr_real>(th::ObjectiveKind::sine_ripple, 0, 1), ref::InputError);
+  EXPECT_THROW(th::parse_objective_kind("rosenbrock"), core::InputError);
+  EXPECT_THROW(th::make_objective<mpfr_real>(th::ObjectiveKind::sine_ripple, 0, 1), core::InputError);
   for (auto kind : kKinds) EXPECT_EQ(th::parse_objective_kind(th::to_string(kind)), kind);
 }
 

@@ -21,6 +21,7 @@
 namespace {
 
 namespace ref = cgad::reference;
+namespace core = cgad::core;
 namespace th = cgad::theory;
 namespace tt = cgad::theory_test;
 using ref::mpfr_real;
@@ -60,11 +61,11 @@ RC_GTEST_FIXTURE_PROP(TheoryRate, ClosedFormIsTheRatioOfTheMinimizedBounds, ()) 
   double total = 0;
   for (int w : weights) total += w;
   RC_PRE(total > 0);
-  const ref::GateParams<mpfr_real> gate = tt::cosine_gate("0.2", cut);
+  const core::GateParams<mpfr_real> gate = tt::cosine_gate("0.2", cut);
   mpfr_real s(0), st(0), s2(0), t(0);
   for (long j = 0; j <= K; ++j) {
     const mpfr_real p = mpfr_real(weights[static_cast<std::size_t>(j)]) / total;
-    const mpfr_real sigma = ref::sigma(mpfr_real(j), gate);
+    const mpfr_real sigma = core::sigma(mpfr_real(j), gate);
     s += p * sigma;
     st += p * sigma * j;
     s2 += p * sigma * sigma;
@@ -110,7 +111,7 @@ TEST_F(TheoryRate, ConstantDelayRatioMatchesTheClosedForm) {
       mpfr_real expected;
       {
         tt::PrecisionScope scope(tt::kIndependentBits);
-        const mpfr_real sigma = ref::sigma(mpfr_real(tau), tt::cosine_gate(alpha, cut));
+        const mpfr_real sigma = core::sigma(mpfr_real(tau), tt::cosine_gate(alpha, cut));
         expected = sqrt((tau + sigma / 2) / (sigma * (mpfr_real(tau) + mpfr_real("0.5"))));
       }
       EXPECT_TRUE(c.bound_ratio.contains(expected)) << alpha << " " << tau << " " << c.bound_ratio.to_string(30);
@@ -134,7 +135,7 @@ TEST_F(TheoryRate, LawMomentsMatchDirectSums) {
     const auto g = tt::cosine_gate("0.2", 32);
     Expected e{mpfr_real(0), mpfr_real(0), mpfr_real(0), mpfr_real(0)};
     for (const auto& [tau, p] : law) {
-      const mpfr_real sigma = ref::sigma(mpfr_real(tau), g);
+      const mpfr_real sigma = core::sigma(mpfr_real(tau), g);
       e.s += p * sigma;
       e.st += p * sigma * tau;
       e.s2 += p * sigma * sigma;
@@ -198,8 +199,8 @@ TEST_F(TheoryRate, TableHasTheStatedShape) {
     if (r.law.name.rfind("heavy", 0) == 0) EXPECT_LT(r.bound_ratio.upper(), 1) << r.law.name;
   }
   EXPECT_TRUE(rows[6].gated_vacuous);  // constant τ = 32 = τ_cut
-  EXPECT_THROW(th::optimized_eta_table("-1", 32), ref::InputError);
-  EXPECT_THROW(th::optimized_eta_table("0.2", 0), ref::InputError);
+  EXPECT_THROW(th::optimized_eta_table("-1", 32), core::InputError);
+  EXPECT_THROW(th::optimized_eta_table("0.2", 0), core::InputError);
 }
 
 // The α scan: enclosures contain an independent evaluation (golden-section search and direct sums on
@@ -217,7 +218,7 @@ TEST_F(TheoryRate, AlphaScanSaysWhatTheReadmeSays) {
   mpfr_real gamma1;
   {
     tt::PrecisionScope scope(tt::kIndependentBits);
-    gamma1 = ref::sigma(mpfr_real(1), tt::cosine_gate("0", cut));  // γ(1), α = 0
+    gamma1 = core::sigma(mpfr_real(1), tt::cosine_gate("0", cut));  // γ(1), α = 0
   }
   for (const auto& r : rows) {
     const double alpha = std::stod(r.alpha);
@@ -227,7 +228,7 @@ TEST_F(TheoryRate, AlphaScanSaysWhatTheReadmeSays) {
       const mpfr_real b1 = tt::golden_section_max(1, gate);
       mpfr_real w(0), b1_int(0);
       for (long tau = 1; tau <= cut; ++tau) {
-        const mpfr_real sigma = ref::sigma(mpfr_real(tau), gate);
+        const mpfr_real sigma = core::sigma(mpfr_real(tau), gate);
         w += sigma;
         if (tau * sigma > b1_int) b1_int = tau * sigma;
       }
@@ -255,7 +256,7 @@ TEST_F(TheoryRate, AlphaScanSaysWhatTheReadmeSays) {
       EXPECT_NEAR(r.exp_alpha_w.midpoint().convert_to<double>() / gamma1.convert_to<double>(), 1.0, 0.02) << r.alpha;
     }
   }
-  EXPECT_THROW(th::alpha_scan(cut, {"-0.1"}), ref::InputError);
+  EXPECT_THROW(th::alpha_scan(cut, {"-0.1"}), core::InputError);
 }
 
 }  // namespace

@@ -25,6 +25,7 @@
 namespace {
 
 namespace ref = cgad::reference;
+namespace core = cgad::core;
 namespace th = cgad::theory;
 using cgad::theory_test::gate;
 using cgad::theory_test::kDelays;
@@ -37,10 +38,10 @@ class TheoryRealUpdate : public ::testing::Test {
   void SetUp() override { ref::set_working_precision_bits(128); }
 };
 
-ref::OptimizerKind kind_of(ref::GateKind g) {
-  return g == ref::GateKind::cosine        ? ref::OptimizerKind::cgad
-         : g == ref::GateKind::exponential ? ref::OptimizerKind::adam_decay
-                                           : ref::OptimizerKind::adam;
+core::OptimizerKind kind_of(core::GateKind g) {
+  return g == core::GateKind::cosine        ? core::OptimizerKind::cgad
+         : g == core::GateKind::exponential ? core::OptimizerKind::adam_decay
+                                            : core::OptimizerKind::adam;
 }
 
 // Every iterate x_1 … x_T of a run, from the engine's callback.
@@ -56,7 +57,7 @@ std::vector<std::vector<mpfr_real>> iterates(const th::TrajectoryConfig& c, th::
 std::vector<std::vector<mpfr_real>> replay(const th::TrajectoryConfig& c, const mpfr_real& eps) {
   const auto objective = th::trajectory_objective(c);
   std::vector<mpfr_real> x = th::trajectory_initial_point(c);
-  ref::OptimizerConfig<mpfr_real> oc;
+  core::OptimizerConfig<mpfr_real> oc;
   oc.kind = kind_of(c.gate.kind);
   oc.adam.lr = c.eta;
   oc.adam.eps = eps;
@@ -114,10 +115,10 @@ TEST_F(TheoryRealUpdate, AtTauZeroEveryGatedAdamIsAdam) {
     c.dimension = 4;
     c.noise = 0.25;  // the same noise stream for every gate
     c.seed = 99;
-    c.gate = gate(ref::GateKind::none);
+    c.gate = gate(core::GateKind::none);
     th::TrajectoryReport adam_report;
     const auto adam = iterates(c, &adam_report);
-    for (auto g : {ref::GateKind::cosine, ref::GateKind::exponential}) {
+    for (auto g : {core::GateKind::cosine, core::GateKind::exponential}) {
       c.gate = gate(g);
       th::TrajectoryReport r;
       EXPECT_EQ(iterates(c, &r), adam) << th::to_string(objective);
@@ -133,7 +134,7 @@ TEST_F(TheoryRealUpdate, AtTauZeroEveryGatedAdamIsAdam) {
 // effect of ε); Adam with the plain ε is shown to lie outside it, so the check is not vacuous.
 TEST_F(TheoryRealUpdate, ConstantDelayFromTheStartIsAdamWithEpsOverSigma) {
   ref::set_working_precision_bits(256);
-  for (auto g : {ref::GateKind::cosine, ref::GateKind::exponential}) {
+  for (auto g : {core::GateKind::cosine, core::GateKind::exponential}) {
     for (long K : {3L, 8L, 16L}) {
       th::TrajectoryConfig c;
       c.objective = th::ObjectiveKind::sine_ripple;
@@ -147,9 +148,9 @@ TEST_F(TheoryRealUpdate, ConstantDelayFromTheStartIsAdamWithEpsOverSigma) {
       th::TrajectoryReport gated_report;
       const auto gated = iterates(c, &gated_report);
       EXPECT_EQ(gated_report.idle_steps, K);
-      const mpfr_real sigma = ref::sigma(mpfr_real(K), c.gate);
+      const mpfr_real sigma = core::sigma(mpfr_real(K), c.gate);
       const mpfr_real eps = c.adam.eps;
-      c.gate = gate(ref::GateKind::none);
+      c.gate = gate(core::GateKind::none);
       c.adam.eps = eps / sigma;
       th::TrajectoryReport adam_report;
       const auto adam = iterates(c, &adam_report);
@@ -184,7 +185,7 @@ TEST_F(TheoryRealUpdate, RealizedBiasTermOfTheIdealUpdateByHand) {
   c.delays = th::DelayKind::constant;
   c.tau_max = 1;
   c.steps = 3;
-  c.gate = gate(ref::GateKind::none);
+  c.gate = gate(core::GateKind::none);
   c.eta = mpfr_real("0.25");
   for (std::uint64_t seed : {1u, 2u, 3u}) {
     c.seed = seed;
@@ -208,7 +209,7 @@ TEST_F(TheoryRealUpdate, RealizedBiasTermOfCgadAdamByHand) {
   c.dimension = 1;
   c.noise = 0.0;
   c.update = th::UpdateKind::gated_adam;
-  c.gate = gate(ref::GateKind::cosine, "0.2", 4);  // σ(1) = cos²(π/8)·e^{−0.2}, σ(2) = ½e^{−0.4}
+  c.gate = gate(core::GateKind::cosine, "0.2", 4);  // σ(1) = cos²(π/8)·e^{−0.2}, σ(2) = ½e^{−0.4}
   c.delays = th::DelayKind::constant;
   c.tau_max = 2;
   c.steps = 6;
@@ -224,7 +225,7 @@ TEST_F(TheoryRealUpdate, RealizedBiasTermOfCgadAdamByHand) {
   mpfr_real m(0), v(0), R(0), G(0);
   for (long t = 0; t < c.steps; ++t) {
     const long tau = std::min(2L, t);
-    const mpfr_real g = ref::sigma(mpfr_real(tau), c.gate) * (x[t - tau] - centre);
+    const mpfr_real g = core::sigma(mpfr_real(tau), c.gate) * (x[t - tau] - centre);
     m = b1 * m + (1 - b1) * g;
     v = b2 * v + (1 - b2) * g * g;
     const mpfr_real m_hat = m / (1 - pow(b1, t + 1)), v_hat = v / (1 - pow(b2, t + 1));
@@ -254,7 +255,7 @@ RC_GTEST_FIXTURE_PROP(TheoryRealUpdate, RealizedFormHoldsAtEveryTForEveryUpdate,
   c.steps = 120;
   c.seed = *rc::gen::arbitrary<std::uint64_t>();
   c.eta = mpfr_real(*rc::gen::inRange(1, 501)) / 1000;
-  if (*rc::gen::arbitrary<bool>()) c.adam.on_zero_gate = ref::ZeroGatePolicy::skip;
+  if (*rc::gen::arbitrary<bool>()) c.adam.on_zero_gate = core::ZeroGatePolicy::skip;
   RC_TAG(th::to_string(c.delays), th::update_name(c.update, c.gate.kind));
   long checked = 0;
   const th::TrajectoryReport r = th::run_trajectory(c, [&](const th::TrajectoryPoint& p) {
@@ -281,13 +282,13 @@ TEST_F(TheoryRealUpdate, ZeroGateApplyStillMovesAndSkipDoesNot) {
   th::TrajectoryConfig c;
   c.objective = th::ObjectiveKind::geman_mcclure;
   c.update = th::UpdateKind::gated_adam;
-  c.gate = gate(ref::GateKind::cosine, "0.2", 4);
+  c.gate = gate(core::GateKind::cosine, "0.2", 4);
   c.delays = th::DelayKind::uniform;
   c.tau_max = 12;
   c.steps = 300;
   c.dimension = 3;
   c.seed = 21;
-  for (auto policy : {ref::ZeroGatePolicy::apply, ref::ZeroGatePolicy::skip}) {
+  for (auto policy : {core::ZeroGatePolicy::apply, core::ZeroGatePolicy::skip}) {
     c.adam.on_zero_gate = policy;
     std::vector<mpfr_real> previous = th::trajectory_initial_point(c);
     long zero_gate = 0, moved_at_zero_gate = 0;
@@ -299,7 +300,7 @@ TEST_F(TheoryRealUpdate, ZeroGateApplyStillMovesAndSkipDoesNot) {
       previous = *p.x;
     });
     ASSERT_GT(zero_gate, 100);
-    if (policy == ref::ZeroGatePolicy::apply) {
+    if (policy == core::ZeroGatePolicy::apply) {
       EXPECT_EQ(moved_at_zero_gate, zero_gate);
       EXPECT_EQ(r.refused_steps, 0);
     } else {
@@ -316,7 +317,7 @@ TEST_F(TheoryRealUpdate, MomentumBreaksTheAlignmentAssumption) {
   th::TrajectoryConfig c;
   c.objective = th::ObjectiveKind::sine_ripple;
   c.update = th::UpdateKind::gated_adam;
-  c.gate = gate(ref::GateKind::cosine);
+  c.gate = gate(core::GateKind::cosine);
   c.delays = th::DelayKind::uniform;
   c.tau_max = 64;
   c.steps = 2000;
@@ -351,7 +352,7 @@ TEST_F(TheoryRealUpdate, SweepIsTheSingleRuns) {
   base.steps = 150;
   base.dimension = 2;
   base.seed = 4;
-  base.gate = gate(ref::GateKind::cosine);
+  base.gate = gate(core::GateKind::cosine);
   const th::BiasSweep sweep = th::run_bias_sweep(base, "0.2", 20, true);
   ASSERT_EQ(sweep.columns.size(), 6u);
   EXPECT_EQ(sweep.columns[0].name, "ideal cgad");
@@ -370,24 +371,24 @@ TEST_F(TheoryRealUpdate, SweepIsTheSingleRuns) {
     }
   }
   EXPECT_EQ(th::sweep_columns(false).size(), 3u);
-  EXPECT_THROW(th::run_bias_sweep(base, "0.2", -1, true), ref::InputError);
+  EXPECT_THROW(th::run_bias_sweep(base, "0.2", -1, true), core::InputError);
 }
 
 TEST_F(TheoryRealUpdate, UpdateNamesParse) {
   EXPECT_EQ(th::parse_update("ideal").kind, th::UpdateKind::ideal);
   EXPECT_FALSE(th::parse_update("ideal").gate);
-  EXPECT_EQ(*th::parse_update("cgad-adam").gate, ref::GateKind::cosine);
-  EXPECT_EQ(*th::parse_update("adam-decay-adam").gate, ref::GateKind::exponential);
-  EXPECT_EQ(*th::parse_update("adam").gate, ref::GateKind::none);
-  EXPECT_THROW(th::parse_update("cgad"), ref::InputError);
-  EXPECT_THROW(th::parse_update(""), ref::InputError);
+  EXPECT_EQ(*th::parse_update("cgad-adam").gate, core::GateKind::cosine);
+  EXPECT_EQ(*th::parse_update("adam-decay-adam").gate, core::GateKind::exponential);
+  EXPECT_EQ(*th::parse_update("adam").gate, core::GateKind::none);
+  EXPECT_THROW(th::parse_update("cgad"), core::InputError);
+  EXPECT_THROW(th::parse_update(""), core::InputError);
   th::TrajectoryConfig c;
   c.update = th::UpdateKind::gated_adam;
   c.adam.beta1 = 1;
-  EXPECT_THROW(th::run_trajectory(c), ref::InputError);
+  EXPECT_THROW(th::run_trajectory(c), core::InputError);
   c.adam.beta1 = mpfr_real("0.9");
   c.adam.eps = 0;
-  EXPECT_THROW(th::validate_trajectory(c), ref::InputError);
+  EXPECT_THROW(th::validate_trajectory(c), core::InputError);
 }
 
 }  // namespace

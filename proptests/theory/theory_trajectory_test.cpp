@@ -17,6 +17,7 @@
 namespace {
 
 namespace ref = cgad::reference;
+namespace core = cgad::core;
 namespace th = cgad::theory;
 using cgad::theory_test::gate;
 using cgad::theory_test::kDelays;
@@ -72,14 +73,14 @@ RC_GTEST_FIXTURE_PROP(TheoryTrajectory, BiasTermIsBoundedByTheGateConstant, ()) 
   c.dimension = 2;
   c.seed = *rc::gen::arbitrary<std::uint64_t>();
   const th::SupConstant b1 = th::certified_sup(1, th::Interval::from_decimal("0.2", "alpha"), 32);
-  c.gate = gate(ref::GateKind::cosine);
+  c.gate = gate(core::GateKind::cosine);
   RC_ASSERT(th::run_trajectory(c).bias <= b1.value.upper());
-  c.gate = gate(ref::GateKind::exponential);
+  c.gate = gate(core::GateKind::exponential);
   // Equality is possible in exact arithmetic (τ = 5 = 1/α), so allow the run's rounding: 2T operations on
   // the sum at 128 bits, ≤ 2^-119 relative; 2^-100 is comfortably above it.
   const mpfr_real inv_e_alpha = 1 / (c.gate.alpha * exp(mpfr_real(1)));
   RC_ASSERT(th::run_trajectory(c).bias <= inv_e_alpha * (1 + ldexp(mpfr_real(1), -100)));
-  c.gate = gate(ref::GateKind::none);
+  c.gate = gate(core::GateKind::none);
   RC_ASSERT(th::run_trajectory(c).bias <= c.tau_max);
 }
 
@@ -93,7 +94,7 @@ TEST_F(TheoryTrajectory, AdversarialScheduleAttainsB1) {
   for (const auto& [alpha, cut] : {std::pair<const char*, long>{"0.2", 32}, {"0.1", 64}, {"0.05", 200}, {"0.5", 16}}) {
     th::TrajectoryConfig c;
     c.delays = th::DelayKind::adversarial;
-    c.gate = gate(ref::GateKind::cosine, alpha, cut);
+    c.gate = gate(core::GateKind::cosine, alpha, cut);
     c.tau_max = cut + 5;
     c.steps = 2000;
     c.dimension = 2;
@@ -102,8 +103,8 @@ TEST_F(TheoryTrajectory, AdversarialScheduleAttainsB1) {
     const long n = r.adversarial_tau;
     EXPECT_EQ(n, b1.integer_argmax) << alpha;
     mpfr_real expected(0);
-    for (long t = 0; t < n; ++t) expected += t * ref::sigma(mpfr_real(t), c.gate);
-    expected += (c.steps - n) * (n * ref::sigma(mpfr_real(n), c.gate));
+    for (long t = 0; t < n; ++t) expected += t * core::sigma(mpfr_real(t), c.gate);
+    expected += (c.steps - n) * (n * core::sigma(mpfr_real(n), c.gate));
     expected /= c.steps;
     // The run accumulates T products and sums in 256-bit arithmetic: ≤ 2T ulps of the sum, 2^-240 relative.
     EXPECT_LE(abs(r.bias - expected), ldexp(expected, -240)) << alpha;
@@ -127,7 +128,7 @@ TEST_F(TheoryTrajectory, UngatedConstantDelayBiasIsExactlyLinearInTauMax) {
   for (long K : {0L, 1L, 4L, 16L, 64L, 256L}) {
     th::TrajectoryConfig c;
     c.delays = th::DelayKind::constant;
-    c.gate = gate(ref::GateKind::none);
+    c.gate = gate(core::GateKind::none);
     c.tau_max = K;
     c.steps = 1000;
     c.dimension = 2;
@@ -150,7 +151,7 @@ TEST_F(TheoryTrajectory, UngatedUniformBiasGrowsAsKOver2AndCgadStaysFlat) {
     c.steps = 4000;
     c.dimension = 2;
     c.seed = 42 + static_cast<std::uint64_t>(K);
-    c.gate = gate(ref::GateKind::none);
+    c.gate = gate(core::GateKind::none);
     const double ungated = th::run_trajectory(c).bias.convert_to<double>();
     const double sd = std::sqrt(((K + 1.0) * (K + 1.0) - 1.0) / 12.0);
     const double T = static_cast<double>(c.steps);
@@ -158,7 +159,7 @@ TEST_F(TheoryTrajectory, UngatedUniformBiasGrowsAsKOver2AndCgadStaysFlat) {
     EXPECT_GE(ungated, K / 2.0 - 5 * sd / std::sqrt(T) - K * static_cast<double>(K) / T) << K;
     EXPECT_GT(ungated, previous);
     previous = ungated;
-    c.gate = gate(ref::GateKind::cosine);
+    c.gate = gate(core::GateKind::cosine);
     EXPECT_LE(th::run_trajectory(c).bias, b1.value.upper()) << K;
   }
 }
@@ -170,7 +171,7 @@ TEST_F(TheoryTrajectory, ConstantFromStartIdlesThenIsExactlyK) {
   for (long K : {0L, 1L, 7L, 64L}) {
     th::TrajectoryConfig c;
     c.delays = th::DelayKind::constant_from_start;
-    c.gate = gate(ref::GateKind::none);
+    c.gate = gate(core::GateKind::none);
     c.tau_max = K;
     c.steps = 500;
     c.dimension = 2;
@@ -262,17 +263,17 @@ TEST_F(TheoryTrajectory, BadInputIsRefused) {
     mutate(c);
     return th::run_trajectory(c);
   };
-  EXPECT_THROW(run([](auto& c) { c.steps = 0; }), ref::InputError);
-  EXPECT_THROW(run([](auto& c) { c.tau_max = -1; }), ref::InputError);
-  EXPECT_THROW(run([](auto& c) { c.tau_max = th::kMaxTrajectoryTauMax + 1; }), ref::InputError);
-  EXPECT_THROW(run([](auto& c) { c.eta = 0; }), ref::InputError);
-  EXPECT_THROW(run([](auto& c) { c.eta = mpfr_real("nan"); }), ref::InputError);
-  EXPECT_THROW(run([](auto& c) { c.noise = 1.0; }), ref::InputError);
-  EXPECT_THROW(run([](auto& c) { c.noise = -0.1; }), ref::InputError);
-  EXPECT_THROW(run([](auto& c) { c.dimension = 0; }), ref::InputError);
-  EXPECT_THROW(run([](auto& c) { c.gate.alpha = -1; }), ref::InputError);
-  EXPECT_THROW(run([](auto& c) { c.gate.tau_cut = 0; }), ref::InputError);
-  EXPECT_THROW(th::parse_delay_kind("poisson"), ref::InputError);
+  EXPECT_THROW(run([](auto& c) { c.steps = 0; }), core::InputError);
+  EXPECT_THROW(run([](auto& c) { c.tau_max = -1; }), core::InputError);
+  EXPECT_THROW(run([](auto& c) { c.tau_max = th::kMaxTrajectoryTauMax + 1; }), core::InputError);
+  EXPECT_THROW(run([](auto& c) { c.eta = 0; }), core::InputError);
+  EXPECT_THROW(run([](auto& c) { c.eta = mpfr_real("nan"); }), core::InputError);
+  EXPECT_THROW(run([](auto& c) { c.noise = 1.0; }), core::InputError);
+  EXPECT_THROW(run([](auto& c) { c.noise = -0.1; }), core::InputError);
+  EXPECT_THROW(run([](auto& c) { c.dimension = 0; }), core::InputError);
+  EXPECT_THROW(run([](auto& c) { c.gate.alpha = -1; }), core::InputError);
+  EXPECT_THROW(run([](auto& c) { c.gate.tau_cut = 0; }), core::InputError);
+  EXPECT_THROW(th::parse_delay_kind("poisson"), core::InputError);
   EXPECT_EQ(th::parse_delay_kind("heavy-tail"), th::DelayKind::heavy_tail);
   EXPECT_EQ(th::parse_delay_kind("constant-from-start"), th::DelayKind::constant_from_start);
 }

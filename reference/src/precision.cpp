@@ -17,8 +17,8 @@ namespace cgad::reference {
 
 unsigned set_working_precision_bits(unsigned bits) {
   if (bits < kMinPrecisionBits || bits > kMaxPrecisionBits) {
-    throw InputError("precision " + std::to_string(bits) + " bits is outside [" + std::to_string(kMinPrecisionBits) +
-                     ", " + std::to_string(kMaxPrecisionBits) + "]");
+    throw core::InputError("precision " + std::to_string(bits) + " bits is outside [" +
+                           std::to_string(kMinPrecisionBits) + ", " + std::to_string(kMaxPrecisionBits) + "]");
   }
   // Boost maps d decimal digits to digits10_2_2(d) bits; it is increasing in d, so walk up to the first d
   // that reaches `bits` (at most a few steps past bits*log10(2)).
