@@ -5,8 +5,10 @@
 # Boost.Multiprecision, mpfr.h or gmp.h in the header closure of its source (the compiler's own -H list, with the
 # build's exact compile command), no MPFR or GMP on its link line, none in its binary's NEEDED, and no MPFR or GMP
 # symbol referred to anywhere in the installed fast-path, core and io libraries.
-#   cmake -DBUILD_DIR=... -DSOURCE_DIR=... -DWORK_DIR=... -P test_install_consumer.cmake
-foreach(var BUILD_DIR SOURCE_DIR WORK_DIR)
+# Last, no installed target imposes -ffp-contract on its users, and a consumer compiled with fma contraction gets cgad's
+# own bits (proptests/install/contraction).
+#   cmake -DBUILD_DIR=... -DSOURCE_DIR=... -DWORK_DIR=... -DCONTRACTION_PROBE=... -P test_install_consumer.cmake
+foreach(var BUILD_DIR SOURCE_DIR WORK_DIR CONTRACTION_PROBE)
   if(NOT DEFINED ${var})
     message(FATAL_ERROR "test_install_consumer.cmake needs -D${var}=...")
   endif()
@@ -108,3 +110,48 @@ run("configure the consumer of the fast path and the reference" ${CMAKE_COMMAND}
     -B "${WORK_DIR}/both" -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_BUILD_TYPE=Release)
 run("build the consumer of the fast path and the reference" ${CMAKE_COMMAND} --build "${WORK_DIR}/both")
 run("run the consumer of the fast path and the reference" "${WORK_DIR}/both/consumer")
+
+# -ffp-contract=off is no usage requirement (docs/design.md §2): the contraction consumer refuses to configure if an
+# installed target carries it, and is compiled with -ffp-contract=fast -mfma. Its "cgad" lines (core, reference and
+# fast path on inputs where an fma changes the result) must equal those of CONTRACTION_PROBE, the same program in
+# cgad's build, and its "canary" lines (a formula of its own) must differ, or the comparison would show nothing.
+file(READ /proc/cpuinfo cpuinfo)
+if(NOT cpuinfo MATCHES "\nflags[^\n]* fma[ \n]")
+  message(FATAL_ERROR "this CPU has no FMA (/proc/cpuinfo): the contraction consumer (-mfma) cannot run here")
+endif()
+run("configure the contraction consumer" ${CMAKE_COMMAND} -S "${SOURCE_DIR}/proptests/install/contraction"
+    -B "${WORK_DIR}/contraction" -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_BUILD_TYPE=Release)
+run("build the contraction consumer" ${CMAKE_COMMAND} --build "${WORK_DIR}/contraction")
+set(probe_installed "${WORK_DIR}/contraction/contraction_probe")
+set(probe_own "${CONTRACTION_PROBE}")
+foreach(side installed own)
+  set(probe "${probe_${side}}")
+  execute_process(COMMAND "${probe}" RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${probe} failed (${rc}):\n${err}")
+  endif()
+  string(REGEX MATCHALL "cgad [^\n]*" ${side}_cgad "${out}")
+  string(REGEX MATCHALL "canary [^\n]*" ${side}_canary "${out}")
+endforeach()
+if(NOT installed_cgad OR NOT installed_canary)
+  message(FATAL_ERROR "the contraction consumer printed no cgad or no canary line")
+endif()
+if(installed_canary STREQUAL own_canary)
+  message(FATAL_ERROR "the contraction consumer's canary equals cgad's build's: contraction did not change it, so the "
+                      "comparison shows nothing")
+endif()
+list(LENGTH installed_cgad lines)
+list(LENGTH own_cgad own_lines)
+if(NOT lines EQUAL own_lines)
+  message(FATAL_ERROR "the contraction consumer printed ${lines} cgad lines, cgad's build ${own_lines}")
+endif()
+math(EXPR last "${lines} - 1")
+foreach(i RANGE ${last})
+  list(GET installed_cgad ${i} mine)
+  list(GET own_cgad ${i} theirs)
+  if(NOT mine STREQUAL theirs)
+    message(FATAL_ERROR "compiled with fma contraction, a consumer gets other bits than cgad's build:\n"
+                        "consumer:     ${mine}\ncgad's build: ${theirs}")
+  endif()
+endforeach()
+message(STATUS "the contraction consumer's canary differs from cgad's build's and its ${lines} cgad lines are equal")

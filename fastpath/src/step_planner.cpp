@@ -128,7 +128,7 @@ StepPlanner::Plan StepPlanner::prepare(std::size_t params_size, std::size_t grad
     a.moment[1].map = &dynamic_map(second_moment_map(config_.v_map), config_.q8_semantics);
     a.moment[1].random_word = kWordSecondMoment;
   } else {
-    // SDM: Δ scaled by 1/(1 + τ) (reference/nesterov.hpp); Nesterov is staleness-blind.
+    // SDM: Δ scaled by 1/(1 + τ) (reference/detail/nesterov.hpp); Nesterov is staleness-blind.
     e.sigma_tau = config_.optimizer == core::OptimizerKind::sdm ? sdm_scale(tau) : 1.0f;
     a.family = UpdateFamily::nesterov;
     a.moment[0].map = &dynamic_map(Q8MapKind::signed_map);

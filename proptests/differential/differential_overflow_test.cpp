@@ -1,5 +1,5 @@
-// The overflow rule (docs/design.md §3; fastpath/src/cpu_optimizer.cpp `overflows`, reference/gated_adam.hpp): an
-// Adam-family event with |σ·Δ_i| ≥ 2^63 for some i — whose square would overflow float — is refused whole, like a
+// The overflow rule (docs/design.md §3; fastpath/src/cpu_optimizer.cpp `overflows`, reference/detail/gated_adam.hpp):
+// an Adam-family event with |σ·Δ_i| ≥ 2^63 for some i — whose square would overflow float — is refused whole, like a
 // NaN/Inf one: StepReport applied = false, reason overflowing_gradient, nonfinite_index = the first such i, and
 // no byte of the parameters, the state or the counters changes. The fast path decides on its float product
 // fl(σ·Δ_i); the reference on the exact one.

@@ -619,7 +619,7 @@ TEST(SimulateEngine, PaCgadsRealizedStalenessIsTheFragmentAge) {
 }
 
 TEST(SimulateEngine, DelayedNesterovWithBufferOneIsNesterov) {
-  // Liu et al.'s update with N = 1 is Nesterov's (reference/delayed_nesterov.hpp): the reference optimizer in
+  // Liu et al.'s update with N = 1 is Nesterov's (reference/detail/delayed_nesterov.hpp): the reference optimizer in
   // float and the fast path's step must then give the same bits, which checks the Delayed Nesterov wiring.
   SimulationSpec spec;
   spec.outer.params = fastpath::ParamFormat::fp32;

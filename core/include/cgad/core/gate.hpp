@@ -1,5 +1,6 @@
 #pragma once
-// The staleness gate of CGAD (docs/design.md §3), defined here once for every part of cgad.
+// The staleness gate of CGAD (docs/design.md §3), declared here for every part of cgad and defined once, in
+// detail/gate_impl.hpp.
 //
 //   γ(τ) = ½(1 + cos(πτ/τ_cut)) for 0 ≤ τ ≤ τ_cut,  γ(τ) = 0 for τ > τ_cut,   σ(τ) = γ(τ)·e^{−ατ}.
 //
@@ -10,9 +11,6 @@
 // are returned exactly, as the contract demands, without relying on sin(RN(π/2)) rounding to 1.
 #include "cgad/core/errors.hpp"
 #include "cgad/core/real_scalar.hpp"
-
-#include <cmath>
-#include <string>
 
 namespace cgad::core {
 
@@ -30,53 +28,31 @@ struct GateParams {
   Real tau_cut;  // cosine cutoff in outer rounds, τ_cut > 0 (used by the cosine gate only)
 };
 
+// InputError unless α is finite and ≥ 0 and (cosine kind) τ_cut is finite and > 0.
 template <RealScalar Real>
-void validate(const GateParams<Real>& gate) {
-  if (!is_finite(gate.alpha) || gate.alpha < 0) {
-    throw InputError("alpha must be finite and >= 0, got " + show(gate.alpha));
-  }
-  if (gate.kind == GateKind::cosine && (!is_finite(gate.tau_cut) || gate.tau_cut <= 0)) {
-    throw InputError("tau_cut must be finite and > 0, got " + show(gate.tau_cut));
-  }
-}
+void validate(const GateParams<Real>& gate);
 
+// InputError unless τ is finite and ≥ 0.
 template <RealScalar Real>
-void validate_staleness(const Real& tau) {
-  if (!(tau >= 0) || !is_finite(tau)) throw InputError("staleness tau must be finite and >= 0, got " + show(tau));
-}
+void validate_staleness(const Real& tau);
 
 // The cosine gate γ(τ) ∈ [0, 1]; 1 for the exponential and none kinds.
 template <RealScalar Real>
-Real gamma(const Real& tau, const GateParams<Real>& gate) {
-  ScalarTraits<Real>::prepare_thread();
-  validate_staleness(tau);
-  if (gate.kind != GateKind::cosine || tau == 0) return Real(1);
-  if (tau >= gate.tau_cut) return Real(0);
-  using std::sin;
-  const Real remaining = gate.tau_cut - tau;
-  const Real angle = ScalarTraits<Real>::pi() * remaining / (2 * gate.tau_cut);
-  const Real s = sin(angle);
-  return Real(s * s);
-}
+Real gamma(const Real& tau, const GateParams<Real>& gate);
 
 // The staleness factor σ(τ) ∈ [0, 1]: σ(0) = 1, non-increasing, exactly 0 for τ ≥ τ_cut (cosine kind).
 template <RealScalar Real>
-Real sigma(const Real& tau, const GateParams<Real>& gate) {
-  ScalarTraits<Real>::prepare_thread();
-  validate_staleness(tau);
-  switch (gate.kind) {
-    case GateKind::none:
-      return Real(1);
-    case GateKind::exponential:
-    case GateKind::cosine: {
-      const Real g = gamma(tau, gate);
-      if (g == 0) return Real(0);
-      using std::exp;
-      const Real decay = exp(Real(-(gate.alpha * tau)));
-      return Real(g * decay);
-    }
-  }
-  throw InputError("unknown gate kind");
-}
+Real sigma(const Real& tau, const GateParams<Real>& gate);
+
+// The functions above for one scalar type, as explicit instantiations: declared `extern` here for the hardware types
+// (and in reference/real.hpp for mpfr_real), defined in the libraries that compile them (core/src/gate.cpp,
+// reference/src/core_instances.cpp) from detail/gate_impl.hpp, so that no user's translation unit compiles the
+// gate's arithmetic under its own flags (docs/design.md §2, "Which flags are usage requirements").
+#define CGAD_CORE_GATE_INSTANCES(EXTERN, Real)                            \
+  EXTERN template void validate<Real>(const GateParams<Real>&);           \
+  EXTERN template void validate_staleness<Real>(const Real&);             \
+  EXTERN template Real gamma<Real>(const Real&, const GateParams<Real>&); \
+  EXTERN template Real sigma<Real>(const Real&, const GateParams<Real>&);
+CGAD_CORE_FOR_HARDWARE_SCALARS(CGAD_CORE_GATE_INSTANCES, extern)
 
 }  // namespace cgad::core

@@ -1,13 +1,12 @@
 #pragma once
-// Hyperparameters of every outer optimizer and their validation, defined once (docs/design.md §2, §3).
+// Hyperparameters of every outer optimizer and their validation (docs/design.md §2, §3), declared here and defined
+// once: the templates in detail/hyperparams_impl.hpp, adam_term_bound in core/src/hyperparams.cpp.
 // The fast path and the theory read the same structs; defaults are parsed from decimal text so that
 // an MPFR run sees 1e-3, not the double nearest to it.
 #include "cgad/core/errors.hpp"
 #include "cgad/core/gate.hpp"
 #include "cgad/core/real_scalar.hpp"
 
-#include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <string>
 
@@ -33,36 +32,20 @@ struct NesterovHyper {
   Real momentum = parse_real<Real>("0.9", "momentum");
 };
 
+// InputError naming `name` unless x is finite and in [0, 1), > 0, or ≥ 0 respectively.
 template <RealScalar Real>
-void require_unit_interval(const Real& x, const std::string& name) {
-  if (!is_finite(x) || x < 0 || x >= 1) throw InputError(name + " must lie in [0, 1), got " + show(x));
-}
+void require_unit_interval(const Real& x, const std::string& name);
 template <RealScalar Real>
-void require_positive(const Real& x, const std::string& name) {
-  if (!is_finite(x) || x <= 0) throw InputError(name + " must be finite and > 0, got " + show(x));
-}
-
+void require_positive(const Real& x, const std::string& name);
 template <RealScalar Real>
-void require_nonnegative(const Real& x, const std::string& name) {
-  if (!is_finite(x) || x < 0) throw InputError(name + " must be finite and >= 0, got " + show(x));
-}
+void require_nonnegative(const Real& x, const std::string& name);
 
 // lr >= 0, as torch.optim, bitsandbytes and torchao take it: a schedule may reach 0 (warmup from 0, LinearLR to
 // 0), and a step at lr = 0 leaves θ where it is while t and the buffers advance (docs/design.md §3).
 template <RealScalar Real>
-void validate(const AdamHyper<Real>& h) {
-  require_nonnegative(h.lr, "lr");
-  require_unit_interval(h.beta1, "beta1");
-  require_unit_interval(h.beta2, "beta2");
-  require_positive(h.eps, "eps");
-  require_nonnegative(h.weight_decay, "weight_decay");
-}
-
+void validate(const AdamHyper<Real>& h);
 template <RealScalar Real>
-void validate(const NesterovHyper<Real>& h) {
-  require_nonnegative(h.lr, "lr");
-  require_unit_interval(h.momentum, "momentum");
-}
+void validate(const NesterovHyper<Real>& h);
 
 // Upper limits that keep finite input finite, for the commands that take hyperparameters from a user (`cgad
 // replay`, `cgad noise`, the Python package; fastpath::validate and the libraries take any finite value, so that a
@@ -93,56 +76,28 @@ inline constexpr double kMaxStepMove = 0x1p126;  // the most one step may move �
 // and after the bias corrections the t-dependent factor √((1 − β2^t)(1 − ρ^t))/(1 − β1^t) is ≤ 1 (AM–GM:
 // (1 − a)(1 − b) ≤ (1 − √(ab))² with a = β2^t, b = ρ^t, √(ab) = β1^t). K = 7.27 at the defaults. With β1² ≥ β2
 // nothing but ε bounds A: one gradient and then zeros make A grow like (β1/√β2)^t (like √t at β1² = β2) until
-// √v̂ falls below ε. The comparison β1² < β2 is exact: β1² = p + e exactly (p = RN(β1·β1), e = fma(β1, β1, −p)),
-// and (p − β2) + e has the sign of β1² − β2 (p − β2 is exact where the two are within a factor 2, and otherwise
-// exceeds |e| ≤ ulp(p)/2 by far).
-inline double adam_term_bound(double beta1, double beta2, double eps) {
-  const double by_eps = 0x1p63 / eps;
-  // β1 = 0 (ρ = 0, also at β2 = 0): m̂ = g_t and v̂ ≥ (1 − β2)·g_t², so A ≤ 1/√(1 − β2), K's value there.
-  if (beta1 == 0) return std::min(1 / std::sqrt(1 - beta2), by_eps);
-  const double p = beta1 * beta1;
-  const double excess = (p - beta2) + std::fma(beta1, beta1, -p);  // β1² − β2, its sign exact
-  if (!(excess < 0)) return by_eps;
-  const double k = (1 - beta1) / std::sqrt((1 - beta2) * (-excess / beta2));
-  return std::min(k, by_eps);
-}
+// √v̂ falls below ε.
+double adam_term_bound(double beta1, double beta2, double eps);
 
+// InputError unless validate() holds and the hyperparameters are within the limits above (the Adam family's through
+// adam_term_bound).
 template <RealScalar Real>
-void validate_range(const AdamHyper<Real>& h) {
-  validate(h);
-  if (h.lr > Real(kMaxLearningRate)) {
-    throw InputError("lr must be <= 2^38 = 274877906944 (larger steps overflow float), got " + show(h.lr));
-  }
-  if (h.weight_decay > Real(kMaxWeightDecay)) {
-    throw InputError(
-        "weight_decay must be <= 2^63 = 9223372036854775808 (weight_decay * theta must stay finite), got " +
-        show(h.weight_decay));
-  }
-  if (Real(h.lr * h.weight_decay) > Real(kMaxDecayPerStep)) {
-    throw InputError(
-        "lr * weight_decay must be <= 2 (the decoupled decay multiplies theta by 1 - lr*weight_decay "
-        "each step; past 2 it amplifies theta to infinity), got lr = " +
-        show(h.lr) + ", weight_decay = " + show(h.weight_decay));
-  }
-  const double beta2 = static_cast<double>(h.beta2);
-  const double bound = adam_term_bound(static_cast<double>(h.beta1), beta2, static_cast<double>(h.eps));
-  if (static_cast<double>(h.lr) * bound > kMaxStepMove || bound / std::sqrt(1 - beta2) > kMaxStepMove) {
-    throw InputError(
-        "lr, beta1, beta2 and eps allow a step past 2^126 (float overflows): the Adam term "
-        "|m_hat|/(sqrt(v_hat) + eps) is bounded by (1 - beta1)/sqrt((1 - beta2)(1 - beta1^2/beta2)) "
-        "only when beta1^2 < beta2, and otherwise by 2^63/eps alone; lr times its bound and the bound "
-        "/ sqrt(1 - beta2) must be <= 2^126, got lr = " +
-        show(h.lr) + ", beta1 = " + show(h.beta1) + ", beta2 = " + show(h.beta2) + ", eps = " + show(h.eps));
-  }
-}
+void validate_range(const AdamHyper<Real>& h);
+template <RealScalar Real>
+void validate_range(const NesterovHyper<Real>& h);
 
-template <RealScalar Real>
-void validate_range(const NesterovHyper<Real>& h) {
-  validate(h);
-  if (h.lr > Real(kMaxLearningRate)) {
-    throw InputError("lr must be <= 2^38 = 274877906944 (with |grad| < 2^63, larger steps overflow float), got " +
-                     show(h.lr));
-  }
-}
+// The functions above for one scalar type, as explicit instantiations: declared `extern` here for the hardware types
+// (and in reference/real.hpp for mpfr_real), defined in the libraries that compile them (core/src/hyperparams.cpp,
+// reference/src/core_instances.cpp) from detail/hyperparams_impl.hpp, so that no user's translation unit compiles
+// the validation's arithmetic under its own flags (docs/design.md §2, "Which flags are usage requirements").
+#define CGAD_CORE_HYPERPARAMS_INSTANCES(EXTERN, Real)                                \
+  EXTERN template void require_unit_interval<Real>(const Real&, const std::string&); \
+  EXTERN template void require_positive<Real>(const Real&, const std::string&);      \
+  EXTERN template void require_nonnegative<Real>(const Real&, const std::string&);   \
+  EXTERN template void validate<Real>(const AdamHyper<Real>&);                       \
+  EXTERN template void validate<Real>(const NesterovHyper<Real>&);                   \
+  EXTERN template void validate_range<Real>(const AdamHyper<Real>&);                 \
+  EXTERN template void validate_range<Real>(const NesterovHyper<Real>&);
+CGAD_CORE_FOR_HARDWARE_SCALARS(CGAD_CORE_HYPERPARAMS_INSTANCES, extern)
 
 }  // namespace cgad::core

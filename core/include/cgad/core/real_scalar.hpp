@@ -33,6 +33,15 @@ struct ScalarTraits<Real> {
 template <class Real>
 concept RealScalar = ScalarTraits<Real>::is_real_scalar;
 
+// The closed set of hardware scalar types: INSTANCES(EXTERN, Real) for each, which a header applies with EXTERN =
+// extern (declarations of explicit instantiations: gate.hpp, hyperparams.hpp) and core's sources with EXTERN empty
+// (the instantiations themselves: core/src/gate.cpp, core/src/hyperparams.cpp). mpfr_real's are the reference's
+// (reference/real.hpp, reference/src/core_instances.cpp).
+#define CGAD_CORE_FOR_HARDWARE_SCALARS(INSTANCES, EXTERN) \
+  INSTANCES(EXTERN, float)                                \
+  INSTANCES(EXTERN, double)                               \
+  INSTANCES(EXTERN, long double)
+
 // cgad's one number grammar, for every number it reads as text -- stream values, hyperparameters, option values,
 // in every backend and format alike:
 //   [+-]? ( digits [ "." digits* ] | "." digits ) ( [eE] [+-]? digits )?     a decimal

@@ -1,45 +1,30 @@
 #pragma once
-// Any of the seven outer optimizers, built from one configuration (core/optimizer_config.hpp).
+// Any of the seven outer optimizers, built from one configuration (core/optimizer_config.hpp). The optimizers
+// themselves (detail/gated_adam.hpp, detail/nesterov.hpp, detail/delayed_nesterov.hpp) are the reference library's:
+// make_optimizer is compiled there for float, double and mpfr_real, the types cgad runs them in, and is declared
+// `extern` here for each, so that no user's translation unit compiles their arithmetic under its own flags
+// (docs/design.md §2, "Which flags are usage requirements"). Another scalar type does not link.
 #include "cgad/core/optimizer_config.hpp"
-#include "cgad/core/optimizer_kind.hpp"
-#include "cgad/reference/delayed_nesterov.hpp"
-#include "cgad/reference/gated_adam.hpp"
-#include "cgad/reference/nesterov.hpp"
+#include "cgad/reference/outer_optimizer.hpp"
+#include "cgad/reference/real.hpp"
 
-#include <array>
+#include <cstddef>
 #include <memory>
-#include <string>
-#include <string_view>
 
 namespace cgad::reference {
 
+// InputError for fragments on an optimizer other than PA-CGAD, invalid hyperparameters or gate, P > τ_cut (PA-CGAD)
+// or a Delayed Nesterov buffer N < 1.
 template <core::RealScalar Real>
-std::unique_ptr<OuterOptimizer<Real>> make_optimizer(const core::OptimizerConfig<Real>& config,
-                                                     std::size_t parameters) {
-  if (config.fragments != 1 && config.kind != core::OptimizerKind::pa_cgad) {
-    throw core::InputError("only pa-cgad takes fragments; " + std::string(core::to_string(config.kind)) + " got " +
-                           std::to_string(config.fragments));
-  }
-  const std::string name(core::to_string(config.kind));
-  switch (config.kind) {
-    case core::OptimizerKind::cgad:
-    case core::OptimizerKind::adam_decay:
-    case core::OptimizerKind::adam:
-      return std::make_unique<GatedAdam<Real>>(name, core::FragmentLayout(parameters, 1), config.adam,
-                                               core::gate_of(config), config.on_zero_gate,
-                                               GatedAdam<Real>::Ages::ignore);
-    case core::OptimizerKind::pa_cgad:
-      return std::make_unique<GatedAdam<Real>>(name, core::FragmentLayout(parameters, config.fragments), config.adam,
-                                               core::gate_of(config), config.on_zero_gate,
-                                               GatedAdam<Real>::Ages::gate_by_max);
-    case core::OptimizerKind::nesterov:
-      return std::make_unique<Nesterov<Real>>(parameters, config.nesterov, Nesterov<Real>::Staleness::ignore);
-    case core::OptimizerKind::sdm:
-      return std::make_unique<Nesterov<Real>>(parameters, config.nesterov, Nesterov<Real>::Staleness::dampen);
-    case core::OptimizerKind::delayed_nesterov:
-      return std::make_unique<DelayedNesterov<Real>>(parameters, config.nesterov, config.buffer);
-  }
-  throw core::InputError("unknown optimizer kind");
-}
+std::unique_ptr<OuterOptimizer<Real>> make_optimizer(const core::OptimizerConfig<Real>& config, std::size_t parameters);
+
+// make_optimizer for one scalar type, as an explicit instantiation: `extern` here, defined in
+// reference/src/optimizers.cpp.
+#define CGAD_REFERENCE_OPTIMIZER_INSTANCES(EXTERN, Real)                                                         \
+  EXTERN template std::unique_ptr<OuterOptimizer<Real>> make_optimizer<Real>(const core::OptimizerConfig<Real>&, \
+                                                                             std::size_t);
+CGAD_REFERENCE_OPTIMIZER_INSTANCES(extern, float)
+CGAD_REFERENCE_OPTIMIZER_INSTANCES(extern, double)
+CGAD_REFERENCE_OPTIMIZER_INSTANCES(extern, mpfr_real)
 
 }  // namespace cgad::reference

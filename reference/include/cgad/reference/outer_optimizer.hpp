@@ -4,14 +4,14 @@
 //
 // apply() does everything the optimizers share, once: it checks lengths and indices (InputError), and it
 // refuses a pseudo-gradient with a NaN or Inf by returning a report with applied = false and touching
-// nothing, like a GradScaler's found-inf step. Only then does it call the optimizer's step().
+// nothing, like a GradScaler's found-inf step. Only then does it call the optimizer's step(). apply() stays in this
+// header, compiled by its users: it compares and tests finiteness, and does no floating-point arithmetic (the
+// optimizers' own is compiled in the reference library: optimizers.hpp, docs/design.md §2).
 #include "cgad/core/errors.hpp"
 #include "cgad/core/fragments.hpp"
-#include "cgad/core/overflow_rule.hpp"
 #include "cgad/core/step_report.hpp"
 #include "cgad/reference/real.hpp"
 
-#include <cmath>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -26,20 +26,6 @@ struct Event {
   std::int64_t tau = 0;        // staleness in outer rounds, >= 0
   std::size_t fragment = 0;
 };
-
-// The overflow rule (overflow_rule.hpp) as the reference decides it, on the exact product at the working
-// precision: the first i with |σ·Δ_i| ≥ 2^kRefusedGradientExponent, or grad.size() when there is none.
-template <core::RealScalar Real>
-std::size_t first_overflowing_element(const Real& sigma, std::span<const Real> grad) {
-  using std::ldexp;
-  const Real limit = ldexp(Real(1), core::kRefusedGradientExponent), negative_limit = -limit;
-  Real product;
-  for (std::size_t i = 0; i < grad.size(); ++i) {
-    assign_product(product, sigma, grad[i]);  // one rounding, into a reused temporary (no MPFR allocation)
-    if (product >= limit || product <= negative_limit) return i;
-  }
-  return grad.size();
-}
 
 // A read-only view of one named state buffer, for output and tests.
 template <core::RealScalar Real>

@@ -15,9 +15,7 @@
 // of its own (the 53-bit uniform of its first two words), exact on every platform.
 #include <Random123/philox.h>
 
-#include <cmath>
 #include <cstdint>
-#include <numbers>
 
 namespace cgad::reference {
 
@@ -40,27 +38,12 @@ class PhiloxStream {
         purpose_(static_cast<std::uint32_t>(purpose)),
         index_(index) {}
 
-  // A standard normal.
-  double normal() {
-    if (has_spare_) {
-      has_spare_ = false;
-      return spare_;
-    }
-    const r123::Philox4x32::ctr_type out = draw();
-    const double u1 = (static_cast<double>(bits53(out.v[0], out.v[1])) + 1.0) * 0x1p-53;  // (0, 1]
-    const double u2 = static_cast<double>(bits53(out.v[2], out.v[3])) * 0x1p-53;          // [0, 1)
-    const double r = std::sqrt(-2.0 * std::log(u1));
-    const double angle = 2.0 * std::numbers::pi * u2;
-    spare_ = r * std::sin(angle);
-    has_spare_ = true;
-    return r * std::cos(angle);
-  }
+  // A standard normal (defined in reference/src/random.cpp, as the transforms' arithmetic is the library's to
+  // compile: docs/design.md §2).
+  double normal();
 
   // A uniform in [0, 1), a multiple of 2^-53.
-  double uniform() {
-    const r123::Philox4x32::ctr_type out = draw();
-    return static_cast<double>(bits53(out.v[0], out.v[1])) * 0x1p-53;
-  }
+  double uniform();
 
  private:
   r123::Philox4x32::ctr_type draw() {

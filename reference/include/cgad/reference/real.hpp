@@ -6,6 +6,8 @@
 // given in decimal digits, and Boost turns d decimal digits into digits10_2_2(d) bits, which can only take
 // some values (256 is not one of them: 76 digits give 254 bits, 77 give 257). We therefore pick the
 // smallest digit count whose bit precision is at least the one asked for, and report the effective bits.
+#include "cgad/core/gate.hpp"
+#include "cgad/core/hyperparams.hpp"
 #include "cgad/core/real_scalar.hpp"
 
 #include <boost/multiprecision/mpfr.hpp>
@@ -72,35 +74,6 @@ unsigned precision_bits() {
   }
 }
 
-// out = a·b and out = a/b, correctly rounded, written straight into `out` (MPFR would otherwise copy through
-// a temporary; at 64 bits such copies cost as much as the arithmetic).
-template <core::RealScalar Real>
-void assign_product(Real& out, const Real& a, const Real& b) {
-  if constexpr (std::same_as<Real, mpfr_real>) {
-    mpfr_mul(out.backend().data(), a.backend().data(), b.backend().data(), MPFR_RNDN);
-  } else {
-    out = a * b;
-  }
-}
-template <core::RealScalar Real>
-void assign_quotient(Real& out, const Real& a, const Real& b) {
-  if constexpr (std::same_as<Real, mpfr_real>) {
-    mpfr_div(out.backend().data(), a.backend().data(), b.backend().data(), MPFR_RNDN);
-  } else {
-    out = a / b;
-  }
-}
-
-// x = sqrt(x), correctly rounded, without a temporary (MPFR would otherwise allocate one per call).
-template <core::RealScalar Real>
-void sqrt_in_place(Real& x) {
-  if constexpr (std::same_as<Real, mpfr_real>) {
-    mpfr_sqrt(x.backend().data(), x.backend().data(), MPFR_RNDN);
-  } else {
-    x = std::sqrt(x);
-  }
-}
-
 }  // namespace cgad::reference
 
 // mpfr_real as a core::RealScalar: π at the working precision (never through double), and the per-thread cache
@@ -126,5 +99,10 @@ template <>
 std::string to_decimal<reference::mpfr_real>(const reference::mpfr_real& x, unsigned digits);
 template <>
 std::string show<reference::mpfr_real>(const reference::mpfr_real& x);
+
+// Core's gate and validation in mpfr_real: instantiated in the reference (reference/src/core_instances.cpp), declared
+// here, where mpfr_real becomes a RealScalar (gate.hpp, hyperparams.hpp declare the hardware types').
+CGAD_CORE_GATE_INSTANCES(extern, reference::mpfr_real)
+CGAD_CORE_HYPERPARAMS_INSTANCES(extern, reference::mpfr_real)
 
 }  // namespace cgad::core

@@ -10,7 +10,7 @@
 //   for the quadratic G = (1 + s)·‖∇f(x_0)‖ and the clip enforces ‖u‖ ≤ G, possibly at the cost of alignment,
 //   which the run then checks step by step.
 // * the REAL GATED-MOMENT ADAM UPDATE, the reference optimizer itself (reference::make_optimizer over mpfr_real:
-//   CGAD, Adam-Decay or Adam, reference/gated_adam.hpp) fed the pseudo-gradient Δ_t = D_t ∘ ∇f(x_{t−τ_t}) with
+//   CGAD, Adam-Decay or Adam, reference/detail/gated_adam.hpp) fed the pseudo-gradient Δ_t = D_t ∘ ∇f(x_{t−τ_t}) with
 //   staleness τ_t and learning rate η. The gate acts inside m and v, so its step η·m̂/(√v̂ + ε) is not σ_t times
 //   a bounded direction: the theorem does not cover it (A4 in particular fails for momentum), and only the
 //   realized quantities below are reported for it.

@@ -5,9 +5,9 @@
 // for PA-CGAD's ages and SDM's 1/(1 + τ) are the floats staleness.hpp computes (the float nearest the reference's,
 // with the bound stated there).
 //
-// Ages (PA-CGAD) follow the reference's GatedAdam exactly (gated_adam.hpp): a_f = max(0, round − last_sync_f − 1),
-// an event for fragment f is gated by σ(max(τ, a_f)) and synchronizes f whether it is applied or skipped for a
-// zero gate; an event refused for a NaN/Inf or overflowing pseudo-gradient changes nothing.
+// Ages (PA-CGAD) follow the reference's GatedAdam exactly (reference/detail/gated_adam.hpp): a_f = max(0, round −
+// last_sync_f − 1), an event for fragment f is gated by σ(max(τ, a_f)) and synchronizes f whether it is applied or
+// skipped for a zero gate; an event refused for a NaN/Inf or overflowing pseudo-gradient changes nothing.
 //
 // Layout: the parameter vector is a sequence of tensors (sizes summing to the parameter count; one tensor by
 // default) and, for PA-CGAD, of P contiguous fragments. The planner cuts it into chunks (block_step.hpp) that

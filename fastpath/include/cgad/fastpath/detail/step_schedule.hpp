@@ -19,9 +19,9 @@
 // The test (proptests/fastpath/fastpath_schedule_test.cpp) checks the power against MPFR and the floats against
 // std::pow's (t ≤ 2^16; fastpath_schedule_long_test t ≤ 2^24).
 //
-// Ages follow the reference's GatedAdam (gated_adam.hpp): a_f = max(0, round − last_sync_f − 1); an event for
-// fragment f synchronizes f whether it is applied or skipped for a zero gate; an event refused for a NaN/Inf or
-// overflowing pseudo-gradient changes nothing.
+// Ages follow the reference's GatedAdam (reference/detail/gated_adam.hpp): a_f = max(0, round − last_sync_f − 1); an
+// event for fragment f synchronizes f whether it is applied or skipped for a zero gate; an event refused for a NaN/Inf
+// or overflowing pseudo-gradient changes nothing.
 #include "cgad/fastpath/detail/block_step.hpp"
 #include "cgad/fastpath/detail/portable.hpp"
 

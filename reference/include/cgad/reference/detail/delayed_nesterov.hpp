@@ -6,6 +6,9 @@
 //               otherwise:            θ = θ − η·Δ/N
 // With N = 1 every arrival is an N-th arrival and the update is Nesterov's exactly (D/1 = Δ, and
 // μ·b + Δ equals Δ + μ·b in every rounding mode because addition commutes).
+//
+// Internal to the reference: make_optimizer (optimizers.hpp) builds it, and reference/src/optimizers.cpp alone
+// compiles it, so its arithmetic is compiled with cgad's flags only (docs/design.md §2).
 #include "cgad/core/hyperparams.hpp"
 #include "cgad/reference/outer_optimizer.hpp"
 

@@ -19,11 +19,16 @@
 // overflowing pseudo-gradient changes nothing, ages included (it never reached the server's state). CGAD, Adam-Decay
 // and Adam have one fragment and ignore ages.
 //
-// Overflow (docs/design.md §3, outer_optimizer.hpp): an event with |σ·Δ_i| ≥ 2^63 for some i is refused whole, like a
-// NaN/Inf one, so that the production fast path can hold every quantity it derives from g². The exact product
-// decides here; the fast path decides on its float σ·Δ, which can differ only within one rounding of 2^63.
+// Overflow (docs/design.md §3, detail/overflowing_element.hpp): an event with |σ·Δ_i| ≥ 2^63 for some i is refused
+// whole, like a NaN/Inf one, so that the production fast path can hold every quantity it derives from g². The exact
+// product decides here; the fast path decides on its float σ·Δ, which can differ only within one rounding of 2^63.
+//
+// Internal to the reference: make_optimizer (optimizers.hpp) builds it, and reference/src/optimizers.cpp alone
+// compiles it, so its arithmetic is compiled with cgad's flags only (docs/design.md §2).
 #include "cgad/core/gate.hpp"
 #include "cgad/core/hyperparams.hpp"
+#include "cgad/reference/detail/in_place.hpp"
+#include "cgad/reference/detail/overflowing_element.hpp"
 #include "cgad/reference/outer_optimizer.hpp"
 
 #include <algorithm>

@@ -9,9 +9,12 @@
 //
 // An event with |σ·Δ_i| ≥ 2^63 for some i (σ = 1 for Nesterov, 1/(1 + τ) for SDM) is refused whole and reported
 // as overflowing, as in the Adam family (overflow_rule.hpp; see step()).
+//
+// Internal to the reference: make_optimizer (optimizers.hpp) builds it, and reference/src/optimizers.cpp alone
+// compiles it, so its arithmetic is compiled with cgad's flags only (docs/design.md §2).
 #include "cgad/core/hyperparams.hpp"
+#include "cgad/reference/detail/overflowing_element.hpp"
 #include "cgad/reference/outer_optimizer.hpp"
-#include "cgad/core/overflow_rule.hpp"
 
 #include <cmath>
 #include <string>
