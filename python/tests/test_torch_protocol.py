@@ -171,6 +171,37 @@ def test_an_optimizer_wide_keyword_in_a_param_group_is_refused(cls, kwargs, key,
         opt.step()
 
 
+@pytest.mark.parametrize("cls", [Nesterov, SDM])
+@pytest.mark.parametrize("key,value", [("nesterov", False), ("dampening", 0.1), ("weight_decay", 1e-4)])
+def test_an_sgd_key_that_would_change_the_step_is_refused_in_a_nesterov_group(cls, key, value):
+    # The outer step is torch.optim.SGD's with nesterov=True, dampening 0 and no weight decay: a group ported from
+    # SGD with another value would step differently there, and ignoring it would be a silent wrong answer.
+    message = f"^{cls.__name__} param group 0: {key}={value!r} is not supported"
+    with pytest.raises(cgad.InputError, match=message):
+        cls([{"params": params(), key: value}])
+    ps = params()
+    opt = cls([{"params": ps}])
+    opt.param_groups[0][key] = value
+    feed(ps, 1)
+    before = param_bits(ps)
+    with pytest.raises(cgad.InputError, match=message):
+        opt.step()
+    assert param_bits(ps) == before
+
+
+@pytest.mark.parametrize("cls", [Nesterov, SDM])
+def test_sgd_keys_at_the_value_this_step_has_are_taken_in_a_nesterov_group(cls):
+    ps, reference = params(), params()
+    opt = cls([{"params": ps, "nesterov": True, "dampening": 0, "weight_decay": 0.0}])
+    plain = cls([{"params": reference}])
+    for e in range(2):
+        feed(ps, e)
+        feed(reference, e)
+        opt.step()
+        plain.step()
+    assert param_bits(ps) == param_bits(reference)
+
+
 def test_a_param_group_holds_the_hyperparameters_its_optimizer_reads_and_no_others():
     # Adam has no sigma and Adam-Decay no gate: an alpha or tau_cut in their groups would be read by no step, and
     # setting it would change nothing.

@@ -65,6 +65,10 @@ class _FastpathOptimizer(torch.optim.Optimizer):
     # The keywords that are the whole optimizer's (its fast-path structure, the step's policy), never a param
     # group's: a group carrying one would have it ignored, so it is refused.
     _optimizer_wide = ("seed", "threads", "on_nonfinite")
+    # Keys of the torch optimizer a user ports from whose step differs from this one's unless they hold the value
+    # given here: a group carrying another value would have it ignored, so it is refused (the neutral value is
+    # taken, as frameworks pass it).
+    _neutral_group_keys = {}
 
     def __init__(self, params, defaults, *, state, rounding, seed, q8_semantics, min_q8_size, threads,
                  fragments=1, unsupported=None, v_map="dynamic"):
@@ -128,6 +132,10 @@ class _FastpathOptimizer(torch.optim.Optimizer):
                 raise _cgad.InputError(f"{where}: {key} is the whole optimizer's ({type(self).__name__}(..., "
                                        f"{key}=...)), not a param group's; the group's {key}={group[key]!r} "
                                        "would be ignored")
+        for key, neutral in self._neutral_group_keys.items():
+            if key in group and not group[key] == neutral:
+                raise _cgad.InputError(f"{where}: {key}={group[key]!r} is not supported ({type(self).__name__} "
+                                       f"steps as torch.optim.SGD with {key}={neutral!r}); only {neutral!r} is taken")
         spec = self._group_structure(group, where)
         for key in self._hyperparameters:
             if key not in group:
@@ -525,6 +533,9 @@ class Adam(_AdamFamily):
 
 class _NesterovFamily(_FastpathOptimizer):
     _hyperparameters = ("lr", "momentum")
+    # torch.optim.SGD's (torch 2.x, torch/optim/sgd.py): this step is SGD's with nesterov=True, dampening 0 and no
+    # weight decay, so a group ported from SGD that sets one otherwise would step differently there.
+    _neutral_group_keys = {"nesterov": True, "dampening": 0, "weight_decay": 0}
 
     def __init__(self, params, lr, momentum, state, rounding, seed, min_q8_size, threads, unsupported):
         super().__init__(params, dict(lr=lr, momentum=momentum), state=state, rounding=rounding, seed=seed,
