@@ -294,23 +294,8 @@ struct CudaOptimizer::Impl {
 
   // The state buffers' device pointers and the q8 maps into a step's arguments.
   void bind_state(StepArgs& a) {
-    for (int k = 0; k < moments; ++k) {
-      MomentView& view = a.moment[k];
-      switch (format) {
-        case StateFormat::fp32:
-          view.fp32 = fp32[k].data();
-          break;
-        case StateFormat::bf16:
-          view.bf16_values = bf16_values[k].data();
-          break;
-        case StateFormat::q8:
-          view.codes = codes[k].data();
-          view.absmax = absmax[k].data();
-          view.fallback = fp32[k].data();
-          break;
-      }
-      view.map = maps.data() + (planner.adam_family() && k == 1 ? 1 : 0);
-    }
+    bind_moments(*this, a);
+    for (int k = 0; k < moments; ++k) a.moment[k].map = maps.data() + (planner.adam_family() && k == 1 ? 1 : 0);
   }
 
   StepReport report(cudaStream_t stream) {

@@ -44,22 +44,7 @@ HostState HostState::zeros(const StepPlanner& planner) {
 }
 
 void HostState::bind(StepPlanner::Plan& plan) {
-  for (int k = 0; k < moments; ++k) {
-    MomentView& view = plan.args.moment[k];
-    switch (format) {
-      case StateFormat::fp32:
-        view.fp32 = fp32[k].data();
-        break;
-      case StateFormat::bf16:
-        view.bf16_values = bf16_values[k].data();
-        break;
-      case StateFormat::q8:
-        view.codes = codes[k].data();
-        view.absmax = absmax[k].data();
-        view.fallback = fp32[k].data();
-        break;
-    }
-  }
+  bind_moments(*this, plan.args);
 }
 
 void HostState::read(const StepPlanner& planner, int k, std::span<float> out) const {

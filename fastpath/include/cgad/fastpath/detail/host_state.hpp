@@ -37,6 +37,29 @@ struct HostState {
   bool same_shape(const HostState& other) const;
 };
 
+// Points a step's moment views at a state's buffers, wherever they live: HostState's vectors, or the CUDA backend's
+// device buffers, which have the same members (format, moments, fp32, bf16_values, codes, absmax). The one place that
+// says which buffers each state format steps.
+template <class State>
+void bind_moments(State& state, StepArgs& args) {
+  for (int k = 0; k < state.moments; ++k) {
+    MomentView& view = args.moment[k];
+    switch (state.format) {
+      case StateFormat::fp32:
+        view.fp32 = state.fp32[k].data();
+        break;
+      case StateFormat::bf16:
+        view.bf16_values = state.bf16_values[k].data();
+        break;
+      case StateFormat::q8:
+        view.codes = state.codes[k].data();
+        view.absmax = state.absmax[k].data();
+        view.fallback = state.fp32[k].data();
+        break;
+    }
+  }
+}
+
 // The map index of 0 in each q8 map; in the zero-free map, which has none, the index of its smallest code (an
 // all-zero state has absmax 0, so every code decodes to 0 there).
 std::uint8_t zero_code(Q8MapKind kind);
