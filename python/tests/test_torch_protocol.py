@@ -29,6 +29,16 @@ def param_bits(ps):
     return [bits(p).tobytes() for p in ps]
 
 
+def assert_steps_alike(opt, ps, plain, reference, events=2):
+    """Steps opt over ps and plain over reference on the same pseudo-gradients; their parameters' bits must agree."""
+    for e in range(events):
+        feed(ps, e)
+        feed(reference, e)
+        opt.step()
+        plain.step()
+    assert param_bits(ps) == param_bits(reference)
+
+
 def buffers(opt, ps, names):
     return [bits(opt.state_buffer(p, name)).tobytes() for p in ps for name in names]
 
@@ -83,12 +93,7 @@ def test_falsy_torch_flags_are_accepted():
     opt = CGAD(ps, foreach=None, fused=None, capturable=False, differentiable=False, maximize=False, amsgrad=False)
     reference = params()
     plain = CGAD(reference)
-    for e in range(2):
-        feed(ps, e)
-        feed(reference, e)
-        opt.step()
-        plain.step()
-    assert param_bits(ps) == param_bits(reference)
+    assert_steps_alike(opt, ps, plain, reference)
     Nesterov(params(), foreach=False, fused=False, maximize=False)
 
 
@@ -142,12 +147,7 @@ def test_falsy_torch_flags_and_a_users_own_keys_in_a_param_group_are_taken():
     opt = CGAD([{"params": ps[:2], "name": "body", **falsy}])
     opt.add_param_group({"params": ps[2:], "name": "head", **falsy})
     plain = CGAD([{"params": reference[:2]}, {"params": reference[2:]}])
-    for e in range(2):
-        feed(ps, e)
-        feed(reference, e)
-        opt.step()
-        plain.step()
-    assert param_bits(ps) == param_bits(reference)
+    assert_steps_alike(opt, ps, plain, reference)
     assert [g["name"] for g in opt.param_groups] == ["body", "head"]
     opt.load_state_dict(opt.state_dict())  # a state_dict carrying them loads
     assert opt.param_groups[1]["maximize"] is False
@@ -194,12 +194,7 @@ def test_sgd_keys_at_the_value_this_step_has_are_taken_in_a_nesterov_group(cls):
     ps, reference = params(), params()
     opt = cls([{"params": ps, "nesterov": True, "dampening": 0, "weight_decay": 0.0}])
     plain = cls([{"params": reference}])
-    for e in range(2):
-        feed(ps, e)
-        feed(reference, e)
-        opt.step()
-        plain.step()
-    assert param_bits(ps) == param_bits(reference)
+    assert_steps_alike(opt, ps, plain, reference)
 
 
 def test_a_param_group_holds_the_hyperparameters_its_optimizer_reads_and_no_others():
