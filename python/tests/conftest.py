@@ -1,9 +1,11 @@
 """What the cgad Python tests share: the `cgad` command, its replay, and exact comparisons of bit patterns and
 decimal text. They run against whichever `cgad` package the interpreter imports: CTest's (PYTHONPATH=build/python)
 or an installed one (`python -m pytest python/tests` from a venv that pip installed cgad into)."""
+import importlib
 import json
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sysconfig
@@ -17,6 +19,37 @@ SOURCE_DIR = pathlib.Path(os.environ.get("CGAD_SOURCE_DIR", pathlib.Path(__file_
 
 
 SCRIPTS_DIR = pathlib.Path(sysconfig.get_path("scripts"))
+
+# The pinned PyPI environment (scripts/python-env.sh) sets CGAD_REQUIRE_PEERS=1: there a peer that cannot be
+# imported is a broken environment, and its tests fail; anywhere else (Debian's torch 1.13) they skip, saying why.
+REQUIRE_PEERS = os.environ.get("CGAD_REQUIRE_PEERS") == "1"
+
+
+def _unavailable(reason):
+    if REQUIRE_PEERS:
+        pytest.fail(f"{reason} (CGAD_REQUIRE_PEERS=1: the pinned environment must have it)")
+    pytest.skip(reason)
+
+
+def peer(module):
+    """Imports a real package cgad is tested against (bitsandbytes, torchao, torchft, ...) and returns it, or
+    skips (fails in the pinned environment) with the import error as the reason."""
+    try:
+        return importlib.import_module(module)
+    except Exception as e:  # a peer's import can fail with more than ImportError (a missing symbol, an old torch)
+        _unavailable(f"{module} cannot be imported here: {type(e).__name__}: {e}")
+
+
+def torch_version():
+    """torch's release as a (major, minor) pair, local labels and pre-release tags dropped."""
+    major, minor = re.match(r"(\d+)\.(\d+)", torch.__version__).groups()
+    return int(major), int(minor)
+
+
+def require_torch(least, what):
+    """Skips (fails in the pinned environment) a test of a torch feature that torch older than ``least`` lacks."""
+    if torch_version() < least:
+        _unavailable(f"{what} needs torch >= {least[0]}.{least[1]}; this is torch {torch.__version__}")
 
 
 def _find_binary():
