@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# The pinned PyPI environment: a venv (default build-venv/, beside the other build folders) over Debian's
+# /usr/bin/python3 holding exactly python/requirements/peers.txt -- torch 2.x (CPU), bitsandbytes, torchao,
+# torchft and the test run's needs -- and cgad itself, pip-installed from this checkout. scripts/test.sh runs the
+# Python suite in it (CTest's python_torch2_* tests) beside Debian's torch 1.13; docs/testing.md.
+#
+#   scripts/python-env.sh [DIR]   creates or updates DIR; prints the path of DIR/bin/python on stdout and its
+#                                 progress on stderr
+#
+# A second run reinstalls nothing from PyPI while the requirements file is unchanged (a stamp inside the venv
+# records its hash), and rebuilds cgad incrementally (setup.py's build-pip/, through ccache where the caller set
+# CMAKE_CXX_COMPILER_LAUNCHER). PyPI's torch 2.13.0 wheel is a CUDA build of several GB: unless a CPU wheel of the
+# pinned release lies in one of pip's find-links folders (these build machines keep one there), the script stops
+# and says so; CGAD_TORCH_DOWNLOAD=1 lets pip fetch whatever PyPI serves.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source=$PWD
+venv=${1:-build-venv}
+requirements=python/requirements/peers.txt
+python=/usr/bin/python3
+
+die() { echo "python-env: $*" >&2; exit 2; }
+[ -x "$python" ] || die "$python is missing (scripts/bootstrap.sh installs Debian's python3, python3-venv)"
+
+torch_pin=$(sed -n 's/^torch==\([^ #]*\).*/\1/p' "$requirements")
+[ -n "$torch_pin" ] || die "$requirements pins no torch (torch==X.Y.Z)"
+
+# The CPU wheel of the pinned torch in pip's find-links (pip config, PIP_FIND_LINKS), or the user's consent to
+# download PyPI's.
+cpu_wheel_present() {
+  local links
+  links=$("$python" -m pip config get global.find-links 2>/dev/null || true)
+  links="$links ${PIP_FIND_LINKS:-}"
+  local dir
+  for dir in $links; do
+    dir=${dir#file://}
+    compgen -G "$dir/torch-${torch_pin}+cpu-*.whl" > /dev/null && return 0
+  done
+  return 1
+}
+
+stamp="$venv/.cgad-requirements.sha256"
+wanted=$(sha256sum "$requirements" | cut -d' ' -f1)
+if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
+  if ! cpu_wheel_present && [ "${CGAD_TORCH_DOWNLOAD:-}" != 1 ]; then
+    die "no CPU wheel of torch ${torch_pin} in pip's find-links; PyPI's is a CUDA build of several GB. Put \
+torch-${torch_pin}+cpu-*.whl in a folder named by PIP_FIND_LINKS, or set CGAD_TORCH_DOWNLOAD=1 to download it"
+  fi
+  echo "[python-env] creating $venv from $requirements" >&2
+  # Only a venv of ours is replaced: a folder of anything else is the user's and stays.
+  if [ -e "$venv" ] && [ -n "$(ls -A "$venv" 2>/dev/null)" ] && [ ! -f "$venv/pyvenv.cfg" ]; then
+    die "$venv exists and is not a venv; name another folder"
+  fi
+  rm -rf "$venv"
+  "$python" -m venv "$venv"
+  start=$SECONDS
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$requirements" 2>&1 >&2 \
+    | { grep -v "^WARNING: Location 'file://.*' is ignored" >&2 || true; }
+  "$venv/bin/python" - "$requirements" >&2 <<'PY'
+# Every pin holds in the venv (pip's resolver could have taken another release for a package the file names).
+import importlib.metadata, re, sys
+wrong = []
+for line in open(sys.argv[1]):
+    m = re.match(r"\s*([A-Za-z0-9_.-]+)==([^\s#]+)", line)
+    if not m:
+        continue
+    name, pin = m.groups()
+    try:
+        got = importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        wrong.append(f"{name}: missing")
+        continue
+    if got.split("+")[0] != pin:
+        wrong.append(f"{name}: {got}, pinned {pin}")
+if wrong:
+    sys.exit("python-env: the venv does not hold the pinned releases: " + "; ".join(wrong))
+import torch
+if torch.version.cuda is not None:
+    print(f"python-env: note: torch {torch.__version__} is a CUDA build (CUDA {torch.version.cuda})")
+PY
+  echo "$wanted" > "$stamp"
+  echo "[python-env] pinned packages installed in $((SECONDS - start)) s" >&2
+fi
+
+# cgad from this checkout, as a user installs it (docs/python.md), with the venv's own build backend.
+start=$SECONDS
+"$venv/bin/python" -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps --no-index \
+  --force-reinstall "$source" >&2
+echo "[python-env] cgad installed from $source in $((SECONDS - start)) s" >&2
+echo "$(cd "$venv" && pwd)/bin/python"
