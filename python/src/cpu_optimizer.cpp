@@ -5,7 +5,7 @@
 
 #include "cgad/fastpath/fastpath.hpp"
 
-#include <pybind11/numpy.h>
+#include "arrays.hpp"
 #include <pybind11/stl.h>
 
 namespace py = pybind11;
@@ -29,14 +29,6 @@ StepReport step(CpuOptimizer& o, const std::vector<std::uintptr_t>& params, cons
   return o.step(std::span<fastpath::bf16* const>(p), std::span<const float* const>(g), tau, fragment);
 }
 
-// A NumPy array over `span` (the optimizer's own memory, no copy) whose base, `owner`, keeps the optimizer alive.
-template <class Array, class T>
-py::array view(std::span<T> span, const py::object& owner) {
-  return py::array_t<Array>(std::vector<py::ssize_t>{static_cast<py::ssize_t>(span.size())},
-                            std::vector<py::ssize_t>{static_cast<py::ssize_t>(sizeof(T))},
-                            reinterpret_cast<const Array*>(span.data()), owner);
-}
-
 // Tensor k's live state: {"format": "fp32" | "bf16" | "q8" | "fp32-fallback" (a q8 configuration's tensor under
 // min_q8_size), "moments": one dict per moment, {"values": float32 or int16 (the bf16 bits) array} or
 // {"codes": uint8 array, "absmax": float32 array, one per chunk}}.
@@ -48,12 +40,12 @@ py::dict tensor_state(const py::object& self, std::size_t k) {
   for (int m = 0; m < t.moments; ++m) {
     py::dict moment;
     if (format == fastpath::StateFormat::bf16) {
-      moment["values"] = view<std::int16_t>(t.bf16_values[m], self);
+      moment["values"] = numpy_view<std::int16_t>(t.bf16_values[m], self);
     } else if (format == fastpath::StateFormat::fp32 || t.fp32_fallback) {
-      moment["values"] = view<float>(t.fp32[m], self);
+      moment["values"] = numpy_view<float>(t.fp32[m], self);
     } else {
-      moment["codes"] = view<std::uint8_t>(t.codes[m], self);
-      moment["absmax"] = view<float>(t.absmax[m], self);
+      moment["codes"] = numpy_view<std::uint8_t>(t.codes[m], self);
+      moment["absmax"] = numpy_view<float>(t.absmax[m], self);
     }
     moments.append(moment);
   }
@@ -121,8 +113,8 @@ void bind_cpu_optimizer(py::module_& m) {
       .def("load_bytes", [](CpuOptimizer& o, const py::buffer& bytes) { o.load_bytes(byte_span(bytes.request())); })
       .def("read_buffer",
            [](const CpuOptimizer& o, const std::string& name) {
-             py::array_t<float> out(static_cast<py::ssize_t>(o.parameters()));
-             o.read_buffer(name, std::span<float>(out.mutable_data(), o.parameters()));
+             auto [out, values] = numpy_empty<float>(o.parameters());
+             o.read_buffer(name, values);
              return out;
            })
       .def("counters",

@@ -15,7 +15,7 @@
 #include "cgad/fastpath/fastpath.hpp"
 #include "cgad/fastpath/state_file.hpp"
 
-#include <pybind11/numpy.h>
+#include "arrays.hpp"
 #include <pybind11/stl.h>
 
 #include <unistd.h>
@@ -147,8 +147,8 @@ void bind_cuda_optimizer(py::module_& m) {
       .def("load_bytes", [](CudaGroup& g, const py::buffer& bytes) { g.load_bytes(byte_span(bytes.request())); })
       .def("read_buffer",
            [](CudaGroup& g, const std::string& name) {
-             py::array_t<float> out(static_cast<py::ssize_t>(g.optimizer().parameters()));
-             g.optimizer().read_buffer(name, std::span<float>(out.mutable_data(), g.optimizer().parameters()));
+             auto [out, values] = numpy_empty<float>(g.optimizer().parameters());
+             g.optimizer().read_buffer(name, values);
              return out;
            })
       .def("counters", [](CudaGroup& g) {

@@ -15,7 +15,7 @@
 #include "cgad/core/errors.hpp"
 #include "cgad/reference/real.hpp"
 
-#include <pybind11/numpy.h>
+#include "arrays.hpp"
 #include <pybind11/stl.h>
 
 #include <memory>
@@ -73,11 +73,7 @@ py::dict replay(const std::optional<std::string>& path, const std::optional<std:
   return out;
 }
 
-py::array_t<double> array(const std::vector<double>& values) {
-  py::array_t<double> out(static_cast<py::ssize_t>(values.size()));
-  std::copy(values.begin(), values.end(), out.mutable_data());
-  return out;
-}
+py::object array(const std::vector<double>& values) { return numpy_copy(std::span<const double>(values)); }
 
 // `cgad noise` for one scenario: the fast path and the MPFR reference in lockstep.
 py::dict noise(const py::dict& o, unsigned precision) {
