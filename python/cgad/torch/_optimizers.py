@@ -367,7 +367,10 @@ class _FastpathOptimizer(torch.optim.Optimizer):
         copied = dict(copied)
         saved = copied.pop("_state_dict")
         self.__dict__.update(copied)
-        self._hook_for_profile()  # torch.optim.Optimizer.__setstate__'s, for the profiler's step hook
+        # What torch.optim.Optimizer.__setstate__ does for the profiler's step hook: _patch_step_function in torch
+        # 2.x, _hook_for_profile in 1.13 (torch/optim/optimizer.py of each).
+        patch = getattr(self, "_patch_step_function", None) or getattr(self, "_hook_for_profile")
+        patch()
         self._lock, self._holder, self._forked_mid_call = threading.RLock(), None, False
         _LIVE.add(self)
         self._groups, self.state = [], collections.defaultdict(dict)

@@ -54,7 +54,7 @@ def staleness(value, where):
         value = value.item()
     if isinstance(value, numbers.Real) and not isinstance(value, (numbers.Integral, bool)):
         raise _cgad.InputError(f"{where}: staleness must be an integer number of outer rounds, got the float "
-                               f"{value!r} (round it, if it is a count)")
+                               f"{value} (round it, if it is a count)")
     return integer(value, "staleness", 0, INT64_MAX, where)
 
 
