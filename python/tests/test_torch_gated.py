@@ -352,6 +352,7 @@ def test_state_dict_round_trip_resumes_bit_for_bit():
 
 def test_deepcopy_and_pickle_give_an_optimizer_that_steps_to_the_same_bits():
     ps, gated = pa_gated(15)
+    torch.optim.lr_scheduler.StepLR(gated, step_size=100)  # wraps gated.step, which pickle cannot take
     run_pa(160, gated, ps, [(0, 0), (1, 3)])
     for make in (copy.deepcopy, lambda x: pickle.loads(pickle.dumps(x))):
         ps2, copied = make((ps, gated))

@@ -325,7 +325,9 @@ class Gated(torch.optim.Optimizer):
 
     def __getstate__(self):
         # torch.optim.Optimizer's would keep only defaults, state and param_groups (here the wrapped optimizer's).
-        return dict(self.__dict__)
+        # An LR scheduler's instance-level wrapper of step (torch.optim.lr_scheduler) points at this object, not
+        # at the copy, and cannot be pickled: a scheduler made for the copy wraps it again.
+        return {k: v for k, v in self.__dict__.items() if k != "step"}
 
     def __setstate__(self, state):
         self.__dict__.update(state)
