@@ -46,7 +46,7 @@ from gated_support import capture_grads, nearest_float32, sigma_times
 
 U = 2.0 ** -24
 EVENTS = 60
-TAUS = [0, 3, 40, 1, 12, 0, 33, 5, 31, 2, 8, 0, 17, 26, 4, 0, 39, 1, 6, 32]  # 5 of 20 at tau >= tau_cut = 32
+TAUS = [0, 3, 40, 1, 12, 0, 33, 5, 31, 2, 8, 0, 17, 26, 4, 0, 39, 1, 6, 32]  # 4 of 20 at tau >= tau_cut = 32
 LR, MILESTONE, GAMMA, BETAS, EPS = 1e-2, 25, 0.3, (0.9, 0.999), 1e-8
 
 
