@@ -15,9 +15,13 @@ they lie; a NaN/Inf pseudo-gradient anywhere skips the whole step, changes nothi
 opt.state[p] holds the live state in torch's names (exp_avg, exp_avg_sq, step; bitsandbytes' state1/absmax1 ...
 for q8), state_dict() returns references to it in torch's layout, and load_state_dict() resumes bit for bit
 (_state.py); copy.deepcopy and pickle give a working optimizer.
+
+Gated(optimizer, method="cgad") puts the gate in front of an optimizer the user already runs (torch's fused AdamW,
+bitsandbytes' AdamW8bit, torchao's low-bit AdamW): its step gets fl(sigma(tau) * pseudo-gradient) (_gated.py).
 See docs/python.md.
 """
+from ._gated import Gated
 from ._optimizers import CGAD, PACGAD, SDM, Adam, AdamDecay, Nesterov
 from ._report import GroupReport, StepReport
 
-__all__ = ["CGAD", "PACGAD", "AdamDecay", "Adam", "Nesterov", "SDM", "StepReport", "GroupReport"]
+__all__ = ["CGAD", "PACGAD", "AdamDecay", "Adam", "Nesterov", "SDM", "Gated", "StepReport", "GroupReport"]

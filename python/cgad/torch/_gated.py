@@ -1,0 +1,344 @@
+"""cgad.torch.Gated: CGAD, Adam-Decay, SDM or PA-CGAD over an optimizer the user already runs (docs/python.md,
+"CGAD over the optimizer you already run"). Every pseudo-gradient in ``.grad`` is scaled by cgad's σ(τ) -- the
+float the fast path's own step uses -- and handed to the wrapped optimizer's step, which does the rest: torch's
+fused AdamW on a GPU, bitsandbytes' AdamW8bit, torchao's low-bit AdamW, cgad.torch.Adam. docs/design.md §3 is
+the gate, the zero-gate policy, PA-CGAD's ages and the refusal of NaN/Inf and overflowing pseudo-gradients."""
+import collections
+import numbers
+
+import torch
+
+from .. import _cgad
+from . import _gated_state, _pseudo_gradient
+from ._gated_config import WHERE, GateConfig
+from ._optimizers import PACGAD, SDM, AdamDecay, CGAD
+from ._protocol import Counters, check_policy, count, new_counts, report_refusal
+from ._protocol import staleness as as_staleness
+from ._report import GroupReport, combine, no_gradient
+
+# torch.optim.Optimizer's per-optimizer hook tables (torch >= 2.0; torch 1.13 has none, and these stay empty).
+_HOOK_TABLES = ("_optimizer_step_pre_hooks", "_optimizer_step_post_hooks", "_optimizer_state_dict_pre_hooks",
+                "_optimizer_state_dict_post_hooks", "_optimizer_load_state_dict_pre_hooks",
+                "_optimizer_load_state_dict_post_hooks")
+
+
+class Gated(torch.optim.Optimizer):
+    """CGAD over ``optimizer`` (any torch.optim.Optimizer): ``step(staleness=tau)`` scales every ``p.grad`` (the
+    pseudo-gradient Δ) by σ(τ) and runs ``optimizer.step()`` on g = fl(σ·Δ), rounded once in the gradient's
+    dtype. method: "cgad" (σ = γ(τ)e^{-ατ}, the cosine gate cutting off at tau_cut), "adam-decay" (σ = e^{-ατ})
+    or "sdm" (σ = 1/(1 + τ), for an SGD-Nesterov optimizer). alpha and tau_cut: numbers or decimal text.
+    on_zero_gate: "apply" runs the wrapped step on g = 0·Δ where γ(τ) = 0; "skip" drops such an event (the
+    wrapped optimizer is not called). fragments="groups": PA-CGAD, each param group a fragment with its own age
+    (as cgad.torch.PACGAD's); ``step(staleness=, fragment=f)`` steps group f alone, gated by σ(max(τ, age_f)).
+    on_nonfinite: what a refused step does beyond its report ("skip", "warn", "raise"), as cgad.torch's.
+
+    ``.grad`` is the caller's: it holds Δ again after the step (the wrapped optimizer reads a scaled copy, one
+    pseudo-gradient's worth of memory during the step). param_groups, state and defaults are the wrapped
+    optimizer's own objects, so LR schedulers and code that reads ``opt.state[p]`` work on the wrapper."""
+
+    def __init__(self, optimizer, method="cgad", alpha=0.2, tau_cut=32, on_zero_gate="apply", fragments=None,
+                 on_nonfinite="skip"):
+        if isinstance(optimizer, Gated):
+            raise _cgad.InputError(f"{WHERE}: the optimizer is already a Gated one (its pseudo-gradients would be "
+                                   "scaled twice)")
+        if isinstance(optimizer, (CGAD, PACGAD, AdamDecay, SDM)):
+            raise _cgad.InputError(f"{WHERE}: {type(optimizer).__name__} gates by its own staleness; use it "
+                                   "directly, or wrap cgad.torch.Adam or Nesterov")
+        if not isinstance(optimizer, torch.optim.Optimizer):
+            raise _cgad.InputError(f"{WHERE}: the optimizer must be a torch.optim.Optimizer, got "
+                                   f"{type(optimizer).__name__}")
+        self._config = GateConfig.make(method, alpha, tau_cut, on_zero_gate, fragments)
+        self.on_nonfinite = check_policy(on_nonfinite, WHERE)
+        self.optimizer = optimizer
+        self.staleness = 0   # what a bare step() uses (torchft calls step() with no arguments)
+        self.fragment = 0    # fragments="groups": the fragment a bare step() synchronizes
+        self.last_report = None
+        self._step_counts = new_counts()
+        self._round = 0
+        self._last_sync = [-1] * len(optimizer.param_groups)
+        self._check_fragment_count(WHERE)
+        # torch.optim.Optimizer's protocol without its __init__, which would build param groups of its own: the
+        # hook tables, and the step wrapped so that step pre/post hooks (torch >= 2.0) and the profiler see it.
+        for table in _HOOK_TABLES:
+            setattr(self, table, collections.OrderedDict())
+        if hasattr(self, "_patch_step_function"):
+            self._patch_step_function()
+        else:
+            self._hook_for_profile()
+        self._warned_capturable_if_run_uncaptured = True
+
+    # --- the wrapped optimizer's objects, shared ----------------------------------------------------------------
+
+    @property
+    def param_groups(self):
+        return self.optimizer.param_groups
+
+    @param_groups.setter
+    def param_groups(self, value):
+        self.optimizer.param_groups = value
+
+    @property
+    def state(self):
+        return self.optimizer.state
+
+    @state.setter
+    def state(self, value):
+        self.optimizer.state = value
+
+    @property
+    def defaults(self):
+        return self.optimizer.defaults
+
+    @property
+    def method(self):
+        return self._config.method
+
+    @property
+    def alpha(self):
+        return self._config.alpha
+
+    @property
+    def tau_cut(self):
+        return self._config.tau_cut
+
+    @property
+    def on_zero_gate(self):
+        return self._config.on_zero_gate
+
+    @property
+    def fragments(self):
+        return self._config.fragments
+
+    def zero_grad(self, *args, **kwargs):
+        return self.optimizer.zero_grad(*args, **kwargs)
+
+    def add_param_group(self, param_group):
+        """Adds the group to the wrapped optimizer. With fragments="groups" it is a new fragment, of age 0 now."""
+        self.optimizer.add_param_group(param_group)
+        self._last_sync.append(self._round - 1)
+        try:
+            self._check_fragment_count(WHERE)
+        except _cgad.InputError:
+            self.optimizer.param_groups.pop()
+            self._last_sync.pop()
+            raise
+
+    def __repr__(self):
+        return (f"Gated(method={self.method!r}, alpha={self.alpha}, tau_cut={self.tau_cut}, "
+                f"on_zero_gate={self.on_zero_gate!r}, fragments={self.fragments!r}) over {self.optimizer!r}")
+
+    # --- fragments (PA-CGAD) ------------------------------------------------------------------------------------
+
+    def _check_fragment_count(self, where):
+        # A round-robin fragment misses P - 1 rounds, so P <= tau_cut keeps every gate above 0 (docs/design.md §3).
+        if self.fragments and len(self.param_groups) > self.tau_cut:
+            raise _cgad.InputError(f"{where}: fragments='groups' with {len(self.param_groups)} param groups needs "
+                                   f"tau_cut >= {len(self.param_groups)}, got {self.tau_cut} (a round-robin "
+                                   "fragment misses P - 1 rounds)")
+
+    def _age(self, group):
+        return max(0, self._round - self._last_sync[group] - 1)
+
+    def _synchronized(self, groups):
+        """PA-CGAD: the event synchronized these fragments, applied or dropped by the zero gate."""
+        if self.fragments:
+            for g in groups:
+                self._last_sync[g] = self._round
+
+    def advance_round(self):
+        """Ends an outer round (fragments="groups"): every fragment not synchronized in it ages by one."""
+        if not self.fragments:
+            raise _cgad.InputError(f"{WHERE}: rounds and ages are PA-CGAD's (fragments='groups')")
+        self._round += 1
+
+    def _targets(self, fragment, end_round):
+        """The param groups an event steps: all of them, or fragment ``fragment``'s group alone."""
+        if not self.fragments:
+            if fragment is not None and not (isinstance(fragment, numbers.Integral) and
+                                             not isinstance(fragment, bool) and fragment == 0):
+                raise _cgad.InputError(f"{WHERE}: there is one fragment (fragments='groups' takes fragment=), got "
+                                       f"{fragment!r}")
+            if end_round is not True:
+                raise _cgad.InputError(f"{WHERE}: end_round is PA-CGAD's (fragments='groups')")
+            return list(range(len(self.param_groups)))
+        if len(self._last_sync) != len(self.param_groups):
+            raise _cgad.InputError(f"{WHERE}: the wrapped optimizer's param_groups changed outside "
+                                   "Gated.add_param_group (each group is a fragment with an age)")
+        self._check_fragment_count(WHERE)
+        fragment = self.fragment if fragment is None else fragment
+        if isinstance(fragment, bool) or not isinstance(fragment, numbers.Integral) or \
+                not 0 <= fragment < len(self.param_groups):
+            raise _cgad.InputError(f"{WHERE}: fragment must be a param group's index in [0, "
+                                   f"{len(self.param_groups) - 1}], got {fragment!r}")
+        return [int(fragment)]
+
+    # --- the step -----------------------------------------------------------------------------------------------
+
+    @torch.no_grad()
+    def step(self, closure=None, *, staleness=None, fragment=None, end_round=True):
+        """Applies the pseudo-gradients in ``.grad`` as one event of staleness ``staleness`` (default
+        ``self.staleness``) through the wrapped optimizer's step, and returns the StepReport (the closure's loss
+        when given a closure, as torch.optim; the report is then ``self.last_report``). A NaN/Inf pseudo-gradient
+        anywhere, or |σ·Δ| >= 2^63, refuses the whole event before anything changes."""
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        tau = as_staleness(self.staleness if staleness is None else staleness, WHERE)
+        targets = self._targets(fragment, end_round)
+        report = self._event(targets, tau, loss)
+        if self.fragments and end_round:
+            self._round += 1  # the round ends whatever became of its event, as PACGAD's (docs/python.md)
+        self.last_report = report
+        count(self._step_counts, report)
+        if report.reason in ("nonfinite-gradient", "overflowing-gradient"):
+            report_refusal(report, check_policy(self.on_nonfinite, WHERE), WHERE)
+        return loss if closure is not None else report
+
+    def _event(self, targets, tau, loss):
+        first_param = self._first_params(targets)
+        stepped = {}  # group index -> [(parameter index in the group, parameter, Δ)]
+        for g in targets:
+            pairs = [(k, p, p.grad) for k, p in enumerate(self.param_groups[g]["params"]) if p.grad is not None]
+            for k, p, grad in pairs:
+                _pseudo_gradient.check(grad, f"{WHERE} param group {g} parameter {k}")
+            if pairs:
+                stepped[g] = pairs
+        if not stepped:
+            return combine([no_gradient(tau) for _ in targets], first_param, loss)
+        tau_effective = {g: max(tau, self._age(g)) if self.fragments else tau for g in stepped}
+        sigma = {g: self._config.sigma(t) for g, t in tau_effective.items()}
+
+        order = [(g, i) for g in stepped for i in range(len(stepped[g]))]
+        deltas = [stepped[g][i][2] for g, i in order]
+
+        def refused(found, reason):
+            """The report of an event refused for ``reason`` at ``found`` = (group, pair, element)."""
+            g, i, element = found
+            located = GroupReport(False, reason, sigma[g], tau_effective[g], stepped[g][i][0], element)
+            others = GroupReport(False, reason, 0.0, tau, None, None)
+            return combine([located if t == g else others for t in targets], first_param, loss)
+
+        # A NaN/Inf first, even where the gate would drop the event (the fast path's order, step_schedule.hpp).
+        found = _first_refused(order, deltas, _pseudo_gradient.nonfinite)
+        if found:
+            return refused(found, "nonfinite-gradient")
+        if all(self._config.skips(t) for t in tau_effective.values()):
+            # Dropped: the wrapped optimizer is not called; a fragment is synchronized all the same.
+            self._synchronized(stepped)
+            return combine([GroupReport(False, "zero-gate", sigma[g], tau_effective[g], None, None) if g in stepped
+                            else no_gradient(tau) for g in targets], first_param, loss)
+        scaled = [_pseudo_gradient.scaled(d, sigma[g]) for (g, _), d in zip(order, deltas)]
+        # The overflow rule on g itself; σ = 0 (a zero gate run by "apply") never refuses (element_update.hpp).
+        gated = [n for n, (g, _) in enumerate(order) if sigma[g] != 0.0]
+        found = _first_refused([order[n] for n in gated], [scaled[n] for n in gated], _pseudo_gradient.overflowing)
+        if found:
+            return refused(found, "overflowing-gradient")
+
+        self._run_wrapped([(stepped[g][i][1], stepped[g][i][2], s) for (g, i), s in zip(order, scaled)],
+                          set(stepped))
+        self._synchronized(stepped)
+        reports = []
+        for g in targets:
+            if g not in stepped:
+                reports.append(no_gradient(tau))
+                continue
+            zero = self._config.gate_is_zero(tau_effective[g])
+            reports.append(GroupReport(True, "zero-gate" if zero else "none", sigma[g], tau_effective[g], None, None))
+        return combine(reports, first_param, loss)
+
+    def _run_wrapped(self, swaps, stepped_groups):
+        """The wrapped optimizer's step on g: each (parameter, Δ, g) of ``swaps`` has .grad = g during it, every
+        parameter of a group not stepped has none (PA-CGAD steps one fragment), and every .grad is put back."""
+        saved = []
+        try:
+            for p, delta, grad in swaps:
+                saved.append((p, delta))
+                p.grad = grad
+            if self.fragments:
+                for g, group in enumerate(self.param_groups):
+                    if g not in stepped_groups:
+                        for p in group["params"]:
+                            if p.grad is not None:
+                                saved.append((p, p.grad))
+                                p.grad = None
+            self.optimizer.step()
+        finally:
+            for p, grad in reversed(saved):
+                p.grad = grad
+
+    def _first_params(self, targets):
+        """Each target group's first parameter's index among all the wrapped optimizer's (state_dict order)."""
+        first, at = [], 0
+        for index, group in enumerate(self.param_groups):
+            if index in targets:
+                first.append(at)
+            at += len(group["params"])
+        return first
+
+    @property
+    def counters(self):
+        """Steps by what became of them, as cgad.torch's ``counters`` ("applied", "nonfinite-gradient",
+        "overflowing-gradient", "zero-gate", "no-gradient"); called, ``counters(group)``: PA-CGAD's age of
+        fragment ``group`` ({"age": [a]}), {} without fragments."""
+        return Counters(self._step_counts, self._fragment_counters)
+
+    def _fragment_counters(self, group=0):
+        if isinstance(group, bool) or not isinstance(group, numbers.Integral) or \
+                not 0 <= group < len(self.param_groups):
+            raise _cgad.InputError(f"{WHERE}: group must be in [0, {len(self.param_groups) - 1}], got {group!r}")
+        return {"age": [self._age(group)]} if self.fragments else {}
+
+    # --- state --------------------------------------------------------------------------------------------------
+
+    def state_dict(self):
+        """The wrapped optimizer's state_dict, each param group's entry also carrying ``cgad_gated`` (the gate's
+        settings, the step counts, PA-CGAD's round and the group's last synchronized round)."""
+        for hook in self._optimizer_state_dict_pre_hooks.values():
+            hook(self)
+        out = dict(self.optimizer.state_dict())
+        entries = _gated_state.entries(self._config, self._round, self._last_sync, self._step_counts)
+        out["param_groups"] = [dict(g, **{_gated_state.KEY: e}) for g, e in zip(out["param_groups"], entries)]
+        for hook in self._optimizer_state_dict_post_hooks.values():
+            changed = hook(self, out)
+            if changed is not None:
+                out = changed
+        return out
+
+    def load_state_dict(self, state_dict):
+        """Loads a Gated state_dict (the wrapped optimizer's state, then the gate's settings and counts, bit for
+        bit), or the wrapped optimizer's own state_dict (the wrapper keeps its settings and counts). Refuses,
+        changing nothing of the wrapper, one of another method or fragments setting or with impossible counts."""
+        for hook in self._optimizer_load_state_dict_pre_hooks.values():
+            changed = hook(self, state_dict)
+            if changed is not None:
+                state_dict = changed
+        parsed = _gated_state.parse(state_dict, self._config, len(self.param_groups), WHERE)
+        self.optimizer.load_state_dict(_gated_state.without_entries(state_dict) if parsed else state_dict)
+        if parsed:
+            self._config, self._round, self._last_sync, counts = parsed
+            self._step_counts = dict(counts)
+        for hook in self._optimizer_load_state_dict_post_hooks.values():
+            hook(self)
+
+    # --- copies: copy.deepcopy and pickle -----------------------------------------------------------------------
+
+    def __getstate__(self):
+        # torch.optim.Optimizer's would keep only defaults, state and param_groups (here the wrapped optimizer's).
+        # An LR scheduler's instance-level wrapper of step (torch.optim.lr_scheduler) points at this object, not
+        # at the copy, and cannot be pickled: a scheduler made for the copy wraps it again.
+        return {k: v for k, v in self.__dict__.items() if k != "step"}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+
+
+def _first_refused(order, tensors, predicate):
+    """(group, pair, element) of the first element, in parameter order, where predicate holds, or None."""
+    if not tensors:
+        return None
+    flags = _pseudo_gradient.any_per_tensor(tensors, predicate)
+    if not any(flags):
+        return None
+    n = flags.index(True)
+    return order[n][0], order[n][1], _pseudo_gradient.first_index(tensors[n], predicate)

@@ -1,0 +1,78 @@
+"""Gated's own settings (method, α, τ_cut, on_zero_gate, fragments) checked as cgad checks them, and the σ they
+give an event: the float the fast path's planner computes (docs/design.md §3, §5), so that the optimizer Gated
+wraps receives the bits cgad's own step would feed its moments."""
+from dataclasses import dataclass
+from typing import Optional
+
+from .. import _cgad
+from ..numerics import _text
+from ._report import gate_is_zero
+
+# method -> the fast path's optimizer whose σ it is: CGAD's γ(τ)e^{-ατ}, Adam-Decay's e^{-ατ}, SDM's 1/(1 + τ).
+METHODS = ("cgad", "adam-decay", "sdm")
+ZERO_GATE_POLICIES = ("apply", "skip")
+WHERE = "Gated"
+
+
+def _refuse(message):
+    raise _cgad.InputError(f"{WHERE}: {message}")
+
+
+def _tau_cut(value):
+    """τ_cut as the int the fast path takes: an int, or the decimal text of one (the user's "32")."""
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    if isinstance(value, bool) or not isinstance(value, int):
+        _refuse(f"tau_cut must be an integer number of outer rounds (or its decimal text), got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class GateConfig:
+    method: str
+    alpha: str              # the user's α as decimal text, rounded once to double by the library (as cgad.torch)
+    tau_cut: int
+    on_zero_gate: str
+    fragments: Optional[str]  # None, or "groups" (PA-CGAD: each param group a fragment with its own age)
+
+    @staticmethod
+    def make(method, alpha, tau_cut, on_zero_gate, fragments):
+        if not isinstance(method, str) or method not in METHODS:
+            _refuse(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+        try:
+            alpha = _text(alpha, "alpha")
+        except _cgad.InputError as e:
+            _refuse(str(e))
+        if not isinstance(on_zero_gate, str) or on_zero_gate not in ZERO_GATE_POLICIES:
+            _refuse(f"on_zero_gate must be one of {', '.join(ZERO_GATE_POLICIES)}, got {on_zero_gate!r}")
+        if fragments is not None and not (isinstance(fragments, str) and fragments == "groups"):
+            _refuse(f"fragments must be None or 'groups' (each param group a fragment), got {fragments!r}")
+        if fragments is not None and method != "cgad":
+            _refuse(f"fragments='groups' is PA-CGAD, CGAD's per-fragment gate; method={method!r} has no ages")
+        config = GateConfig(method, alpha, _tau_cut(tau_cut), on_zero_gate, fragments)
+        # α and τ_cut are the gate's whatever the method (SDM reads neither): checked by the library's own rule,
+        # the one `cgad replay --alpha` and cgad.torch go through (core/hyperparams.hpp validate).
+        try:
+            _cgad.check_spec(config.spec("cgad"))
+            _cgad.check_spec(config.spec())
+        except _cgad.InputError as e:
+            _refuse(str(e))
+        return config
+
+    def spec(self, optimizer=None):
+        """The fast-path configuration whose σ this is (step_config.cpp takes absent keys at their defaults)."""
+        return {"optimizer": optimizer or self.method, "alpha": self.alpha, "tau_cut": self.tau_cut,
+                "on_zero_gate": self.on_zero_gate}
+
+    def sigma(self, tau_effective):
+        """The float σ the fast path's step scales an event of staleness tau_effective by (a Python float holding
+        that float32 value exactly)."""
+        return _cgad.step_sigma(self.spec(), tau_effective)
+
+    def gate_is_zero(self, tau_effective):
+        """γ(tau_effective) = 0: the cosine gate past τ_cut (never Adam-Decay's underflowing σ, nor SDM's)."""
+        return gate_is_zero(self.spec(), tau_effective)
+
+    def skips(self, tau_effective):
+        """Whether on_zero_gate="skip" drops an event at tau_effective."""
+        return self.on_zero_gate == "skip" and self.gate_is_zero(tau_effective)
