@@ -1,0 +1,77 @@
+"""torch.distributed.checkpoint's optimizer state_dict API round-trips cgad.torch's optimizers bit for bit, for every
+optimizer and state format (docs/python.md, "torch 2.x protocol"): get_optimizer_state_dict keys the state by the
+parameters' names, set_optimizer_state_dict loads it into another model's optimizer, and both then step alike.
+
+DCP's lazy initialisation (_init_optim_state in torch/distributed/checkpoint/state_dict.py) calls step() with zero
+gradients at lr 0 on an optimizer whose ``state`` is empty. A cgad.torch optimizer's state exists from
+construction (docs/python.md, "State"), so DCP never steps it: a never-stepped optimizer stays never-stepped (t = 0,
+no count, no report, no parameter moved). torch.optim.Adam is stepped there: its step count becomes 1."""
+import pytest
+import torch
+
+from conftest import bits, require_torch, state_bits
+from optimizer_cases import CASES, feed
+
+
+@pytest.fixture(autouse=True)
+def _torch22():
+    require_torch((2, 2), "torch.distributed.checkpoint.state_dict")
+
+
+def model(seed):
+    torch.manual_seed(seed)
+    m = torch.nn.Sequential(torch.nn.Linear(12, 25), torch.nn.Tanh(), torch.nn.Linear(25, 3))
+    return m.to(torch.bfloat16) if seed % 2 else m
+
+
+def param_bits(m):
+    return [bits(p).tobytes() for p in m.parameters()]
+
+
+@pytest.mark.parametrize("cls,kwargs", CASES)
+def test_get_and_set_optimizer_state_dict_round_trip_bit_for_bit(cls, kwargs):
+    from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict, set_optimizer_state_dict
+    source_model, target_model = model(0), model(2)
+    source, target = cls(source_model.parameters(), **kwargs), cls(target_model.parameters(), **kwargs)
+    for e in range(3):
+        feed(list(source_model.parameters()), e)
+        source.step(staleness=e)
+    saved = get_optimizer_state_dict(source_model, source)
+    assert sorted(saved["state"]) == sorted(name for name, _ in source_model.named_parameters())
+    set_optimizer_state_dict(target_model, target, saved)
+    assert state_bits(target) == state_bits(source)
+    target_model.load_state_dict(source_model.state_dict())
+    for e in range(3, 5):
+        feed(list(source_model.parameters()), e)
+        feed(list(target_model.parameters()), e)
+        source.step(staleness=1)
+        target.step(staleness=1)
+    assert param_bits(target_model) == param_bits(source_model)
+    assert state_bits(target) == state_bits(source)
+
+
+@pytest.mark.parametrize("cls,kwargs", CASES)
+def test_dcp_leaves_a_never_stepped_optimizer_never_stepped(cls, kwargs):
+    from torch.distributed.checkpoint.state_dict import _init_optim_state, get_optimizer_state_dict
+    m = model(1)
+    opt = cls(m.parameters(), **kwargs)
+    fresh = cls(model(1).parameters(), **kwargs)
+    before, steps = param_bits(m), []
+    opt.register_step_pre_hook(lambda o, a, k: steps.append(k))
+    assert opt.state  # the state exists from construction, so DCP's lazy initialisation has nothing to do
+    _init_optim_state(opt)
+    saved = get_optimizer_state_dict(m, opt)
+    assert steps == [] and opt.last_report is None and not any(opt.counters.values())
+    assert opt.counters() == fresh.counters() and state_bits(opt) == state_bits(fresh)
+    assert param_bits(m) == before and all(p.grad is None for p in m.parameters())
+    assert all(int(entry["step"]) == 0 for entry in saved["state"].values())
+
+
+def test_dcp_steps_torch_adam_at_lr_0_where_it_has_no_state():
+    # What the docstring says of torch's Adam, so that the difference it states stays true.
+    from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
+    m = model(0)
+    before = param_bits(m)
+    saved = get_optimizer_state_dict(m, torch.optim.Adam(m.parameters()))
+    assert all(int(entry["step"]) == 1 for entry in saved["state"].values())
+    assert param_bits(m) == before
