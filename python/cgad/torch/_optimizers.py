@@ -187,6 +187,7 @@ class _FastpathOptimizer(torch.optim.Optimizer):
                 self.param_groups.pop()
                 raise
             self._groups.append(made)
+            group[_state.COUNTERS] = None  # the key state_dict() fills (_state.COUNTERS' comment)
             self.state.update(zip(group["params"], made.states))
 
     def _check_disjoint_groups(self, where):
@@ -343,6 +344,7 @@ class _FastpathOptimizer(torch.optim.Optimizer):
                 _state.check_saved_group(loaded, ours, self._optimizer, self._structure["seed"], where)
                 merged = {k: v for k, v in loaded.items() if k != _state.COUNTERS}
             merged["params"] = params
+            merged[_state.COUNTERS] = None
             if "param_names" in group and "param_names" not in merged:
                 merged["param_names"] = group["param_names"]  # torch keeps its names where the saved group has none
             spec = self._spec(merged, where)

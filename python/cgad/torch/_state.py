@@ -20,6 +20,10 @@ import torch
 
 from .. import _cgad
 
+# Each param group's key for its counters. A live param group holds it as None (state_dict() fills in the
+# counters): torch.distributed.checkpoint's flattened optimizer state_dict (flatten_optimizer_state_dict=True, as
+# torchtitan saves) rebuilds each loaded group from the keys of the live group it loads into, and would drop a key
+# only state_dict() had.
 COUNTERS = "cgad_counters"
 # The param-group keys that fix the state's format and meaning: a state_dict must have been saved with the same.
 FORMAT_KEYS = ("state", "rounding", "q8_semantics", "v_map", "min_q8_size")
