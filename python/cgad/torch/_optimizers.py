@@ -305,8 +305,12 @@ class _FastpathOptimizer(torch.optim.Optimizer):
     def _state_dict(self):
         """state_dict() without the hooks (a copy's own state is taken this way, as torch's copies run none)."""
         out = _state.pack(self.param_groups, self.state)
-        for entry, fast in zip(out["param_groups"], self._groups):
-            entry[_state.COUNTERS] = fast.export()
+        # By identity: a group listed twice (param_groups extended by hand, which the next step refuses) is packed
+        # twice with the same counters, as torch packs it twice alike.
+        fast_of = {id(group): fast for group, fast in zip(self.param_groups, self._groups)}
+        for entry, group in zip(out["param_groups"], self.param_groups):
+            if id(group) in fast_of:
+                entry[_state.COUNTERS] = fast_of[id(group)].export()
         return out
 
     def load_state_dict(self, state_dict):
