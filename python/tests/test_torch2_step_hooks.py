@@ -6,7 +6,6 @@ as a torch step that raises does. A pre-hook may supply the staleness (torchft c
 import warnings
 
 import pytest
-import torch
 from torch.optim import optimizer as torch_optimizer
 
 import cgad

@@ -50,5 +50,10 @@ def load_state_dict(optimizer, state_dict, load):
 
 def restore_copy(optimizer, copied):
     """What torch.optim.Optimizer.__setstate__ does for a copy (torch 2.x: empty hook tables, step wrapped with the
-    hook runner; torch 1.13: step wrapped for the profiler), with cgad's attributes in ``copied``."""
+    hook runner; torch 1.13: step wrapped for the profiler), with cgad's attributes in ``copied``. torch's also
+    puts differentiable=False into the defaults, which a later add_param_group would copy into its group: taken
+    out again where the original had none (a group holds the hyperparameters its class reads)."""
+    had_flag = "differentiable" in copied.get("defaults", {})
     torch.optim.Optimizer.__setstate__(optimizer, copied)
+    if not had_flag:
+        optimizer.defaults.pop("differentiable", None)
