@@ -19,10 +19,9 @@ def _torch22():
     require_torch((2, 2), "torch.distributed.checkpoint.state_dict")
 
 
-def model(seed):
+def model(seed, dtype=torch.float32):
     torch.manual_seed(seed)
-    m = torch.nn.Sequential(torch.nn.Linear(12, 25), torch.nn.Tanh(), torch.nn.Linear(25, 3))
-    return m.to(torch.bfloat16) if seed % 2 else m
+    return torch.nn.Sequential(torch.nn.Linear(12, 25), torch.nn.Tanh(), torch.nn.Linear(25, 3)).to(dtype)
 
 
 def param_bits(m):
@@ -41,15 +40,17 @@ def through_disk(path, saved, target_model, target, options):
 
 # flatten: the flattened layout torchtitan checkpoints with (StateDictOptions(flatten_optimizer_state_dict=True)),
 # which rebuilds each param group from the keys of the live group it loads into (_state.COUNTERS' comment).
+# bf16 parameters: DCP must not cast fp32 state to them either (torch.optim's load_state_dict would).
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32-params", "bf16-params"])
 @pytest.mark.parametrize("disk", [False, True], ids=["in-memory", "dcp.save-load"])
 @pytest.mark.parametrize("flatten", [False, True], ids=["nested", "flattened"])
 @pytest.mark.parametrize("cls,kwargs", CASES)
-def test_get_and_set_optimizer_state_dict_round_trip_bit_for_bit(tmp_path, cls, kwargs, flatten, disk):
+def test_get_and_set_optimizer_state_dict_round_trip_bit_for_bit(tmp_path, cls, kwargs, flatten, disk, dtype):
     import warnings
     from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_optimizer_state_dict,
                                                          set_optimizer_state_dict)
     options = StateDictOptions(flatten_optimizer_state_dict=flatten)
-    source_model, target_model = model(0), model(2)
+    source_model, target_model = model(0, dtype), model(2, dtype)
     source, target = cls(source_model.parameters(), **kwargs), cls(target_model.parameters(), **kwargs)
     for e in range(3):
         feed(list(source_model.parameters()), e)
@@ -77,9 +78,9 @@ def test_get_and_set_optimizer_state_dict_round_trip_bit_for_bit(tmp_path, cls, 
 @pytest.mark.parametrize("cls,kwargs", CASES)
 def test_dcp_leaves_a_never_stepped_optimizer_never_stepped(cls, kwargs):
     from torch.distributed.checkpoint.state_dict import _init_optim_state, get_optimizer_state_dict
-    m = model(1)
+    m = model(1, torch.bfloat16)
     opt = cls(m.parameters(), **kwargs)
-    fresh = cls(model(1).parameters(), **kwargs)
+    fresh = cls(model(1, torch.bfloat16).parameters(), **kwargs)
     before, steps = param_bits(m), []
     opt.register_step_pre_hook(lambda o, a, k: steps.append(k))
     assert opt.state  # the state exists from construction, so DCP's lazy initialisation has nothing to do
