@@ -130,7 +130,7 @@ class CpuGroup(Group):
         # Parameters without a gradient stepped with zeros (gradients()): their values and state are put back, so
         # they end as torch.optim leaves them. The group's step count still advances (one count per group).
         kept = [(params[k].detach(), params[k].detach().clone(),
-                 {name: t.clone() for name, t in self.states[k].items() if name != "step"}) for k in prepared[4]]
+                 {name: self.states[k][name].clone() for name in _state.own_names(self.states[k])}) for k in prepared[4]]
         report = self.engine.step(prepared[0], prepared[1], tau, fragment)
         for k, (param, value, state) in zip(prepared[4], kept):
             param.copy_(value)

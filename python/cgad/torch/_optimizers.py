@@ -9,7 +9,7 @@ import weakref
 import torch
 
 from .. import _cgad
-from . import _state, _trap_stats
+from . import _hooks, _state, _trap_stats
 from .._arguments import INT64_MAX, UINT32_MAX, UINT64_MAX, integer
 from ._groups import CudaGroup, make_group
 from ._tensors import check_no_aliasing, mark_modified
@@ -187,6 +187,7 @@ class _FastpathOptimizer(torch.optim.Optimizer):
                 self.param_groups.pop()
                 raise
             self._groups.append(made)
+            group[_state.COUNTERS] = None  # the key state_dict() fills (_state.COUNTERS' comment)
             self.state.update(zip(group["params"], made.states))
 
     def _check_disjoint_groups(self, where):
@@ -296,20 +297,30 @@ class _FastpathOptimizer(torch.optim.Optimizer):
     def state_dict(self):
         """torch's state_dict: the per-parameter state (by parameter index) as references to the live state
         tensors of opt.state (no copy: _state.py), and param_groups, each with its counters under
-        _state.COUNTERS."""
+        _state.COUNTERS. torch 2.x's state_dict pre- and post-hooks run around it, the post-hooks on the finished
+        state_dict (counters included), as torch's run on its own (_hooks.py)."""
         with self._exclusive():
-            out = super().state_dict()
-            for entry, fast in zip(out["param_groups"], self._groups):
-                entry[_state.COUNTERS] = fast.export()
-            return out
+            return _hooks.state_dict(self, self._state_dict)
+
+    def _state_dict(self):
+        """state_dict() without the hooks (a copy's own state is taken this way, as torch's copies run none)."""
+        out = _state.pack(self.param_groups, self.state)
+        # By identity: a group listed twice (param_groups extended by hand, which the next step refuses) is packed
+        # twice with the same counters, as torch packs it twice alike.
+        fast_of = {id(group): fast for group, fast in zip(self.param_groups, self._groups)}
+        for entry, group in zip(out["param_groups"], self.param_groups):
+            if id(group) in fast_of:
+                entry[_state.COUNTERS] = fast_of[id(group)].export()
+        return out
 
     def load_state_dict(self, state_dict):
         """Resumes from a state_dict() of an optimizer of the same class and state format, bit for bit, also over
         new parameters of the same shapes; takes a torch.optim.Adam/AdamW state_dict as a warm start of fp32
         state. Refuses (InputError) a mismatched one, changing nothing: its param_groups' hyperparameters are
-        checked as a step checks them, so a bad one is refused here, not at the next step."""
+        checked as a step checks them, so a bad one is refused here, not at the next step. torch 2.x's
+        load_state_dict pre-hooks (which may replace the state_dict) and post-hooks run around it (_hooks.py)."""
         with self._exclusive():
-            self._load_state_dict(state_dict)
+            _hooks.load_state_dict(self, state_dict, self._load_state_dict)
 
     def _load_state_dict(self, state_dict):
         name = type(self).__name__
@@ -337,6 +348,9 @@ class _FastpathOptimizer(torch.optim.Optimizer):
                 _state.check_saved_group(loaded, ours, self._optimizer, self._structure["seed"], where)
                 merged = {k: v for k, v in loaded.items() if k != _state.COUNTERS}
             merged["params"] = params
+            merged[_state.COUNTERS] = None
+            if "param_names" in group and "param_names" not in merged:
+                merged["param_names"] = group["param_names"]  # torch keeps its names where the saved group has none
             spec = self._spec(merged, where)
             _cgad.check_spec(spec)
             fast = make_group(spec, params, self._threads, where)
@@ -351,26 +365,27 @@ class _FastpathOptimizer(torch.optim.Optimizer):
         self.state = collections.defaultdict(dict)
         for group, fast in zip(self.param_groups, self._groups):
             self.state.update(zip(group["params"], fast.states))
+        # What torch keeps as it is: state under a key that is no parameter's index (torch's hook tests put
+        # opt.state["test"] = 1 there).
+        indices = {i for loaded in groups for i in loaded["params"]}
+        self.state.update((k, v) for k, v in states.items() if k not in indices)
 
     # --- copies: copy.deepcopy and pickle -----------------------------------------------------------------------
 
-    # What a copy does not take: the fast-path engines (rebuilt from the state_dict), the lock and its holder.
-    _NOT_COPIED = ("_groups", "_lock", "_holder", "_forked_mid_call", "state")
+    # What a copy does not take: the fast-path engines (rebuilt from the state_dict), the lock and its holder, and
+    # torch 2.x's hooks (a copy of a torch optimizer has none: _hooks.py).
+    _NOT_COPIED = ("_groups", "_lock", "_holder", "_forked_mid_call", "state") + _hooks.HOOK_TABLES
 
     def __getstate__(self):
         with self._exclusive():
             out = {k: v for k, v in self.__dict__.items() if k not in self._NOT_COPIED}
-            out["_state_dict"] = self.state_dict()
+            out["_state_dict"] = self._state_dict()
             return out
 
     def __setstate__(self, copied):
         copied = dict(copied)
         saved = copied.pop("_state_dict")
-        self.__dict__.update(copied)
-        # What torch.optim.Optimizer.__setstate__ does for the profiler's step hook: _patch_step_function in torch
-        # 2.x, _hook_for_profile in 1.13 (torch/optim/optimizer.py of each).
-        patch = getattr(self, "_patch_step_function", None) or getattr(self, "_hook_for_profile")
-        patch()
+        _hooks.restore_copy(self, copied)  # torch.optim.Optimizer.__setstate__: hook tables, the wrapped step
         self._lock, self._holder, self._forked_mid_call = threading.RLock(), None, False
         _LIVE.add(self)
         self._groups, self.state = [], collections.defaultdict(dict)

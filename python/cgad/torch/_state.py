@@ -20,6 +20,10 @@ import torch
 
 from .. import _cgad
 
+# Each param group's key for its counters. A live param group holds it as None (state_dict() fills in the
+# counters): torch.distributed.checkpoint's flattened optimizer state_dict (flatten_optimizer_state_dict=True, as
+# torchtitan saves) rebuilds each loaded group from the keys of the live group it loads into, and would drop a key
+# only state_dict() had.
 COUNTERS = "cgad_counters"
 # The param-group keys that fix the state's format and meaning: a state_dict must have been saved with the same.
 FORMAT_KEYS = ("state", "rounding", "q8_semantics", "v_map", "min_q8_size")
@@ -27,6 +31,12 @@ FORMAT_KEYS = ("state", "rounding", "q8_semantics", "v_map", "min_q8_size")
 WARM_START_KEYS = ("lr", "betas", "eps", "weight_decay")
 # torch.optim flags under which torch's exp_avg/exp_avg_sq mean something else than Adam's moments.
 _WARM_START_REFUSED = ("amsgrad", "maximize")
+# Every name a state format above gives a tensor's state, and AMSGrad's (torch's Adam): a state_dict entry holding
+# one this optimizer's format does not have is another format's state, refused. Any other key of an entry is the
+# user's (opt.state[p]["x"] = 1, as torch.optim keeps it): carried through state_dict() and load_state_dict() as
+# given, read by no step ("step" is the counters').
+STATE_NAMES = frozenset(("exp_avg", "exp_avg_sq", "momentum_buffer", "state1", "state2", "absmax1", "absmax2",
+                         "max_exp_avg_sq"))
 
 
 def moment_names(fmt, adam_family):
@@ -106,12 +116,20 @@ def integral_step(value, where):
     return int(value)
 
 
+def own_names(entry):
+    """The names in a state entry that are state of some format (STATE_NAMES), not "step" or the user's."""
+    return sorted(n for n in entry if n in STATE_NAMES)
+
+
 def copy_into(live, saved, where):
-    """Copies a saved state entry into a tensor's live one, refusing another set of names, dtype or shape."""
+    """Copies a saved state entry into a tensor's live one, refusing another set of names, dtype or shape. The
+    moments are copied into the live tensors in their own dtype: never cast to the parameter's, as torch.optim's
+    load_state_dict casts floating state (fp32 moments of bf16 parameters stay fp32). The entry's own keys (not
+    STATE_NAMES, not "step") are set as given."""
     if not isinstance(saved, dict):
         refuse(where, f"the state must be a dict of tensors, got {type(saved).__name__}")
-    names = sorted(n for n in live if n != "step")
-    given = sorted(n for n in saved if n != "step")
+    names = own_names(live)
+    given = own_names(saved)
     if names != given:
         refuse(where, f"the state holds {given}, this optimizer's state format holds {names} (another state "
                       "format or optimizer)")
@@ -124,3 +142,24 @@ def copy_into(live, saved, where):
                           f"{target.dtype} of shape {tuple(target.shape)}")
     for name in names:
         live[name].copy_(saved[name].detach())
+    for name, value in saved.items():
+        if name != "step" and name not in STATE_NAMES:
+            live[name] = value
+
+
+def pack(param_groups, state):
+    """torch.optim.Optimizer.state_dict()'s layout without its hooks (_hooks.py runs them): each group with its
+    parameters as indices in order of appearance, and the state by those indices -- the entries themselves, so
+    the tensors are references to the live state. A key of ``state`` that is not a tensor (torch's own hook tests
+    put opt.state["test"] = 1) is kept as it is, as torch keeps it."""
+    index, start = {}, 0
+    groups = []
+    for group in param_groups:
+        packed = {k: v for k, v in group.items() if k != "params"}
+        for i, p in enumerate(group["params"], start):  # positions, as torch numbers them (a repeat keeps its first)
+            index.setdefault(id(p), i)
+        packed["params"] = [index[id(p)] for p in group["params"]]
+        start += len(packed["params"])
+        groups.append(packed)
+    packed_state = {(index[id(k)] if isinstance(k, torch.Tensor) else k): v for k, v in state.items()}
+    return {"state": packed_state, "param_groups": groups}
