@@ -9,17 +9,12 @@ import numbers
 import torch
 
 from .. import _cgad
-from . import _gated_state, _pseudo_gradient
+from . import _gated_state, _hooks, _pseudo_gradient
 from ._gated_config import WHERE, GateConfig
 from ._optimizers import PACGAD, SDM, AdamDecay, CGAD
 from ._protocol import Counters, check_policy, count, new_counts, report_refusal
 from ._protocol import staleness as as_staleness
 from ._report import GroupReport, combine, no_gradient
-
-# torch.optim.Optimizer's per-optimizer hook tables (torch >= 2.0; torch 1.13 has none, and these stay empty).
-_HOOK_TABLES = ("_optimizer_step_pre_hooks", "_optimizer_step_post_hooks", "_optimizer_state_dict_pre_hooks",
-                "_optimizer_state_dict_post_hooks", "_optimizer_load_state_dict_pre_hooks",
-                "_optimizer_load_state_dict_post_hooks")
 
 
 class Gated(torch.optim.Optimizer):
@@ -59,7 +54,7 @@ class Gated(torch.optim.Optimizer):
         self._check_fragment_count(WHERE)
         # torch.optim.Optimizer's protocol without its __init__, which would build param groups of its own: the
         # hook tables, and the step wrapped so that step pre/post hooks (torch >= 2.0) and the profiler see it.
-        for table in _HOOK_TABLES:
+        for table in _hooks.HOOK_TABLES:
             setattr(self, table, collections.OrderedDict())
         if hasattr(self, "_patch_step_function"):
             self._patch_step_function()
@@ -293,33 +288,29 @@ class Gated(torch.optim.Optimizer):
 
     def state_dict(self):
         """The wrapped optimizer's state_dict, each param group's entry also carrying ``cgad_gated`` (the gate's
-        settings, the step counts, PA-CGAD's round and the group's last synchronized round)."""
-        for hook in self._optimizer_state_dict_pre_hooks.values():
-            hook(self)
+        settings, the step counts, PA-CGAD's round and the group's last synchronized round); torch's state_dict
+        hooks run around it (_hooks.py)."""
+        return _hooks.state_dict(self, self._pack)
+
+    def _pack(self):
         out = dict(self.optimizer.state_dict())
         entries = _gated_state.entries(self._config, self._round, self._last_sync, self._step_counts)
         out["param_groups"] = [dict(g, **{_gated_state.KEY: e}) for g, e in zip(out["param_groups"], entries)]
-        for hook in self._optimizer_state_dict_post_hooks.values():
-            changed = hook(self, out)
-            if changed is not None:
-                out = changed
         return out
 
     def load_state_dict(self, state_dict):
         """Loads a Gated state_dict (the wrapped optimizer's state, then the gate's settings and counts, bit for
         bit), or the wrapped optimizer's own state_dict (the wrapper keeps its settings and counts). Refuses,
-        changing nothing of the wrapper, one of another method or fragments setting or with impossible counts."""
-        for hook in self._optimizer_load_state_dict_pre_hooks.values():
-            changed = hook(self, state_dict)
-            if changed is not None:
-                state_dict = changed
+        changing nothing of the wrapper, one of another method or fragments setting or with impossible counts.
+        torch's load_state_dict hooks run around it (_hooks.py)."""
+        _hooks.load_state_dict(self, state_dict, self._load)
+
+    def _load(self, state_dict):
         parsed = _gated_state.parse(state_dict, self._config, len(self.param_groups), WHERE)
         self.optimizer.load_state_dict(_gated_state.without_entries(state_dict) if parsed else state_dict)
         if parsed:
             self._config, self._round, self._last_sync, counts = parsed
             self._step_counts = dict(counts)
-        for hook in self._optimizer_load_state_dict_post_hooks.values():
-            hook(self)
 
     # --- copies: copy.deepcopy and pickle -----------------------------------------------------------------------
 
