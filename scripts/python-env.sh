@@ -2,7 +2,7 @@
 # The pinned PyPI environment: a venv (default build-venv/, beside the other build folders) over Debian's
 # /usr/bin/python3 holding exactly python/requirements/peers.txt -- torch 2.x (CPU), bitsandbytes, torchao,
 # torchft and the test run's needs -- and cgad itself, pip-installed from this checkout. scripts/test.sh runs the
-# Python suite in it (CTest's python_torch2_* tests) beside Debian's torch 1.13; docs/testing.md.
+# Python suite in it (CTest's python_pinned_* tests) beside Debian's torch 1.13; docs/testing.md.
 #
 #   scripts/python-env.sh [DIR]   creates or updates DIR; prints the path of DIR/bin/python on stdout and its
 #                                 progress on stderr
