@@ -10,10 +10,9 @@ py::object numpy_frombuffer(const py::object& buffer, const std::string& format)
 }
 
 void bind_arrays(py::module_& m) {
-  py::class_<OwnedBuffer>(m, "_OwnedBuffer", py::buffer_protocol())
-      .def_buffer([](OwnedBuffer& b) {
-        return py::buffer_info(b.data, b.itemsize, b.format, 1, {b.count}, {b.itemsize}, /*readonly=*/false);
-      });
+  py::class_<OwnedBuffer>(m, "_OwnedBuffer", py::buffer_protocol()).def_buffer([](OwnedBuffer& b) {
+    return py::buffer_info(b.data, b.itemsize, b.format, 1, {b.count}, {b.itemsize}, /*readonly=*/false);
+  });
 }
 
 }  // namespace cgad::python

@@ -50,10 +50,9 @@ pybind11::object numpy_copy(std::span<const T> values) {
 template <class As, class T>
 pybind11::object numpy_view(std::span<T> span, const pybind11::object& owner) {
   static_assert(sizeof(As) == sizeof(T));
-  pybind11::object buffer = pybind11::cast(OwnedBuffer{owner, static_cast<void*>(span.data()),
-                                                       static_cast<pybind11::ssize_t>(span.size()),
-                                                       static_cast<pybind11::ssize_t>(sizeof(As)),
-                                                       pybind11::format_descriptor<As>::format()});
+  pybind11::object buffer = pybind11::cast(
+      OwnedBuffer{owner, static_cast<void*>(span.data()), static_cast<pybind11::ssize_t>(span.size()),
+                  static_cast<pybind11::ssize_t>(sizeof(As)), pybind11::format_descriptor<As>::format()});
   return numpy_frombuffer(buffer, pybind11::format_descriptor<As>::format());
 }
 

@@ -73,7 +73,9 @@ py::dict replay(const std::optional<std::string>& path, const std::optional<std:
   return out;
 }
 
-py::object array(const std::vector<double>& values) { return numpy_copy(std::span<const double>(values)); }
+py::object array(const std::vector<double>& values) {
+  return numpy_copy(std::span<const double>(values));
+}
 
 // `cgad noise` for one scenario: the fast path and the MPFR reference in lockstep.
 py::dict noise(const py::dict& o, unsigned precision) {
