@@ -237,24 +237,29 @@ class Recorder:
     def __init__(self, outer, manager, names, incarnation):
         self.records, self._before = [], None
         self._manager, self._names, self._incarnation = manager, names, incarnation
+        # Registered after supply_staleness's pre-hook, so these see the keywords it returns.
         outer.register_step_pre_hook(self._pre)
         outer.register_step_post_hook(self._post)
 
+    def _stepped(self, opt, kwargs):
+        """The parameters the step moves, by name: the given fragment's group, or every group."""
+        fragment = kwargs.get("fragment")
+        return {self._names[id(p)]: p.detach().clone() for i, g in enumerate(opt.param_groups)
+                if fragment is None or i == fragment for p in g["params"]}
+
     def _pre(self, opt, hook_args, kwargs):
-        self._before = state_bytes(opt)
+        # The parameters before the step are what torchft restored them to, its backup of the global ones.
+        self._before = state_bytes(opt), self._stepped(opt, kwargs)
 
     def _post(self, opt, hook_args, kwargs):
         report = getattr(opt, "last_report", None)
-        fragment = kwargs.get("fragment")
-        stepped = [p for i, g in enumerate(opt.param_groups) if fragment is None or i == fragment
-                   for p in g["params"]]
         self.records.append({
             "step": self._manager.current_step(), "incarnation": self._incarnation,
-            "staleness": kwargs.get("staleness"), "fragment": fragment,
+            "staleness": kwargs.get("staleness"), "fragment": kwargs.get("fragment"),
             "tau_effective": getattr(report, "tau_effective", None), "sigma": getattr(report, "sigma", None),
             "reason": getattr(report, "reason", None), "applied": getattr(report, "applied", None),
-            "state_before": self._before, "state_after": state_bytes(opt),
-            "params": {self._names[id(p)]: p.detach().clone() for p in stepped},
+            "state_before": self._before[0], "state_after": state_bytes(opt),
+            "params_before": self._before[1], "params": self._stepped(opt, kwargs),
         })
 
 

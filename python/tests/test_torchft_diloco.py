@@ -62,8 +62,12 @@ def same_step(a, b):
     and after, the stepped parameters."""
     keys = ("step", "staleness", "fragment", "tau_effective", "sigma", "reason", "applied", "state_before",
             "state_after")
-    return all(a[k] == b[k] for k in keys) and a["params"].keys() == b["params"].keys() and all(
-        torch.equal(a["params"][n].view(torch.int32), b["params"][n].view(torch.int32)) for n in a["params"])
+    return all(a[k] == b[k] for k in keys) and all(same_bits(a[k], b[k]) for k in ("params_before", "params"))
+
+
+def same_bits(a, b):
+    """Whether two {name: float32 tensor} hold the same names and bits."""
+    return a.keys() == b.keys() and all(torch.equal(a[n].view(torch.int32), b[n].view(torch.int32)) for n in a)
 
 
 def check_run(example, args, survivor, restarted, fresh_state):
@@ -83,6 +87,14 @@ def check_run(example, args, survivor, restarted, fresh_state):
     healed = records1[args.restart_at]
     assert healed["state_before"] == records0[args.restart_at - 1]["state_after"]
     assert healed["state_before"] != fresh_state
+    # Each step started from torchft's backup of the global parameters of the fragment it synced: the initial
+    # weights, then what the fragment's last outer step left -- in the restarted group, the survivor's, healed.
+    # (A step of another fragment than the one torchft synced would start from that one's local weights.)
+    for records in (records0, records1):
+        last = {n: p.detach() for n, p in example.make_model(args).named_parameters()}
+        for r in records:
+            assert same_bits(r["params_before"], {n: last[n] for n in r["params_before"]}), r["step"]
+            last.update(r["params"])
     # Each step got the staleness the pre-hook injects for its manager step.
     for r in records0:
         assert r["staleness"] == example.staleness_of(args.seed, args.tau, r["step"])
