@@ -8,7 +8,8 @@ groups run in threads of this process, as torchft's own integration tests run th
 torchft DiLoCo script and needs a third to stay as it is (docs/python.md, "torchft"):
 
   * the outer optimizer: cgad.torch.CGAD (--outer cgad), cgad.torch.Gated over torch's AdamW (--outer gated), or,
-    for Streaming DiLoCo, cgad.torch.PACGAD with one param group per DiLoCo fragment (--outer pa-cgad);
+    for Streaming DiLoCo, cgad.torch.PACGAD with one param group per DiLoCo fragment (--outer pa-cgad), or Gated
+    with fragments="groups" over an AdamW with one param group per fragment (--outer gated);
   * a step pre-hook on it that supplies each outer step's staleness (and, for PA-CGAD, the fragment torchft is
     syncing): torchft calls outer_optimizer.step() with no arguments;
   * nothing for healing: torchft's DiLoCo already puts outer_optimizer.state_dict() into the state a recovering
@@ -58,8 +59,8 @@ OUTER = ("cgad", "gated", "pa-cgad")
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--outer", choices=OUTER, default="cgad",
-                   help="cgad.torch.CGAD, cgad.torch.Gated over torch.optim.AdamW, or cgad.torch.PACGAD "
-                        "(Streaming DiLoCo, one fragment per param group)")
+                   help="cgad.torch.CGAD, cgad.torch.Gated over torch.optim.AdamW (PA-CGAD with --fragments > 1), "
+                        "or cgad.torch.PACGAD (one fragment per param group)")
     p.add_argument("--state", choices=["fp32", "bf16", "q8"], default="fp32",
                    help="CGAD's and PACGAD's state format (Gated keeps AdamW's)")
     p.add_argument("--fragments", type=int, default=1, help="DiLoCo model fragments (>= 2: Streaming DiLoCo)")
@@ -96,12 +97,13 @@ def parse_args(argv):
                 "inner steps)")
     if args.fragment_sync_delay >= args.sync_every // args.fragments:
         p.error("--fragment-sync-delay must be below --sync-every / --fragments")
-    if args.outer != "pa-cgad" and args.fragments > 1:
+    if args.outer == "cgad" and args.fragments > 1:
         # torchft calls the outer step with the other fragments' parameters still holding the last inner step's
-        # gradients: an optimizer over all of them would step those too. PACGAD's step(fragment=f) reads f's only.
-        p.error("--fragments > 1 (Streaming DiLoCo) takes --outer pa-cgad")
-    if args.outer == "pa-cgad" and args.fragments > args.tau_cut:
-        p.error("--fragments must be <= --tau-cut for pa-cgad (a round-robin fragment is fragments - 1 rounds old)")
+        # gradients: an optimizer over all of them would step those too. PACGAD's (and Gated's with
+        # fragments="groups") step(fragment=f) reads f's only.
+        p.error("--fragments > 1 (Streaming DiLoCo) takes --outer pa-cgad or gated")
+    if args.fragments > args.tau_cut:
+        p.error("--fragments must be <= --tau-cut (a round-robin fragment is fragments - 1 rounds old)")
     if args.restart_at >= args.outer_steps or args.restart_at < -1 or args.restart_at == 0:
         p.error("--restart-at must be -1 or in 1..--outer-steps - 1 (a group stopped before the first commit has "
                 "nothing to heal)")
@@ -151,9 +153,14 @@ def make_outer(args, fragments):
     if args.outer == "cgad":
         return cgad.torch.CGAD(params, lr=args.outer_lr, alpha=args.alpha, tau_cut=args.tau_cut, state=args.state,
                                threads=1)
-    if args.outer == "gated":
+    if args.outer == "gated" and args.fragments == 1:
         return cgad.torch.Gated(torch.optim.AdamW(params, lr=args.outer_lr, weight_decay=0.0), method="cgad",
                                 alpha=args.alpha, tau_cut=args.tau_cut)
+    if args.outer == "gated":
+        # PA-CGAD over AdamW: one AdamW param group per fragment, each a fragment of the wrapper.
+        adamw = torch.optim.AdamW([{"params": list(f.parameters())} for f in fragments], lr=args.outer_lr,
+                                  weight_decay=0.0)
+        return cgad.torch.Gated(adamw, method="cgad", alpha=args.alpha, tau_cut=args.tau_cut, fragments="groups")
     # One PACGAD shared by every fragment, one param group per fragment: the fragments' ages are counted on one
     # clock of outer rounds, which per-fragment optimizers would not share (docs/design.md §3, PA-CGAD).
     return cgad.torch.PACGAD([{"params": list(f.parameters())} for f in fragments], fragments="groups",
@@ -191,7 +198,7 @@ def supply_staleness(outer, manager, args):
     the model), and f rounds old at its first, which is what PACGAD's own clock gives. fragment_sync_delay adds
     nothing: torchft requires it below sync_every / P inner steps, so the overlapped allreduce ends inside the
     same round, and no other fragment syncs in between."""
-    by_fragment = isinstance(outer, cgad.torch.PACGAD)
+    by_fragment = isinstance(outer, cgad.torch.PACGAD) or getattr(outer, "fragments", None) == "groups"
 
     def pre_hook(opt, hook_args, kwargs):
         kwargs = dict(kwargs, staleness=staleness_of(args.seed, args.tau, manager.current_step()))

@@ -123,9 +123,18 @@ def test_diloco_with_cgad_heals_a_restarted_group_and_both_groups_step_alike(exa
         assert torch.equal(p0.detach().view(torch.int32), p1.detach().view(torch.int32)), name
 
 
-def test_streaming_diloco_with_pacgad_gates_each_fragment_by_its_torchft_age(example, loopback):
+def require_gated(outer):
+    if outer == "gated" and not hasattr(cgad.torch, "Gated"):
+        pytest.skip("this cgad has no cgad.torch.Gated (the wrapper over an existing optimizer)")
+
+
+@pytest.mark.parametrize("outer, state", [("pa-cgad", "fp32"), ("pa-cgad", "q8"), ("gated", "fp32")])
+def test_streaming_diloco_with_pa_cgad_gates_each_fragment_by_its_torchft_age(example, loopback, outer, state):
+    # pa-cgad: cgad.torch.PACGAD(fragments="groups"); gated: cgad.torch.Gated(AdamW, fragments="groups"), PA-CGAD
+    # over torch's AdamW.
+    require_gated(outer)
     fragments = 3
-    args, survivor, restarted = run_both(example, "--outer", "pa-cgad", "--fragments", str(fragments),
+    args, survivor, restarted = run_both(example, "--outer", outer, "--state", state, "--fragments", str(fragments),
                                          "--sync-every", "6", "--fragment-sync-delay", "1", "--outer-steps", "10",
                                          "--restart-at", "4", "--tau", "3")
     fresh = example.state_bytes(example.make_outer(args, list(example.make_model(args))))
@@ -144,8 +153,7 @@ def test_streaming_diloco_with_pacgad_gates_each_fragment_by_its_torchft_age(exa
 
 
 def test_diloco_with_gated_adamw_heals_a_restarted_group_and_both_groups_step_alike(example, loopback):
-    if not hasattr(cgad.torch, "Gated"):
-        pytest.skip("this cgad has no cgad.torch.Gated (the wrapper over an existing optimizer)")
+    require_gated("gated")
     args, survivor, restarted = run_both(example, "--outer", "gated", "--outer-steps", "8", "--restart-at", "3",
                                          "--tau", "40", "--tau-cut", "32")
     fresh = example.state_bytes(example.make_outer(args, list(example.make_model(args))))
@@ -184,11 +192,12 @@ def test_the_example_runs_streaming_diloco_and_reports_the_groups_agree(example)
 
 
 @pytest.mark.parametrize("argv, says", [
-    (["--fragments", "2"], "--fragments > 1 (Streaming DiLoCo) takes --outer pa-cgad"),
+    (["--fragments", "2"], "--fragments > 1 (Streaming DiLoCo) takes --outer pa-cgad or gated"),
     (["--outer", "pa-cgad", "--fragments", "2", "--sync-every", "7"], "--sync-every must be a multiple"),
     (["--outer", "pa-cgad", "--fragments", "2", "--sync-every", "8", "--fragment-sync-delay", "4"],
      "--fragment-sync-delay must be below"),
     (["--outer", "pa-cgad", "--fragments", "4", "--tau-cut", "3"], "--fragments must be <= --tau-cut"),
+    (["--outer", "gated", "--fragments", "4", "--tau-cut", "3"], "--fragments must be <= --tau-cut"),
     (["--restart-at", "0"], "--restart-at must be -1 or in 1..--outer-steps - 1"),
     (["--outer-steps", "4", "--restart-at", "4"], "--restart-at must be -1 or in 1..--outer-steps - 1"),
     (["--tau", "-1"], "must be >= 0"),
