@@ -369,8 +369,9 @@ def compare(a, b):
     for r in common:
         s = by_step[r["step"]]
         same = all(r[k] == s[k] for k in ("staleness", "fragment", "tau_effective", "sigma", "state_before",
-                                          "state_after")) and r["params"].keys() == s["params"].keys() and \
-            all(tensor_bytes(r["params"][n]) == tensor_bytes(s["params"][n]) for n in r["params"])
+                                          "state_after")) and \
+            all(r[k].keys() == s[k].keys() and all(tensor_bytes(r[k][n]) == tensor_bytes(s[k][n]) for n in r[k])
+                for k in ("params_before", "params"))
         if not same:
             return len(common), r["step"]
     return len(common), None
