@@ -1,5 +1,6 @@
 """cgad.torch from several threads and across fork(): steps from two threads take turns (they shared the fast
-path's thread pool and deadlocked or crashed); a step holds the memory it writes even if another thread gives the
+path's thread pool and deadlocked or crashed); two threads making their first optimizers at once (they deadlocked
+under NumPy 2); a step holds the memory it writes even if another thread gives the
 parameter new memory meanwhile; a forked child's optimizer steps (its first step never returned), and one forked
 while another thread was stepping it says so instead of hanging. Each case that crashed or hung runs in a child
 process, so that a regression fails the test instead of taking pytest down."""
@@ -59,6 +60,33 @@ def test_two_threads_stepping_one_optimizer_take_turns_and_match_one_thread():
     returncode, out, err = run_python(code, timeout=120)
     assert returncode == 0, f"returncode {returncode} (None: hung): {err[-2000:]}"
     assert out.split() == ["t", "[50]", "same", "True"], out
+
+
+def test_two_threads_making_their_first_optimizers_at_once_do_not_deadlock():
+    # With pybind11 2.10's py::array, the first array looked NumPy's C API up in a function-local static whose
+    # initializer imports numpy.core.multiarray; under NumPy 2 that import releases the GIL part-way, and two
+    # threads making their first optimizers at once (torchft's replica groups run in threads) deadlocked, one
+    # waiting for the static's guard holding the GIL, the other for the GIL inside it. The module's arrays now go
+    # through numpy.frombuffer (python/src/arrays.hpp); this keeps it so. A fresh interpreter, as such a lookup
+    # happens once per process; every state format, since each makes its own arrays.
+    code = """
+        import threading, torch
+        from cgad.torch import CGAD, PACGAD
+        start = threading.Barrier(4)
+        made = []
+        def make(kind, state):
+            ps = [torch.zeros(300, requires_grad=True), torch.zeros(10, requires_grad=True)]
+            start.wait()
+            made.append(kind(ps, state=state, threads=1))
+        workers = [threading.Thread(target=make, args=a) for a in
+                   ((CGAD, "fp32"), (CGAD, "q8"), (PACGAD, "bf16"), (PACGAD, "q8"))]
+        for w in workers: w.start()
+        for w in workers: w.join()
+        print("made", len(made))
+    """
+    returncode, out, err = run_python(code, timeout=60)
+    assert returncode == 0, f"returncode {returncode} (None: hung): {err[-2000:]}"
+    assert out.split() == ["made", "4"], out
 
 
 def test_new_memory_given_to_a_parameter_during_a_step_is_not_written_and_the_old_is_not_freed_under_it():
