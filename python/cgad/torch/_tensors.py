@@ -30,6 +30,11 @@ def backend(device, where):
 def check_param(p, i, where):
     if not isinstance(p, torch.Tensor):
         refuse(where, f"parameter {i} is a {type(p).__name__}, not a tensor")
+    if type(p.data) is not torch.Tensor:
+        # A DTensor (FSDP2, tensor parallelism) or another tensor subclass whose data pointer is not its values:
+        # the fast path would step memory that is not the parameter, and a NaN/Inf refusal would be one shard's.
+        refuse(where, f"parameter {i} is a {type(p.data).__name__}, not a plain tensor; cgad.torch steps plain CPU "
+                      "(and CUDA) tensors, not DTensors or other tensor subclasses (docs/python.md, \"torchft\")")
     if p.dtype not in PARAM_FORMATS:
         refuse(where, f"parameter {i} has dtype {p.dtype}; cgad.torch steps float32 and bfloat16 parameters")
     if p.layout != torch.strided:
