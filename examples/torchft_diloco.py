@@ -19,7 +19,8 @@ torchft's DiLoCo is synchronous, so every pseudo-gradient it averages is fresh: 
 that pre-hook, τ = a value drawn from --seed and the outer step's number, 0..--tau, the same in every replica group
 (see staleness_of). A pre-hook, not a queue that delays pseudo-gradients: it is the one place a real source of τ
 plugs into torchft's bare step() call, and it leaves torchft's algorithm and its healed state as they are (a queue
-would hold model-sized pseudo-gradients that torchft does not transfer to a recovering group). The task is a small MLP regressing a fixed random teacher; each group trains on its own shard.
+would hold model-sized pseudo-gradients that torchft does not transfer to a recovering group). The task is a small
+MLP regressing a fixed random teacher; each group trains on its own shard.
 Printed: every committed outer step of group 0 (fragment, τ, the τ the gate saw, σ, held-out loss), the restart and
 healing of group 1, whether the two groups agree bit for bit at every outer step both ran, and a summary.
 

@@ -166,6 +166,7 @@ def test_gated_torch_adam_equals_fp32_cgad_within_the_derived_bound(impl):
     rel = diff / (np.abs(b) + np.maximum(moved_t, moved_c))
     print(f"\n{impl}: |theta_gated - theta_cgad| in ulps of theta_cgad: max {err.max():.0f} at element {at} "
           f"(gated {float(a[at]).hex()}, cgad {float(b[at]).hex()}; there the constants' term is "
-          f"{ulps(b + constants, b)[at]:.0f} ulps and the bound {ulps(b + bound, b)[at]:.0f}), rms {np.sqrt(np.mean(err ** 2)):.2f}; "
+          f"{ulps(b + constants, b)[at]:.0f} ulps and the bound {ulps(b + bound, b)[at]:.0f}), "
+          f"rms {np.sqrt(np.mean(err ** 2)):.2f}; "
           f"max |diff| / (|theta| + sum |U|) = {rel.max():.2e} (u = {U:.2e}); largest diff/bound "
           f"{float(np.max(diff / bound)):.3f} at element {worst}")
