@@ -14,7 +14,7 @@ from ._gated_config import WHERE, GateConfig
 from ._optimizers import PACGAD, SDM, AdamDecay, CGAD
 from ._protocol import Counters, check_policy, count, new_counts, report_refusal
 from ._protocol import staleness as as_staleness
-from ._report import GroupReport, combine, no_gradient
+from ._report import GroupReport, combine, first_params, no_gradient
 
 
 class Gated(torch.optim.Optimizer):
@@ -191,7 +191,7 @@ class Gated(torch.optim.Optimizer):
         return loss if closure is not None else report
 
     def _event(self, targets, tau, loss):
-        first_param = self._first_params(targets)
+        first_param = first_params(self.param_groups, targets)
         stepped = {}  # group index -> [(parameter index in the group, parameter, Δ)]
         for g in targets:
             pairs = [(k, p, p.grad) for k, p in enumerate(self.param_groups[g]["params"]) if p.grad is not None]
@@ -261,15 +261,6 @@ class Gated(torch.optim.Optimizer):
         finally:
             for p, grad in reversed(saved):
                 p.grad = grad
-
-    def _first_params(self, targets):
-        """Each target group's first parameter's index among all the wrapped optimizer's (state_dict order)."""
-        first, at = [], 0
-        for index, group in enumerate(self.param_groups):
-            if index in targets:
-                first.append(at)
-            at += len(group["params"])
-        return first
 
     @property
     def counters(self):

@@ -15,7 +15,7 @@ from ._groups import CudaGroup, make_group
 from ._tensors import check_no_aliasing, mark_modified
 from ._protocol import Counters, check_flags, check_group_flags, check_policy, count, new_counts, report_refusal
 from ._protocol import staleness as as_staleness
-from ._report import REFUSED, GroupReport, StepReport, combine, group_report, no_gradient
+from ._report import REFUSED, GroupReport, StepReport, combine, first_params, group_report, no_gradient
 
 
 def _number(value, name, where):
@@ -260,7 +260,7 @@ class _FastpathOptimizer(torch.optim.Optimizer):
                     # The other groups were refused with it: not applied, for the same reason, located here.
                     others = GroupReport(False, preview.reason, 0.0, tau, None, None)
                     reports = [preview if e[1] is fast else others for e in events]
-                    return combine(reports, self._first_params(targets), loss)
+                    return combine(reports, first_params(self.param_groups, targets), loss)
         reports = []
         for group, fast, spec, prepared in events:
             if prepared is None:
@@ -270,7 +270,7 @@ class _FastpathOptimizer(torch.optim.Optimizer):
             if report["applied"]:
                 mark_modified(group["params"])
             reports.append(group_report(report, fast, fragment))
-        return combine(reports, self._first_params(targets), loss)
+        return combine(reports, first_params(self.param_groups, targets), loss)
 
     def _targets(self, fragment):
         """The indices of the param groups an event for ``fragment`` steps: all of them."""
@@ -282,15 +282,6 @@ class _FastpathOptimizer(torch.optim.Optimizer):
 
     def _check_group_spec(self, spec, where):
         """What a subclass checks of a stepped group's configuration beyond the fast path's own check."""
-
-    def _first_params(self, targets):
-        """Each target group's first parameter's index among all the optimizer's parameters."""
-        first, at = [], 0
-        for index, group in enumerate(self.param_groups):
-            if index in targets:
-                first.append(at)
-            at += len(group["params"])
-        return first
 
     # --- state --------------------------------------------------------------------------------------------------
 

@@ -64,6 +64,17 @@ def no_gradient(tau):
     return GroupReport(False, "no-gradient", 0.0, tau, None, None)
 
 
+def first_params(param_groups, targets):
+    """Each target group's first parameter's index among all the optimizer's parameters (state_dict order), the
+    ``first_param`` combine() locates a refused element with."""
+    first, at = [], 0
+    for index, group in enumerate(param_groups):
+        if index in targets:
+            first.append(at)
+        at += len(group["params"])
+    return first
+
+
 def combine(groups, first_param, loss=None):
     """The optimizer's report from its groups' (``first_param[g]``: group g's first parameter's global index)."""
     # The group that found the offending element (the others of a refused event carry its reason, no location).
