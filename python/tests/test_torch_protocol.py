@@ -232,8 +232,9 @@ def test_step_with_a_closure_returns_its_loss_as_torch_does():
 
 # --- staleness --------------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("tau", [3, np.int64(3), np.uint8(3), torch.tensor(3), torch.tensor([3], dtype=torch.int32)],
-                         ids=["int", "np.int64", "np.uint8", "tensor", "tensor-int32-1"])
+@pytest.mark.parametrize("tau", [3, np.int64(3), np.uint8(3), np.array(3), np.array(3, dtype=np.uint16),
+                                 torch.tensor(3), torch.tensor(3, dtype=torch.int32)],
+                         ids=["int", "np.int64", "np.uint8", "np.array", "np.array-uint16", "tensor", "tensor-int32"])
 def test_any_integral_staleness_is_taken(tau):
     got, want = params(), params()
     a, b = CGAD(got), CGAD(want)
@@ -255,7 +256,15 @@ def test_any_integral_staleness_is_taken(tau):
     (torch.tensor(True), "dtype torch.bool"),
     (True, "staleness must be an integer in"),
     (torch.tensor(-1), "staleness must be an integer in \\[0, "),
-], ids=["float", "np.float32", "float-tensor", "two-element", "bool-tensor", "bool", "negative-tensor"])
+    # One rule for every kind of value: 0-dim and integral (a one-element tensor or array has a dimension).
+    (torch.tensor([3]), "0-dim integer value\\), got a tensor of dtype torch.int64 and shape \\(1,\\)"),
+    (torch.tensor([[3]]), "shape \\(1, 1\\)"),
+    (np.array([3]), "got an array of dtype int64 and shape \\(1,\\)"),
+    (np.array(3.0), "an array of dtype float64 and shape \\(\\)"),
+    (np.array(True), "an array of dtype bool"),
+    (np.array(-1), "staleness must be an integer in \\[0, "),
+], ids=["float", "np.float32", "float-tensor", "two-element", "bool-tensor", "bool", "negative-tensor",
+        "one-element-tensor", "1x1-tensor", "one-element-array", "float-array", "bool-array", "negative-array"])
 def test_non_integral_staleness_is_refused_with_the_reason(tau, message):
     ps = params()
     opt = CGAD(ps)

@@ -4,6 +4,7 @@ of steps by what became of them."""
 import numbers
 import warnings
 
+import numpy as np
 import torch
 
 from .. import _cgad
@@ -45,11 +46,15 @@ def check_group_flags(group, where):
 
 
 def staleness(value, where):
-    """The staleness as an int: a Python int, a NumPy integer or a 0-dim (or one-element) integer tensor; a float,
-    even an integral one, is refused -- staleness counts outer rounds, and 2.5 has no meaning there."""
-    if isinstance(value, torch.Tensor):
-        if value.numel() != 1 or value.dtype.is_floating_point or value.dtype.is_complex or value.dtype == torch.bool:
-            raise _cgad.InputError(f"{where}: staleness must be an integer number of outer rounds, got a tensor of "
+    """The staleness as an int, by one rule: a 0-dim integral value of any kind -- a Python int, a NumPy integer,
+    a 0-dim NumPy array or torch tensor of an integer dtype; a float, even an integral one, a bool and an array or
+    tensor with dimensions (even of one element) are refused -- staleness counts outer rounds, one number."""
+    if isinstance(value, torch.Tensor) or isinstance(value, np.ndarray):
+        integral = not (value.dtype.is_floating_point or value.dtype.is_complex or value.dtype == torch.bool) \
+            if isinstance(value, torch.Tensor) else value.dtype.kind in "iu"
+        if value.ndim != 0 or not integral:
+            raise _cgad.InputError(f"{where}: staleness must be one integer number of outer rounds (a 0-dim integer "
+                                   f"value), got {'a tensor' if isinstance(value, torch.Tensor) else 'an array'} of "
                                    f"dtype {value.dtype} and shape {tuple(value.shape)}")
         value = value.item()
     if isinstance(value, numbers.Real) and not isinstance(value, (numbers.Integral, bool)):
