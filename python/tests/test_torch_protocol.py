@@ -391,10 +391,23 @@ def test_fragments_from_param_groups_step_as_the_element_ranges_holding_the_same
 def test_fragments_from_param_groups_refuse_what_the_range_split_refuses():
     ps = params()
     groups = [{"params": [p]} for p in ps]
-    opt = PACGAD(groups, fragments="groups", tau_cut=2)
+    # Refused where the groups are given: the constructor, a group's own tau_cut, add_param_group.
+    with pytest.raises(cgad.InputError, match="PACGAD: fragments='groups' with 3 param groups needs tau_cut >= 3, "
+                                              "got 2"):
+        PACGAD(groups, fragments="groups", tau_cut=2)
+    with pytest.raises(cgad.InputError, match="with 2 param groups needs tau_cut >= 2, got 1"):  # as group 1 comes
+        PACGAD([groups[0], dict(groups[1], tau_cut=1), groups[2]], fragments="groups")
+    opt = PACGAD(groups[:2], fragments="groups", tau_cut=2)
+    with pytest.raises(cgad.InputError, match="with 3 param groups needs tau_cut >= 3, got 2"):
+        opt.add_param_group(groups[2])
+    assert len(opt.param_groups) == 2 and len(opt.state) == 2
+    # ... and at the step, where a group's tau_cut was lowered since.
+    opt.param_groups[1]["tau_cut"] = 1
     feed(ps, 1)
-    with pytest.raises(cgad.InputError, match="3 param groups needs tau_cut >= 3, got 2"):
+    before = param_bits(ps)
+    with pytest.raises(cgad.InputError, match="2 param groups needs tau_cut >= 2, got 1"):
         opt.step(fragment=0)
+    assert param_bits(ps) == before
     opt = PACGAD([{"params": [p]} for p in params()], fragments="groups")
     with pytest.raises(cgad.InputError, match="fragment 3 does not exist \\(fragments='groups': there are 3"):
         opt.step(fragment=3)

@@ -475,7 +475,19 @@ class PACGAD(_AdamFamily):
         if self.param_groups and not self._by_groups:
             raise _cgad.InputError("PACGAD takes one param group (its fragments partition all its parameters); "
                                    "fragments='groups' makes each param group a fragment")
+        if self._by_groups:
+            self._check_fragment_count([*self.param_groups, param_group], "PACGAD")
         super().add_param_group(param_group)
+
+    def _check_fragment_count(self, groups, where):
+        """The rule P <= tau_cut of each group's (a round-robin fragment misses P - 1 rounds), checked where the
+        groups are given as well as at each step (_check_group_spec), since a group's tau_cut may change between.
+        A tau_cut that is not an integer is left to the fast path's check, which names it."""
+        for group in groups:
+            cut = group.get("tau_cut", self.defaults["tau_cut"]) if isinstance(group, dict) else self.defaults["tau_cut"]
+            if isinstance(cut, numbers.Integral) and not isinstance(cut, bool) and len(groups) > cut:
+                raise _cgad.InputError(f"{where}: fragments='groups' with {len(groups)} param groups needs tau_cut >= "
+                                       f"{len(groups)}, got {cut} (a round-robin fragment misses P - 1 rounds)")
 
     def _fragment(self, fragment):
         return _integer(self.fragment if fragment is None else fragment, "fragment", "PACGAD", 0, UINT64_MAX)
@@ -494,10 +506,8 @@ class PACGAD(_AdamFamily):
     def _check_group_spec(self, spec, where):
         # The range split's rule P <= tau_cut (a round-robin fragment's age is P - 1), which each group's
         # one-fragment fast-path optimizer cannot see.
-        if self._by_groups and len(self.param_groups) > spec["tau_cut"]:
-            raise _cgad.InputError(f"{where}: fragments='groups' with {len(self.param_groups)} param groups needs "
-                                   f"tau_cut >= {len(self.param_groups)}, got {spec['tau_cut']} (a round-robin "
-                                   "fragment misses P - 1 rounds)")
+        if self._by_groups:
+            self._check_fragment_count(self.param_groups, where)
 
     @torch.no_grad()
     def step(self, closure=None, *, staleness=None, fragment=None, end_round=True):
