@@ -85,6 +85,7 @@ py::dict noise(const py::dict& o, unsigned precision) {
   if (o.contains("state")) s.state = fastpath::parse_state_format(text("state"));
   if (o.contains("rounding")) s.rounding = fastpath::parse_rounding(text("rounding"));
   if (o.contains("q8_semantics")) s.q8_semantics = fastpath::parse_q8_semantics(text("q8_semantics"));
+  if (o.contains("v_map")) s.v_map = fastpath::parse_v_map(text("v_map"));
   take(o, "min_q8_size", s.min_q8_size);
   take(o, "delays", s.delays);
   take(o, "size", s.size);
