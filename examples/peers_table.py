@@ -39,10 +39,8 @@ def main(argv):
         t = time.time()
         ref = P.reference(path)
         rows = {}
-        single = a.stream is None and len(a.size) == 1
-        if single:  # cgad noise reports its trap tallies per run; one tensor is the run
-            for row in P.CGAD_ROWS:
-                rows[row] = [P.cgad_row(path, row)]
+        for row in P.CGAD_ROWS:
+            rows[row] = P.cgad_row(path, row)
         last = len(P.read_stream(path)["events"])
         thetas = {}
         for name in PEER_ROWS:
@@ -72,7 +70,8 @@ def main(argv):
               f"{w['differing']} differ")
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({k: [{q: w for q, w in r.items() if q != "engine"} for r in v] for k, v in rows.items()}, f)
+            json.dump({k: [{q: w for q, w in r.items() if q != "engine"} for r in v] for k, v in rows.items()}, f,
+                      indent=1)
 
 
 if __name__ == "__main__":

@@ -135,7 +135,10 @@ def noise(optimizer: str = "cgad", *, params: str = "bf16", state: str = "q8", r
     (`cgad noise --v-map`). Returns a dict: ``scenario`` (its name),
     ``precision_bits``, ``samples`` (NumPy arrays, one entry per logged step: step, v_/m_/theta_ mean_abs, rms,
     max_abs, bias, v_zero_fraction, m_zero_fraction, step_over_5lr_fraction, max_step_over_lr,
-    reference_max_step_over_lr, gated_to_zero) and ``final`` (theta/m/v of both sides after the last step)."""
+    reference_max_step_over_lr, gated_to_zero), ``final`` (theta/m/v of both sides after the last step) and
+    ``tensors`` (per tensor of the run's layout, the last sample's figures with its own trap counter: size, v_/m_/
+    theta_ mean_abs, rms, max_abs, bias, v_zero_fraction, m_zero_fraction, step_over_5lr_fraction,
+    max_step_over_lr, reference_max_step_over_lr)."""
     opts = dict(optimizer=optimizer, params=params, state=state, rounding=rounding, q8_semantics=q8_semantics,
                 v_map=v_map, min_q8_size=min_q8_size, delays=delays, size=size, steps=steps, log_every=log_every, seed=seed,
                 scale_range=scale_range, zero_fraction=zero_fraction,

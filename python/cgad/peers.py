@@ -112,12 +112,13 @@ def figures(theta: np.ndarray, m: np.ndarray, v: np.ndarray, ref: dict, lr32: fl
 
 def reference(stream_path: str, precision: int = 128) -> dict:
     """The MPFR reference after the stream's last event (CGAD apply, the noise study's hyperparameters), from
-    `cgad noise --stream` with fp32 parameters and fp32 state: theta_ref, m_ref, v_ref (rounded to double) and the
-    reference's largest |Δθ|/lr over the run."""
+    `cgad noise --stream` with fp32 parameters and fp32 state: theta_ref, m_ref, v_ref (rounded to double), the
+    reference's largest |Δθ|/lr over the run and per tensor (tensor_max_step_over_lr)."""
     run = differential.noise("cgad", params="fp32", state="fp32", stream=stream_path, log_every=1 << 30,
                              precision=precision)
     out = {k: run["final"][k] for k in ("theta_ref", "m_ref", "v_ref")}
     out["max_step_over_lr"] = float(run["samples"]["reference_max_step_over_lr"][-1])
+    out["tensor_max_step_over_lr"] = [t["reference_max_step_over_lr"] for t in run["tensors"]]
     return out
 
 
@@ -127,23 +128,28 @@ def reference_for(stream: dict[str, Any], precision: int = 128) -> dict:
         return reference(write_stream(stream, os.path.join(d, "s.jsonl")), precision)
 
 
-def cgad_row(stream_path: str, row: str, precision: int = 128, min_q8_size: Optional[int] = None) -> dict:
+def cgad_row(stream_path: str, row: str, precision: int = 128, min_q8_size: Optional[int] = None) -> list[dict]:
     """cgad's own fast path on the stream through `cgad noise --stream` (fp32 parameters): "cgad-q8-cgad",
-    "cgad-q8-bnb" (bitsandbytes' CUDA formula), "cgad-q8-bnb-zero-free", "cgad-fp32". Returns the run's figures
-    (one tensor's streams: the tensor's) with the noise engine's own trap and error numbers."""
+    "cgad-q8-bnb" (bitsandbytes' CUDA formula), "cgad-q8-bnb-zero-free", "cgad-fp32". Returns per tensor the
+    noise engine's own trap tallies and error figures (``engine``), and the figures of ``figures`` from the
+    engine's final θ, m, v (the same error summaries, and m's sign flips, which the engine does not report)."""
     state, sem, vmap = {"cgad-q8-cgad": ("q8", "cgad", "dynamic"), "cgad-q8-bnb": ("q8", "bnb", "dynamic"),
                         "cgad-q8-bnb-zero-free": ("q8", "bnb", "zero-free"),
                         "cgad-fp32": ("fp32", "cgad", "dynamic")}[row]
     run = differential.noise("cgad", params="fp32", state=state, q8_semantics=sem, v_map=vmap,
                              min_q8_size=min_q8_size, stream=stream_path, log_every=1 << 30, precision=precision)
-    s, f = run["samples"], run["final"]
+    f = run["final"]
     lr32 = float(np.float32(LR))
-    ref = {"theta_ref": f["theta_ref"], "m_ref": f["m_ref"], "v_ref": f["v_ref"]}
-    out = figures(f["theta_fast"], f["m_fast"], f["v_fast"], ref, lr32)
-    out.update(step_over_5lr_fraction=float(s["step_over_5lr_fraction"][-1]),
-               max_step_over_lr=float(s["max_step_over_lr"][-1]),
-               reference_max_step_over_lr=float(s["reference_max_step_over_lr"][-1]),
-               engine={k: float(s[k][-1]) for k in s})
+    out, begin = [], 0
+    for t in run["tensors"]:
+        at = slice(begin, begin + t["size"])
+        begin += t["size"]
+        ref = {"theta_ref": f["theta_ref"][at], "m_ref": f["m_ref"][at], "v_ref": f["v_ref"][at]}
+        row_out = {"size": t["size"], "kind": state, "v_lowest_code_fraction": None}
+        row_out.update(figures(f["theta_fast"][at], f["m_fast"][at], f["v_fast"][at], ref, lr32))
+        row_out.update({k: t[k] for k in ("step_over_5lr_fraction", "max_step_over_lr",
+                                          "reference_max_step_over_lr")}, engine=t)
+        out.append(row_out)
     return out
 
 
@@ -247,7 +253,7 @@ def run(name: str, stream: Any, *, reference_state: Optional[dict] = None, preci
         row = {"size": sizes[k], "kind": st["kind"], "v_lowest_code_fraction": st["v_lowest_code_fraction"]}
         row.update(tallies[k].fractions())
         row.update(figures(theta[at], st["m"], st["v"], ref, lr32))
-        row["reference_max_step_over_lr"] = reference_state["max_step_over_lr"]
+        row["reference_max_step_over_lr"] = reference_state["tensor_max_step_over_lr"][k]
         out.append(row)
     return {"tensors": out, "theta": theta, "checkpoints": snaps, "params": params, "optimizer": inner}
 

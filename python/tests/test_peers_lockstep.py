@@ -50,21 +50,28 @@ def _stream(events, tensors=(SIZE,)):
 
 
 def test_driver_figures_are_the_noise_engines_on_cgads_own_step(tmp_path):
-    path = P.write_stream(P.synthetic_stream([SIZE], 8, seed=3, scale_range=1e5), str(tmp_path / "s.jsonl"))
+    # Two tensors: 4096 elements in 8-bit state, 2048 under bnb's min_q8_size in fp32 state, so the trap fires in
+    # the first only and the per-tensor split is exercised.
+    path = P.write_stream(P.synthetic_stream([SIZE, 2048], 8, seed=3, scale_range=1e5), str(tmp_path / "s.jsonl"))
     ref = P.reference(path)
-    mine = P.run("cgad.torch", path, reference_state=ref, state="q8", q8_semantics="bnb")["tensors"][0]
-    engine = P.cgad_row(path, "cgad-q8-bnb")["engine"]
-    assert engine["v_zero_fraction"] > 0.1 and engine["step_over_5lr_fraction"] > 0.01  # the trap fires
-    for key in ("v_zero_fraction", "m_zero_fraction", "step_over_5lr_fraction", "max_step_over_lr"):
-        assert mine[key] == engine[key], f"{key}: driver {_hex(mine[key])}, cgad noise {_hex(engine[key])}"
+    mine = P.run("cgad.torch", path, reference_state=ref, state="q8", q8_semantics="bnb")["tensors"]
+    engine = [t["engine"] for t in P.cgad_row(path, "cgad-q8-bnb")]
+    assert engine[0]["v_zero_fraction"] > 0.1 and engine[0]["step_over_5lr_fraction"] > 0.01  # the trap fires
+    assert engine[1]["v_zero_fraction"] == 0 and engine[1]["step_over_5lr_fraction"] == 0  # fp32 state: it cannot
     # The same sums in another order: each mean of n terms in float64 differs by at most n·2^-53 of the sum of
     # the terms' magnitudes, and the RMS's square root halves that.
-    bound = SIZE * 2.0 ** -53
-    for q in ("v", "m", "theta"):
-        for key in ("mean_abs", "rms", "max_abs", "bias"):
-            a, b = mine[q][key], engine[f"{q}_{key}"]
-            scale = mine[q]["mean_abs"] if key == "bias" else abs(b)
-            assert abs(a - b) <= bound * max(scale, abs(b)), f"{q} {key}: driver {_hex(a)}, cgad noise {_hex(b)}"
+    for k, (a_row, e_row) in enumerate(zip(mine, engine)):
+        assert a_row["size"] == e_row["size"]
+        for key in ("v_zero_fraction", "m_zero_fraction", "step_over_5lr_fraction", "max_step_over_lr",
+                    "reference_max_step_over_lr"):
+            assert a_row[key] == e_row[key], f"tensor {k} {key}: driver {_hex(a_row[key])}, cgad noise {_hex(e_row[key])}"
+        bound = a_row["size"] * 2.0 ** -53
+        for q in ("v", "m", "theta"):
+            for key in ("mean_abs", "rms", "max_abs", "bias"):
+                a, b = a_row[q][key], e_row[f"{q}_{key}"]
+                scale = a_row[q]["mean_abs"] if key == "bias" else abs(b)
+                assert abs(a - b) <= bound * max(scale, abs(b)), \
+                    f"tensor {k} {q} {key}: driver {_hex(a)}, cgad noise {_hex(b)}"
 
 
 def _lut_code(x, qmap):
@@ -192,17 +199,30 @@ def test_maps_without_a_zero_for_a_tiny_v_keep_its_next_step_small(name):
         assert row["kind"] == "4-bit" and row["v_lowest_code_fraction"] == (PERIOD - 1) / PERIOD
 
 
-def test_min_8bit_size_is_the_same_rule_in_bitsandbytes_and_in_cgads_bnb_semantics():
+def test_min_8bit_size_and_block_boundaries_are_the_same_in_bitsandbytes_and_in_cgads_bnb_semantics():
     bnb = peer("bitsandbytes")
-    for size, kind in ((SIZE - 1, torch.float32), (SIZE, torch.uint8)):
-        p = torch.nn.Parameter(torch.zeros(size))
-        q = torch.nn.Parameter(torch.zeros(size))
+    from cgad.torch import Adam
+    for size, kind in ((SIZE - 1, torch.float32), (SIZE, torch.uint8), (SIZE + 4, torch.uint8)):
+        # Each 256-block's largest |g| is its index + 1 (the tail block of 4100 holds 4 elements), so each
+        # block's absmax of v, (1 − β2)·(index + 1)², tells which elements the block holds.
+        g = torch.zeros(size)
+        g[::256] = torch.arange(1, (size + 255) // 256 + 1, dtype=torch.float32)[: g[::256].numel()]
+        p, q = torch.nn.Parameter(torch.zeros(size)), torch.nn.Parameter(torch.zeros(size))
         a = bnb.optim.Adam8bit([p], lr=1e-3)
-        from cgad.torch import Adam
         b = Adam([q], lr=1e-3, state="q8", q8_semantics="bnb")
-        p.grad, q.grad = torch.ones(size), torch.ones(size)
+        p.grad, q.grad = g.clone(), g.clone()
         a.step()
         b.step()
         assert a.state[p]["state2"].dtype == kind and b.state[q]["state2"].dtype == kind, size
         if kind == torch.uint8:
-            assert a.state[p]["absmax2"].numel() == b.state[q]["absmax2"].numel() == SIZE // 256
+            x, y = a.state[p]["absmax2"].double(), b.state[q]["absmax2"].double()
+            assert x.numel() == y.numel() == (size + 255) // 256
+            expected = (1 - 0.999) * torch.arange(1, x.numel() + 1, dtype=torch.float64) ** 2
+            # Against (1 − β2)·(index + 1)² in double: each side's weight, 1 − fl32(0.999) (cgad) or fl32(1 − 0.999)
+            # (bitsandbytes), differs from 0.001 by this much relative, plus the 3 roundings.
+            weights = abs(1 - _f32(0.999) - 0.001) / 0.001, abs(_f32(1 - 0.999) - 0.001) / 0.001
+            for got, w, who in ((x, weights[1], "bitsandbytes"), (y, weights[0], "cgad")):
+                rel = ((got - expected).abs() / expected)
+                worst = int(rel.argmax())
+                assert rel.max().item() <= 3 * U + w, (f"{size}, {who}: block {worst} absmax {_hex(got[worst])}, "
+                                                       f"expected {_hex(expected[worst])}")
