@@ -7,7 +7,7 @@ apart from the driver:
   summation error, on a stream where the trap fires (so the equality is not one of zeros);
 - one designed tensor, one step from zero state: each 128-element run holds one element of |g| = 1 (its block's
   absmax), one of 1e-4 (v/absmax = 1e-8, below half the unsigned dynamic map's smallest positive code
-  3.25e-7), one exact 0, one of 0.1, the rest 0.03. Where each v lands is derived from each peer's CPU rule
+  3.25e-7), one exact 0, one of 0.1, one of −1e-8 (m/absmax = −1e-8), the rest 0.03. Where each v lands is derived from each peer's CPU rule
   (below) and checked code by code; θ must agree with the reference within the rounding count of the first
   step, which uses the unquantized new moments in every peer;
 - a second step that shrinks the small gradients to 1e-6: under a rule that stores v/absmax = 1e-8 as 0
@@ -34,7 +34,7 @@ def _hex(x):
 
 def _pattern(small):
     g = np.full(PERIOD, 0.03, dtype=np.float32)
-    g[0], g[1], g[2], g[3] = 1.0, small, 0.0 if small == 1e-4 else small, 0.1
+    g[0], g[1], g[2], g[3], g[4] = 1.0, small, 0.0 if small == 1e-4 else small, 0.1, -1e-8
     return np.tile(g, SIZE // PERIOD)
 
 
@@ -76,9 +76,14 @@ def test_driver_figures_are_the_noise_engines_on_cgads_own_step(tmp_path):
 
 def _lut_code(x, qmap):
     """bitsandbytes 0.50.2's CPU requantization (backends/cpu/ops.py quantize_blockwise → the library's
-    cquantize_blockwise_cpu_fp32): x = value/absmax is mapped to one of 65536 bins, index ⌊(x + 1)/2·65535 + 0.5⌋,
-    and each bin holds the code nearest to its centre 2·index/65535 − 1 -- not the code nearest to x."""
-    index = np.floor((np.asarray(x, dtype=np.float64) + 1.0) / 2.0 * 65535.0 + 0.5)
+    cquantize_blockwise_cpu_fp32): x = value/absmax is mapped to one of 65536 bins, index
+    ⌊fl32(fl32(fl32(fl32(x + 1)·0.5)·65535) + 0.5)⌋ in float32, and each bin holds the code nearest to its centre
+    2·index/65535 − 1 -- not the code nearest to x. So |x| < 1/65535 lands on a nonzero code, and a negative x
+    with x + 1 rounding to 1 in float32 lands on the positive code beside 0."""
+    x = np.asarray(x, dtype=np.float32)
+    t = np.float32(x + np.float32(1))
+    t = np.float32(np.float32(np.float32(t * np.float32(0.5)) * np.float32(65535)) + np.float32(0.5))
+    index = np.floor(t).astype(np.float64)
     centre = 2.0 * index / 65535.0 - 1.0
     q = qmap.double().numpy()
     return np.abs(centre[:, None] - q[None, :]).argmin(axis=1)
@@ -150,9 +155,18 @@ def test_bitsandbytes_cpu_stores_a_tiny_v_at_its_lookup_tables_code_never_at_zer
     # v/absmax = 1e-8 and an exact 0 both land on code 7 (1.5625e-5), not on code 0: no v is stored as 0.
     assert got[1] == got[2] == 7 and float(st["qmap2"][7]) > 0
     assert row["v_zero_fraction"] == 0 and row["v_lowest_code_fraction"] == 0
-    # m of an exact 0 is stored at the signed map's code nearest 1/65535, a positive value.
+    # m: every code is the table's; an exact 0 (element 2) and m/absmax = -1e-8 (element 4: -1e-8 + 1 rounds
+    # to 1 in float32) are both stored at the signed map's code nearest 1/65535, a positive value: the second is
+    # a sign flip.
+    m_ref = ref["m_ref"]
+    mx = _ratios(np.abs(m_ref), 256) * np.sign(m_ref)
     m_codes = st["state1"].reshape(-1).numpy().astype(int)
-    assert m_codes[2] == _lut_code([0.0], st["qmap1"])[0] and float(st["qmap1"][m_codes[2]]) > 0
+    m_expected = _lut_code(mx, st["qmap1"])
+    bad = np.nonzero(m_codes != m_expected)[0]
+    assert bad.size == 0, (f"m codes: element {bad[0]} x = {_hex(mx[bad[0]])}: stored {m_codes[bad[0]]}, "
+                           f"lookup table {m_expected[bad[0]]}")
+    assert m_codes[2] == m_codes[4] and float(st["qmap1"][m_codes[4]]) > 0 > m_ref[4]
+    assert row["m_sign_flip_fraction"] >= (SIZE // PERIOD) / SIZE
     _check_first_step(name, out["theta"], s["params"], s["events"][0]["grad"])
     print(name, "first step against the reference, relative: max %.3g, RMS %.3g" %
           _against_reference(out["theta"], ref["theta_ref"], s["params"]))
@@ -163,9 +177,9 @@ def test_torchao_8bit_stores_a_tiny_v_as_zero_and_its_next_step_explodes():
     one = P.run("torchao-adamw8bit", _stream([1e-4]))
     row = one["tensors"][0]
     ref = P.reference_for(_stream([1e-4]))
-    # quantize_8bit_with_qmap: the nearest code, a midpoint going up; v/absmax = 1e-8 and 0 lie below half of
-    # 3.25e-7, so two elements per 128 are stored as 0.
-    assert row["kind"] == "8-bit" and row["v_zero_fraction"] == 2 / PERIOD
+    # quantize_8bit_with_qmap: the nearest code, a midpoint going up; v/absmax = 1e-8, 0 and 1e-16 lie below
+    # half of 3.25e-7, so three elements per 128 are stored as 0.
+    assert row["kind"] == "8-bit" and row["v_zero_fraction"] == 3 / PERIOD
     _check_first_step("torchao-adamw8bit", one["theta"], _stream([1e-4])["params"], _stream([1e-4])["events"][0]["grad"])
     m1 = P.peer_state(one["optimizer"], one["params"][0])["m"].astype(np.float64)
 
@@ -195,7 +209,7 @@ def test_maps_without_a_zero_for_a_tiny_v_keep_its_next_step_small(name):
     assert row["v_zero_fraction"] == 0 and row["step_over_5lr_fraction"] == 0 and row["max_step_over_lr"] < 5
     if name == "torchao-adamw4bit":
         # linspace(0, 1, 17)[1:] with its midpoint rule: v/absmax below 3/32 lands on 1/16, the lowest code;
-        # per 128: 1, 1e-6 (twice), 0.1 and 0.03 all lie below 3/32 of the block's absmax except the 1.
+        # per 128: 1e-6 (twice), 0.1, 1e-8 and 0.03 all lie below 3/32 of the block's absmax, the 1 does not.
         assert row["kind"] == "4-bit" and row["v_lowest_code_fraction"] == (PERIOD - 1) / PERIOD
 
 
