@@ -50,8 +50,10 @@ def main(argv):
         out = P.run("cgad.torch", path, reference_state=ref, checkpoints=(1, last), state="q8", q8_semantics="bnb")
         rows["cgad.torch-q8-bnb"] = out["tensors"]
         thetas["cgad.torch-q8-bnb"] = out["checkpoints"]
-    print(f"# stream: sizes {a.size} steps {last} R {a.scale_range:g} seed {a.seed} delays {a.delays} "
-          f"({time.time() - t:.0f} s); reference max step {ref['max_step_over_lr']:.3g} lr")
+    what = (f"recorded {a.stream}" if a.stream else
+            f"sizes {a.size} R {a.scale_range:g} seed {a.seed} delays {a.delays}")
+    print(f"# stream: {what}, {last} events ({time.time() - t:.0f} s); reference max step "
+          f"{ref['max_step_over_lr']:.3g} lr")
     print("| implementation | tensor | state | v stored as 0 | v at lowest code | m = 0 | m sign flips | "
           "steps > 5η | max step/η | v bias / RMS | m err RMS (√v units) | θ drift RMS / max (η) |")
     print("|" + "---|" * 12)
