@@ -56,10 +56,11 @@ def synthetic_stream(sizes: list[int], steps: int, seed: int, scale_range: float
 
 
 def write_stream(stream: dict[str, Any], path: str) -> str:
-    """Writes a stream dict as the JSON lines `cgad replay` and `cgad noise --stream` read; float32 values are
-    written as the shortest decimal that reads back to the same float32."""
+    """Writes a stream dict as the JSON lines `cgad replay` and `cgad noise --stream` read. Each float32 value is
+    written as the shortest decimal of its (exact) double, which lies within half a double's spacing of it, so
+    the reader's one rounding to float32 gives it back, and so does Python's json followed by a cast."""
     def floats(x):
-        return [_short(v) for v in np.asarray(x, dtype=np.float32).reshape(-1)]
+        return np.asarray(x, dtype=np.float32).reshape(-1).astype(np.float64).tolist()
     with open(path, "w") as f:
         f.write(json.dumps({"params": floats(stream["params"]), "tensors": list(stream["tensors"])}) + "\n")
         for e in stream["events"]:
@@ -67,13 +68,10 @@ def write_stream(stream: dict[str, Any], path: str) -> str:
     return path
 
 
-def _short(v: np.float32) -> float:
-    # repr of the float32 (the shortest decimal that rounds back to it), as a Python float for json.
-    return float(np.format_float_scientific(v, unique=True))
-
-
 def read_stream(path: str) -> dict[str, Any]:
-    """A replay JSON-lines stream (whole-vector events) as a dict of float32 arrays."""
+    """A replay JSON-lines stream (whole-vector events) as a dict of float32 arrays. Numbers are read as doubles
+    and then rounded to float32, which is the reader's one rounding for the streams write_stream and cgad's
+    recorders write (float32 values as exact doubles); a decimal of more digits could round twice here."""
     with open(path) as f:
         header = json.loads(f.readline())
         events = [json.loads(line) for line in f if line.strip()]
