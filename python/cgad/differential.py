@@ -124,18 +124,23 @@ def replay(stream: Union[str, os.PathLike, dict[str, Any]], backend: str = "refe
 
 
 def noise(optimizer: str = "cgad", *, params: str = "bf16", state: str = "q8", rounding: str = "nearest",
-          q8_semantics: str = "cgad", min_q8_size: Optional[int] = None, delays: str = "heavy", size: int = 1024,
+          q8_semantics: str = "cgad", v_map: str = "dynamic", min_q8_size: Optional[int] = None,
+          delays: str = "heavy", size: int = 1024,
           steps: int = 10000, log_every: int = 100, seed: int = 1, scale_range: float = 1e5,
           zero_fraction: float = 0.0, stream: Optional[Union[str, os.PathLike]] = None,
           precision: int = 128) -> dict[str, Any]:
     """One scenario of `cgad noise`: the fast path and the MPFR reference (at ``precision`` bits) in lockstep on
     one synthetic stream (or a recorded one: ``stream``, a replay JSON-lines path), never re-synchronized.
-    optimizer: "cgad", "cgad-skip", "adam-decay" or "adam". Returns a dict: ``scenario`` (its name),
+    optimizer: "cgad", "cgad-skip", "adam-decay" or "adam"; v_map: q8 state's v map, "dynamic" or "zero-free"
+    (`cgad noise --v-map`). Returns a dict: ``scenario`` (its name),
     ``precision_bits``, ``samples`` (NumPy arrays, one entry per logged step: step, v_/m_/theta_ mean_abs, rms,
     max_abs, bias, v_zero_fraction, m_zero_fraction, step_over_5lr_fraction, max_step_over_lr,
-    reference_max_step_over_lr, gated_to_zero) and ``final`` (theta/m/v of both sides after the last step)."""
+    reference_max_step_over_lr, gated_to_zero), ``final`` (theta/m/v of both sides after the last step) and
+    ``tensors`` (per tensor of the run's layout, the last sample's figures with its own trap counter: size, v_/m_/
+    theta_ mean_abs, rms, max_abs, bias, v_zero_fraction, m_zero_fraction, step_over_5lr_fraction,
+    max_step_over_lr, reference_max_step_over_lr)."""
     opts = dict(optimizer=optimizer, params=params, state=state, rounding=rounding, q8_semantics=q8_semantics,
-                min_q8_size=min_q8_size, delays=delays, size=size, steps=steps, log_every=log_every, seed=seed,
+                v_map=v_map, min_q8_size=min_q8_size, delays=delays, size=size, steps=steps, log_every=log_every, seed=seed,
                 scale_range=scale_range, zero_fraction=zero_fraction,
                 stream=None if stream is None else os.fspath(stream))
     return _cgad.noise(opts, _precision(precision))

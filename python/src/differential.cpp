@@ -87,6 +87,7 @@ py::dict noise(const py::dict& o, unsigned precision) {
   if (o.contains("state")) s.state = fastpath::parse_state_format(text("state"));
   if (o.contains("rounding")) s.rounding = fastpath::parse_rounding(text("rounding"));
   if (o.contains("q8_semantics")) s.q8_semantics = fastpath::parse_q8_semantics(text("q8_semantics"));
+  if (o.contains("v_map")) s.v_map = fastpath::parse_v_map(text("v_map"));
   take(o, "min_q8_size", s.min_q8_size);
   take(o, "delays", s.delays);
   take(o, "size", s.size);
@@ -157,7 +158,32 @@ py::dict noise(const py::dict& o, unsigned precision) {
   last["m_ref"] = array(run.last.m_ref);
   last["v_fast"] = array(run.last.v_fast);
   last["v_ref"] = array(run.last.v_ref);
+  // Per tensor of the run's layout (a recorded stream's "tensors"; the synthetic stream is one tensor), the
+  // figures of the last sample, each tensor with its own trap counter, as `cgad noise --stream --json` prints them.
+  py::list tensors;
+  if (!run.samples.empty()) {
+    const auto& sample = run.samples.back();
+    for (std::size_t t = 0; t < sample.tensors.size(); ++t) {
+      const differential::TensorSample& x = sample.tensors[t];
+      py::dict d;
+      d["size"] = run.tensors[t];
+      for (const auto& [name, e] : {std::pair{"v", &x.v}, std::pair{"m", &x.m}, std::pair{"theta", &x.theta}}) {
+        const std::string n(name);
+        d[(n + "_mean_abs").c_str()] = e->mean_abs;
+        d[(n + "_rms").c_str()] = e->rms;
+        d[(n + "_max_abs").c_str()] = e->max_abs;
+        d[(n + "_bias").c_str()] = e->bias;
+      }
+      d["v_zero_fraction"] = x.trap.v_zero_fraction;
+      d["m_zero_fraction"] = x.trap.m_zero_fraction;
+      d["step_over_5lr_fraction"] = x.trap.step_over_5lr_fraction;
+      d["max_step_over_lr"] = x.trap.max_step_over_lr;
+      d["reference_max_step_over_lr"] = x.trap.reference_max_step_over_lr;
+      tensors.append(d);
+    }
+  }
   py::dict out;
+  out["tensors"] = tensors;
   out["scenario"] = differential::scenario_name(run.scenario);
   out["precision_bits"] = bits;
   out["samples"] = samples;

@@ -86,3 +86,34 @@ def test_noise_is_cgad_noise():
     assert ours["final"]["theta_fast"].shape == (300,)
     with pytest.raises(cgad.InputError):
         cgad.noise("sgd")
+
+
+def test_noise_on_a_stream_with_the_zero_free_map_is_cgad_noise_per_tensor(tmp_path):
+    # Two tensors, q8 state with bitsandbytes' semantics and the zero-free v map: cgad.noise's per-tensor figures
+    # (its "tensors") are the command's, number for number, and v_map reaches the engine (the scenario says so).
+    rng = np.random.default_rng(5)
+    sizes = (300, 40)
+    scale = 1e5 ** -rng.uniform(size=sum(sizes))
+    stream = tmp_path / "s.jsonl"
+    with open(stream, "w") as f:
+        f.write(json.dumps({"params": rng.standard_normal(sum(sizes)).tolist(), "tensors": list(sizes)}) + "\n")
+        for tau in (0, 3, 40, 1, 7, 0, 2):
+            f.write(json.dumps({"grad": (scale * rng.standard_normal(sum(sizes))).tolist(), "tau": tau}) + "\n")
+    run = subprocess.run([cgad_binary(), "noise", "--optimizers", "cgad", "--state", "q8", "--q8-semantics", "bnb",
+                          "--v-map", "zero-free", "--min-q8-size", "0", "--stream", str(stream), "--log-every",
+                          "1000", "--json"], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    (expected,) = json.loads(run.stdout)["runs"]
+    ours = cgad.noise("cgad", state="q8", q8_semantics="bnb", v_map="zero-free", min_q8_size=0, stream=stream,
+                      log_every=1000)
+    assert ours["scenario"] == expected["scenario"] and ":zero-free" in ours["scenario"]
+    cli = expected["samples"][-1]["tensors"]
+    assert [t["size"] for t in ours["tensors"]] == [t["size"] for t in cli] == list(sizes)
+    for k, (mine, theirs) in enumerate(zip(ours["tensors"], cli)):
+        for part in ("v", "m", "theta"):
+            for stat in ("mean_abs", "rms", "max_abs", "bias"):
+                assert mine[f"{part}_{stat}"] == theirs[part][stat], (k, part, stat)
+        for key, value in theirs["trap"].items():
+            assert mine[key] == value, (k, key)
+    with pytest.raises(cgad.InputError):
+        cgad.noise("cgad", state="q8", v_map="no-zero", size=10, steps=1)

@@ -1,0 +1,80 @@
+#!/usr/bin/python3
+"""The side-by-side table of docs/results/peers.md: cgad's own q8 step (cgad noise --stream) and the real
+bitsandbytes / torchao optimizers (cgad.peers) on one synthetic stream of the noise study's distribution, with
+every figure against the MPFR reference; and bitsandbytes' CPU step against cgad's reading of its CUDA kernel,
+bit for bit, after 1 and all steps. Needs the pinned environment (python/requirements/peers.txt).
+
+    PYTHONPATH=build/python build-venv/bin/python examples/peers_table.py --size 4096 --steps 1000 \\
+        --scale-range 1e5 --seed 1
+"""
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+import cgad.peers as P
+
+PEER_ROWS = ("bnb-adam8bit", "bnb-adamw8bit", "torchao-adamw8bit", "torchao-adamw4bit")
+
+
+def main(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--size", type=int, nargs="+", default=[4096], help="tensor sizes of the stream")
+    p.add_argument("--steps", type=int, default=1000)
+    p.add_argument("--scale-range", type=float, default=1e5)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--delays", default="heavy")
+    p.add_argument("--stream", help="a recorded replay stream instead of the synthetic one")
+    p.add_argument("--json", help="write every row's figures here")
+    a = p.parse_args(argv)
+    with tempfile.TemporaryDirectory() as d:
+        path = a.stream
+        if path is None:
+            path = P.write_stream(P.synthetic_stream(a.size, a.steps, a.seed, a.scale_range, a.delays),
+                                  os.path.join(d, "s.jsonl"))
+        t = time.time()
+        ref = P.reference(path)
+        rows = {}
+        for row in P.CGAD_ROWS:
+            rows[row] = P.cgad_row(path, row)
+        last = len(P.read_stream(path)["events"])
+        thetas = {}
+        for name in PEER_ROWS:
+            out = P.run(name, path, reference_state=ref, checkpoints=(1, last))
+            rows[name] = out["tensors"]
+            thetas[name] = out["checkpoints"]
+        out = P.run("cgad.torch", path, reference_state=ref, checkpoints=(1, last), state="q8", q8_semantics="bnb")
+        rows["cgad.torch-q8-bnb"] = out["tensors"]
+        thetas["cgad.torch-q8-bnb"] = out["checkpoints"]
+    what = (f"recorded {a.stream}" if a.stream else
+            f"sizes {a.size} R {a.scale_range:g} seed {a.seed} delays {a.delays}")
+    print(f"# stream: {what}, {last} events ({time.time() - t:.0f} s); reference max step "
+          f"{ref['max_step_over_lr']:.3g} lr")
+    print("| implementation | tensor | state | v stored as 0 | v at lowest code | m = 0 | m sign flips | "
+          "steps > 5η | max step/η | v bias / RMS | m err RMS (√v units) | θ drift RMS / max (η) |")
+    print("|" + "---|" * 12)
+    for name, tensors in rows.items():
+        for k, r in enumerate(tensors):
+            low = "—" if r.get("v_lowest_code_fraction") is None else f"{r['v_lowest_code_fraction']:.4g}"
+            print(f"| {name} | {k} ({r.get('size', '')}) | {r.get('kind', '')} | {r['v_zero_fraction']:.4g} | {low} | "
+                  f"{r['m_zero_fraction']:.4g} | {r['m_sign_flip_fraction']:.4g} | {r['step_over_5lr_fraction']:.3g} | "
+                  f"{r['max_step_over_lr']:.3g} | {r['v']['bias']:.3g} / {r['v']['rms']:.3g} | {r['m']['rms']:.3g} | "
+                  f"{r['theta']['rms']:.3g} / {r['theta']['max_abs']:.3g} |")
+    for step in sorted(thetas["bnb-adam8bit"]):
+        c = P.differing_bits(thetas["bnb-adam8bit"][step], thetas["cgad.torch-q8-bnb"][step])
+        w = P.differing_bits(thetas["bnb-adam8bit"][step], thetas["bnb-adamw8bit"][step])
+        print(f"after {step} steps: bitsandbytes CPU vs cgad q8_semantics=bnb: θ differs in {c['differing']} of "
+              f"{c['of']} elements, max {c['max_ulps']} ulps; Adam8bit vs AdamW8bit (weight decay 0): "
+              f"{w['differing']} differ")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({k: [{q: w for q, w in r.items() if q != "engine"} for r in v] for k, v in rows.items()}, f,
+                      indent=1)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
