@@ -71,6 +71,30 @@ def test_trap_stats_agree_with_cgad_noise_per_tensor(tmp_path):
     assert min(ours[k]["since_start"]["max_step_over_lr"] for k in (0, 1)) > 0
 
 
+def test_a_group_mixing_float32_and_bfloat16_has_the_stats_of_one_group_per_dtype():
+    """A mixed group is one fast-path optimizer per dtype (docs/python.md): its trap statistics per parameter are
+    those of the same parameters in one param group per dtype, to the bit, on the wide stream that stores v as 0."""
+    params, events = recorded_stream()
+
+    def model():
+        return [torch.nn.Parameter(params[:SIZE].to(torch.bfloat16)), torch.nn.Parameter(params[SIZE:].clone())]
+
+    mixed, split = model(), model()
+    opts = [cgad.torch.AdamDecay(mixed, state="q8", q8_semantics="bnb", min_q8_size=0),
+            cgad.torch.AdamDecay([{"params": [split[0]]}, {"params": [split[1]]}], state="q8", q8_semantics="bnb",
+                                 min_q8_size=0)]
+    for opt in opts:
+        opt.watch_traps()
+    for grad, tau in events:
+        for ps in (mixed, split):
+            ps[0].grad, ps[1].grad = grad[:SIZE].to(torch.bfloat16), grad[SIZE:].clone()
+        for opt in opts:
+            opt.step(staleness=tau)
+    got, want = (opt.trap_stats() for opt in opts)
+    assert got == want
+    assert got[0]["since_start"]["v_zero_fraction"] > 0  # the trap fired in the bf16 tensor's stats
+
+
 def test_last_step_is_one_step_and_watching_is_opt_in():
     p = torch.nn.Parameter(torch.ones(300))
     opt = cgad.torch.CGAD([p], lr=0.5, state="q8")

@@ -51,6 +51,11 @@ class Group:
         """Tensor k's state buffer ``name`` dequantized to float32 (a NumPy copy)."""
         return self.engine.read_buffer(name)[self.begins[k]:self.begins[k + 1]].copy()
 
+    def read_states(self, name):
+        """Every tensor's state buffer ``name`` dequantized to float32, in parameter order, from one read."""
+        values = self.engine.read_buffer(name)
+        return [values[self.begins[k]:self.begins[k + 1]] for k in range(len(self.begins) - 1)]
+
     def prepare(self, params, fragment, where):
         """The event's operands (parameter and gradient pointers, with tensors that keep the memory they point to
         alive until the step has ended), or None when the group has no pseudo-gradient to apply."""
@@ -248,6 +253,13 @@ class SplitGroup:
     def read_state(self, k, name):
         s = next(s for s, m in enumerate(self.members) if k in m)
         return self.parts[s].read_state(self.members[s].index(k), name)
+
+    def read_states(self, name):
+        out = [None] * len(self.states)
+        for m, part in zip(self.members, self.parts):
+            for i, values in zip(m, part.read_states(name)):
+                out[i] = values
+        return out
 
     def export(self):
         """The first part's counters, as an unsplit group's, and every part's under "parts"."""

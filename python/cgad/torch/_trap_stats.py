@@ -87,10 +87,10 @@ def stats(opt, param_groups, groups):
                                "opt-in)")
     out, index = {}, 0
     for group, fast in zip(param_groups, groups):
-        v, m = fast.engine.read_buffer("v"), fast.engine.read_buffer("m")
-        for k, p in enumerate(group["params"]):
-            at = slice(fast.begins[k], fast.begins[k + 1])
-            zeros = {"v_zero_fraction": zero_share(v[at]), "m_zero_fraction": zero_share(m[at])}
+        # Per parameter through the group (a group mixing float32 and bfloat16 parameters is one fast-path
+        # optimizer per dtype, _groups.SplitGroup).
+        for p, v, m in zip(group["params"], fast.read_states("v"), fast.read_states("m")):
+            zeros = {"v_zero_fraction": zero_share(v), "m_zero_fraction": zero_share(m)}
             out[index] = {name: dict(zeros, **tallies.get(p, _Tally()).fractions())
                           for name, tallies in (("last", watch.last), ("since_start", watch.since_start))}
             index += 1
