@@ -262,3 +262,47 @@ def test_pacgad_refuses_a_group_mixing_dtypes():
     """PA-CGAD's fragments cut the group's tensors concatenated, which two fast-path optimizers cannot share."""
     with pytest.raises(cgad.InputError, match="mixes float32 and bfloat16"):
         PACGAD(mixed_model(), fragments=2)
+
+
+@pytest.mark.parametrize("cls", [CGAD, Nesterov], ids=["cgad", "nesterov"])
+@pytest.mark.parametrize("edit,taken", [("del", False), (1, True), (1.0, True), (5, False), (True, False),
+                                        ("tensor-5", False), ("string", False)],
+                         ids=["removed", "int", "float", "other-int", "bool", "other-tensor", "string"])
+def test_an_edited_step_entry_is_taken_when_it_says_the_count_and_refused_before_anything_changes_otherwise(
+        cls, edit, taken):
+    """opt.state[p]["step"] mirrors the fast path's count (_state.check_steps): a Python number equal to it (as
+    bitsandbytes keeps an int) is taken back as torch's 0-dim float32 tensor; anything else is refused before the
+    parameters, the state, the count or the report change -- it used to fail after the step had moved them."""
+    params, twin = model(), model()
+    opt, ref = cls(params), cls(twin)
+    for o, ps in ((opt, params), (ref, twin)):
+        feed(ps, 0)
+        o.step()
+    p = params[0]
+    if edit == "del":
+        del opt.state[p]["step"]
+    elif edit == "tensor-5":
+        opt.state[p]["step"] = torch.tensor(5.0)
+    elif edit == "string":
+        opt.state[p]["step"] = "1"
+    else:
+        opt.state[p]["step"] = edit
+    feed(params, 1)
+    feed(twin, 1)
+    before, report = [bits(q).tolist() for q in params], opt.last_report
+    moments = [{name: bits(t).tolist() for name, t in opt.state[q].items() if name != "step"} for q in params]
+    if taken:
+        opt.step()
+        ref.step()
+        assert [bits(q).tolist() for q in params] == [bits(q).tolist() for q in twin]
+        assert state_bits(opt) == state_bits(ref)
+        step = opt.state[p]["step"]
+        assert isinstance(step, torch.Tensor) and step.dtype == torch.float32 and step.dim() == 0 and step == 2
+    else:
+        with pytest.raises(cgad.InputError, match="parameter 0: opt.state\\[p\\]\\['step'\\] is .*, the optimizer's "
+                                                  "step count is 1"):
+            opt.step()
+        assert [bits(q).tolist() for q in params] == before
+        assert [{name: bits(t).tolist() for name, t in opt.state[q].items() if name != "step"} for q in params] \
+            == moments
+        assert opt.last_report is report and opt.state_dict()["param_groups"][0]["cgad_counters"]["steps"] == 1

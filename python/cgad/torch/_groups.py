@@ -97,6 +97,10 @@ class CpuGroup(Group):
     def refresh_steps(self):
         _state.refresh_steps(self.states, self.first_fragments, self.engine.raw_counters(), self.adam_family)
 
+    def prepare(self, params, fragment, where):
+        _state.check_steps(self.states, self.first_fragments, self.engine.raw_counters(), self.adam_family, where)
+        return super().prepare(params, fragment, where)
+
     def export(self):
         """What the group's entry in state_dict()["param_groups"] carries besides torch's keys."""
         return _state.counters_entry(self.spec["optimizer"], self.spec["seed"], self.engine.raw_counters())
