@@ -9,11 +9,16 @@ The CMake build lives in build-pip/ beside this file, one level below the source
 so a compiler launcher such as ccache (CMAKE_CXX_COMPILER_LAUNCHER, read by CMake) with a base directory sees
 the same relative paths and serves both builds the same objects; a second `pip install` rebuilds incrementally.
 CMAKE_ARGS adds configure arguments (e.g. -DCGAD_ENABLE_CUDA=OFF), CMAKE_BUILD_PARALLEL_LEVEL sets the build's
-jobs (default: every core), CMAKE_GENERATOR the generator.
+jobs (default: every core), CMAKE_GENERATOR the generator. Without CMAKE_GENERATOR the build is Ninja's where
+ninja is installed (scripts/bootstrap.sh installs it), as scripts/build.sh's is: a compiler launcher's cache only
+serves both builds when their compile commands run from the same directory, which the generator decides (Make runs
+each from the target's folder, Ninja from the build's top); a build-pip/ configured by another generator keeps it,
+since CMake refuses to switch a folder's generator.
 """
 import glob
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 
@@ -25,13 +30,27 @@ CMAKE_BUILD_DIR = "build-pip"  # relative to this file, the form setuptools want
 COMMAND = os.path.join(CMAKE_BUILD_DIR, "apps", "cgad", "cgad")
 
 
+def generator(build):
+    """["-G", "Ninja"] where neither CMAKE_GENERATOR nor an existing build folder chose another and ninja exists."""
+    if os.environ.get("CMAKE_GENERATOR") or not shutil.which("ninja"):
+        return []
+    cache = os.path.join(build, "CMakeCache.txt")
+    if os.path.exists(cache):
+        with open(cache) as f:
+            used = [line.split("=", 1)[1].strip() for line in f if line.startswith("CMAKE_GENERATOR:INTERNAL=")]
+        if used and used[0] != "Ninja":
+            return []
+    return ["-G", "Ninja"]
+
+
 class CMakeBuild(build_ext):
     """Configures and builds the two targets, then copies the module to where the wheel takes it from."""
 
     def run(self):
         source = os.path.dirname(os.path.abspath(__file__))
         build = os.path.join(source, CMAKE_BUILD_DIR)
-        configure = ["cmake", "-S", source, "-B", build, "-DCMAKE_BUILD_TYPE=Release", "-DCGAD_BUILD_TESTS=OFF",
+        configure = ["cmake", "-S", source, "-B", build, *generator(build), "-DCMAKE_BUILD_TYPE=Release",
+                     "-DCGAD_BUILD_TESTS=OFF",
                      "-DCGAD_BUILD_BENCH=OFF", "-DCGAD_BUILD_PYTHON=ON", f"-DPython3_EXECUTABLE={sys.executable}",
                      *shlex.split(os.environ.get("CMAKE_ARGS", ""))]
         jobs = os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL") or str(os.cpu_count() or 1)
