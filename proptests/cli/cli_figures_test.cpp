@@ -1,0 +1,93 @@
+// The figures read at a glance (docs/report.md): `cgad noise --plot-dir` draws its two figures through a stand-in
+// gnuplot on PATH that keeps the script it is fed, and the scripts are checked for what a reader needs -- at most
+// six series to a panel, every series named in words (no slash-joined scenario names), and no two series of a
+// panel drawn alike (colour, dash pattern and point type together), with one optimizer drawn alike in every panel.
+#include "support/cli_harness.hpp"
+
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <map>
+#include <regex>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace cgad::testing {
+namespace {
+
+class CliFigures : public CgadCommandTest {
+ protected:
+  // A `gnuplot` that appends its script to scripts.gp, a line "#figure" before each, and answers a PNG signature.
+  void SetUp() override {
+    CgadCommandTest::SetUp();
+    std::filesystem::create_directories(dir_ / "bin");
+    write("bin/gnuplot", "#!/bin/sh\n{ echo '#figure'; cat; } >> '" + (dir_ / "scripts.gp").string() +
+                             "'\nprintf '\\211PNG\\r\\n\\032\\n'\n");
+    ::chmod((dir_ / "bin" / "gnuplot").c_str(), 0755);
+    path_ = std::getenv("PATH");
+    ::setenv("PATH", ((dir_ / "bin").string() + ":" + path_).c_str(), 1);
+  }
+  void TearDown() override {
+    ::setenv("PATH", path_.c_str(), 1);
+    CgadCommandTest::TearDown();
+  }
+
+  struct Series {
+    std::string style, title;
+  };
+  // Each figure's plot commands (one per panel), each as its series' style clause and title.
+  std::vector<std::vector<std::vector<Series>>> figures() const {
+    std::vector<std::vector<std::vector<Series>>> out;
+    std::istringstream in(slurp(dir_ / "scripts.gp"));
+    const std::regex clause(R"(\$data\S* using 1:2 with (.*?) title '((?:[^']|'')*)')");
+    for (std::string line; std::getline(in, line);) {
+      if (line == "#figure") out.emplace_back();
+      if (line.rfind("plot ", 0) != 0 || out.empty()) continue;
+      std::vector<Series> panel;
+      for (std::sregex_iterator m(line.begin(), line.end(), clause), end; m != end; ++m) {
+        panel.push_back({(*m)[1], (*m)[2]});
+      }
+      out.back().push_back(panel);
+    }
+    return out;
+  }
+
+  std::string path_;
+};
+
+TEST_F(CliFigures, NoiseFiguresHoldAHandfulOfSeriesPerPanelNamedInWordsAndDrawnApart) {
+  // Twelve runs: three optimizers by two state formats by two roundings (`noise_v_bias.png` drew them as twelve
+  // slash-joined names in one legend, its colours repeating).
+  const Outcome o = cgad(
+      "noise --optimizers adam-decay,cgad,cgad-skip --state bf16,q8 --rounding nearest,stochastic --size 64 "
+      "--steps 40 --log-every 10 --plot-dir .");
+  ASSERT_EQ(o.status, 0) << o.err;
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "noise_v_rms.png"));
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "noise_v_bias.png"));
+  const auto drawn = figures();
+  ASSERT_EQ(drawn.size(), 2u);
+  for (const auto& figure : drawn) {
+    std::size_t series = 0;
+    std::map<std::string, std::string> style_of;  // optimizer's words -> style, across the panels
+    for (const auto& panel : figure) {
+      EXPECT_LE(panel.size(), 6u);
+      std::set<std::string> styles;
+      for (const Series& s : panel) {
+        ++series;
+        EXPECT_EQ(s.title.find('/'), std::string::npos) << s.title;
+        EXPECT_NE(s.style.find("dashtype"), std::string::npos) << s.style;
+        EXPECT_NE(s.style.find("pointtype"), std::string::npos) << s.style;
+        EXPECT_TRUE(styles.insert(s.style).second) << "two series of a panel drawn alike: " << s.style;
+        const auto [it, fresh] = style_of.emplace(s.title, s.style);
+        EXPECT_EQ(it->second, s.style) << s.title << " drawn two ways";
+      }
+    }
+    EXPECT_EQ(series, 12u);  // every run is drawn once
+    EXPECT_EQ(style_of.size(), 3u);
+    EXPECT_TRUE(style_of.count("Adam-Decay") && style_of.count("CGAD")) << "optimizers named in words";
+  }
+}
+
+}  // namespace
+}  // namespace cgad::testing
