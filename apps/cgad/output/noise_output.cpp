@@ -1,5 +1,7 @@
 #include "noise_output.hpp"
 
+#include "optimizer_words.hpp"
+
 #include <algorithm>
 #include <cstdio>
 #include <sstream>
@@ -50,13 +52,10 @@ std::string noise_samples_csv(const std::vector<differential::NoiseRun>& runs) {
 
 namespace {
 
-std::string optimizer_words(const differential::NoiseScenario& s) {
-  const std::string name = differential::study_optimizer_name(s);
-  if (name == "adam") return "Adam";
-  if (name == "adam-decay") return "Adam-Decay";
-  if (name == "cgad") return "CGAD";
-  if (name == "cgad-skip") return "CGAD, σ = 0 events skipped";
-  return name;
+// A series of a panel: the optimizer, and its zero-gate policy where it is not the default.
+std::string series_words(const differential::NoiseScenario& s) {
+  const std::string name = optimizer_words(s.optimizer);
+  return s.on_zero_gate == core::ZeroGatePolicy::skip ? name + ", " + zero_gate_words(s.on_zero_gate) : name;
 }
 
 std::string number(const char* format, double x) {
@@ -126,7 +125,7 @@ NoisePlots noise_plots(const std::vector<differential::NoiseRun>& runs) {
       plots.v_rms.panels.push_back({key, "outer step", "RMS (v_fast - v_ref)/v_ref", false, true, {}});
       plots.v_bias.panels.push_back({key, "outer step", "mean (v_fast - v_ref)/v_ref", false, false, {}});
     }
-    const std::string optimizer = optimizer_words(runs[r].scenario);
+    const std::string optimizer = series_words(runs[r].scenario);
     const auto style = std::find(optimizers.begin(), optimizers.end(), optimizer) - optimizers.begin();
     if (static_cast<std::size_t>(style) == optimizers.size()) optimizers.push_back(optimizer);
     PlotSeries rms{optimizer, {}, {}, true, static_cast<int>(style)}, bias = rms;
