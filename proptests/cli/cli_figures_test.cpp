@@ -53,6 +53,18 @@ class CliFigures : public CgadCommandTest {
     return out;
   }
 
+  // Every panel: at most six series, each with a dash type and a point type or a line alone, no two drawn alike.
+  static void expect_readable_panels(const std::vector<std::vector<Series>>& figure) {
+    for (const auto& panel : figure) {
+      EXPECT_LE(panel.size(), 6u);
+      std::set<std::string> styles;
+      for (const Series& s : panel) {
+        EXPECT_NE(s.style.find("dashtype"), std::string::npos) << s.style;
+        EXPECT_TRUE(styles.insert(s.style).second) << "two series of a panel drawn alike: " << s.style;
+      }
+    }
+  }
+
   std::string path_;
 };
 
@@ -70,15 +82,12 @@ TEST_F(CliFigures, NoiseFiguresHoldAHandfulOfSeriesPerPanelNamedInWordsAndDrawnA
   for (const auto& figure : drawn) {
     std::size_t series = 0;
     std::map<std::string, std::string> style_of;  // optimizer's words -> style, across the panels
+    expect_readable_panels(figure);
     for (const auto& panel : figure) {
-      EXPECT_LE(panel.size(), 6u);
-      std::set<std::string> styles;
       for (const Series& s : panel) {
         ++series;
         EXPECT_EQ(s.title.find('/'), std::string::npos) << s.title;
-        EXPECT_NE(s.style.find("dashtype"), std::string::npos) << s.style;
         EXPECT_NE(s.style.find("pointtype"), std::string::npos) << s.style;
-        EXPECT_TRUE(styles.insert(s.style).second) << "two series of a panel drawn alike: " << s.style;
         const auto [it, fresh] = style_of.emplace(s.title, s.style);
         EXPECT_EQ(it->second, s.style) << s.title << " drawn two ways";
       }
@@ -87,6 +96,27 @@ TEST_F(CliFigures, NoiseFiguresHoldAHandfulOfSeriesPerPanelNamedInWordsAndDrawnA
     EXPECT_EQ(style_of.size(), 3u);
     EXPECT_TRUE(style_of.count("Adam-Decay") && style_of.count("CGAD")) << "optimizers named in words";
   }
+}
+
+TEST_F(CliFigures, RealizedBiasSweepSplitsTheIdealAndTheRealUpdates) {
+  // Six sweep columns and two bounds: eight series in one legend before, the gates' colours repeating.
+  const Outcome o = cgad(
+      "verify-bound --update cgad-adam --objective sine-ripple --delays uniform --tau-max 8 --steps 50 --seed 3 "
+      "--precision 128 --sweep-tau-max --plot sweep.png");
+  ASSERT_EQ(o.status, 0) << o.err;
+  const auto drawn = figures();
+  ASSERT_EQ(drawn.size(), 1u);
+  ASSERT_EQ(drawn[0].size(), 2u);  // the ideal update's panel and the real update's
+  expect_readable_panels(drawn[0]);
+  // A gate is drawn alike in both panels: the CGAD gate ideal ("cgad") and in front of Adam ("cgad-adam").
+  const auto style = [&](std::size_t panel, const std::string& title) {
+    for (const Series& s : drawn[0][panel]) {
+      if (s.title == title) return s.style;
+    }
+    return "no series '" + title + "'";
+  };
+  EXPECT_EQ(style(0, "cgad"), style(1, "cgad-adam"));
+  EXPECT_EQ(style(0, "ungated"), style(1, "adam"));
 }
 
 }  // namespace
