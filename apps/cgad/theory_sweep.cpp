@@ -90,18 +90,22 @@ PlotFigure bias_sweep_plot(const VerifyOptions& o, const theory::BiasSweep& swee
     return series;
   };
   if (!real) {
-    PlotSpec spec{"Staleness-bias term vs tau_max (" + setting + ")", "tau_max", "sum(sigma_t*tau_t)/T (log scale)",
-                  true, true, {}};
+    PlotSpec spec{"Staleness-bias term vs tau_max (" + setting + ")",
+                  "tau_max",
+                  "sum(sigma_t*tau_t)/T (log scale)",
+                  true,
+                  true,
+                  {}};
     for (std::size_t i = 0; i < sweep.columns.size(); ++i) {
       spec.series.push_back(column(i, sweep.columns[i].name.substr(6)));  // "ideal cgad" -> "cgad"
     }
     spec.series.push_back(b1);
     const theory::Interval alpha = theory::Interval::from_decimal(o.alpha, "alpha");
     if (alpha.strictly_positive()) {  // 1/(eα) is +∞ at α = 0: nothing to draw
-      spec.series.push_back(constant(
-          "1/(e*alpha) (Adam-Decay bound)",
-          (theory::Interval(1) / (theory::exp(theory::Interval(1)) * alpha)).upper().convert_to<double>(),
-          kBoundStyle));
+      spec.series.push_back(
+          constant("1/(e*alpha) (Adam-Decay bound)",
+                   (theory::Interval(1) / (theory::exp(theory::Interval(1)) * alpha)).upper().convert_to<double>(),
+                   kBoundStyle));
     }
     return {{}, {spec}};
   }

@@ -104,7 +104,8 @@ NoisePlots noise_plots(const std::vector<differential::NoiseRun>& runs) {
   for (const auto& run : runs) words.push_back(configuration_words(run.scenario));
   std::vector<std::string> shared;
   for (const std::string& w : words.empty() ? std::vector<std::string>{} : words.front()) {
-    if (std::all_of(words.begin(), words.end(), [&](const auto& ws) { return std::find(ws.begin(), ws.end(), w) != ws.end(); })) {
+    if (std::all_of(words.begin(), words.end(),
+                    [&](const auto& ws) { return std::find(ws.begin(), ws.end(), w) != ws.end(); })) {
       shared.push_back(w);
     }
   }
@@ -118,8 +119,8 @@ NoisePlots noise_plots(const std::vector<differential::NoiseRun>& runs) {
       if (std::find(shared.begin(), shared.end(), w) == shared.end()) own.push_back(w);
     }
     const std::string key = joined(own);
-    const auto panel = static_cast<std::size_t>(
-        std::find(panel_keys.begin(), panel_keys.end(), key) - panel_keys.begin());
+    const auto panel =
+        static_cast<std::size_t>(std::find(panel_keys.begin(), panel_keys.end(), key) - panel_keys.begin());
     if (panel == panel_keys.size()) {
       panel_keys.push_back(key);
       plots.v_rms.panels.push_back({key, "outer step", "RMS (v_fast - v_ref)/v_ref", false, true, {}});

@@ -4,13 +4,20 @@ namespace cgad::cli {
 
 std::string optimizer_words(core::OptimizerKind kind) {
   switch (kind) {
-    case core::OptimizerKind::cgad: return "CGAD";
-    case core::OptimizerKind::pa_cgad: return "PA-CGAD";
-    case core::OptimizerKind::adam_decay: return "Adam-Decay";
-    case core::OptimizerKind::adam: return "Adam";
-    case core::OptimizerKind::nesterov: return "Nesterov";
-    case core::OptimizerKind::delayed_nesterov: return "Delayed Nesterov";
-    case core::OptimizerKind::sdm: return "SDM";
+    case core::OptimizerKind::cgad:
+      return "CGAD";
+    case core::OptimizerKind::pa_cgad:
+      return "PA-CGAD";
+    case core::OptimizerKind::adam_decay:
+      return "Adam-Decay";
+    case core::OptimizerKind::adam:
+      return "Adam";
+    case core::OptimizerKind::nesterov:
+      return "Nesterov";
+    case core::OptimizerKind::delayed_nesterov:
+      return "Delayed Nesterov";
+    case core::OptimizerKind::sdm:
+      return "SDM";
   }
   return std::string(core::to_string(kind));
 }

@@ -49,9 +49,10 @@ std::string lines(const std::string& text) {
 }
 
 // Style k's look: the Okabe-Ito colours (distinct for the colour-blind), and dash patterns and point types that
-// stay apart in grey. Both cycles have lengths prime to each other, so no two of the first 35 styles look alike.
+// stay apart in grey. The cycles' lengths, 7 and 5, are coprime, so no two of the first 35 styles look alike.
 constexpr const char* kColors[] = {"#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000"};
-constexpr int kPointTypes[] = {7, 5, 9, 11, 13, 15, 4};  // filled circle, square, triangles up/down, diamond, pentagon, open square
+// Filled circle, square, triangles up and down, diamond, pentagon, open square.
+constexpr int kPointTypes[] = {7, 5, 9, 11, 13, 15, 4};
 constexpr const char* kDashes[] = {"solid", "(12,6)", "(3,4)", "(12,4,3,4)", "(12,4,3,4,3,4)"};
 constexpr int kCompanionDash = 2;  // gnuplot's plain dashes, for a `dashed` companion series
 
@@ -79,8 +80,9 @@ void panel_script(std::ostringstream& out, const PlotSpec& spec, std::size_t pan
       out << kDashes[style % std::size(kDashes)];
     }
     // About a dozen markers per series: one per sample hides the dash pattern on a long run.
-    if (points) out << " pointtype " << kPointTypes[style % std::size(kPointTypes)] << " pointinterval "
-                    << std::max<std::size_t>(1, s.x.size() / 12);
+    if (points)
+      out << " pointtype " << kPointTypes[style % std::size(kPointTypes)] << " pointinterval "
+          << std::max<std::size_t>(1, s.x.size() / 12);
     out << " title " << quoted(s.title);
   }
   out << "\n";
@@ -91,7 +93,8 @@ void panel_script(std::ostringstream& out, const PlotSpec& spec, std::size_t pan
 std::string script_of(const PlotFigure& figure) {
   std::ostringstream out;
   out.precision(17);
-  const std::size_t panels = figure.panels.size(), columns = panels > 1 ? 2 : 1, rows = (panels + columns - 1) / columns;
+  const std::size_t panels = figure.panels.size(), columns = panels > 1 ? 2 : 1,
+                    rows = (panels + columns - 1) / columns;
   out << "set terminal pngcairo size " << (panels > 1 ? 1400 : 1000) << ',' << (panels > 1 ? 80 + 520 * rows : 650)
       << " noenhanced\nset output\nset grid\n";
   if (panels > 1) {
@@ -116,7 +119,9 @@ void check_plot_target(const std::filesystem::path& target) {
   io::AtomicFile probe(target);
 }
 
-void plot_png(const std::filesystem::path& target, const PlotSpec& spec) { plot_png(target, PlotFigure{{}, {spec}}); }
+void plot_png(const std::filesystem::path& target, const PlotSpec& spec) {
+  plot_png(target, PlotFigure{{}, {spec}});
+}
 
 void plot_png(const std::filesystem::path& target, const PlotFigure& figure) {
   check_plot_target(target);

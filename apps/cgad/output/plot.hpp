@@ -16,9 +16,9 @@ namespace cgad::cli {
 struct PlotSeries {
   std::string title;  // in words: the legend is read by a person
   std::vector<double> x, y;
-  bool points = true;  // linespoints; false: lines
-  int style = -1;      // series given the same number share colour, dash and points (e.g. a mean and its mean + σ,
-                       // or one optimizer across panels); -1: by position
+  bool points = true;   // linespoints; false: lines
+  int style = -1;       // series given the same number share colour, dash and points (e.g. a mean and its mean + σ,
+                        // or one optimizer across panels); -1: by position
   bool dashed = false;  // a companion of its style's main series (e.g. mean + σ): dashed, no points
 };
 
