@@ -53,13 +53,17 @@ class CliFigures : public CgadCommandTest {
     return out;
   }
 
-  // Every panel: at most six series, each with a dash type and a point type or a line alone, no two drawn alike.
+  // Every panel: at most six series, no two drawn alike, nor with the same dash pattern (which tells them apart
+  // in grey).
   static void expect_readable_panels(const std::vector<std::vector<Series>>& figure) {
+    const std::regex dash(R"(dashtype (\S+))");
     for (const auto& panel : figure) {
       EXPECT_LE(panel.size(), 6u);
-      std::set<std::string> styles;
+      std::set<std::string> styles, dashes;
       for (const Series& s : panel) {
-        EXPECT_NE(s.style.find("dashtype"), std::string::npos) << s.style;
+        std::smatch m;
+        EXPECT_TRUE(std::regex_search(s.style, m, dash)) << s.style;
+        EXPECT_TRUE(dashes.insert(m.empty() ? "" : m[1].str()).second) << "two series with one dash: " << s.style;
         EXPECT_TRUE(styles.insert(s.style).second) << "two series of a panel drawn alike: " << s.style;
       }
     }

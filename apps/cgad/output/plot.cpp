@@ -49,11 +49,12 @@ std::string lines(const std::string& text) {
 }
 
 // Style k's look: the Okabe-Ito colours (distinct for the colour-blind), and dash patterns and point types that
-// stay apart in grey. The cycles' lengths, 7 and 5, are coprime, so no two of the first 35 styles look alike.
+// stay apart in grey. The cycles' lengths, 7 and 6, are coprime, so no two of the first 42 styles look alike,
+// and the first six differ in all three.
 constexpr const char* kColors[] = {"#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000"};
 // Filled circle, square, triangles up and down, diamond, pentagon, open square.
 constexpr int kPointTypes[] = {7, 5, 9, 11, 13, 15, 4};
-constexpr const char* kDashes[] = {"solid", "(12,6)", "(3,4)", "(12,4,3,4)", "(12,4,3,4,3,4)"};
+constexpr const char* kDashes[] = {"solid", "(12,6)", "(3,4)", "(12,4,3,4)", "(12,4,3,4,3,4)", "(24,6,6,6)"};
 constexpr int kCompanionDash = 2;  // gnuplot's plain dashes, for a `dashed` companion series
 
 void panel_script(std::ostringstream& out, const PlotSpec& spec, std::size_t panel) {
