@@ -90,9 +90,20 @@ std::vector<std::string> configuration_words(const differential::NoiseScenario& 
   return words;
 }
 
-std::string joined(const std::vector<std::string>& parts) {
+// The parts joined by commas, a line break before a part that would take a line past `width` characters (a
+// panel's title is half the figure wide).
+std::string joined(const std::vector<std::string>& parts, std::size_t width) {
   std::string out;
-  for (const auto& part : parts) out += (out.empty() ? "" : ", ") + part;
+  std::size_t line = 0;  // characters on the current line
+  for (const auto& part : parts) {
+    if (!out.empty()) {
+      const bool wrap = line + 2 + part.size() > width;
+      out += wrap ? ",\n" : ", ";
+      line = wrap ? 0 : line + 2;
+    }
+    out += part;
+    line += part.size();
+  }
   return out;
 }
 
@@ -109,7 +120,7 @@ NoisePlots noise_plots(const std::vector<differential::NoiseRun>& runs) {
       shared.push_back(w);
     }
   }
-  const std::string common = shared.empty() ? "" : "\n" + joined(shared);
+  const std::string common = shared.empty() ? "" : "\n" + joined(shared, 140);
   NoisePlots plots{{"Relative RMS error of v, fast path vs MPFR, never re-synced" + common, {}},
                    {"Signed mean relative error of v (bias), fast path vs MPFR" + common, {}}};
   std::vector<std::string> panel_keys, optimizers;  // in order of first appearance
@@ -118,7 +129,7 @@ NoisePlots noise_plots(const std::vector<differential::NoiseRun>& runs) {
     for (const std::string& w : words[r]) {
       if (std::find(shared.begin(), shared.end(), w) == shared.end()) own.push_back(w);
     }
-    const std::string key = joined(own);
+    const std::string key = joined(own, 60);
     const auto panel =
         static_cast<std::size_t>(std::find(panel_keys.begin(), panel_keys.end(), key) - panel_keys.begin());
     if (panel == panel_keys.size()) {
