@@ -55,7 +55,6 @@ constexpr const char* kColors[] = {"#0072B2", "#D55E00", "#009E73", "#CC79A7", "
 // Filled circle, square, triangles up and down, diamond, pentagon, open square.
 constexpr int kPointTypes[] = {7, 5, 9, 11, 13, 15, 4};
 constexpr const char* kDashes[] = {"solid", "(12,6)", "(3,4)", "(12,4,3,4)", "(12,4,3,4,3,4)", "(24,6,6,6)"};
-constexpr int kCompanionDash = 2;  // gnuplot's plain dashes, for a `dashed` companion series
 
 void panel_script(std::ostringstream& out, const PlotSpec& spec, std::size_t panel) {
   out << "set title " << lines(spec.title) << "\nset xlabel " << quoted(spec.xlabel) << "\nset ylabel "
@@ -73,12 +72,14 @@ void panel_script(std::ostringstream& out, const PlotSpec& spec, std::size_t pan
     const PlotSeries& s = spec.series[i];
     const std::size_t style = s.style >= 0 ? static_cast<std::size_t>(s.style) : i;
     const bool points = s.points && !s.dashed;
-    out << (i ? ", " : "") << "$data" << panel << '_' << i << " using 1:2 with " << (points ? "linespoints" : "lines")
-        << " linewidth 2 linecolor rgb '" << kColors[style % std::size(kColors)] << "' dashtype ";
+    const char* color = kColors[style % std::size(kColors)];
+    out << (i ? ", " : "") << "$data" << panel << '_' << i << " using 1:2 with " << (points ? "linespoints" : "lines");
+    // A `dashed` companion (a mean + σ): its style's colour, thinner, in long even dashes, a pattern no main series
+    // has, so it is never taken for another method's mean.
     if (s.dashed) {
-      out << kCompanionDash;
+      out << " linewidth 1.5 linecolor rgb '" << color << "' dashtype (24,12)";
     } else {
-      out << kDashes[style % std::size(kDashes)];
+      out << " linewidth 2 linecolor rgb '" << color << "' dashtype " << kDashes[style % std::size(kDashes)];
     }
     // About a dozen markers per series: one per sample hides the dash pattern on a long run.
     if (points)

@@ -19,7 +19,7 @@ struct PlotSeries {
   bool points = true;   // linespoints; false: lines
   int style = -1;       // series given the same number share colour, dash and points (e.g. a mean and its mean + σ,
                         // or one optimizer across panels); -1: by position
-  bool dashed = false;  // a companion of its style's main series (e.g. mean + σ): dashed, no points
+  bool dashed = false;  // a companion of its style's main series (e.g. mean + σ): thinner, long even dashes, no points
 };
 
 struct PlotSpec {  // one panel
