@@ -116,9 +116,10 @@ class _FastpathOptimizer(torch.optim.Optimizer):
         self._forked_mid_call = False
         _LIVE.add(self)
         super().__init__(params, defaults)
-        # The v map is read by q8 groups only (_group_structure); one that no param group reads is refused, as
+        # The v map is read by q8 groups only (_spec); one that no param group reads is refused, as
         # `cgad simulate --v-map zero-free` without q8 state is (a map asked for and never used is a mistake).
-        if v_map == "zero-free" and not any(self._group_structure(g, name)["v_map"] == v_map for g in self.param_groups):
+        if v_map == "zero-free" and not any(self._reads_v_map(structure) and structure["v_map"] == v_map
+                                            for structure in (self._group_structure(g, name) for g in self.param_groups)):
             raise _cgad.InputError(f"{name}: v map {v_map} is a map of q8 second moments: it needs state q8 in some "
                                    f"param group and an Adam-family optimizer (got state {state}, {self._optimizer})")
 
@@ -155,6 +156,11 @@ class _FastpathOptimizer(torch.optim.Optimizer):
                 raise _cgad.InputError(f"{where}: {key}={group[key]!r} is not supported ({type(self).__name__} "
                                        f"steps as torch.optim.SGD with {key}={neutral!r}); only {neutral!r} is taken")
         spec = self._group_structure(group, where)
+        # A group of other state (bitsandbytes' fp32 embeddings beside q8 layers) or of the Nesterov family has no
+        # v map and ignores the optimizer's, as `cgad simulate` runs such a grid point (simulate/src/sweep_grid.cpp).
+        # The group keeps the key as given (its state_dict carries it, and loads where the same key was given).
+        if spec["v_map"] == "zero-free" and not self._reads_v_map(spec):
+            spec["v_map"] = "dynamic"
         for key in self._hyperparameters:
             if key not in group:
                 raise _cgad.InputError(f"{where}: the param group has no '{key}'")
@@ -182,12 +188,11 @@ class _FastpathOptimizer(torch.optim.Optimizer):
                 raise _cgad.InputError(f"{where}: {key} must be a string, got {value!r}")
             else:
                 spec[key] = value
-        # The v map is that of a q8 second moment: a group of other state (bitsandbytes' fp32 embeddings beside q8
-        # layers) or of the Nesterov family has none and ignores the optimizer's, as `cgad simulate` runs such a
-        # grid point (simulate/src/sweep_grid.cpp). The group keeps the key as given (its state_dict carries it).
-        if spec["v_map"] == "zero-free" and (spec["state"] != "q8" or self._optimizer in ("nesterov", "sdm")):
-            spec["v_map"] = "dynamic"
         return spec
+
+    def _reads_v_map(self, structure):
+        """Whether a param group of this structure has a q8 second moment, the only state a v map is read by."""
+        return structure["state"] == "q8" and self._optimizer not in ("nesterov", "sdm")
 
     def _where(self, index):
         return f"{type(self).__name__} param group {index}"
@@ -214,8 +219,8 @@ class _FastpathOptimizer(torch.optim.Optimizer):
         which CUDA groups decide on their device through one shared veto (_groups.step_cuda_event), CPU groups by
         previewing on the host."""
         if self._capturable and not isinstance(made, CudaGroup):
-            raise _cgad.InputError(f"{where}: capturable=True is not supported for parameters on the CPU (a CUDA "
-                                   "graph captures the step of CUDA parameters only); None or False is taken")
+            raise _cgad.InputError(f"{where}: capturable=True is not supported (these parameters are on the CPU; a "
+                                   "CUDA graph captures the step of CUDA parameters); None or False is taken")
         if not self._groups:
             return
         first = self._groups[0]
