@@ -301,7 +301,8 @@ struct CudaOptimizer::Impl {
     const auto [touched_first, touched_last] = touched_tensors(planner, chunk_tensor, fragment);
     const std::size_t tensors = tensor_begin.size() - 1;
     check_table("gradient", grads, tensors, touched_first, touched_last, planner.tensor_sizes());
-    if (params != nullptr) check_table("parameter", *params, tensors, touched_first, touched_last, planner.tensor_sizes());
+    if (params != nullptr)
+      check_table("parameter", *params, tensors, touched_first, touched_last, planner.tensor_sizes());
     const std::size_t grad_size = fragment < planner.config().fragments ? planner.fragment_size(fragment) : 0;
     return planner.prepare(planner.parameters(), grad_size, tau, fragment);
   }
@@ -357,8 +358,8 @@ struct CudaOptimizer::Impl {
     finish(stream);
   }
 
-  std::uint64_t step_previewed(std::span<void* const> params, std::span<const float* const> grads,
-                               const unsigned* veto, cudaStream_t stream) {
+  std::uint64_t step_previewed(std::span<void* const> params, std::span<const float* const> grads, const unsigned* veto,
+                               cudaStream_t stream) {
     if (!previewed) throw core::InputError("step_previewed() needs a preview() of the event first");
     StepPlanner::Plan plan = table_plan(&params, grads, previewed->tau, previewed->fragment);
     const Launches l = table_batches(params, grads, previewed->fragment);
@@ -475,7 +476,7 @@ CudaOptimizer::CudaOptimizer(const StepConfig& config, std::vector<std::size_t> 
 CudaOptimizer::~CudaOptimizer() = default;
 
 std::uint64_t CudaOptimizer::step(float* params, std::size_t params_size, const float* grad, std::size_t grad_size,
-                         std::int64_t tau, std::size_t fragment, CUstream_st* stream) {
+                                  std::int64_t tau, std::size_t fragment, CUstream_st* stream) {
   if (config().params != ParamFormat::fp32) {
     throw core::InputError("this optimizer stores bf16 parameters; it was given fp32 ones");
   }
@@ -483,7 +484,7 @@ std::uint64_t CudaOptimizer::step(float* params, std::size_t params_size, const 
 }
 
 std::uint64_t CudaOptimizer::step(bf16* params, std::size_t params_size, const float* grad, std::size_t grad_size,
-                         std::int64_t tau, std::size_t fragment, CUstream_st* stream) {
+                                  std::int64_t tau, std::size_t fragment, CUstream_st* stream) {
   if (config().params != ParamFormat::bf16) {
     throw core::InputError("this optimizer stores fp32 parameters; it was given bf16 ones");
   }
@@ -503,13 +504,13 @@ std::vector<void*> param_table(const StepConfig& config, std::span<T* const> par
 }
 }  // namespace
 
-std::uint64_t CudaOptimizer::step(std::span<float* const> params, std::span<const float* const> grads,
-                                  std::int64_t tau, std::size_t fragment, CUstream_st* stream) {
+std::uint64_t CudaOptimizer::step(std::span<float* const> params, std::span<const float* const> grads, std::int64_t tau,
+                                  std::size_t fragment, CUstream_st* stream) {
   return impl_->step_table(param_table(config(), params), grads, tau, fragment, stream);
 }
 
-std::uint64_t CudaOptimizer::step(std::span<bf16* const> params, std::span<const float* const> grads,
-                                  std::int64_t tau, std::size_t fragment, CUstream_st* stream) {
+std::uint64_t CudaOptimizer::step(std::span<bf16* const> params, std::span<const float* const> grads, std::int64_t tau,
+                                  std::size_t fragment, CUstream_st* stream) {
   return impl_->step_table(param_table(config(), params), grads, tau, fragment, stream);
 }
 
@@ -520,14 +521,14 @@ void CudaOptimizer::preview(std::span<const float* const> grads, std::int64_t ta
 
 std::uint64_t CudaOptimizer::step_previewed(std::span<float* const> params, std::span<const float* const> grads,
                                             const CudaEventVeto* veto, CUstream_st* stream) {
-  return impl_->step_previewed(param_table(config(), params), grads,
-                               veto == nullptr ? nullptr : veto->device_word(), stream);
+  return impl_->step_previewed(param_table(config(), params), grads, veto == nullptr ? nullptr : veto->device_word(),
+                               stream);
 }
 
 std::uint64_t CudaOptimizer::step_previewed(std::span<bf16* const> params, std::span<const float* const> grads,
                                             const CudaEventVeto* veto, CUstream_st* stream) {
-  return impl_->step_previewed(param_table(config(), params), grads,
-                               veto == nullptr ? nullptr : veto->device_word(), stream);
+  return impl_->step_previewed(param_table(config(), params), grads, veto == nullptr ? nullptr : veto->device_word(),
+                               stream);
 }
 
 CudaStepReport CudaOptimizer::report(std::uint64_t ticket, CUstream_st* stream) {

@@ -73,8 +73,8 @@ std::uint64_t CudaOptimizer::step_previewed(std::span<float* const>, std::span<c
                                             const CudaEventVeto*, CUstream_st*) {
   unreachable();
 }
-std::uint64_t CudaOptimizer::step_previewed(std::span<bf16* const>, std::span<const float* const>,
-                                            const CudaEventVeto*, CUstream_st*) {
+std::uint64_t CudaOptimizer::step_previewed(std::span<bf16* const>, std::span<const float* const>, const CudaEventVeto*,
+                                            CUstream_st*) {
   unreachable();
 }
 CudaStepReport CudaOptimizer::report(std::uint64_t, CUstream_st*) {

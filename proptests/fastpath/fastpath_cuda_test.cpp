@@ -616,16 +616,15 @@ TEST(FastpathCuda, ThreeOptimizersSharingAVetoRefuseAnEventTogether) {
     for (std::size_t g = 0; g < 3; ++g) {
       const auto device_table = table(g, static_cast<const float*>(device_grads[g]));
       if (device[g]->fp32) {
-        tickets.push_back(gpu[g]->step_previewed(table(g, static_cast<float*>(device[g]->data)), device_table, &veto,
-                                                 nullptr));
-        if (!refused) cpu[g]->step(table(g, host[g].fp32.data()), table(g, static_cast<const float*>(grads[g].data())),
-                                   tau);
+        tickets.push_back(
+            gpu[g]->step_previewed(table(g, static_cast<float*>(device[g]->data)), device_table, &veto, nullptr));
+        if (!refused)
+          cpu[g]->step(table(g, host[g].fp32.data()), table(g, static_cast<const float*>(grads[g].data())), tau);
       } else {
-        tickets.push_back(gpu[g]->step_previewed(table(g, static_cast<bf16*>(device[g]->data)), device_table, &veto,
-                                                 nullptr));
+        tickets.push_back(
+            gpu[g]->step_previewed(table(g, static_cast<bf16*>(device[g]->data)), device_table, &veto, nullptr));
         if (!refused) {
-          cpu[g]->step(table(g, host[g].bf16_values.data()), table(g, static_cast<const float*>(grads[g].data())),
-                       tau);
+          cpu[g]->step(table(g, host[g].bf16_values.data()), table(g, static_cast<const float*>(grads[g].data())), tau);
         }
       }
     }

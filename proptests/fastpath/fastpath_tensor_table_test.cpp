@@ -300,8 +300,11 @@ struct EmulatedCudaGroup {
   StepEvent event;
 
   EmulatedCudaGroup(const StepConfig& config, const std::vector<std::size_t>& sizes, const std::vector<float>& initial)
-      : planner(config, sizes), state(HostState::zeros(planner)), tensors(config, sizes, initial),
-        begin(tensor_begins(sizes)), chunk_tensor(chunk_tensors(planner, begin)) {
+      : planner(config, sizes),
+        state(HostState::zeros(planner)),
+        tensors(config, sizes, initial),
+        begin(tensor_begins(sizes)),
+        chunk_tensor(chunk_tensors(planner, begin)) {
     const std::size_t p = config.fragments;
     counters.assign(2 * p + 2, 0);
     std::fill(counters.begin() + static_cast<std::ptrdiff_t>(p), counters.begin() + static_cast<std::ptrdiff_t>(2 * p),
@@ -314,7 +317,8 @@ struct EmulatedCudaGroup {
   }
   // preview(): the schedule kernel, the scans, the refusal published; returns whether it vetoes the event.
   bool preview(const std::vector<std::vector<float>>& grads, std::int64_t tau, std::size_t fragment) {
-    const StepPlanner::Plan plan = planner.prepare(planner.parameters(), planner.fragment_size(fragment), tau, fragment);
+    const StepPlanner::Plan plan =
+        planner.prepare(planner.parameters(), planner.fragment_size(fragment), tau, fragment);
     const CounterView v = view();
     ScheduleConstants constants = planner.schedule_constants();
     event = plan.event;
@@ -404,9 +408,13 @@ TEST(FastpathTensorTable, ThreeCudaGroupsWithAnLrScheduleEmulatedOnTheHostMatchT
   const std::vector<std::vector<std::size_t>> sizes = {{257, 0, 300}, {5, 1024}, {agent::kTableBatch + 3, 700}};
   testing::KernelPaths paths;
   std::size_t refused_events = 0;
-  for (const auto& [kind, fragments] : std::vector<std::pair<OptimizerKind, std::size_t>>{
-           {OptimizerKind::cgad, 1}, {OptimizerKind::adam, 1}, {OptimizerKind::adam_decay, 1},
-           {OptimizerKind::nesterov, 1}, {OptimizerKind::sdm, 1}, {OptimizerKind::pa_cgad, 2}}) {
+  for (const auto& [kind, fragments] :
+       std::vector<std::pair<OptimizerKind, std::size_t>>{{OptimizerKind::cgad, 1},
+                                                          {OptimizerKind::adam, 1},
+                                                          {OptimizerKind::adam_decay, 1},
+                                                          {OptimizerKind::nesterov, 1},
+                                                          {OptimizerKind::sdm, 1},
+                                                          {OptimizerKind::pa_cgad, 2}}) {
     const std::vector<StepConfig> all = configs(kind);
     for (std::size_t pick = 0; pick + 2 < all.size(); pick += 3) {
       std::vector<StepConfig> base;

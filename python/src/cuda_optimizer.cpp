@@ -70,9 +70,8 @@ void bind_cuda_optimizer(py::module_& m) {
       .def(
           "step",
           [](CudaOptimizer& o, const std::vector<std::uintptr_t>& params, const std::vector<std::uintptr_t>& grads,
-             std::int64_t tau, std::size_t fragment, std::uintptr_t stream) {
-            return step_table(o, params, grads, &tau, fragment, nullptr, stream);
-          },
+             std::int64_t tau, std::size_t fragment,
+             std::uintptr_t stream) { return step_table(o, params, grads, &tau, fragment, nullptr, stream); },
           py::arg("params"), py::arg("grads"), py::arg("tau"), py::arg("fragment"), py::arg("stream"))
       .def(
           "preview",
@@ -87,9 +86,8 @@ void bind_cuda_optimizer(py::module_& m) {
       .def(
           "step_previewed",
           [](CudaOptimizer& o, const std::vector<std::uintptr_t>& params, const std::vector<std::uintptr_t>& grads,
-             const py::object& veto, std::uintptr_t stream) {
-            return step_table(o, params, grads, nullptr, 0, as_veto(veto), stream);
-          },
+             const py::object& veto,
+             std::uintptr_t stream) { return step_table(o, params, grads, nullptr, 0, as_veto(veto), stream); },
           py::arg("params"), py::arg("grads"), py::arg("veto"), py::arg("stream"))
       .def(
           "report",

@@ -102,9 +102,9 @@ class CudaOptimizer {
   // `params` (the whole vector) and `grad` (the fragment's slice) are device pointers. Every step returns its ticket
   // for report(ticket) (1 for the first step, then one more per step).
   std::uint64_t step(float* params, std::size_t params_size, const float* grad, std::size_t grad_size, std::int64_t tau,
-            std::size_t fragment, CUstream_st* stream);
+                     std::size_t fragment, CUstream_st* stream);
   std::uint64_t step(bf16* params, std::size_t params_size, const float* grad, std::size_t grad_size, std::int64_t tau,
-            std::size_t fragment, CUstream_st* stream);
+                     std::size_t fragment, CUstream_st* stream);
   // The same step over a table of the caller's device tensors where they lie (CpuOptimizer's table step: one entry
   // per tensor of the layout, params[k] at tensor k's elements, grads[k] at its whole pseudo-gradient, null allowed
   // for a tensor with no element in the fragment), bit for bit the contiguous step over the tensors concatenated.
