@@ -118,8 +118,8 @@ class _FastpathOptimizer(torch.optim.Optimizer):
         super().__init__(params, defaults)
         # The v map is read by q8 groups only (_spec); one that no param group reads is refused, as
         # `cgad simulate --v-map zero-free` without q8 state is (a map asked for and never used is a mistake).
-        if v_map == "zero-free" and not any(self._reads_v_map(structure) and structure["v_map"] == v_map
-                                            for structure in (self._group_structure(g, name) for g in self.param_groups)):
+        structures = [self._group_structure(g, name) for g in self.param_groups]
+        if v_map == "zero-free" and not any(self._reads_v_map(s) and s["v_map"] == v_map for s in structures):
             raise _cgad.InputError(f"{name}: v map {v_map} is a map of q8 second moments: it needs state q8 in some "
                                    f"param group and an Adam-family optimizer (got state {state}, {self._optimizer})")
 
