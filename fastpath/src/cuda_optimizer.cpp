@@ -453,6 +453,8 @@ void require_device(cudaStream_t stream) {
 
 struct CudaEventVeto::Impl {
   DeviceBuffer<unsigned> word{1};
+  Event done;  // recorded by finish() after an event's steps
+  cudaStream_t last_stream = nullptr;
 };
 
 CudaEventVeto::CudaEventVeto(CUstream_st* stream) {
@@ -463,7 +465,15 @@ CudaEventVeto::CudaEventVeto(CUstream_st* stream) {
 }
 CudaEventVeto::~CudaEventVeto() = default;
 void CudaEventVeto::reset(CUstream_st* stream) {
+  if (!capturing(stream) && stream != impl_->last_stream) {
+    detail::check(cudaStreamWaitEvent(stream, impl_->done.handle, 0), "ordering the event veto (cudaStreamWaitEvent)");
+  }
   detail::check(cudaMemsetAsync(impl_->word.data(), 0, impl_->word.bytes(), stream), "clearing the event veto");
+}
+void CudaEventVeto::finish(CUstream_st* stream) {
+  if (capturing(stream)) return;  // the event would name a graph node
+  detail::check(cudaEventRecord(impl_->done.handle, stream), "recording the event veto's use (cudaEventRecord)");
+  impl_->last_stream = stream;
 }
 unsigned* CudaEventVeto::device_word() const {
   return impl_->word.data();

@@ -47,6 +47,9 @@ namespace {
 void CudaEventVeto::reset(CUstream_st*) {
   unreachable();
 }
+void CudaEventVeto::finish(CUstream_st*) {
+  unreachable();
+}
 unsigned* CudaEventVeto::device_word() const {
   unreachable();
 }

@@ -628,6 +628,7 @@ TEST(FastpathCuda, ThreeOptimizersSharingAVetoRefuseAnEventTogether) {
         }
       }
     }
+    veto.finish(nullptr);
     for (std::size_t g = 0; g < 3; ++g) {
       const CudaStepReport r = gpu[g]->report(tickets[g]);
       const std::string what = "event " + std::to_string(e) + " group " + std::to_string(g);

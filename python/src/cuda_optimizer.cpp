@@ -61,7 +61,9 @@ void bind_cuda_optimizer(py::module_& m) {
       .def(py::init([](std::uintptr_t stream) { return std::make_unique<CudaEventVeto>(as_stream(stream)); }),
            py::arg("stream"))
       .def(
-          "reset", [](CudaEventVeto& v, std::uintptr_t stream) { v.reset(as_stream(stream)); }, py::arg("stream"));
+          "reset", [](CudaEventVeto& v, std::uintptr_t stream) { v.reset(as_stream(stream)); }, py::arg("stream"))
+      .def(
+          "finish", [](CudaEventVeto& v, std::uintptr_t stream) { v.finish(as_stream(stream)); }, py::arg("stream"));
   py::class_<CudaOptimizer>(m, "CudaOptimizer")
       .def(py::init([](const py::dict& spec, std::vector<std::size_t> sizes) {
              return std::make_unique<CudaOptimizer>(step_config(spec), std::move(sizes));

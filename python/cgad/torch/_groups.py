@@ -161,6 +161,7 @@ class CudaGroup(Group):
         super().__init__(spec, params, threads, where)
         self.device = self.layout[1]
         self.engine = _cgad.CudaOptimizer(self.spec, self.sizes)
+        self.veto = _veto(self.device, self.stream())  # made here, outside any capture (it allocates)
 
     def stream(self):
         """torch's current stream on the group's device, as the integer the fast path takes."""
@@ -190,13 +191,14 @@ class CudaGroup(Group):
         return self.engine.report(ticket, self.stream())[0]
 
 
-# One veto word per CUDA device, shared by every cgad.torch optimizer's events on it: an event clears it on its
-# stream before its previews, and the stream orders the events that use it (cuda_optimizer.hpp's CudaEventVeto).
+# One veto word per CUDA device, shared by every cgad.torch optimizer's events on it: an event clears it before its
+# previews and marks its end after its steps, and the veto orders each event after the previous one's end, on
+# whatever streams they ran (cuda_optimizer.hpp's CudaEventVeto).
 _VETOES = {}
 
 
 def _veto(device, stream):
-    key = (device.index if device.index is not None else torch.cuda.current_device())
+    key = device.index if device.index is not None else torch.cuda.current_device()
     if key not in _VETOES:
         with torch.cuda.device(key):
             _VETOES[key] = _cgad.CudaEventVeto(stream)
@@ -217,12 +219,13 @@ def step_cuda_event(groups, tau, fragment, first_param, loss):
         tickets[id(fast)] = fast.engine.step(prepared[0], prepared[1], tau, fragment, stream)
     elif stepped:
         stream = stepped[0][0].stream()
-        veto = _veto(stepped[0][0].device, stream)
+        veto = stepped[0][0].veto
         veto.reset(stream)
         for fast, prepared in stepped:
             fast.engine.preview(prepared[1], tau, fragment, veto, stream)
         for fast, prepared in stepped:
             tickets[id(fast)] = fast.engine.step_previewed(prepared[0], prepared[1], veto, stream)
+        veto.finish(stream)
     # The report needs each group and its ticket, not the operands: their memory is torch's caching allocator's,
     # freed in the order of the stream the steps were enqueued on, so it is not reused before they end.
     pending = [(fast, tickets.get(id(fast))) for fast, _ in groups]

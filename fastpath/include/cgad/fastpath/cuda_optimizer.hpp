@@ -71,9 +71,12 @@ class CudaEventVeto {
   ~CudaEventVeto();
   CudaEventVeto(const CudaEventVeto&) = delete;
   CudaEventVeto& operator=(const CudaEventVeto&) = delete;
-  // Clears it on `stream` (a memset node inside a capture), before an event's first preview on that stream. The
-  // previews and steps of the event must run on the same stream (they are ordered by it, not by events).
+  // Clears it on `stream` (a memset node inside a capture), before an event's first preview; the event's previews
+  // and steps then run on that stream, and finish(stream) follows them. reset() orders itself after the previous
+  // event's finish() on whatever stream that ran (an event waited for on the device; inside a capture the graph
+  // orders its nodes), so that no step of the previous event reads the word it clears.
   void reset(CUstream_st* stream);
+  void finish(CUstream_st* stream);
   unsigned* device_word() const;
 
  private:
