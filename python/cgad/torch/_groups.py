@@ -77,10 +77,17 @@ class Group:
         spec = dict(spec, params=self.spec["params"])
         if spec != self.spec:
             try:
-                self.engine.set_hyperparameters(spec)
+                self.set_hyperparameters(spec)
             except _cgad.InputError as e:
                 raise _cgad.InputError(f"{where}: {e}") from None
             self.spec = spec
+
+    def set_hyperparameters(self, spec):
+        self.engine.set_hyperparameters(spec)
+
+    def advance_round(self):
+        """Ends an outer round for PA-CGAD's ages."""
+        self.engine.advance_round()
 
 
 class CpuGroup(Group):
@@ -166,6 +173,13 @@ class CudaGroup(Group):
     def stream(self):
         """torch's current stream on the group's device, as the integer the fast path takes."""
         return torch.cuda.current_stream(self.device).cuda_stream
+
+    # On torch's current stream, not the legacy default one (which a capture on another stream forbids).
+    def set_hyperparameters(self, spec):
+        self.engine.set_hyperparameters(spec, self.stream())
+
+    def advance_round(self):
+        self.engine.advance_round(self.stream())
 
     def export(self):
         entry = _state.counters_entry(self.spec["optimizer"], self.spec["seed"], {})

@@ -589,7 +589,7 @@ class PACGAD(_AdamFamily):
         """Ends an outer round: every fragment not synchronized in it ages by one."""
         with self._exclusive():
             for fast in self._groups:
-                fast.engine.advance_round()
+                fast.advance_round()
 
 
 class AdamDecay(_AdamFamily):
