@@ -10,10 +10,10 @@ import torch
 
 import cgad
 from cgad.torch import CGAD, PACGAD
-from cgad.torch._report import LazyStepReport
+from cgad.torch._report import LazyStepReport, StepReport
 from conftest import bits
 
-pytestmark = pytest.mark.skipif(not (torch.cuda.is_available() and cgad.cuda_available()),
+needs_cuda = pytest.mark.skipif(not (torch.cuda.is_available() and cgad.cuda_available()),
                                 reason="no CUDA device for cgad.torch's CUDA groups: " +
                                 (cgad.cuda_unavailable_reason() or "torch sees no CUDA device"))
 
@@ -51,6 +51,7 @@ def everything(opt, groups):
     return out
 
 
+@needs_cuda
 @pytest.mark.parametrize("cls,kwargs", [(CGAD, {}), (PACGAD, dict(fragments="groups", tau_cut=8))],
                          ids=["cgad", "pacgad-groups"])
 def test_three_cuda_groups_under_an_lr_schedule_step_bit_for_bit_like_the_cpu(cls, kwargs):
@@ -76,6 +77,7 @@ def test_three_cuda_groups_under_an_lr_schedule_step_bit_for_bit_like_the_cpu(cl
         assert gpu.counters(k) == cpu.counters(k)
 
 
+@needs_cuda
 def test_a_cuda_state_dict_of_three_groups_resumes_bit_for_bit_and_moves_to_the_cpu():
     groups = model("cuda")
     opt = CGAD(groups)
@@ -98,6 +100,7 @@ def test_a_cuda_state_dict_of_three_groups_resumes_bit_for_bit_and_moves_to_the_
     assert everything(resumed, resumed_groups) == everything(opt, groups)
 
 
+@needs_cuda
 def test_capturable_is_taken_for_cuda_groups_and_cpu_and_cuda_groups_are_not_mixed():
     groups = model("cuda")
     CGAD(groups, capturable=True)
@@ -107,3 +110,23 @@ def test_capturable_is_taken_for_cuda_groups_and_cpu_and_cuda_groups_are_not_mix
     with pytest.raises(cgad.InputError, match="parameters on the CPU and on CUDA go in separate optimizers"):
         opt.add_param_group(model("cpu")[0])
     assert len(opt.param_groups) == 1
+
+
+def test_a_lazy_report_is_read_once_on_first_access_and_copies_as_the_step_report():
+    """What a CUDA step returns, without a device: nothing is read until a field is, then once; the loss is there at
+    once; a copy or a pickle is the StepReport itself (the device's record is not copied)."""
+    import copy
+    import pickle
+    reads = []
+
+    def read():
+        reads.append(1)
+        return StepReport(False, "nonfinite-gradient", 0.0, 2, 1, 7, (), 0.5)
+
+    report = LazyStepReport(read, loss=0.5)
+    assert report.loss == 0.5 and reads == []
+    assert (report.applied, report.reason, report.nonfinite_param, report.nonfinite_index) == \
+        (False, "nonfinite-gradient", 1, 7)
+    assert report == report.resolved() and reads == [1]
+    assert copy.deepcopy(report) == report.resolved() and pickle.loads(pickle.dumps(report)) == report.resolved()
+    assert isinstance(copy.copy(report), StepReport) and reads == [1]

@@ -109,7 +109,13 @@ class LazyStepReport:
         return self._report
 
     def __getattr__(self, name):
+        if name.startswith("_"):  # a slot not yet set, or a protocol probe (copy's __setstate__): not a field
+            raise AttributeError(name)
         return getattr(self.resolved(), name)
+
+    def __reduce__(self):
+        """A copy or a pickle is of the StepReport (the device is not copied)."""
+        return resolved, (self.resolved(),)
 
     def __eq__(self, other):
         return self.resolved() == (other.resolved() if isinstance(other, LazyStepReport) else other)
