@@ -17,8 +17,13 @@ import sys
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse with the `cgad` command's error form: `PROG: MESSAGE` on one line, exit status 2 (argparse's own
-    prints the usage first, several lines)."""
+    """argparse with the `cgad` command's error form: `NAME: MESSAGE` on one line, exit status 2 (argparse's own
+    prints the usage first, several lines). NAME is the script's name without `.py`, the name the examples' other
+    messages start with."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("prog", os.path.splitext(os.path.basename(sys.argv[0]))[0])
+        super().__init__(**kwargs)
 
     def error(self, message):
         print(f"{self.prog}: {message}", file=sys.stderr)

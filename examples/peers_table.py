@@ -6,6 +6,9 @@ bit for bit, after 1 and all steps. Needs the pinned environment (python/require
 
     PYTHONPATH=build/python build-venv/bin/python examples/peers_table.py --size 4096 --steps 1000 \\
         --scale-range 1e5 --seed 1
+
+--json is written atomically (examples/atomic_file.py) and may not be the --stream file. Bad arguments and a --json
+that cannot be written end in one line on stderr and exit status 2.
 """
 import json
 import os

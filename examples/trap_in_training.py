@@ -18,6 +18,11 @@ heavy-tailed (70 % fresh, 30 % floor(8/U), capped at --tau-max and at r). The se
 
     PYTHONPATH=build/python /usr/bin/python3 examples/trap_in_training.py --inner sgd --width 64 \\
         --cgad build/apps/cgad/cgad --stream /tmp/lm-sgd.jsonl
+
+--stream is written atomically (examples/atomic_file.py): a full disk leaves an earlier stream as it was. A
+--stream that is the --text or --cgad file (any name or link of it) is refused before training. Exit status: 0;
+1 when the training diverged (the stream is not written) or the study failed; 2 for bad arguments or a stream
+that could not be written, with one line on stderr.
 """
 import json
 import math
