@@ -1,6 +1,5 @@
 """Writing an example's output file atomically: the whole new file or the old one, never a truncated mix (a full
-disk, a killed run), as the `cgad` command writes its outputs (docs/design.md, "Bad input": files are written
-atomically).
+disk, a killed run), as the `cgad` command writes its outputs (docs/design.md §7).
 
     with atomic_file.replacing(path) as f:
         f.write(...)

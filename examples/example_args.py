@@ -1,5 +1,5 @@
 """The examples' argument checks, shared: bad input ends in one line on stderr and exit status 2, as the `cgad`
-command's does (docs/design.md, "Bad input"), never a traceback from deep inside a run.
+command's does (docs/design.md §7, the `cgad` command), never a traceback from deep inside a run.
 
     p = Parser(description=...)
     p.add_argument("--timeout", type=real(above=0), default=120.0)
@@ -17,16 +17,16 @@ import sys
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse with the `cgad` command's error form: `NAME: MESSAGE` on one line, exit status 2 (argparse's own
-    prints the usage first, several lines). NAME is the script's name without `.py`, the name the examples' other
-    messages start with."""
+    """argparse whose refusals are one line, `NAME: error: MESSAGE`, and exit status 2, as the `cgad` command's are
+    (argparse's own prints the usage first, several lines). NAME is the script's name without `.py`, the name the
+    examples' other messages start with."""
 
     def __init__(self, **kwargs):
         kwargs.setdefault("prog", os.path.splitext(os.path.basename(sys.argv[0]))[0])
         super().__init__(**kwargs)
 
     def error(self, message):
-        print(f"{self.prog}: {message}", file=sys.stderr)
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
         sys.exit(2)
 
 

@@ -65,7 +65,7 @@ def test_bad_arguments_are_refused():
         run = subprocess.run([sys.executable, str(SOURCE_DIR / "examples" / "trap_in_training.py"), *bad],
                              capture_output=True, text=True, timeout=60)
         assert run.returncode == 2, run.stderr
-        assert len(run.stderr.splitlines()) == 1 and run.stderr.startswith("trap_in_training: "), run.stderr
+        assert len(run.stderr.splitlines()) == 1 and run.stderr.startswith("trap_in_training: error: "), run.stderr
 
 
 def test_a_diverged_inner_run_is_reported_and_not_studied(tmp_path):
