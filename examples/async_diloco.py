@@ -16,8 +16,9 @@ staleness histogram and the held-out loss (mean squared error) before and after.
 Protocol (point-to-point, tensors of int64 headers then float32 payloads): a worker sends [PULL, 0] and receives
 [version] then the flat parameters; it sends [PUSH, v] then the flat delta; it sends [DONE, 0] when finished. Each
 worker talks to the server over its own two-rank process group, served by its own thread of the server, so that
-every receive has a real timeout: a gloo timeout closes every connection of its group (gloo's
-UnboundBuffer::waitRecv signals the whole context), and a receive from any source has none.
+every receive has a real timeout: a gloo timeout closes every connection of its group (a timed-out wait in
+gloo/transport/tcp/unbound_buffer.cc, as torch 1.13 and 2.13 vendor it, signals "Application timeout caused pair
+closure" to the whole context), and a receive from any source has none.
 
 A worker the server hears nothing from for --timeout seconds (its H local steps included) is reported stalled; one
 whose connection breaks (it died) is reported lost. Either way the server goes on with the others: the events it
