@@ -3,10 +3,12 @@ it names the worker and the events it had applied, finishes with the survivors, 
 output and histogram, and exits 3 (degraded)."""
 import collections
 import os
+import queue
 import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -32,15 +34,20 @@ def run_and_signal(workers, rounds, victim, sig):
                             str(workers), "--rounds", str(rounds), "--inner-steps", "5", "--slow", "0.02",
                             "--timeout", str(TIMEOUT)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                            env=dict(os.environ), start_new_session=True)
+    # Both pipes are read by threads from the start: lines read ahead of the victim's event stay in the queue
+    # (communicate() after iterating run.stdout would lose what the iterator had buffered).
+    lines, errors = queue.Queue(), queue.Queue()
+    pumps = [threading.Thread(target=_pump, args=(run.stdout, lines), daemon=True),
+             threading.Thread(target=_pump, args=(run.stderr, errors), daemon=True)]
+    for pump in pumps:
+        pump.start()
     try:
         seen = []
-        for line in run.stdout:
+        while not seen or not _is_event_of(seen[-1], victim):
+            line = lines.get(timeout=600)
+            assert line is not None, f"the run ended before worker {victim}'s first event"
             seen.append(line)
-            m = EVENT.match(line)
-            if m and int(m.group(1)) == victim:
-                break
         started = time.monotonic() - began
-        assert seen, run.stderr.read()
         os.kill(children(run.pid)[victim], sig)
         signalled = time.monotonic()
         # The server's clock for the victim started at its last message, before the signal: it gives up at most
@@ -48,17 +55,36 @@ def run_and_signal(workers, rounds, victim, sig):
         # than what it did before the first event (import torch, connect every process, evaluate once, a
         # round): the start-up time measured above bounds it.
         try:
-            out, err = run.communicate(timeout=TIMEOUT + started + 60)
+            run.wait(timeout=TIMEOUT + started + 60)
         except subprocess.TimeoutExpired:
             pytest.fail(f"the run did not end {TIMEOUT + started + 60:.0f} s after worker {victim} got {sig!r}")
         ended_after = time.monotonic() - signalled
-        return started, ended_after, run.returncode, "".join(seen) + out, err, _leftovers(run.pid)
+        leftovers = _leftovers(run.pid)
+        for pid in leftovers:  # they hold the pipes open
+            os.kill(pid, signal.SIGKILL)
+        for pump in pumps:
+            pump.join()
+        seen.extend(iter(lines.get_nowait, None))
+        return (started, ended_after, run.returncode, "".join(seen), "".join(iter(errors.get_nowait, None)),
+                leftovers)
     finally:
         if run.poll() is None:
             os.killpg(run.pid, signal.SIGKILL)
             run.wait()
         for pid in _leftovers(run.pid):
             os.kill(pid, signal.SIGKILL)
+
+
+def _pump(stream, into):
+    """Puts each line of `stream` into the queue `into`, then None at its end."""
+    for line in stream:
+        into.put(line)
+    into.put(None)
+
+
+def _is_event_of(line, worker):
+    m = EVENT.match(line)
+    return m is not None and int(m.group(1)) == worker
 
 
 def _leftovers(session):

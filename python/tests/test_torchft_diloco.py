@@ -23,6 +23,8 @@ EXAMPLE = SOURCE_DIR / "examples" / "torchft_diloco.py"
 
 
 def load_example():
+    if str(EXAMPLE.parent) not in sys.path:  # the examples import their shared modules (example_args.py)
+        sys.path.insert(0, str(EXAMPLE.parent))
     spec = importlib.util.spec_from_file_location("torchft_diloco", EXAMPLE)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
