@@ -19,7 +19,7 @@ packages=(
   python3-numpy python3-pytest         # the independent bitsandbytes emulator (proptests/bnb), run by /usr/bin/python3
   python3-dev pybind11-dev             # the Python package's module (python/)
   python3-torch                        # cgad.torch, its tests and examples/diloco_torch.py
-  python3-venv python3-pip python3-setuptools python3-wheel   # pip install . (pyproject.toml, docs/python.md)
+  python3-venv python3-pip             # pip install . (pyproject.toml, docs/python.md)
 )
 packages+=("$@")
 

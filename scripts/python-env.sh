@@ -1,22 +1,24 @@
 #!/usr/bin/env bash
 # The pinned PyPI environment: a venv (default build-venv/, beside the other build folders) over Debian's
 # /usr/bin/python3 holding exactly python/requirements/peers.txt -- torch 2.x (CPU), bitsandbytes, torchao,
-# torchft and the test run's needs -- and cgad itself, pip-installed from this checkout. scripts/test.sh runs the
-# Python suite in it (CTest's python_pinned_* tests) beside Debian's torch 1.13; docs/testing.md.
+# torchft and the test run's needs -- and build.txt (cgad's build backend, scikit-build-core), and cgad itself,
+# pip-installed from this checkout. scripts/test.sh runs the Python suite in it (CTest's python_pinned_* tests)
+# beside Debian's torch 1.13; docs/testing.md.
 #
 #   scripts/python-env.sh [DIR]   creates or updates DIR; prints the path of DIR/bin/python on stdout and its
 #                                 progress on stderr
 #
-# A second run reinstalls nothing from PyPI while the requirements file is unchanged (a stamp inside the venv
-# records its hash), and rebuilds cgad incrementally (setup.py's build-pip/, through ccache where the caller set
-# CMAKE_CXX_COMPILER_LAUNCHER). PyPI's torch 2.13.0 wheel is a CUDA build of several GB: unless a CPU wheel of the
-# pinned release lies in one of pip's find-links folders (these build machines keep one there), the script stops
-# and says so; CGAD_TORCH_DOWNLOAD=1 lets pip fetch whatever PyPI serves.
+# A second run reinstalls nothing from PyPI while the requirements files are unchanged (a stamp inside the venv
+# records their hash), and rebuilds cgad incrementally (pyproject.toml's build-pip/, through ccache where the
+# caller set CMAKE_CXX_COMPILER_LAUNCHER). PyPI's torch 2.13.0 wheel is a CUDA build of several GB: unless a CPU
+# wheel of the pinned release lies in one of pip's find-links folders (these build machines keep one there), the
+# script stops and says so; CGAD_TORCH_DOWNLOAD=1 lets pip fetch whatever PyPI serves.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source=$PWD
 venv=${1:-build-venv}
 requirements=python/requirements/peers.txt
+backend=python/requirements/build.txt
 python=/usr/bin/python3
 
 die() { echo "python-env: $*" >&2; exit 2; }
@@ -40,13 +42,13 @@ cpu_wheel_present() {
 }
 
 stamp="$venv/.cgad-requirements.sha256"
-wanted=$(sha256sum "$requirements" | cut -d' ' -f1)
+wanted=$(cat "$requirements" "$backend" | sha256sum | cut -d' ' -f1)
 if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
   if ! cpu_wheel_present && [ "${CGAD_TORCH_DOWNLOAD:-}" != 1 ]; then
     die "no CPU wheel of torch ${torch_pin} in pip's find-links; PyPI's is a CUDA build of several GB. Put \
 torch-${torch_pin}+cpu-*.whl in a folder named by PIP_FIND_LINKS, or set CGAD_TORCH_DOWNLOAD=1 to download it"
   fi
-  echo "[python-env] creating $venv from $requirements" >&2
+  echo "[python-env] creating $venv from $requirements and $backend" >&2
   # Only a venv of ours is replaced: a folder of anything else is the user's and stays.
   if [ -e "$venv" ] && [ -n "$(ls -A "$venv" 2>/dev/null)" ] && [ ! -f "$venv/pyvenv.cfg" ]; then
     die "$venv exists and is not a venv; name another folder"
@@ -54,13 +56,13 @@ torch-${torch_pin}+cpu-*.whl in a folder named by PIP_FIND_LINKS, or set CGAD_TO
   rm -rf "$venv"
   "$python" -m venv "$venv"
   start=$SECONDS
-  "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$requirements" 2>&1 >&2 \
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$requirements" -r "$backend" 2>&1 >&2 \
     | { grep -v "^WARNING: Location 'file://.*' is ignored" >&2 || true; }
-  "$venv/bin/python" - "$requirements" >&2 <<'PY'
+  "$venv/bin/python" - "$requirements" "$backend" >&2 <<'PY'
 # Every pin holds in the venv (pip's resolver could have taken another release for a package the file names).
 import importlib.metadata, re, sys
 wrong = []
-for line in open(sys.argv[1]):
+for line in (line for path in sys.argv[1:] for line in open(path)):
     m = re.match(r"\s*([A-Za-z0-9_.-]+)==([^\s#]+)", line)
     if not m:
         continue
@@ -82,7 +84,7 @@ PY
   echo "[python-env] pinned packages installed in $((SECONDS - start)) s" >&2
 fi
 
-# cgad from this checkout, as a user installs it (docs/python.md), with the venv's own build backend.
+# cgad from this checkout, as a user installs it (docs/python.md), with the venv's own build backend (build.txt).
 start=$SECONDS
 "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps --no-index \
   --force-reinstall "$source" >&2

@@ -74,54 +74,56 @@ theory::BiasSweep run_bias_sweep(const VerifyOptions& o) {
                                 [&](long done, long total) { bar.update(done, total); });
 }
 
-PlotSpec bias_sweep_plot(const VerifyOptions& o, const theory::BiasSweep& sweep) {
+PlotFigure bias_sweep_plot(const VerifyOptions& o, const theory::BiasSweep& sweep) {
   const std::vector<double> ks(sweep.tau_maxes.begin(), sweep.tau_maxes.end());
   const bool real = sweep.columns.size() > 3;
-  PlotSpec spec{real ? "Realized staleness-bias term vs tau_max, ideal and real updates (" + o.objective + ", " +
-                           o.delays + " delays)"
-                     : "Staleness-bias term vs tau_max (" + o.objective + ", " + o.delays + " delays)",
-                "tau_max",
-                real ? "R_T/(L*eta^2*G_run^2*T) (log scale)" : "sum(sigma_t*tau_t)/T (log scale)",
-                true,
-                true,
-                {}};
-  for (std::size_t i = 0; i < sweep.columns.size(); ++i) {
-    std::vector<double> y;
-    for (const auto& r : sweep.reports[i]) y.push_back((real ? r.realized_bias : r.bias).convert_to<double>());
-    PlotSeries series;
-    series.title = real ? sweep.columns[i].name : sweep.columns[i].name.substr(6);  // "ideal cgad" -> "cgad"
-    series.x = ks;
-    series.y = y;
-    series.points = true;
-    spec.series.push_back(series);
-  }
-  PlotSeries b1;
-  b1.title = "B1 (bounds ideal CGAD)";
-  b1.x = ks;
-  b1.y = std::vector<double>(ks.size(), sweep.b1_upper.convert_to<double>());
-  b1.points = false;
-  spec.series.push_back(b1);
-  if (real) {
-    // The realized mean delay bounds every column's realized term (step 2 with σ ≡ 1); the ungated ideal run's.
-    PlotSeries mean;
-    mean.title = "mean tau (bounds every update)";
-    mean.x = ks;
-    for (const auto& r : sweep.reports[2]) mean.y.push_back(r.mean_tau.convert_to<double>());
-    mean.points = false;
-    spec.series.push_back(mean);
-  } else {
+  const std::string setting = o.objective + ", " + o.delays + " delays";
+  const auto constant = [&](const std::string& title, double y, int style) {
+    return PlotSeries{title, ks, std::vector<double>(ks.size(), y), false, style};
+  };
+  // Styles by gate (column k and k + 3 share one: the same gate, ideal or real), then the bounds'.
+  constexpr int kB1Style = 3, kBoundStyle = 4;
+  const PlotSeries b1 = constant("B1 (bounds ideal CGAD)", sweep.b1_upper.convert_to<double>(), kB1Style);
+  const auto column = [&](std::size_t i, const std::string& title) {
+    PlotSeries series{title, ks, {}, true, static_cast<int>(i % 3)};
+    for (const auto& r : sweep.reports[i]) series.y.push_back((real ? r.realized_bias : r.bias).convert_to<double>());
+    return series;
+  };
+  if (!real) {
+    PlotSpec spec{"Staleness-bias term vs tau_max (" + setting + ")",
+                  "tau_max",
+                  "sum(sigma_t*tau_t)/T (log scale)",
+                  true,
+                  true,
+                  {}};
+    for (std::size_t i = 0; i < sweep.columns.size(); ++i) {
+      spec.series.push_back(column(i, sweep.columns[i].name.substr(6)));  // "ideal cgad" -> "cgad"
+    }
+    spec.series.push_back(b1);
     const theory::Interval alpha = theory::Interval::from_decimal(o.alpha, "alpha");
     if (alpha.strictly_positive()) {  // 1/(eα) is +∞ at α = 0: nothing to draw
-      PlotSeries line;
-      line.title = "1/(e*alpha) (Adam-Decay bound)";
-      line.x = ks;
-      line.y = std::vector<double>(
-          ks.size(), (theory::Interval(1) / (theory::exp(theory::Interval(1)) * alpha)).upper().convert_to<double>());
-      line.points = false;
-      spec.series.push_back(line);
+      spec.series.push_back(
+          constant("1/(e*alpha) (Adam-Decay bound)",
+                   (theory::Interval(1) / (theory::exp(theory::Interval(1)) * alpha)).upper().convert_to<double>(),
+                   kBoundStyle));
     }
+    return {{}, {spec}};
   }
-  return spec;
+  // With the real update: one panel per update, each gate once in it; the realized mean delay bounds every
+  // column's realized term (step 2 with σ ≡ 1), the ungated ideal run's, drawn in both.
+  PlotSeries mean{"mean tau (bounds every update)", ks, {}, false, kBoundStyle};
+  for (const auto& r : sweep.reports[2]) mean.y.push_back(r.mean_tau.convert_to<double>());
+  const std::string ylabel = "R_T/(L*eta^2*G_run^2*T) (log scale)";
+  PlotFigure figure{"Realized staleness-bias term vs tau_max (" + setting + ")",
+                    {{"ideal updates", "tau_max", ylabel, true, true, {}},
+                     {"real updates (the gate in front of Adam)", "tau_max", ylabel, true, true, {}}}};
+  for (std::size_t i = 0; i < sweep.columns.size(); ++i) {
+    const std::string& name = sweep.columns[i].name;
+    figure.panels[i < 3 ? 0 : 1].series.push_back(column(i, i < 3 ? name.substr(6) : name));  // the panel says ideal
+  }
+  figure.panels[0].series.push_back(b1);
+  for (PlotSpec& panel : figure.panels) panel.series.push_back(mean);
+  return figure;
 }
 
 }  // namespace cgad::cli

@@ -47,7 +47,8 @@ std::string run_name(const VerifyOptions& o);
 theory::BiasSweep run_bias_sweep(const VerifyOptions& o);
 bool sweep_has_real_update(const VerifyOptions& o);
 // The figure: the ideal update's Σσ_tτ_t/T per gate with B1 and 1/(eα) (ideal only), or the realized
-// normalized bias term of every column with B1 and the realized mean delay (with the real update).
-PlotSpec bias_sweep_plot(const VerifyOptions& o, const theory::BiasSweep& sweep);
+// normalized bias term in two panels, the ideal update's gates with B1 and the real update's, each with the
+// realized mean delay (with the real update); a gate is drawn alike in both.
+PlotFigure bias_sweep_plot(const VerifyOptions& o, const theory::BiasSweep& sweep);
 
 }  // namespace cgad::cli

@@ -34,3 +34,28 @@ def test_type_information_ships_with_the_package():
     package = pathlib.Path(cgad.__file__).parent
     assert (package / "py.typed").is_file()
     assert (package / "_cgad.pyi").is_file()
+
+
+def _pins(path):
+    """name -> version of every `name==version` line of a requirements file."""
+    pins = {}
+    for line in path.read_text().splitlines():
+        requirement = line.split("#")[0].strip()
+        if requirement:
+            name, version = requirement.split("==")
+            pins[name.lower()] = version
+    return pins
+
+
+def test_the_build_backend_is_pinned_alike_for_isolated_and_non_isolated_builds():
+    # pip's isolated build installs [build-system] requires; `--no-build-isolation` builds with what
+    # python/requirements/build.txt installed (.ci/pip-install, scripts/python-env.sh): the same releases.
+    system = tomllib.loads((SOURCE_DIR / "pyproject.toml").read_text())["build-system"]
+    assert system["build-backend"] == "scikit_build_core.build"
+    declared = dict(r.lower().split("==") for r in system["requires"])
+    requirements = SOURCE_DIR / "python" / "requirements"
+    assert declared == _pins(requirements / "build.txt")
+    assert "scikit-build-core" in declared
+    # The pinned PyPI environment installs both files: a package both name must be the same release.
+    peers = _pins(requirements / "peers.txt")
+    assert {n: v for n, v in peers.items() if n in declared} == {n: v for n, v in declared.items() if n in peers}

@@ -17,9 +17,12 @@ const differential::NoiseSample& sample_at_fraction(const differential::NoiseRun
 // metrics, gated_to_zero; for a run over several tensors, then each tensor's rows as scenario "<name>/tensor<k>".
 std::string noise_samples_csv(const std::vector<differential::NoiseRun>& runs);
 
+// One panel per configuration the runs differ in besides the optimizer (state format and semantics, rounding,
+// stream, seed ...), titled in words, with one series per optimizer styled alike in every panel; what every run
+// shares is said once, in the figure's title.
 struct NoisePlots {
-  PlotSpec v_rms;   // relative RMS error of v over the run (log y)
-  PlotSpec v_bias;  // signed mean relative error of v over the run
+  PlotFigure v_rms;   // relative RMS error of v over the run (log y)
+  PlotFigure v_bias;  // signed mean relative error of v over the run
 };
 NoisePlots noise_plots(const std::vector<differential::NoiseRun>& runs);
 

@@ -9,9 +9,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <sstream>
 
 extern char** environ;
@@ -35,31 +37,76 @@ std::string quoted(const std::string& text) {
   return out + "'";
 }
 
-// The whole gnuplot script: the data as inline datablocks and the PNG to standard output, so that neither a path
-// nor a file name ever appears in it.
-std::string script_of(const PlotSpec& spec) {
-  std::ostringstream out;
-  out.precision(17);
-  out << "set terminal pngcairo size 1000,650 noenhanced\nset output\n"
-      << "set title " << quoted(spec.title) << "\nset xlabel " << quoted(spec.xlabel) << "\nset ylabel "
-      << quoted(spec.ylabel) << "\n"
-      << "set key outside below\nset grid\n";  // below: long series names would squeeze the plot from the right
-  if (spec.log_x) out << "set logscale x 2\n";
-  if (spec.log_y) out << "set logscale y\n";
+// A title of several lines: each line a literal, joined by gnuplot's "\n" (its string concatenation, `.`), so a
+// line break is the only control character that survives, and only as a line break.
+std::string lines(const std::string& text) {
+  std::string out;
+  std::size_t start = 0;
+  for (std::size_t end; (end = text.find('\n', start)) != std::string::npos; start = end + 1) {
+    out += quoted(text.substr(start, end - start)) + ".\"\\n\".";
+  }
+  return out + quoted(text.substr(start));
+}
+
+// Style k's look: the Okabe-Ito colours (distinct for the colour-blind), and dash patterns and point types that
+// stay apart in grey. The cycles' lengths, 7 and 6, are coprime, so no two of the first 42 styles look alike,
+// and the first six differ in all three.
+constexpr const char* kColors[] = {"#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000"};
+// Filled circle, square, triangles up and down, diamond, pentagon, open square.
+constexpr int kPointTypes[] = {7, 5, 9, 11, 13, 15, 4};
+constexpr const char* kDashes[] = {"solid", "(12,6)", "(3,4)", "(12,4,3,4)", "(12,4,3,4,3,4)", "(24,6,6,6)"};
+
+void panel_script(std::ostringstream& out, const PlotSpec& spec, std::size_t panel) {
+  out << "set title " << lines(spec.title) << "\nset xlabel " << quoted(spec.xlabel) << "\nset ylabel "
+      << quoted(spec.ylabel) << "\n";
+  out << (spec.log_x ? "set logscale x 2\n" : "unset logscale x\n");
+  out << (spec.log_y ? "set logscale y\n" : "unset logscale y\n");
   for (std::size_t i = 0; i < spec.series.size(); ++i) {
     const PlotSeries& s = spec.series[i];
-    out << "$data" << i << " << EOD\n";
+    out << "$data" << panel << '_' << i << " << EOD\n";
     for (std::size_t k = 0; k < s.x.size(); ++k) out << s.x[k] << ' ' << s.y[k] << '\n';
     out << "EOD\n";
   }
   out << "plot ";
   for (std::size_t i = 0; i < spec.series.size(); ++i) {
-    out << (i ? ", " : "") << "$data" << i << " using 1:2 with " << (spec.series[i].points ? "linespoints" : "lines");
-    if (spec.series[i].color >= 0) out << " linecolor " << spec.series[i].color + 1;
-    if (spec.series[i].dashed) out << " dashtype 2";
-    out << " title " << quoted(spec.series[i].title);
+    const PlotSeries& s = spec.series[i];
+    const std::size_t style = s.style >= 0 ? static_cast<std::size_t>(s.style) : i;
+    const bool points = s.points && !s.dashed;
+    const char* color = kColors[style % std::size(kColors)];
+    out << (i ? ", " : "") << "$data" << panel << '_' << i << " using 1:2 with " << (points ? "linespoints" : "lines");
+    // A `dashed` companion (a mean + σ): its style's colour, thinner, in long even dashes, a pattern no main series
+    // has, so it is never taken for another method's mean.
+    if (s.dashed) {
+      out << " linewidth 1.5 linecolor rgb '" << color << "' dashtype (24,12)";
+    } else {
+      out << " linewidth 2 linecolor rgb '" << color << "' dashtype " << kDashes[style % std::size(kDashes)];
+    }
+    // About a dozen markers per series: one per sample hides the dash pattern on a long run.
+    if (points)
+      out << " pointtype " << kPointTypes[style % std::size(kPointTypes)] << " pointinterval "
+          << std::max<std::size_t>(1, s.x.size() / 12);
+    out << " title " << quoted(s.title);
   }
   out << "\n";
+}
+
+// The whole gnuplot script: the data as inline datablocks and the PNG to standard output, so that neither a path
+// nor a file name ever appears in it.
+std::string script_of(const PlotFigure& figure) {
+  std::ostringstream out;
+  out.precision(17);
+  const std::size_t panels = figure.panels.size(), columns = panels > 1 ? 2 : 1,
+                    rows = (panels + columns - 1) / columns;
+  out << "set terminal pngcairo size " << (panels > 1 ? 1400 : 1000) << ',' << (panels > 1 ? 80 + 520 * rows : 650)
+      << " noenhanced\nset output\nset grid\n";
+  if (panels > 1) {
+    out << "set multiplot layout " << rows << ',' << columns << " title " << lines(figure.title) << " font ',13'\n";
+  }
+  // Below the plot, never over the data; long series names would squeeze the plot from the right. Left-aligned,
+  // each name after its line sample.
+  out << "set key outside below Left reverse\n";
+  for (std::size_t p = 0; p < panels; ++p) panel_script(out, figure.panels[p], p);
+  if (panels > 1) out << "unset multiplot\n";
   return out.str();
 }
 
@@ -75,6 +122,10 @@ void check_plot_target(const std::filesystem::path& target) {
 }
 
 void plot_png(const std::filesystem::path& target, const PlotSpec& spec) {
+  plot_png(target, PlotFigure{{}, {spec}});
+}
+
+void plot_png(const std::filesystem::path& target, const PlotFigure& figure) {
   check_plot_target(target);
   // gnuplot reads the script on its standard input and writes the PNG on its standard output, which is the
   // atomic temporary of the target: no data, script or image file of our own, and no shell -- the child is
@@ -102,7 +153,7 @@ void plot_png(const std::filesystem::path& target, const PlotSpec& spec) {
   }, previous{};
   ignore.sa_handler = SIG_IGN;
   ::sigaction(SIGPIPE, &ignore, &previous);
-  const std::string script = script_of(spec);
+  const std::string script = script_of(figure);
   const bool sent = io::write_all(script_pipe[1], script.data(), script.size());
   ::close(script_pipe[1]);
   ::sigaction(SIGPIPE, &previous, nullptr);

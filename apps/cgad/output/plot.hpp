@@ -11,24 +11,35 @@
 
 namespace cgad::cli {
 
+// Every series is told apart by three things at once -- colour, dash pattern and point type -- so that a figure
+// reads in grey, and no two styles of a figure look alike (gnuplot's default cycles its colours after eight).
 struct PlotSeries {
-  std::string title;
+  std::string title;  // in words: the legend is read by a person
   std::vector<double> x, y;
-  bool points = true;  // linespoints; false: lines
-  int color = -1;      // series given the same number share a colour (e.g. a mean and its mean + σ); -1: by position
-  bool dashed = false;
+  bool points = true;   // linespoints; false: lines
+  int style = -1;       // series given the same number share colour, dash and points (e.g. a mean and its mean + σ,
+                        // or one optimizer across panels); -1: by position
+  bool dashed = false;  // a companion of its style's main series (e.g. mean + σ): thinner, long even dashes, no points
 };
 
-struct PlotSpec {
+struct PlotSpec {  // one panel
   std::string title, xlabel, ylabel;
   bool log_x = false, log_y = false;
   std::vector<PlotSeries> series;
+};
+
+// Several panels in one image (gnuplot's multiplot), two to a row, under a title: a study whose series differ in
+// more than one way is split by all but one of them, so each panel's legend names a handful of series in words.
+struct PlotFigure {
+  std::string title;
+  std::vector<PlotSpec> panels;
 };
 
 // Refuses (InputError) a plot that cannot be drawn -- gnuplot missing, or no such directory -- so a long run
 // fails before it starts rather than after.
 void check_plot_target(const std::filesystem::path& target);
 
-void plot_png(const std::filesystem::path& target, const PlotSpec& spec);
+void plot_png(const std::filesystem::path& target, const PlotFigure& figure);
+void plot_png(const std::filesystem::path& target, const PlotSpec& spec);  // one panel
 
 }  // namespace cgad::cli

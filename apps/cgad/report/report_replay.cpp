@@ -1,5 +1,6 @@
 // Report section: a built-in pseudo-gradient stream replayed through all seven optimizers in MPFR.
 // The stream's staleness sweeps 0 … 40, so it crosses τ_cut = 32 and shows the gate's exact zero at work.
+#include "optimizer_words.hpp"
 #include "plot.hpp"
 #include "report_writer.hpp"
 
@@ -59,7 +60,11 @@ std::string report_replay_section(ReportWriter& report) {
      << "| optimizer | events applied | skipped at σ = 0 | ‖θ_T − θ_0‖₂ | θ_T[0] |\n|---|---:|---:|---:|---:|\n";
   std::ostringstream csv;
   csv << "optimizer,event,tau,tau_effective,sigma,skipped,distance_from_start\n";
-  PlotSpec plot{"Reference replay of the built-in stream", "event", "||theta_k - theta_0||_2", false, true, {}};
+  // Two panels, by family: their default learning rates move θ on scales four decades apart, and one legend of
+  // nine would be read by colour alone.
+  PlotFigure plot{"Reference replay of the built-in stream",
+                  {{"Adam family, η = 1e-3", "event", "||theta_k - theta_0||_2", false, true, {}},
+                   {"Nesterov family, η = 0.7", "event", "||theta_k - theta_0||_2", false, true, {}}}};
   std::ostringstream notes;
   std::size_t runs = 0, zero_gate_skips = 0;
   for (const auto& [name, kind] : core::kOptimizerNames) {
@@ -75,7 +80,8 @@ std::string report_replay_section(ReportWriter& report) {
       options.on_zero_gate = policy;
       const differential::ReplayResult result = differential::replay_reference(stream, "example", options, notes);
       const std::string label = std::string(name) + (gated ? " (" + policy + ")" : "");
-      PlotSeries series{label, {}, {}, false};
+      const auto zero_gate = policy == "skip" ? core::ZeroGatePolicy::skip : core::ZeroGatePolicy::apply;
+      PlotSeries series{optimizer_words(kind) + (gated ? ", " + zero_gate_words(zero_gate) : ""), {}, {}, false};
       mpfr_real distance(0);
       std::size_t applied = 0;
       for (const auto& record : result.records) {
@@ -93,7 +99,7 @@ std::string report_replay_section(ReportWriter& report) {
         series.x.push_back(record["event"].get<double>());
         series.y.push_back(distance.convert_to<double>());
       }
-      plot.series.push_back(series);
+      plot.panels[core::is_adam_family(kind) ? 0 : 1].series.push_back(series);
       ++runs;
       zero_gate_skips += result.zero_gate;
       md << "| " << label << " | " << applied << " | " << result.zero_gate << " | " << core::to_decimal(distance, 12)
