@@ -3,6 +3,7 @@
 #include "cgad/io/atomic_file.hpp"
 #include "cgad/io/input_file.hpp"
 #include "cgad/core/errors.hpp"
+#include "cgad/differential/optimizer_options.hpp"
 #include "cgad/reference/real.hpp"
 
 #include <fcntl.h>
@@ -28,9 +29,11 @@ namespace cgad::cli {
 
 using core::InputError;
 
-void add_precision_option(CLI::App& command, unsigned& bits) {
+void add_precision_option(CLI::App& command, unsigned& bits, unsigned max_bits) {
   bits = reference::kDefaultPrecisionBits;
-  command.add_option("--precision", bits, "MPFR working precision in bits")->capture_default_str();
+  command.add_option("--precision", bits, "MPFR working precision in bits")
+      ->capture_default_str()
+      ->check(at_most(max_bits == 0 ? reference::kMaxPrecisionBits : max_bits, "bits"));
 }
 
 unsigned apply_precision(unsigned requested_bits) {
@@ -135,6 +138,13 @@ bool standard_output_is(dev_t device, ino_t inode) {
   return ::fstat(STDOUT_FILENO, &st) == 0 && S_ISREG(st.st_mode) && st.st_dev == device && st.st_ino == inode;
 }
 
+bool names_standard_output(const std::string& path) {
+  if (path == "-") return true;
+  struct stat named, out;
+  return ::stat(path.c_str(), &named) == 0 && ::fstat(STDOUT_FILENO, &out) == 0 && named.st_dev == out.st_dev &&
+         named.st_ino == out.st_ino;
+}
+
 void refuse_standard_output_onto(const io::InputFile& input, const std::string& path) {
   if (standard_output_is(input.device(), input.inode())) {
     throw InputError("standard output is the input file '" + path + "' (a redirection such as >> " + path +
@@ -176,6 +186,9 @@ void write_atomically(const std::filesystem::path& path, const std::function<voi
 
 namespace {
 
+// The name of at_most's validators, by which the value check knows an option has a limit of its own.
+constexpr char kAtMost[] = "at most";
+
 bool all_digits(const std::string& text, std::size_t from) {
   if (from >= text.size()) return false;
   for (std::size_t i = from; i < text.size(); ++i) {
@@ -187,7 +200,7 @@ bool all_digits(const std::string& text, std::size_t from) {
 // The check for one value of `option`, by the type CLI11 converts it to (its type name: INT, UINT, FLOAT, ...;
 // a list's is its element's). Integers lose their leading zeros here, so that CLI11's base-0 conversion reads
 // "010" as ten, not as octal eight.
-std::string check_value(std::string& value, const std::string& type) {
+std::string check_value(std::string& value, const std::string& type, bool has_limit) {
   // CLI11 puts the option's name in front of each message.
   if (value.empty()) return "empty value, expected " + std::string(type.rfind("TEXT", 0) == 0 ? "text" : "a number");
   const bool unsigned_type = type.rfind("UINT", 0) == 0;
@@ -204,7 +217,8 @@ std::string check_value(std::string& value, const std::string& type) {
     const std::string limit = unsigned_type ? "18446744073709551615"
                               : negative    ? "9223372036854775808"
                                             : "9223372036854775807";
-    if (digits.size() > limit.size() || (digits.size() == limit.size() && digits > limit)) {
+    // An option with its own limit (at_most, which runs after this check) states that one instead.
+    if (!has_limit && (digits.size() > limit.size() || (digits.size() == limit.size() && digits > limit))) {
       return "'" + value + "' is out of range (a " + std::string(unsigned_type ? "64-bit unsigned" : "64-bit") +
              " integer is at most " + (negative ? "-" : "") + limit + (negative ? " in magnitude" : "") + ")";
     }
@@ -212,6 +226,10 @@ std::string check_value(std::string& value, const std::string& type) {
   } else if (type.rfind("FLOAT", 0) == 0) {
     if (core::classify_number_text(value) == core::NumberText::invalid) {
       return "'" + value + "' is not a number";
+    }
+    // CLI11 converts to double: a nonzero value below its range would silently be 0 (--zero-fraction 1e-400).
+    if (differential::rounds_to_zero(value, std::strtod(value.c_str(), nullptr) == 0.0)) {
+      return "is not 0 as written, got '" + value + "', which rounds to 0 in double";
     }
   }
   return {};
@@ -221,8 +239,12 @@ void install_on(CLI::App& app) {
   for (CLI::Option* option : app.get_options()) {
     if (option->get_type_size() == 0) continue;  // a flag: no value
     const std::string type = option->get_type_name();
-    option->transform(
-        CLI::Validator([type](std::string& value) { return check_value(value, type); }, "", "value check"));
+    bool has_limit = false;
+    try {
+      has_limit = option->get_validator(kAtMost) != nullptr;
+    } catch (const CLI::OptionNotFound&) {}
+    option->transform(CLI::Validator(
+        [type, has_limit](std::string& value) { return check_value(value, type, has_limit); }, "", "value check"));
   }
   for (CLI::App* sub : app.get_subcommands({})) install_on(*sub);
 }
@@ -231,6 +253,20 @@ void install_on(CLI::App& app) {
 
 void install_value_checks(CLI::App& app) {
   install_on(app);
+}
+
+CLI::Validator at_most(std::uint64_t max, const std::string& why) {
+  return CLI::Validator(
+      [max, why](std::string& value) -> std::string {
+        const std::size_t sign = !value.empty() && value.front() == '+' ? 1 : 0;
+        if (!all_digits(value, sign)) return {};  // not a plain count: the value check says what is wrong
+        const std::size_t first = value.find_first_not_of('0', sign);
+        const std::string digits = first == std::string::npos ? "0" : value.substr(first);
+        const std::string limit = std::to_string(max);
+        if (digits.size() < limit.size() || (digits.size() == limit.size() && digits <= limit)) return {};
+        return "'" + value + "' is out of range: at most " + limit + " " + why;
+      },
+      "<= " + std::to_string(max), kAtMost);
 }
 
 namespace {

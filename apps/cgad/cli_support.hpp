@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <functional>
 #include <iosfwd>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -18,8 +19,9 @@ class InputFile;
 
 namespace cgad::cli {
 
-// Adds --precision BITS (default 256) bound to `bits`.
-void add_precision_option(CLI::App& command, unsigned& bits);
+// Adds --precision BITS (default 256) bound to `bits`, at most `max_bits` (the command's own limit, which the
+// value check states; by default the reference's, reference::kMaxPrecisionBits).
+void add_precision_option(CLI::App& command, unsigned& bits, unsigned max_bits = 0);
 
 // Sets the MPFR working precision and returns the effective bits, which every output reports: Boost counts
 // precision in decimal digits, so the effective bits can exceed the request by a few (256 gives 257).
@@ -64,6 +66,11 @@ void write_atomically(const std::filesystem::path& path, const std::function<voi
 //     --seeds 1 --seeds 01): every list names runs or rows, and a repeated one would be computed and printed
 //     twice. Integers compare by value, other items as written.
 void install_value_checks(CLI::App& app);
+// An integer option's real upper limit, checked on the text before CLI11 converts it: a value past a 32-bit
+// variable (--jobs 4294967296) was "Could not convert", and one past 64 bits quoted 2^64 - 1 as the limit,
+// which the option then refused too. The message quotes the value and states `max` and `why` (e.g. "bits").
+CLI::Validator at_most(std::uint64_t max, const std::string& why);
+
 // InputError for the first empty or repeated item of a list option in argv (see install_value_checks).
 void check_list_items(const CLI::App& app, int argc, const char* const* argv);
 
@@ -86,6 +93,10 @@ void finish_standard_output();
 // Whether standard output is the regular file with this identity, and InputError if it is the input `input`
 // (cgad replay --input s.jsonl --output - >> s.jsonl would append to the stream it reads, without end).
 bool standard_output_is(dev_t device, ino_t inode);
+// Whether an output path is standard output: "-", or a name of the very file (pipe, terminal) descriptor 1 is
+// (/dev/stdout, /proc/self/fd/1, or the file a > redirection opened), so that a command that prints on standard
+// output can refuse a second output into it (the two would be interleaved, or one replaced under the other).
+bool names_standard_output(const std::string& path);
 void refuse_standard_output_onto(const io::InputFile& input, const std::string& path);
 
 }  // namespace cgad::cli

@@ -1,4 +1,5 @@
 // `cgad bench`: the summary of the benchmarks in bench/ (bench_summary.hpp), as text or JSON.
+#include "cli_support.hpp"
 #include "commands.hpp"
 
 #include "cgad/bench/summary.hpp"
@@ -38,7 +39,8 @@ void add_bench_command(CLI::App& app) {
   CLI::App* command = app.add_subcommand("bench", "Summary benchmark: fast path vs copy, reference vs raw MPFR, CUDA");
   command->add_flag("--quick", options->quick, "small sizes, short samples (under 30 s)");
   command->add_flag("--json", options->json, "print JSON");
-  command->add_option("--threads", options->threads, "CPU threads, at most 256 (default: every core)");
+  command->add_option("--threads", options->threads, "CPU threads, at most 256 (default: every core)")
+      ->check(at_most(fastpath::ThreadPool::kMaxThreads, "threads (0: every core)"));
   command->callback([options] { run_bench(*options); });
 }
 

@@ -265,7 +265,7 @@ void add_bound_command(CLI::App& app) {
   command->add_flag(
       "--alpha-scan", options->alpha_scan,
       "also certify B1, B1_int and W for alpha = 0.01 ... 16 at this tau_cut (what O(1/e^alpha) can mean)");
-  add_precision_option(*command, options->precision);
+  add_precision_option(*command, options->precision, kMaxBoundPrecisionBits);
   command->callback([options] { run_bound(*options); });
 }
 

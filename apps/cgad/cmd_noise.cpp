@@ -8,6 +8,7 @@
 
 #include "cgad/differential/noise_lockstep.hpp"
 #include "cgad/io/input_file.hpp"
+#include "cgad/reference/real.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -54,19 +55,15 @@ nlohmann::json trap_json(const differential::TrapSummary& t) {
           {"reference_max_step_over_lr", t.reference_max_step_over_lr}};
 }
 
-// Per tensor of the run's layout (a recorded stream's "tensors"), the same trap metrics at `sample`.
-nlohmann::json tensors_json(const differential::NoiseRun& run, const differential::NoiseSample& sample) {
-  nlohmann::json out = nlohmann::json::array();
-  for (std::size_t t = 0; t < sample.tensors.size(); ++t) {
-    const differential::TensorSample& s = sample.tensors[t];
-    out.push_back({{"tensor", t},
-                   {"size", run.tensors[t]},
-                   {"v", summary_json(s.v)},
-                   {"m", summary_json(s.m)},
-                   {"theta", summary_json(s.theta)},
-                   {"trap", trap_json(s.trap)}});
-  }
-  return out;
+// Tensor t of the run's layout (a recorded stream's "tensors"), its trap metrics at `sample`.
+nlohmann::json tensor_json(const differential::NoiseRun& run, const differential::NoiseSample& sample, std::size_t t) {
+  const differential::TensorSample& s = sample.tensors[t];
+  return {{"tensor", t},
+          {"size", run.tensors[t]},
+          {"v", summary_json(s.v)},
+          {"m", summary_json(s.m)},
+          {"theta", summary_json(s.theta)},
+          {"trap", trap_json(s.trap)}};
 }
 
 void print_table(const std::vector<differential::NoiseRun>& runs, unsigned bits) {
@@ -96,22 +93,49 @@ void print_table(const std::vector<differential::NoiseRun>& runs, unsigned bits)
   }
 }
 
-void print_json(const std::vector<differential::NoiseRun>& runs, unsigned bits) {
-  nlohmann::json out{{"precision_bits", bits}, {"runs", nlohmann::json::array()}};
-  for (const auto& run : runs) {
-    nlohmann::json samples = nlohmann::json::array();
-    for (const auto& s : run.samples) {
-      samples.push_back({{"step", s.step},
-                         {"v", summary_json(s.v)},
-                         {"m", summary_json(s.m)},
-                         {"theta", summary_json(s.theta)},
-                         {"trap", trap_json(s.trap)},
-                         {"gated_to_zero", s.gated_to_zero},
-                         {"tensors", tensors_json(run, s)}});
-    }
-    out["runs"].push_back({{"scenario", differential::scenario_name(run.scenario)}, {"samples", samples}});
+// `value` as nlohmann's dump(2) writes it at `depth` levels of indentation, so that pieces written one at a time
+// read as one dump(2) of the whole.
+void put_json(std::ostream& out, const nlohmann::json& value, std::size_t depth) {
+  const std::string text = value.dump(2);
+  const std::string indent(2 * depth, ' ');
+  for (const char c : text) {
+    out << c;
+    if (c == '\n') out << indent;
   }
-  std::cout << out.dump(2) << "\n";
+}
+
+// Every logged sample, written as it is formed -- the text of one dump(2) of the study, keys in nlohmann::json's
+// order -- so that memory holds one tensor's entry at a time: a DOM of the whole study took ~5 KB per tensor and
+// sample (300 000 tensors logged 12 times: 20 GB).
+void print_json(const std::vector<differential::NoiseRun>& runs, unsigned bits) {
+  std::ostream& out = std::cout;
+  out << "{\n  \"precision_bits\": " << bits << ",\n  \"runs\": [";
+  for (std::size_t r = 0; r < runs.size(); ++r) {
+    const differential::NoiseRun& run = runs[r];
+    out << (r ? "," : "") << "\n    {\n      \"samples\": [";
+    for (std::size_t k = 0; k < run.samples.size(); ++k) {
+      const differential::NoiseSample& s = run.samples[k];
+      out << (k ? "," : "") << "\n        {\n          \"gated_to_zero\": " << s.gated_to_zero
+          << ",\n          \"m\": ";
+      put_json(out, summary_json(s.m), 5);
+      out << ",\n          \"step\": " << s.step << ",\n          \"tensors\": [";
+      for (std::size_t t = 0; t < s.tensors.size(); ++t) {
+        out << (t ? "," : "") << "\n            ";
+        put_json(out, tensor_json(run, s, t), 6);
+      }
+      out << (s.tensors.empty() ? "]" : "\n          ]") << ",\n          \"theta\": ";
+      put_json(out, summary_json(s.theta), 5);
+      out << ",\n          \"trap\": ";
+      put_json(out, trap_json(s.trap), 5);
+      out << ",\n          \"v\": ";
+      put_json(out, summary_json(s.v), 5);
+      out << "\n        }";
+    }
+    out << "\n      ],\n      \"scenario\": ";
+    put_json(out, differential::scenario_name(run.scenario), 3);
+    out << "\n    }";
+  }
+  out << (runs.empty() ? "]" : "\n  ]") << "\n}\n";
 }
 
 void run_noise(const NoiseOptions& o) {
@@ -127,11 +151,24 @@ void run_noise(const NoiseOptions& o) {
     stream =
         std::make_shared<const differential::PseudoGradientStream>(differential::read_stream(in.stream(), o.stream));
   }
+  // The v map is that of q8 second moments (as in simulate, simulate/src/sweep_grid.cpp): a run of another state
+  // has none and runs once, as it would without --v-map; a map that no state of the study reads is refused.
+  const auto is_q8 = [](const std::string& state) {
+    return fastpath::parse_state_format(state) == fastpath::StateFormat::q8;
+  };
+  const bool any_q8 = std::any_of(o.states.begin(), o.states.end(), is_q8);
+  for (const auto& v_map : o.v_maps) {
+    if (!any_q8 && fastpath::parse_v_map(v_map) != fastpath::VMap::dynamic) {
+      throw core::InputError("v map " + v_map + " is a map of q8 second moments: --v-map " + v_map +
+                             " applies to q8 state, which is not in --state");
+    }
+  }
+  const std::vector<std::string> no_map{std::string(fastpath::to_string(fastpath::VMap::dynamic))};
   std::vector<differential::NoiseScenario> scenarios;
   for (const auto& optimizer : o.optimizers) {
     for (const auto& state : o.states) {
       for (const auto& semantics : o.semantics) {
-        for (const auto& v_map : o.v_maps) {
+        for (const auto& v_map : is_q8(state) ? o.v_maps : no_map) {
           for (const auto& rounding : o.roundings) {
             for (const auto& delays : o.delays) {
               for (const auto seed : o.seeds) {
@@ -192,7 +229,7 @@ void run_noise(const NoiseOptions& o) {
   if (o.json) {
     print_json(runs, bits);
   } else if (o.csv) {
-    std::cout << noise_samples_csv(runs);
+    write_noise_samples_csv(std::cout, runs);
   } else {
     print_table(runs, bits);
   }
@@ -240,7 +277,8 @@ void add_noise_command(CLI::App& app) {
   command->add_flag("--json", o->json, "every logged sample as JSON");
   command->add_flag("--csv", o->csv, "every logged sample as CSV");
   command->add_option("--plot-dir", o->plot_dir, "write noise_v_rms.png and noise_v_bias.png into this directory");
-  command->add_option("--precision", o->precision, "MPFR bits of the reference (default 128)");
+  command->add_option("--precision", o->precision, "MPFR bits of the reference (default 128)")
+      ->check(at_most(reference::kMaxPrecisionBits, "bits"));
   command->callback([o] { run_noise(*o); });
 }
 

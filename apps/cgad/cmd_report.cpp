@@ -3,6 +3,7 @@
 #include "cli_support.hpp"
 #include "commands.hpp"
 #include "report_writer.hpp"
+#include "signal_cleanup.hpp"
 
 #include <chrono>
 #include <iostream>
@@ -23,6 +24,9 @@ void run_report(const ReportOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   const unsigned bits = apply_precision(options.precision);
   ReportWriter report(options.out);
+  // Ctrl-C, kill or a closed terminal: the half-built folder goes with the process (the old report stays);
+  // before this, it stayed until a later report removed it. Before any section starts a thread.
+  const SignalCleanup on_signal([&report] { report.abandon(); });
   report.markdown() << "# cgad report\n\nCosine-Gated Adam-Decay: what cgad computes on its built-in defaults. "
                     << "Reference arithmetic: " << bits << "-bit MPFR. Regenerate with `cgad report`.\n\n";
   struct Section {

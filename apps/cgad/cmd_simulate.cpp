@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <numeric>
 #include <optional>
@@ -124,6 +125,13 @@ void refuse_other_objectives_flags(const SimulateOptions& o) {
   if (objective != simulate::ObjectiveKind::teacher_student && o.label_noise) {
     throw InputError("--label-noise applies to the teacher-student objective, not " + o.objective);
   }
+  // R scales the outlier features only: with none it would change no run, only the grid's fingerprint (so that
+  // parts of one sweep, run with and without it, would not merge).
+  if (o.outlier_scale && o.outlier_features == 0) {
+    throw InputError(
+        "--outlier-scale scales the outlier features, and --outlier-features is 0: give "
+        "--outlier-features N or leave --outlier-scale out");
+  }
 }
 
 // --min-q8-size decides which tensors of a q8 state keep fp32 moments, --v-map zero-free its second moment's map;
@@ -146,25 +154,26 @@ simulate::SweepGrid make_grid(const SimulateOptions& o) {
   b.objective = simulate::parse_objective_kind(o.objective);
   refuse_other_objectives_flags(o);
   b.problem_seed = o.problem_seed;
-  if (o.nqm_noise) b.nqm_noise = core::parse_real<double>(*o.nqm_noise, "nqm-noise");
-  if (o.label_noise) b.label_noise = core::parse_real<double>(*o.label_noise, "label-noise");
+  if (o.nqm_noise) b.nqm_noise = differential::parse_nonvanishing<double>(*o.nqm_noise, "nqm-noise");
+  if (o.label_noise) b.label_noise = differential::parse_nonvanishing<double>(*o.label_noise, "label-noise");
   b.workers = o.workers;
   b.rounds = o.rounds;
   b.inner.kind = simulate::parse_inner_optimizer(o.inner);
   b.inner.steps = o.inner_steps;
-  if (o.inner_lr) b.inner.lr = core::parse_real<float>(*o.inner_lr, "inner-lr");
+  if (o.inner_lr) b.inner.lr = differential::parse_nonvanishing<float>(*o.inner_lr, "inner-lr");
   if (o.inner_eps) {
     if (b.inner.kind != simulate::InnerOptimizerKind::adamw) throw InputError("--inner-eps applies to --inner adamw");
-    b.inner.eps = core::parse_real<float>(*o.inner_eps, "inner-eps");
+    b.inner.eps = differential::parse_nonvanishing<float>(*o.inner_eps, "inner-eps");
   }
   b.depth = o.depth;
   b.outlier_features = o.outlier_features;
-  if (o.outlier_scale) b.outlier_scale = core::parse_real<double>(*o.outlier_scale, "outlier-scale");
+  if (o.outlier_scale) b.outlier_scale = differential::parse_nonvanishing<double>(*o.outlier_scale, "outlier-scale");
   b.delays = simulate::parse_delays(o.delays);
   b.worker_params = simulate::parse_worker_params(o.worker_params);
   b.lr_scale = simulate::parse_lr_scale(o.lr_scale);
   b.fragment_progress = simulate::parse_fragment_progress(o.fragment_progress);
-  if (o.diverge_factor) b.divergence_factor = core::parse_real<double>(*o.diverge_factor, "diverge-factor");
+  if (o.diverge_factor)
+    b.divergence_factor = differential::parse_nonvanishing<double>(*o.diverge_factor, "diverge-factor");
   b.log_every = o.log_every;
   refuse_unread_flags(o);
   differential::OptimizerOptions hyper = o.optimizer;
@@ -304,6 +313,14 @@ void run_simulate(const SimulateOptions& o) {
   check_sweep_output(o.output);
   const bool recording = !o.record_deltas.empty();
   if (recording && sharded) throw InputError("--record-deltas records a whole one-run sweep, not a shard");
+  // Standard output carries the table (--json, --csv) or a shard's summary line: a file output that is standard
+  // output too ("-", /dev/stdout, the file of a > redirection) would be interleaved with it, or replaced under it.
+  for (const auto& [flag, path] : {std::pair{"--out", &o.out}, std::pair{"--record-deltas", &o.record_deltas}}) {
+    if (!path->empty() && names_standard_output(*path)) {
+      throw InputError(std::string(flag) + " " + *path + " is standard output, which carries simulate's " +
+                       (sharded ? "summary line" : "table") + ": give it a file of its own");
+    }
+  }
   if (!o.out.empty()) check_output_file("--out", o.out);
   if (recording) {
     check_output_file("--record-deltas", o.record_deltas);
@@ -319,9 +336,9 @@ void run_simulate(const SimulateOptions& o) {
   const simulate::Shard shard = sharded ? simulate::parse_shard(o.shard) : simulate::Shard{};
   const std::vector<std::size_t> indices = simulate::shard_runs(grid, shard);
   // Held from before the first run until the part is committed: a second writer of the same --out is refused
-  // at its start instead of silently replacing this one's runs ("-", standard output, has nothing to replace).
+  // at its start instead of silently replacing this one's runs.
   std::optional<simulate::PartLock> lock;
-  if (!o.out.empty() && o.out != "-") {
+  if (!o.out.empty()) {
     lock.emplace(o.out);
     refuse_replacing_another_shard(o.out, grid, shard);
   }
@@ -428,7 +445,8 @@ void add_simulate_command(CLI::App& app) {
           "teacher-student: how many of the 16 input dimensions are outlier features (scaled by --outlier-scale)")
       ->capture_default_str();
   command->add_option("--outlier-scale", o->outlier_scale,
-                      "teacher-student: the outlier features' standard deviation R (default 1)");
+                      "teacher-student: the outlier features' standard deviation R (default 1; needs "
+                      "--outlier-features N > 0)");
   command->add_option("--params", o->params, "outer parameter format, bf16 or fp32")->capture_default_str();
   command
       ->add_option("--worker-params", o->worker_params,
@@ -468,7 +486,8 @@ void add_simulate_command(CLI::App& app) {
       ->add_option("--jobs", o->jobs,
                    "runs at once, at most the usable cores (CPU affinity) and the run count (0: that many); "
                    "results do not depend on it")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(at_most(std::numeric_limits<unsigned>::max(), "(a count above the usable cores runs on all of them)"));
   command->add_option("--shard", o->shard, "run only slice I of N (runs whose index % N == I); needs --out");
   command->add_option("--out", o->out, "write this run's records as a part file for cgad merge");
   command->add_option("--record-deltas", o->record_deltas,

@@ -1,6 +1,7 @@
 #include "cgad/differential/noise_lockstep.hpp"
 
 #include "cgad/fastpath/fastpath.hpp"
+#include "cgad/fastpath/detail/step_planner.hpp"
 #include "cgad/differential/trap_counter.hpp"
 #include "cgad/reference/optimizers.hpp"
 
@@ -99,36 +100,6 @@ std::int64_t DelayStream::next() {
   return kPaper[static_cast<std::size_t>(random_.uniform() * static_cast<double>(kPaper.size()))];
 }
 
-NoiseMemory estimated_memory(const NoiseScenario& s) {
-  const double elements = static_cast<double>(s.stream ? s.stream->params.size() : s.size);
-  const double events = static_cast<double>(s.stream ? s.stream->events.size() : static_cast<std::size_t>(s.steps));
-  const double samples =
-      std::floor(events / static_cast<double>(s.log_every)) + 2;  // every log_every-th, the first, the last
-  // An mpfr_real: the object and its limbs at the working precision.
-  const double mpfr_bytes = sizeof(reference::mpfr_real) + 8.0 * std::ceil(reference::working_precision_bits() / 64.0);
-  NoiseMemory m;
-  m.kept = samples * sizeof(NoiseSample) + elements * 6 * sizeof(double);  // FinalState: six vectors of doubles
-  // The reference's θ, m, v and Δ in MPFR; the fast path's θ, m, v (at most fp32 each), Δ, scales and θ0 in float.
-  m.working = elements * (4 * mpfr_bytes + 6 * sizeof(float));
-  return m;
-}
-
-void check_memory(const std::vector<NoiseScenario>& scenarios) {
-  double kept = 0, working = 0;
-  for (const NoiseScenario& s : scenarios) {
-    const NoiseMemory m = estimated_memory(s);
-    kept += m.kept;
-    working = std::max(working, m.working);
-  }
-  if (kept + working > kMaxNoiseStudyBytes) {
-    throw core::InputError("noise: the study would take about " +
-                           std::to_string(static_cast<long long>(std::ceil((kept + working) / (1024.0 * 1024.0)))) +
-                           " MiB (" + std::to_string(scenarios.size()) +
-                           " runs, their samples held until printed), over the " +
-                           "1024 MiB limit: raise --log-every, or lower --steps, --size or the number of runs");
-  }
-}
-
 namespace {
 
 // Accumulates the statistics of one quantity over the elements.
@@ -150,6 +121,48 @@ struct Accumulator {
 };
 
 }  // namespace
+
+NoiseMemory estimated_memory(const NoiseScenario& s) {
+  const double elements = static_cast<double>(s.stream ? s.stream->params.size() : s.size);
+  const double events = static_cast<double>(s.stream ? s.stream->events.size() : static_cast<std::size_t>(s.steps));
+  const double samples =
+      std::floor(events / static_cast<double>(s.log_every)) + 2;  // every log_every-th, the first, the last
+  // An mpfr_real: the object and its limbs at the working precision.
+  const double mpfr_bytes = sizeof(reference::mpfr_real) + 8.0 * std::ceil(reference::working_precision_bits() / 64.0);
+  // The layout's tensors (a recorded stream's "tensors"; the synthetic stream is one): each costs in every sample
+  // as well as in the run, whatever its size -- 300 000 empty tensors in a 900 KB stream took 1.6 GB.
+  const double tensors = static_cast<double>(s.stream && !s.stream->tensors.empty() ? s.stream->tensors.size() : 1);
+  NoiseMemory m;
+  // Per sample its TensorSample per tensor; FinalState's six vectors of doubles; the run's copy of the layout.
+  m.kept = samples * (sizeof(NoiseSample) + tensors * sizeof(TensorSample)) + elements * 6 * sizeof(double) +
+           tensors * sizeof(std::size_t);
+  // The reference's θ, m, v and Δ in MPFR; the fast path's θ, m, v (at most fp32 each), Δ, scales and θ0 in float.
+  m.working = elements * (4 * mpfr_bytes + 6 * sizeof(float));
+  // Per tensor while it runs (run_lockstep): the trap counter's share; its first element and the reference's
+  // largest step; the three accumulators, the per-tensor trap counts and the TensorSample of the sample being
+  // formed; the layout as the stream, the event source and the fast path's planner hold it, and the planner's
+  // chunk (a tensor starts one).
+  m.working +=
+      tensors * (TrapCounter::bytes_per_tensor() + sizeof(std::size_t) + sizeof(double) + 3 * sizeof(Accumulator) +
+                 sizeof(TrapCounts) + sizeof(TensorSample) + 3 * sizeof(std::size_t) + sizeof(fastpath::StepChunk));
+  return m;
+}
+
+void check_memory(const std::vector<NoiseScenario>& scenarios) {
+  double kept = 0, working = 0;
+  for (const NoiseScenario& s : scenarios) {
+    const NoiseMemory m = estimated_memory(s);
+    kept += m.kept;
+    working = std::max(working, m.working);
+  }
+  if (kept + working > kMaxNoiseStudyBytes) {
+    throw core::InputError("noise: the study would take about " +
+                           std::to_string(static_cast<long long>(std::ceil((kept + working) / (1024.0 * 1024.0)))) +
+                           " MiB (" + std::to_string(scenarios.size()) +
+                           " runs, their samples held until printed), over the " +
+                           "1024 MiB limit: raise --log-every, or lower --steps, --size or the number of runs");
+  }
+}
 
 namespace {
 
@@ -256,17 +269,13 @@ NoiseRun run_lockstep(const NoiseScenario& scenario, const std::function<void(lo
   std::int64_t gated_to_zero = 0;
   double ideal_max_step = 0;
   const double lr = static_cast<double>(config.adam.lr);
-  differential::TrapCounter trap_counter(std::vector<double>(n, lr));
-  // Per tensor: its first element, its own trap counter and the reference's largest step.
+  // One trap counter over the layout's tensors (the whole run's counts are their sum); per tensor besides, its
+  // first element and the reference's largest step. What each holds per tensor is what estimated_memory counts.
+  differential::TrapCounter trap_counter(std::vector<double>(n, lr), run.tensors);
   const std::size_t tensor_count = run.tensors.size();
   std::vector<std::size_t> first(tensor_count + 1, 0);
-  std::vector<differential::TrapCounter> tensor_traps;
-  for (std::size_t t = 0; t < tensor_count; ++t) {
-    first[t + 1] = first[t] + run.tensors[t];
-    tensor_traps.emplace_back(std::vector<double>(run.tensors[t], lr));
-  }
+  for (std::size_t t = 0; t < tensor_count; ++t) first[t + 1] = first[t] + run.tensors[t];
   std::vector<double> tensor_ideal_max(tensor_count, 0.0);
-  const auto part = [&](std::span<const float> all, std::size_t t) { return all.subspan(first[t], run.tensors[t]); };
   const auto widen = [&] {
     for (std::size_t i = 0; i < n; ++i) theta_now[i] = theta[i];
     return std::span<const float>(theta_now);
@@ -278,19 +287,15 @@ NoiseRun run_lockstep(const NoiseScenario& scenario, const std::function<void(lo
       ideal_grad[i] = mpfr_real(grad[i]);
       ideal_before[i] = ideal_theta[i].convert_to<double>();
     }
-    const std::span<const float> before = widen();
-    trap_counter.before(before);
-    for (std::size_t t = 0; t < tensor_count; ++t) tensor_traps[t].before(part(before, t));
+    trap_counter.before(widen());
     const auto report = theta.step(fast, grad, tau);
     const auto ideal_report = ideal->apply(ideal_theta, {ideal_grad, tau, 0});
     if (report.applied != ideal_report.applied) {
       throw std::logic_error("noise: fast path and reference disagree on applying event " + std::to_string(step));
     }
     if (report.sigma == 0.0f) ++gated_to_zero;
-    const std::span<const float> after = widen();
-    trap_counter.after(after);
+    trap_counter.after(widen());
     for (std::size_t t = 0; t < tensor_count; ++t) {
-      tensor_traps[t].after(part(after, t));
       for (std::size_t i = first[t]; i < first[t + 1]; ++i) {
         const double moved = std::fabs(ideal_theta[i].convert_to<double>() - ideal_before[i]) / lr;
         tensor_ideal_max[t] = std::max(tensor_ideal_max[t], moved);
@@ -304,7 +309,6 @@ NoiseRun run_lockstep(const NoiseScenario& scenario, const std::function<void(lo
     const auto buffers = ideal->buffers();
     Accumulator ev, em, et;
     std::vector<Accumulator> tv(tensor_count), tm(tensor_count), tt(tensor_count);
-    std::vector<std::size_t> tensor_m_zero(tensor_count, 0);
     std::size_t m_zero = 0;
     const bool last = step == steps;
     for (std::size_t i = 0, t = 0; i < n; ++i) {
@@ -313,7 +317,6 @@ NoiseRun run_lockstep(const NoiseScenario& scenario, const std::function<void(lo
       const double mr = buffers[0].values[i].convert_to<double>();
       const double tr = ideal_theta[i].convert_to<double>();
       m_zero += m[i] == 0.0f;
-      tensor_m_zero[t] += m[i] == 0.0f;
       if (vr > 0) {
         ev.add((static_cast<double>(v[i]) - vr) / vr);
         em.add((static_cast<double>(m[i]) - mr) / std::sqrt(vr));
@@ -334,15 +337,16 @@ NoiseRun run_lockstep(const NoiseScenario& scenario, const std::function<void(lo
     const differential::TrapCounts counts = trap_counter.summary(v);
     const TrapSummary trap{counts.v_zero_fraction, static_cast<double>(m_zero) / static_cast<double>(n),
                            counts.step_over_5lr_fraction, counts.max_step_over_lr, ideal_max_step};
+    const std::vector<differential::TrapCounts> per_tensor = trap_counter.tensor_summaries(v, m);
     std::vector<TensorSample> tensors;
+    tensors.reserve(tensor_count);
     for (std::size_t t = 0; t < tensor_count; ++t) {
-      const differential::TrapCounts c = tensor_traps[t].summary(part(v, t));
-      const double size = static_cast<double>(run.tensors[t]);
-      tensors.push_back({tv[t].summary(),
-                         tm[t].summary(),
-                         tt[t].summary(),
-                         {c.v_zero_fraction, size == 0 ? 0.0 : static_cast<double>(tensor_m_zero[t]) / size,
-                          c.step_over_5lr_fraction, c.max_step_over_lr, tensor_ideal_max[t]}});
+      const differential::TrapCounts& c = per_tensor[t];
+      tensors.push_back(
+          {tv[t].summary(),
+           tm[t].summary(),
+           tt[t].summary(),
+           {c.v_zero_fraction, c.m_zero_fraction, c.step_over_5lr_fraction, c.max_step_over_lr, tensor_ideal_max[t]}});
     }
     run.samples.push_back({step, ev.summary(), em.summary(), et.summary(), trap, gated_to_zero, std::move(tensors)});
   }

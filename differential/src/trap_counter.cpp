@@ -59,6 +59,10 @@ TrapCounts TrapCounter::summary(std::span<const float> v, std::span<const float>
   return counts(all, v, m);
 }
 
+std::size_t TrapCounter::bytes_per_tensor() {
+  return sizeof(std::size_t) + sizeof(Tally);
+}
+
 std::vector<TrapCounts> TrapCounter::tensor_summaries(std::span<const float> v, std::span<const float> m) const {
   std::vector<TrapCounts> out;
   for (std::size_t k = 0; k < tallies_.size(); ++k) {

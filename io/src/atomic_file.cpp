@@ -253,12 +253,12 @@ AtomicFile::AtomicFile(const std::filesystem::path& target) {
   remove_stale_temporaries(dir_fd_, name_);
   // An unnamed temporary needs /proc/self/fd to be given a name at the end (linkat without CAP_DAC_READ_SEARCH).
   if (::access("/proc/self/fd", X_OK) == 0) {
-    fd_ = ::openat(dir_fd_, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+    fd_ = ::openat(dir_fd_, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
     unnamed_ = fd_ >= 0;
   }
   for (int attempt = 0; fd_ < 0 && attempt < 16; ++attempt) {
     temporary_ = fresh_temporary_name(name_);
-    fd_ = ::openat(dir_fd_, temporary_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    fd_ = ::openat(dir_fd_, temporary_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd_ < 0 && errno != EEXIST) break;
   }
   if (fd_ < 0) {

@@ -216,7 +216,21 @@ AtomicFolder::AtomicFolder(fs::path target, std::string what) : shown_(target), 
 }
 
 AtomicFolder::~AtomicFolder() {
+  const std::lock_guard<std::mutex> lock(mutex_);
   discard();
+}
+
+void AtomicFolder::abandon() noexcept {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  if (!built_) return;
+  // The writer may add a file between the listing and the folder's own removal (ENOTEMPTY): list again. Once the
+  // folder is gone nothing can be created in it.
+  const Directory parent(build_.parent_path());
+  const std::string name = build_.filename().string();
+  for (int attempt = 0; attempt < 100 && parent.fd >= 0; ++attempt) {
+    if (remove_tree(parent.fd, name, {mount_device_, mount_id_})) break;
+  }
+  built_ = false;
 }
 
 void AtomicFolder::discard() noexcept {
@@ -233,6 +247,7 @@ void AtomicFolder::write_file(const std::string& name, const std::string& conten
 }
 
 void AtomicFolder::commit() {
+  const std::lock_guard<std::mutex> lock(mutex_);
   const std::string shown = "'" + target_.string() + "'";
   const auto fail = [&](const std::string& what, int error) {
     discard();

@@ -16,6 +16,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -658,6 +659,230 @@ TEST_F(CliAdversarial, ZeroLearningRateLeavesTheParametersAndAdvancesTheSteps) {
     }
   }
   expect_refused(cgad("replay --lr -0.5 --input s.jsonl --output -"), "lr must be finite and >= 0");
+}
+
+// --- third pass: the command --------------------------------------------------------------------------------------
+
+// A tmpfs of `size` mounted at dir/name for the scope (root only: false where mount is not permitted), unmounted
+// on the way out whatever the test did.
+class TinyFilesystem {
+ public:
+  TinyFilesystem(const fs::path& at, const std::string& options) : at_(at) {
+    fs::create_directories(at);
+    mounted_ =
+        std::system(("mount -t tmpfs -o " + options + " cgad-test '" + at.string() + "' 2>/dev/null").c_str()) == 0;
+  }
+  ~TinyFilesystem() {
+    if (mounted_) (void)!std::system(("umount -l '" + at_.string() + "'").c_str());
+  }
+  TinyFilesystem(const TinyFilesystem&) = delete;
+  TinyFilesystem& operator=(const TinyFilesystem&) = delete;
+  bool mounted() const { return mounted_; }
+
+ private:
+  fs::path at_;
+  bool mounted_ = false;
+};
+
+// (No "cgad " inside: sh() takes every "cgad " for the command.)
+const std::string kOneRun = "simulate --optimizer adam --tau 0 --size 8 --state fp32 --rounds 5 --seeds 1 ";
+
+// Before the fix gnuplot's write errors never reached cgad: on a full filesystem it exited 0 having written 0 or
+// 4096 bytes, cgad committed that over the old figure and said "wrote N figure(s)", exit status 0.
+TEST_F(CliAdversarial, AFullFilesystemKeepsTheOldFiguresAndEndsInExitStatusTwo) {
+  if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) GTEST_SKIP() << "gnuplot is not installed";
+  ASSERT_EQ(cgad(kOneRun + "--shard 0/1 --out part.json").status, 0);
+  for (const auto& [name, command] : std::vector<std::pair<std::string, std::string>>{
+           {"noise", "noise --optimizers cgad --size 8 --steps 20 --log-every 10 --plot-dir "},
+           {"simulate", kOneRun + "--plot "},
+           {"merge", "merge part.json --plot "}}) {
+    // The figures the command draws, drawn once where there is room: their names, and the old files to keep.
+    fs::create_directories(dir_ / ("roomy-" + name));
+    const Outcome drawn = cgad(command + "roomy-" + name);
+    ASSERT_EQ(drawn.status, 0) << name << ": " << drawn.err;
+    std::vector<std::string> figures;
+    for (const auto& entry : fs::directory_iterator(dir_ / ("roomy-" + name))) {
+      figures.push_back(entry.path().filename().string());
+    }
+    ASSERT_FALSE(figures.empty()) << name;
+    TinyFilesystem full(dir_ / ("full-" + name), "size=256k");
+    if (!full.mounted()) GTEST_SKIP() << "mounting a tmpfs is not permitted here (needs root)";
+    for (const std::string& figure : figures) write("full-" + name + "/" + figure, "the old figure " + figure);
+    sh("dd if=/dev/zero of=full-" + name + "/filler bs=4096", ">/dev/null");  // until the filesystem is full
+    // The table comes before the figures (and gnuplot may warn about a one-point range), so the refusal is the
+    // last line rather than the only one.
+    const Outcome o = cgad(command + "full-" + name);
+    EXPECT_EQ(o.status, 2) << name << ": " << o.err;
+    const std::string last = o.err.substr(o.err.rfind('\n', o.err.size() - 2) + 1);
+    EXPECT_EQ(last.rfind("cgad: gnuplot could not write", 0), 0u) << name << ": " << o.err;
+    for (const std::string& figure : figures) {
+      EXPECT_EQ(slurp(dir_ / ("full-" + name) / figure), "the old figure " + figure) << name;
+    }
+    for (const auto& entry : fs::directory_iterator(dir_ / ("full-" + name))) {
+      EXPECT_NE(entry.path().filename().string().front(), '.') << "a temporary left: " << entry.path();
+    }
+  }
+}
+
+// Before the fix: "cgad: internal error: cannot create the lock ...", exit status 1.
+TEST_F(CliAdversarial, ALockFileThatCannotBeMadeIsOneLineAndExitStatusTwo) {
+  fs::create_directories(dir_ / ".folder.json.cgad-lock");
+  fs::create_symlink("nowhere", dir_ / ".dangling.json.cgad-lock");
+  const std::string long_name(250, 'p');  // a legal name; its lock's is 261 characters, past NAME_MAX
+  for (const auto& [out, why] : std::vector<std::pair<std::string, std::string>>{
+           {"folder.json", "Is a directory"}, {"dangling.json", "symbolic link"}, {long_name, "name is too long"}}) {
+    expect_refused(cgad(kOneRun + "--shard 0/1 --out " + out), "cannot make the lock file");
+    expect_refused(cgad(kOneRun + "--shard 0/1 --out " + out), why);
+    EXPECT_FALSE(fs::exists(dir_ / out));
+  }
+  EXPECT_FALSE(fs::exists(dir_ / "nowhere"));
+  TinyFilesystem read_only(dir_ / "ro", "ro,size=64k");
+  if (!read_only.mounted()) GTEST_SKIP() << "mounting a tmpfs is not permitted here (needs root)";
+  expect_refused(cgad(kOneRun + "--shard 0/1 --out ro/part.json"), "Read-only file system");
+}
+
+// Before the fix each ran, exit status 0, with the stream (or part) and the table one after the other on
+// standard output; --out - --record-deltas - alone was refused.
+TEST_F(CliAdversarial, AFileOutputThatIsStandardOutputIsRefusedBesideTheTable) {
+  for (const std::string& args :
+       {kOneRun + "--record-deltas - --json", kOneRun + "--record-deltas - --csv", kOneRun + "--record-deltas -",
+        kOneRun + "--record-deltas /dev/stdout", kOneRun + "--out - --json", kOneRun + "--out -",
+        kOneRun + "--shard 0/1 --out -", kOneRun + "--shard 0/1 --out /dev/stdout"}) {
+    expect_refused(cgad(args), "is standard output");
+  }
+  // Standard output a file, and the output that file by another name: it was replaced under the table.
+  for (const std::string& args : {kOneRun + "--record-deltas out.txt", kOneRun + "--record-deltas /dev/stdout --json",
+                                  kOneRun + "--shard 0/1 --out out.txt"}) {
+    const Outcome o = sh("cgad " + args, ">out.txt");
+    EXPECT_EQ(o.status, 2) << args << ": " << o.err;
+    EXPECT_NE(o.err.find("is standard output"), std::string::npos) << args << ": " << o.err;
+    EXPECT_EQ(slurp(dir_ / "out.txt"), "") << args;
+  }
+  EXPECT_EQ(cgad(kOneRun + "--record-deltas deltas.jsonl --json").status, 0);  // a file of its own is fine
+}
+
+// Before the fix the estimate counted elements and samples, not tensors: 300 000 empty tensors in a 900 KB stream
+// took 1.6 GB (2 million in 6 MB, 10.7 GB and 60 s), with any bound unsaid.
+TEST_F(CliAdversarial, ANoiseStudyOfManyTensorsIsRefusedUpFrontByItsMemoryBound) {
+  {
+    std::ofstream out(dir_ / "many.jsonl");
+    out << "{\"params\": [1], \"tensors\": [";
+    for (int t = 0; t < 300000; ++t) out << "0,";
+    out << "1]}\n";
+    for (int e = 0; e < 1000; ++e) out << "{\"grad\": [0.5], \"tau\": 0}\n";
+  }
+  const auto start = std::chrono::steady_clock::now();
+  expect_refused(sh("cgad noise --optimizers adam --stream many.jsonl --log-every 10"), "over the 1024 MiB limit");
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 20.0);
+}
+
+TEST_F(CliAdversarial, ANoiseStudyOfManyTensorsWritesItsJsonWithoutHoldingItAll) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "skipped under AddressSanitizer: its shadow memory inflates every process's memory";
+#endif
+  // 20 000 tensors logged 12 times: 240 000 tensor samples of 136 bytes. Before the fix --json built one JSON
+  // document of the whole study first, ~5 KB per tensor sample (1.3 GB here).
+  {
+    std::ofstream out(dir_ / "many.jsonl");
+    out << "{\"params\": [1], \"tensors\": [";
+    for (int t = 0; t < 20000; ++t) out << "0,";
+    out << "1]}\n";
+    for (int e = 0; e < 10; ++e) out << "{\"grad\": [0.5], \"tau\": 0}\n";
+  }
+  const auto [status, kb] = peak_memory(dir_, "noise --optimizers cgad --stream many.jsonl --log-every 1 --json");
+  EXPECT_EQ(status, 0);
+  EXPECT_LT(kb, 256 * 1024) << "peak RSS in kB";
+}
+
+// Before the fix: "inner eps must be finite and > 0, got 0" and the like.
+TEST_F(CliAdversarial, ARealThatRoundsToZeroIsQuotedAsTyped) {
+  const std::string ts = "simulate --objective teacher-student --optimizer cgad --tau 0 --size 8 --seeds 1 ";
+  for (const auto& [args, quoted] : std::vector<std::pair<std::string, std::string>>{
+           {kOneRun + "--inner adamw --inner-eps 1e-50", "got '1e-50', which rounds to 0 in float"},
+           {kOneRun + "--inner-lr 1e-50", "got '1e-50', which rounds to 0 in float"},
+           {ts + "--outlier-features 2 --outlier-scale 1e-400", "got '1e-400', which rounds to 0 in double"},
+           {kOneRun + "--nqm-noise 1e-400", "got '1e-400', which rounds to 0 in double"},
+           {ts + "--label-noise 1e-400", "got '1e-400', which rounds to 0 in double"},
+           {"noise --size 8 --steps 2 --zero-fraction 1e-400", "got '1e-400', which rounds to 0 in double"},
+           {"noise --size 8 --steps 2 --scale-range 1e-400", "got '1e-400', which rounds to 0 in double"}}) {
+    expect_refused(cgad(args), quoted);
+  }
+}
+
+// Before the fix: "Could not convert: --jobs = 4294967296", and past 64 bits a limit of 2^64 - 1 that the option
+// refused as well.
+TEST_F(CliAdversarial, ACountPastItsOptionsRangeIsRefusedWithTheRealLimit) {
+  for (const auto& [args, limit] : std::vector<std::pair<std::string, std::string>>{
+           {kOneRun + "--jobs 4294967296", "'4294967296' is out of range: at most 4294967295"},
+           {kOneRun + "--jobs 99999999999999999999", "'99999999999999999999' is out of range: at most 4294967295"},
+           {"bound --precision 4294967296", "'4294967296' is out of range: at most 4096 bits"},
+           {"gate --precision 99999999999999999999", "at most 65536 bits"},
+           {"noise --precision 4294967296", "'4294967296' is out of range: at most 65536 bits"},
+           {"bench --quick --threads 4294967296", "at most 256 threads"}}) {
+    expect_refused(cgad(args), limit);
+  }
+  EXPECT_EQ(cgad(kOneRun + "--jobs 4294967295").status, 0) << "the stated limit is taken";
+}
+
+// Before the fix a stopped report left `.report.cgad-tmp.*` beside the report until a later report removed it.
+TEST_F(CliAdversarial, AReportStoppedByASignalLeavesNoTemporaryAndTheOldReport) {
+  fs::create_directories(dir_ / "report");
+  write("report/report.md", "the old report\n");
+  for (const int signal : {SIGINT, SIGTERM, SIGHUP}) {
+    const pid_t child = ::fork();
+    if (child == 0) {
+      // Default dispositions, as an interactive shell gives its foreground job (a background job of sh ignores
+      // SIGINT, and cgad leaves an ignored signal ignored).
+      for (const int s : {SIGINT, SIGTERM, SIGHUP}) ::signal(s, SIG_DFL);
+      if (::chdir(dir_.c_str()) != 0) ::_exit(127);
+      (void)!std::freopen("/dev/null", "w", stdout);
+      (void)!std::freopen("/dev/null", "w", stderr);
+      ::execl(CGAD_BINARY, CGAD_BINARY, "report", "--out", "report", static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+    EXPECT_TRUE(temporaries_beside("report")) << "the report was being built";
+    ::kill(child, signal);
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == signal) << "ended by signal " << signal;
+    EXPECT_FALSE(temporaries_beside("report")) << "signal " << signal;
+    EXPECT_EQ(slurp(dir_ / "report" / "report.md"), "the old report\n");
+  }
+}
+
+// The v map is q8 second moments': a study of q8 and fp32 state takes --v-map zero-free for its q8 runs and runs
+// fp32 as without it, as simulate does. Before the fix noise refused it ("v map zero-free is a map of q8 second
+// moments ... got state fp32").
+TEST_F(CliAdversarial, NoiseAppliesTheVMapToItsQ8StatesAndTheOthersIgnoreIt) {
+  const std::string study = "noise --optimizers cgad --size 64 --steps 20 --log-every 10 --json ";
+  const Outcome mixed = cgad(study + "--state q8,fp32 --v-map zero-free");
+  ASSERT_EQ(mixed.status, 0) << mixed.err;
+  const Outcome q8 = cgad(study + "--state q8 --v-map zero-free");
+  const Outcome fp32 = cgad(study + "--state fp32");
+  ASSERT_EQ(q8.status, 0) << q8.err;
+  ASSERT_EQ(fp32.status, 0) << fp32.err;
+  const auto runs = nlohmann::json::parse(mixed.out)["runs"];
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0], nlohmann::json::parse(q8.out)["runs"][0]);
+  EXPECT_EQ(runs[1], nlohmann::json::parse(fp32.out)["runs"][0]);
+  // Both maps: two q8 runs, one fp32 run (the map does not make it another run).
+  const Outcome both = cgad(study + "--state q8,fp32 --v-map dynamic,zero-free");
+  ASSERT_EQ(both.status, 0) << both.err;
+  EXPECT_EQ(nlohmann::json::parse(both.out)["runs"].size(), 3u);
+  // No q8 state at all: the map applies to nothing, and is refused as simulate refuses it.
+  expect_refused(cgad(study + "--state fp32,bf16 --v-map zero-free"), "applies to q8 state, which is not in --state");
+}
+
+// --outlier-scale with no outlier features changed no run but the grid's fingerprint, so parts of one sweep run with
+// and without it would not merge; it is refused instead (docs/commands.md).
+TEST_F(CliAdversarial, AnOutlierScaleWithoutOutlierFeaturesIsRefused) {
+  const std::string ts =
+      "simulate --objective teacher-student --optimizer cgad --tau 0 --size 8 --state fp32 --rounds 5 --seeds 1 ";
+  expect_refused(cgad(ts + "--outlier-scale 3"), "--outlier-features is 0");
+  expect_refused(cgad(ts + "--outlier-features 0 --outlier-scale 3"), "--outlier-features is 0");
+  expect_refused(cgad(kOneRun + "--outlier-scale 3"), "--outlier-features is 0");
+  EXPECT_EQ(cgad(ts + "--outlier-features 2 --outlier-scale 3").status, 0);
 }
 
 }  // namespace

@@ -16,8 +16,8 @@ const differential::NoiseSample& sample_at_fraction(const differential::NoiseRun
   return run.samples.back();
 }
 
-std::string noise_samples_csv(const std::vector<differential::NoiseRun>& runs) {
-  std::ostringstream csv;
+void write_noise_samples_csv(std::ostream& csv, const std::vector<differential::NoiseRun>& runs) {
+  const std::streamsize precision = csv.precision();
   csv << "scenario,step,v_mean_abs,v_rms,v_max_abs,v_bias,m_mean_abs,m_rms,m_max_abs,m_bias,theta_mean_abs,"
          "theta_rms,theta_max_abs,theta_bias,v_zero_fraction,m_zero_fraction,step_over_5lr_fraction,"
          "max_step_over_lr,reference_max_step_over_lr,gated_to_zero\n";
@@ -47,7 +47,7 @@ std::string noise_samples_csv(const std::vector<differential::NoiseRun>& runs) {
       }
     }
   }
-  return csv.str();
+  csv.precision(precision);
 }
 
 namespace {

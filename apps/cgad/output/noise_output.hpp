@@ -5,6 +5,7 @@
 
 #include "cgad/differential/noise_lockstep.hpp"
 
+#include <iosfwd>
 #include <string>
 #include <vector>
 
@@ -15,7 +16,8 @@ const differential::NoiseSample& sample_at_fraction(const differential::NoiseRun
 
 // One row per logged sample of every run: scenario, step, mean_abs/rms/max_abs/bias of v, m and θ, the trap
 // metrics, gated_to_zero; for a run over several tensors, then each tensor's rows as scenario "<name>/tensor<k>".
-std::string noise_samples_csv(const std::vector<differential::NoiseRun>& runs);
+// Written to `out` row by row, so that no copy of the whole table is held.
+void write_noise_samples_csv(std::ostream& out, const std::vector<differential::NoiseRun>& runs);
 
 // One panel per configuration the runs differ in besides the optimizer (state format and semantics, rounding,
 // stream, seed ...), titled in words, with one series per optimizer styled alike in every panel; what every run

@@ -6,11 +6,13 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
@@ -110,6 +112,30 @@ std::string script_of(const PlotFigure& figure) {
   return out.str();
 }
 
+// Whether the file open at `fd` is a whole PNG: the signature, then chunks (a 4-byte big-endian length, a 4-byte
+// type, the data, a 4-byte CRC; PNG specification, 2nd edition, §5.3) that end exactly at the file's end with
+// IEND. gnuplot reports no write error in its exit status (on a full filesystem it exits 0 having written 0 or
+// 4096 bytes), so an image cut short anywhere is caught here, before it may replace a figure that was whole.
+bool is_whole_png(int fd) {
+  static constexpr unsigned char kSignature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return false;
+  const auto size = static_cast<std::uint64_t>(st.st_size);
+  unsigned char head[8];
+  if (size < sizeof head || ::pread(fd, head, sizeof head, 0) != static_cast<ssize_t>(sizeof head) ||
+      std::memcmp(head, kSignature, sizeof head) != 0) {
+    return false;
+  }
+  for (std::uint64_t at = sizeof head; at + 12 <= size;) {
+    if (::pread(fd, head, sizeof head, static_cast<off_t>(at)) != static_cast<ssize_t>(sizeof head)) return false;
+    const std::uint64_t length = (std::uint64_t{head[0]} << 24) | (std::uint64_t{head[1]} << 16) |
+                                 (std::uint64_t{head[2]} << 8) | std::uint64_t{head[3]};
+    at += 12 + length;
+    if (std::memcmp(head + 4, "IEND", 4) == 0) return at == size;
+  }
+  return false;
+}
+
 }  // namespace
 
 void check_plot_target(const std::filesystem::path& target) {
@@ -140,8 +166,17 @@ void plot_png(const std::filesystem::path& target, const PlotFigure& figure) {
   posix_spawn_file_actions_adddup2(&actions, image.fd(), STDOUT_FILENO);
   char program[] = "gnuplot";
   char* const arguments[] = {program, nullptr};
+  // gnuplot starts with no signal blocked, whatever this thread blocks (signal_cleanup.hpp), so it stops as any
+  // process does.
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attributes, &none);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK);
   pid_t child = 0;
-  const int spawned = ::posix_spawnp(&child, program, &actions, nullptr, arguments, environ);
+  const int spawned = ::posix_spawnp(&child, program, &actions, &attributes, arguments, environ);
+  posix_spawnattr_destroy(&attributes);
   posix_spawn_file_actions_destroy(&actions);
   ::close(script_pipe[0]);
   if (spawned != 0) {
@@ -161,6 +196,12 @@ void plot_png(const std::filesystem::path& target, const PlotFigure& figure) {
   while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {}
   if (!sent || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     throw core::InputError("gnuplot failed to draw " + target.string());
+  }
+  if (!is_whole_png(image.fd())) {
+    struct stat st {};
+    const long long bytes = ::fstat(image.fd(), &st) == 0 ? static_cast<long long>(st.st_size) : -1;
+    throw core::InputError("gnuplot could not write " + target.string() + " whole (" + std::to_string(bytes) +
+                           " bytes, not a complete PNG: is its filesystem full?); the file there is kept");
   }
   image.commit();
 }

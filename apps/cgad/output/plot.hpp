@@ -2,9 +2,10 @@
 // PNG figures for every command and the report, through gnuplot (Debian gnuplot-nox): gnuplot is started without a
 // shell, reads a script with the data inline on its standard input and draws the PNG to its standard output,
 // which is the target's atomic temporary (io/atomic_file.hpp), renamed over the target once gnuplot
-// succeeded. No path, file name or title is ever part of a command, so none can inject one; a failed plot never
-// leaves a half-written figure, and no temporary of ours is left by a crash. Without gnuplot on PATH the plot is
-// refused (InputError, exit 2).
+// succeeded and the image it wrote is a whole PNG (gnuplot's own write errors, a full filesystem above all, do
+// not reach its exit status). No path, file name or title is ever part of a command, so none can inject one; a failed
+// plot never leaves a half-written figure, and no temporary of ours is left by a crash. Without gnuplot on PATH the
+// plot is refused (InputError, exit 2).
 #include <filesystem>
 #include <string>
 #include <vector>

@@ -117,7 +117,9 @@ std::string report_noise_section(ReportWriter& report) {
   md << "\nThe README's "
      << "*Rounding noise* section states the study's findings over more seeds; `differential_noise_test` checks them "
      << "on every test run. Every sample: `noise.csv`.\n\n![v bias](noise_v_bias.png)\n\n![v RMS](noise_v_rms.png)\n\n";
-  report.write_file("noise.csv", noise_samples_csv(runs));
+  std::ostringstream csv;
+  write_noise_samples_csv(csv, runs);
+  report.write_file("noise.csv", csv.str());
   const NoisePlots plots = noise_plots(runs);
   plot_png(report.dir() / "noise_v_bias.png", plots.v_bias);
   plot_png(report.dir() / "noise_v_rms.png", plots.v_rms);

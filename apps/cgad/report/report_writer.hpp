@@ -19,6 +19,8 @@ class ReportWriter {
   // Writes `name` inside the report folder.
   void write_file(const std::string& name, const std::string& contents) const { folder_.write_file(name, contents); }
   // Writes report.md and swaps the folder in; returns the final path of report.md, as the user named the folder.
+  // Removes the unfinished folder (from a signal's watcher thread, signal_cleanup.hpp); the old one stays.
+  void abandon() noexcept { folder_.abandon(); }
   std::filesystem::path finish() {
     folder_.write_file("report.md", markdown_.str());
     folder_.commit();

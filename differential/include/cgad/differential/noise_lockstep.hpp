@@ -114,8 +114,9 @@ class DelayStream {
 // What a study's runs take in memory, so that one that would exhaust it is refused before it starts
 // (`--steps 1e7 --log-every 1` used to take 1.8 GB per scenario): `kept`, the samples and final state a run
 // returns (a study holds every run's until it prints them), and `working`, what it holds besides while it runs
-// (both optimizers' state, the stream's scales, the event) — estimates from the element and sample counts,
-// with an MPFR number counted at the current working precision.
+// (both optimizers' state, the stream's scales, the event) — estimates from the element, tensor and sample counts
+// (a tensor costs in every sample whatever its size), with an MPFR number counted at the current working
+// precision.
 struct NoiseMemory {
   double kept = 0, working = 0;
 };

@@ -27,16 +27,23 @@ struct OptimizerOptions {
 // The largest --tau-cut: 2^24, the largest integer up to which float holds every integer exactly.
 inline constexpr std::int64_t kMaxTauCut = std::int64_t{1} << 24;
 
+// Whether a number as written is not 0 (a nonzero digit before any exponent) while its value in some format,
+// `parsed_to_zero`, is: "1e-50" in float, "1e-400" in double.
+inline bool rounds_to_zero(const std::string& text, bool parsed_to_zero) {
+  return parsed_to_zero && text.substr(0, text.find_first_of("eE")).find_first_of("123456789") != std::string::npos;
+}
+
 // A hyperparameter parsed to Real, refusing a nonzero decimal that Real rounds to 0 (--lr 1e-50 in float): the user
 // asked for a step, and lr = 0 (which is valid) would silently take none; for eps the range check after it would
-// only say "got 0".
+// only say "got 0". The message quotes the text as written.
 template <core::RealScalar Real>
 Real parse_nonvanishing(const std::string& text, const char* name) {
   const Real x = core::parse_real<Real>(text, name);
-  const std::string mantissa = text.substr(0, text.find_first_of("eE"));
-  if (x == 0 && mantissa.find_first_of("123456789") != std::string::npos) {
+  if (rounds_to_zero(text, x == 0)) {
     throw core::InputError(std::string(name) + " is not 0 as written, got '" + text + "', which rounds to 0 in " +
-                           (std::same_as<Real, float> ? "float (the fast path's format)" : "this format"));
+                           (std::same_as<Real, float>    ? "float (the fast path's format)"
+                            : std::same_as<Real, double> ? "double"
+                                                         : "this format"));
   }
   return x;
 }

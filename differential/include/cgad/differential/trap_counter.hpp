@@ -30,6 +30,8 @@ class TrapCounter {
   TrapCounts summary(std::span<const float> v, std::span<const float> m = {}) const;
   // The same, per tensor.
   std::vector<TrapCounts> tensor_summaries(std::span<const float> v, std::span<const float> m = {}) const;
+  // What the counter holds per tensor (its first element and its tally), for memory estimates.
+  static std::size_t bytes_per_tensor();
 
  private:
   static constexpr double kStepLimit = 5.0;  // in units of η (see above)

@@ -73,7 +73,8 @@ class AtomicFile {
   // The temporary's contents so far; buffered.
   std::ostream& stream();
   void write(const void* data, std::size_t size);
-  // The temporary's descriptor, for a child process to write into (flush stream() first).
+  // The temporary's descriptor, for a child process to write into (flush stream() first); open for reading too,
+  // so that the caller can check what the child wrote before committing it (plot.cpp).
   int fd() const { return fd_; }
 
   // Flushes, fsyncs, gives the temporary the target's mode and renames it over the target; InputError naming

@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <mutex>
 #include <string>
 
 namespace cgad::io {
@@ -46,9 +47,13 @@ class AtomicFolder {
   // (or, where the new folder is in place but not every file of the old one could be moved into it, the old
   // folder is kept whole under the name the message gives).
   void commit();
+  // Removes the temporary folder, from any thread, while the writer may still be writing into it (a signal
+  // ends the process: the command's interrupt handling calls this first). A commit under way is finished
+  // first, so the old folder is never caught half-merged; after this the target is as it was.
+  void abandon() noexcept;
 
  private:
-  void discard() noexcept;  // removes the temporary folder, if it is still ours
+  void discard() noexcept;  // removes the temporary folder, if it is still ours; the caller holds mutex_
 
   std::filesystem::path shown_;  // the target as the caller named it
   std::string what_;
@@ -61,6 +66,7 @@ class AtomicFolder {
   gid_t gid_ = 0;
   dev_t mount_device_ = 0;  // the mount of the target's parent: nothing is removed across another
   std::uint64_t mount_id_ = 0;
+  std::mutex mutex_;  // commit() and the removal of the temporary, which abandon() may do from another thread
 };
 
 }  // namespace cgad::io

@@ -16,8 +16,8 @@ namespace cgad::simulate {
 
 class PartLock {
  public:
-  // InputError when another process holds it ("another cgad is writing FILE (pid N)"); std::system_error when the
-  // lock file cannot be made.
+  // InputError when another process holds it ("another cgad is writing FILE (pid N)"), and when the lock file
+  // cannot be made or locked (naming it and why).
   explicit PartLock(const std::filesystem::path& target);
   ~PartLock();
   PartLock(const PartLock&) = delete;
