@@ -151,24 +151,11 @@ void run_noise(const NoiseOptions& o) {
     stream =
         std::make_shared<const differential::PseudoGradientStream>(differential::read_stream(in.stream(), o.stream));
   }
-  // The v map is that of q8 second moments (as in simulate, simulate/src/sweep_grid.cpp): a run of another state
-  // has none and runs once, as it would without --v-map; a map that no state of the study reads is refused.
-  const auto is_q8 = [](const std::string& state) {
-    return fastpath::parse_state_format(state) == fastpath::StateFormat::q8;
-  };
-  const bool any_q8 = std::any_of(o.states.begin(), o.states.end(), is_q8);
-  for (const auto& v_map : o.v_maps) {
-    if (!any_q8 && fastpath::parse_v_map(v_map) != fastpath::VMap::dynamic) {
-      throw core::InputError("v map " + v_map + " is a map of q8 second moments: --v-map " + v_map +
-                             " applies to q8 state, which is not in --state");
-    }
-  }
-  const std::vector<std::string> no_map{std::string(fastpath::to_string(fastpath::VMap::dynamic))};
   std::vector<differential::NoiseScenario> scenarios;
   for (const auto& optimizer : o.optimizers) {
     for (const auto& state : o.states) {
       for (const auto& semantics : o.semantics) {
-        for (const auto& v_map : is_q8(state) ? o.v_maps : no_map) {
+        for (const auto& v_map : o.v_maps) {
           for (const auto& rounding : o.roundings) {
             for (const auto& delays : o.delays) {
               for (const auto seed : o.seeds) {
@@ -177,9 +164,9 @@ void run_noise(const NoiseOptions& o) {
                 s.state = fastpath::parse_state_format(state);
                 s.q8_semantics = fastpath::parse_q8_semantics(semantics);
                 s.v_map = fastpath::parse_v_map(v_map);
-                // The v map is a q8 second moment's: a scenario without one (fp32 or bf16 state, the Nesterov family)
-                // ignores it and runs once, as `simulate` runs such a grid point (simulate/src/sweep_grid.cpp).
-                if (s.state != fastpath::StateFormat::q8 || !core::is_adam_family(s.optimizer)) {
+                // The v map is a q8 second moment's (noise studies the Adam family only): a scenario of fp32 or bf16
+                // state ignores it and runs once, as `simulate` runs such a grid point (simulate/src/sweep_grid.cpp).
+                if (s.state != fastpath::StateFormat::q8) {
                   if (&v_map != &o.v_maps.front()) continue;
                   s.v_map = fastpath::VMap::dynamic;
                 }
@@ -211,8 +198,7 @@ void run_noise(const NoiseOptions& o) {
         return s.v_map == fastpath::VMap::zero_free;
       })) {
     throw core::InputError(
-        "v map zero-free is a map of q8 second moments: it needs --state q8 and an Adam-family optimizer, which no "
-        "scenario has");
+        "v map zero-free is a map of q8 second moments: it needs q8 in --state");
   }
   differential::check_memory(scenarios);
   std::vector<differential::NoiseRun> runs;

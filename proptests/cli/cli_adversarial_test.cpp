@@ -851,29 +851,6 @@ TEST_F(CliAdversarial, AReportStoppedByASignalLeavesNoTemporaryAndTheOldReport) 
   }
 }
 
-// The v map is q8 second moments': a study of q8 and fp32 state takes --v-map zero-free for its q8 runs and runs
-// fp32 as without it, as simulate does. Before the fix noise refused it ("v map zero-free is a map of q8 second
-// moments ... got state fp32").
-TEST_F(CliAdversarial, NoiseAppliesTheVMapToItsQ8StatesAndTheOthersIgnoreIt) {
-  const std::string study = "noise --optimizers cgad --size 64 --steps 20 --log-every 10 --json ";
-  const Outcome mixed = cgad(study + "--state q8,fp32 --v-map zero-free");
-  ASSERT_EQ(mixed.status, 0) << mixed.err;
-  const Outcome q8 = cgad(study + "--state q8 --v-map zero-free");
-  const Outcome fp32 = cgad(study + "--state fp32");
-  ASSERT_EQ(q8.status, 0) << q8.err;
-  ASSERT_EQ(fp32.status, 0) << fp32.err;
-  const auto runs = nlohmann::json::parse(mixed.out)["runs"];
-  ASSERT_EQ(runs.size(), 2u);
-  EXPECT_EQ(runs[0], nlohmann::json::parse(q8.out)["runs"][0]);
-  EXPECT_EQ(runs[1], nlohmann::json::parse(fp32.out)["runs"][0]);
-  // Both maps: two q8 runs, one fp32 run (the map does not make it another run).
-  const Outcome both = cgad(study + "--state q8,fp32 --v-map dynamic,zero-free");
-  ASSERT_EQ(both.status, 0) << both.err;
-  EXPECT_EQ(nlohmann::json::parse(both.out)["runs"].size(), 3u);
-  // No q8 state at all: the map applies to nothing, and is refused as simulate refuses it.
-  expect_refused(cgad(study + "--state fp32,bf16 --v-map zero-free"), "applies to q8 state, which is not in --state");
-}
-
 // --outlier-scale with no outlier features changed no run but the grid's fingerprint, so parts of one sweep run with
 // and without it would not merge; it is refused instead (docs/commands.md).
 TEST_F(CliAdversarial, AnOutlierScaleWithoutOutlierFeaturesIsRefused) {

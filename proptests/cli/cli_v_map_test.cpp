@@ -95,6 +95,10 @@ TEST_F(VMapCli, ZeroFreeMapAppliesToTheQ8ScenariosOfAMixedStudy) {
   EXPECT_EQ(b[0].find(":zero-free"), std::string::npos) << b[0];
   EXPECT_EQ(b[1], m[0]);
   EXPECT_EQ(b[2], f[0]);
+  // A map that no scenario reads (no q8 state) is refused, as simulate refuses it.
+  const Outcome refused = cgad(study + "--state fp32,bf16 --v-map zero-free");
+  EXPECT_EQ(refused.status, 2);
+  EXPECT_NE(refused.err.find("v map zero-free is a map of q8 second moments"), std::string::npos) << refused.err;
 }
 
 }  // namespace
