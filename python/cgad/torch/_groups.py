@@ -95,11 +95,13 @@ class CpuGroup(Group):
     def current(self, state, params, where):
         """The entries of opt.state the next step reads, checked (_live.LiveState.entries); a group whose every
         entry was removed restarts from zero."""
+        check_count(params, len(self.sizes), where)
         return self.live.entries(state, params, where, lambda: self.engine.set_raw_counters(self._zero_counters()))
 
     def prepare(self, params, fragment, where, state):
         entries = self.current(state, params, where)
-        _state.check_steps(entries, self.first_fragments, self.engine.raw_counters(), self.adam_family, where)
+        _state.check_steps(entries, self.first_fragments, self.engine.raw_counters(), self.adam_family, where,
+                           self.live.steps_unchanged(entries))
         prepared = super().prepare(params, fragment, where)
         if prepared is None:
             return None
@@ -180,8 +182,9 @@ class CpuGroup(Group):
             entry.update(users[k])
             state[p] = entry
             self.live.record(k, entry)
-        _state.refresh_steps([state[p] for p in self.live.params], self.first_fragments, self.engine.raw_counters(),
-                             self.adam_family)
+        entries = [state[p] for p in self.live.params]
+        _state.refresh_steps(entries, self.first_fragments, self.engine.raw_counters(), self.adam_family)
+        self.live.record_steps(entries)
 
     def _fits(self, k, name, t):
         return type(t) is torch.Tensor and t.dtype == self.live.dtype(k, name) and \
@@ -205,6 +208,7 @@ class CpuGroup(Group):
         report = self.engine.step(prepared[0], prepared[1], prepared[5], tau, fragment, reuse_preview)
         if report["applied"]:
             _state.refresh_steps(prepared[6], self.first_fragments, self.engine.raw_counters(), self.adam_family)
+            self.live.record_steps(prepared[6])
         return report
 
 
@@ -324,9 +328,12 @@ class SplitGroup:
         return out
 
     def step(self, params, prepared, tau, fragment, reuse_preview=False):
-        first = self.preview(prepared, tau, fragment)
-        if first["reason"] in REFUSED:
-            return first
+        # Its parts are previewed before any steps (here, or by the optimizer when reuse_preview: every group was,
+        # and none refused), and each part's step takes its preview's outcome.
+        if not reuse_preview:
+            first = self.preview(prepared, tau, fragment)
+            if first["reason"] in REFUSED:
+                return first
         reports = [part.step(ps, prep, tau, fragment, True) for _, part, ps, prep in self._each(params, prepared)]
         out = dict(reports[0])
         out["applied"] = all(r["applied"] for r in reports)

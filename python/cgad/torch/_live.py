@@ -25,6 +25,7 @@ class LiveState:
         self.names = [_state.moment_names(s["kind"], adam_family) for s in self.shapes]
         self.own = [sorted(n for pair in names for n in pair if n is not None) for names in self.names]
         self.seen = [None] * len(self.params)  # per tensor: {name: (id, data_ptr, _version)} when last taken
+        self.step_seen = [None] * len(self.params)  # per tensor: its "step" tensor's key when last filled
 
     def fresh(self, k):
         return _state.fresh_state(self.shapes[k], self.params[k], self.adam_family)
@@ -47,6 +48,15 @@ class LiveState:
 
     def record(self, k, entry):
         self.seen[k] = {name: _key(entry[name]) for name in self.own[k]}
+
+    def record_steps(self, entries):
+        """After the "step" tensors were filled with the counts (_state.refresh_steps)."""
+        self.step_seen = [_key(e.get("step")) for e in entries]
+
+    def steps_unchanged(self, entries):
+        """The tensors whose "step" is the tensor last filled, untouched since: _state.check_steps need not compare
+        it with the count (a comparison of a tensor per parameter, the largest cost of a step on small tensors)."""
+        return {k for k, e in enumerate(entries) if _key(e.get("step")) == self.step_seen[k]}
 
     def entries(self, state, group_params, where, counters_reset):
         """Tensor k's entry of ``state`` (opt.state) for every k, checked, after taking what changed since the last
