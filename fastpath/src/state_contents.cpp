@@ -80,7 +80,7 @@ void check_state_contents(const TensorState& s, const StepConfig& config, bool a
   const auto check = [&](float x, int k, std::size_t i, const char* where) {
     if (!in_range(x, k)) {
       fail(std::string("holds an impossible ") + where + " " + name(k) + "[" + std::to_string(i) +
-             "] = " + core::to_decimal(x) + " (a step can reach only " + range + ")");
+           "] = " + core::to_decimal(x) + " (a step can reach only " + range + ")");
     }
   };
   for (int k = 0; k < s.moments; ++k) {
@@ -90,8 +90,8 @@ void check_state_contents(const TensorState& s, const StepConfig& config, bool a
     for (std::size_t i = 0; i < s.absmax[k].size(); ++i) {
       const float a = s.absmax[k][i];
       if (!(a >= 0.0f) || !in_range(a, k)) {
-        fail(std::string("holds an impossible q8 absmax ") + std::to_string(i) + " = " + core::to_decimal(a) +
-               " of " + name(k) + " (it must be >= 0, and a step can reach only " + range + ")");
+        fail(std::string("holds an impossible q8 absmax ") + std::to_string(i) + " = " + core::to_decimal(a) + " of " +
+             name(k) + " (it must be >= 0, and a step can reach only " + range + ")");
       }
     }
   }
@@ -99,9 +99,9 @@ void check_state_contents(const TensorState& s, const StepConfig& config, bool a
   const auto check_pair = [&](double m, double v, const JointBound& bound, std::size_t i, const char* where) {
     if (!bound.reachable(m, v)) {
       fail(std::string("holds an impossible ") + where + " pair m[" + std::to_string(i) +
-             "] = " + core::to_decimal(static_cast<float>(m)) + ", v[" + std::to_string(i) +
-             "] = " + core::to_decimal(static_cast<float>(v)) + " (no sequence of steps makes |m| that large beside " +
-             "that v; fastpath/src/state_contents.cpp derives the bound)");
+           "] = " + core::to_decimal(static_cast<float>(m)) + ", v[" + std::to_string(i) +
+           "] = " + core::to_decimal(static_cast<float>(v)) + " (no sequence of steps makes |m| that large beside " +
+           "that v; fastpath/src/state_contents.cpp derives the bound)");
     }
   };
   const JointBound fp32_bound(config, false), bf16_bound(config, true);

@@ -355,9 +355,8 @@ void bind_entry(const TensorState& s, StepArgs& args) {
 
 }  // namespace
 
-StepReport TableStepper::run(const Operands& operands, std::span<const TensorState> states,
-                             std::size_t params_size, std::size_t grad_size, std::int64_t tau, std::size_t fragment,
-                             bool reuse_preview) {
+StepReport TableStepper::run(const Operands& operands, std::span<const TensorState> states, std::size_t params_size,
+                             std::size_t grad_size, std::int64_t tau, std::size_t fragment, bool reuse_preview) {
   StepPlanner::Plan plan = planner_.plan(params_size, grad_size, tau, fragment);
   const bool reuse = reuse_preview && previewed_.valid && previewed_.generation == generation_ &&
                      previewed_.tau == tau && previewed_.fragment == fragment;
