@@ -207,6 +207,19 @@ def test_a_state_dict_torch_would_not_map_is_refused(case):
     assert all(torch.equal(after[n], t) for n, t in before.items())
 
 
+def test_an_index_listed_twice_is_refused_where_the_shapes_would_let_it_load():
+    sizes = (64, 64, 64)
+    params = model(sizes=sizes)
+    opt = CGAD(params, state="fp32")
+    feed(params, 0)
+    opt.step()
+    sd = opt.state_dict()
+    sd["param_groups"][0]["params"] = [0, 0, 2]  # parameter 1 would get parameter 0's moments
+    other = CGAD(model(1, sizes=sizes), state="fp32")
+    with pytest.raises(cgad.InputError, match="once"):
+        other.load_state_dict(sd)
+
+
 def test_a_fresh_optimizers_empty_state_loads():
     fresh = CGAD(model(), state="fp32")
     other = CGAD(model(1), state="fp32")
