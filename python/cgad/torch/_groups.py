@@ -106,7 +106,7 @@ class CpuGroup(Group):
         if prepared is None:
             return None
         grads = prepared[2]
-        buffers = [[] if g is None else self.live.buffers(k, entries[k]) for k, g in enumerate(grads)]
+        buffers = [[] if g is None else self.live.pointers[k] for k, g in enumerate(grads)]
         # The entries' tensors as they are now: another thread may replace opt.state[p][...] while the step runs,
         # and these keep the memory the step writes alive.
         held_state = [dict(e) for e in entries]

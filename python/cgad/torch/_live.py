@@ -26,6 +26,7 @@ class LiveState:
         self.own = [sorted(n for pair in names for n in pair if n is not None) for names in self.names]
         self.seen = [None] * len(self.params)  # per tensor: {name: (id, data_ptr, _version)} when last taken
         self.step_seen = [None] * len(self.params)  # per tensor: its "step" tensor's key when last filled
+        self.pointers = [None] * len(self.params)  # per tensor: buffers() of the entry last taken
 
     def fresh(self, k):
         return _state.fresh_state(self.shapes[k], self.params[k], self.adam_family)
@@ -47,7 +48,9 @@ class LiveState:
         return out
 
     def record(self, k, entry):
+        """Takes tensor k's entry as checked: its tensors' keys, and their pointers (pointers(k) until it changes)."""
         self.seen[k] = {name: _key(entry[name]) for name in self.own[k]}
+        self.pointers[k] = self.buffers(k, entry)
 
     def record_steps(self, entries):
         """After the "step" tensors were filled with the counts (_state.refresh_steps)."""
