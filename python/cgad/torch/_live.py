@@ -157,13 +157,13 @@ def _check_buffers(engine, buffers, which, where, labels):
 
 def check_saved(engine, live, moments, where):
     """Refuses saved moments (``moments[k]``: {name: tensor} or None) holding a state no run reaches, reading them
-    where they lie (copies only where one is not a contiguous CPU tensor)."""
+    where they lie (copies only where one is not a contiguous CPU tensor: a state_dict loaded onto another device)."""
     held, buffers, which = [], [], []
     for k, saved in enumerate(moments):
         if saved is None:
             buffers.append([])
             continue
-        entry = {name: t.contiguous() for name, t in saved.items()}
+        entry = {name: t.to("cpu").contiguous() for name, t in saved.items()}  # the check reads host memory
         held.append(entry)
         buffers.append(live.buffers(k, entry))
         which.append(k)
