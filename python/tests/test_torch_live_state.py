@@ -330,3 +330,46 @@ def test_an_optimizers_groups_share_one_thread_pool():
     started = threads_now() - before
     assert started <= 3, f"{started} threads for 64 param groups at threads=4"
     del opt
+
+
+def test_groups_at_the_default_thread_count_share_one_pool():
+    before = threads_now()
+    params = model(sizes=[16] * 200)
+    opt = CGAD([{"params": [p]} for p in params])
+    feed(params, 0)
+    opt.step()
+    started = threads_now() - before
+    assert started <= max(1, os.cpu_count() - 1), f"{started} threads for 200 param groups"
+    del opt
+
+
+# --- hyperparameters parsed only when they change: a change is still taken at the next step -------------------------
+
+
+@pytest.mark.parametrize("how", ["float", "tensor-in-place", "betas-list-in-place"])
+def test_a_changed_setting_is_taken_by_the_next_step(how):
+    params, opt = stepped("fp32")
+    group = opt.param_groups[0]
+    if how == "float":
+        group["lr"] = 0.0
+    elif how == "tensor-in-place":
+        group["lr"] = torch.tensor(1e-3)
+        feed(params, 3)
+        opt.step()
+        group["lr"].fill_(0.0)
+    else:
+        group["betas"] = [0.9, 0.999]
+        feed(params, 3)
+        opt.step()
+        group["betas"][0] = 0.5
+    before = [p.detach().clone() for p in params]
+    feed(params, 4)
+    opt.step()
+    moved = [not torch.equal(p, b) for p, b in zip(params, before)]
+    if how == "betas-list-in-place":
+        copies, other = clone_of(params, opt, "fp32")  # takes the state_dict's betas (0.5, 0.999)
+        assert other.param_groups[0]["betas"][0] == 0.5
+        step_both(params, opt, copies, other, 5)
+        assert all(torch.equal(p, q) for p, q in zip(params, copies))
+    else:
+        assert not any(moved), "lr = 0 was not taken: the group's old lr stepped"

@@ -82,7 +82,8 @@ class CpuGroup(Group):
 
     def __init__(self, spec, params, pool, where):
         super().__init__(spec, params, where)
-        self.engine = _cgad.CpuStepper(self.spec, self.sizes, pool())  # pool: the optimizer's, made when first needed
+        self.pool = pool  # the optimizer's, made when first needed
+        self.engine = _cgad.CpuStepper(self.spec, self.sizes, pool())
         self.live = _live.LiveState(self.engine, params, self.adam_family)
         self.states = [self.live.fresh(k) for k in range(len(params))]
         for k, entry in enumerate(self.states):
@@ -116,10 +117,13 @@ class CpuGroup(Group):
         """What the group's entry in state_dict()["param_groups"] carries besides torch's keys."""
         return _state.counters_entry(self.spec["optimizer"], self.spec["seed"], self.engine.raw_counters())
 
-    def check_load(self, saved, entry, where):
+    def check_load(self, saved, entry, where, spec):
         """Checks a state_dict's state for this group, changing nothing: ``saved[k]`` tensor k's entry (None: none
         saved), ``entry`` the group's export() (None for a torch.optim.Adam/AdamW warm start, whose "step" then
-        gives the counters). Returns what load() takes."""
+        gives the counters), ``spec`` the hyperparameters it loads with (the state's reach depends on the betas).
+        Returns what load() takes."""
+        spec = dict(spec, params=self.spec["params"])
+        checker = self.engine if spec == self.spec else _cgad.CpuStepper(spec, self.sizes, self.pool())
         if entry is None:
             steps = {_state.integral_step(state.get("step", 0), f"{where} parameter {k}")
                      for k, state in enumerate(saved) if isinstance(state, dict)}
@@ -131,13 +135,13 @@ class CpuGroup(Group):
             counters = {"t": [t] * fragments, "last_sync": [-1] * fragments, "round": 0, "steps": t}
         else:
             counters = {k: entry.get(k) for k in ("t", "last_sync", "round", "steps")}
-        before = self.engine.raw_counters()
+        before = checker.raw_counters()
         try:
-            self.engine.set_raw_counters(counters)  # its checks; put back below
+            checker.set_raw_counters(counters)  # its checks; put back below
         except _cgad.InputError as e:
             raise _cgad.InputError(f"{where}: the state_dict's '{_state.COUNTERS}': {e}") from None
         finally:
-            self.engine.set_raw_counters(before)
+            checker.set_raw_counters(before)
         counted = counters["steps"] != 0 or any(counters["t"])
         moments = []
         for k, state in enumerate(saved):
@@ -153,7 +157,7 @@ class CpuGroup(Group):
             moments.append(_state.saved_entry(self.live.own[k], dtypes, shapes, state, f"{where} parameter {k}"))
         # The state file's checks of what a run can reach (finite, in range, m bounded by v: fastpath/src/
         # state_contents.cpp), on the saved tensors where they lie: a hand-made state must not send theta to -Inf.
-        _live.check_saved(self.engine, self.live, moments, where)
+        _live.check_saved(checker, self.live, moments, where)
         users = [_state.user_keys(state) if isinstance(state, dict) else {} for state in saved]
         return counters, moments, users
 
@@ -364,11 +368,11 @@ class SplitGroup:
         """The first part's counters, as an unsplit group's, and every part's under "parts"."""
         return dict(self.parts[0].export(), parts=[part.export() for part in self.parts])
 
-    def check_load(self, saved, entry, where):
+    def check_load(self, saved, entry, where, spec):
         parts = entry.get("parts") if isinstance(entry, dict) else None
         if entry is not None and (not isinstance(parts, list) or len(parts) != len(self.parts)):
             parts = [entry] * len(self.parts)  # saved by a group of one dtype: its counters are every part's
-        return [part.check_load([saved[i] for i in m], None if entry is None else parts[s], where)
+        return [part.check_load([saved[i] for i in m], None if entry is None else parts[s], where, spec)
                 for s, (m, part) in enumerate(zip(self.members, self.parts))]
 
     def load(self, checked, state):

@@ -420,7 +420,7 @@ class _FastpathOptimizer(torch.optim.Optimizer):
                 fast.restore(saved, entry, where)  # into a new group's device state
                 checked.append(None)
             else:
-                checked.append(fast.check_load(saved, entry, where))
+                checked.append(fast.check_load(saved, entry, where, spec))
             param_groups.append((merged, spec, where))
             rebuilt.append(fast)
         state = self.state if isinstance(self.state, dict) else collections.defaultdict(dict)
