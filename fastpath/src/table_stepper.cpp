@@ -6,6 +6,7 @@
 #include "cgad/fastpath/detail/host_state.hpp"
 #include "cgad/fastpath/detail/q8.hpp"
 #include "cgad/fastpath/detail/q8_maps.hpp"
+#include "cgad/fastpath/detail/replan.hpp"
 #include "cgad/fastpath/detail/state_contents.hpp"
 #include "cgad/fastpath/detail/tensor_table.hpp"
 
@@ -424,11 +425,7 @@ void TableStepper::advance_round() {
 }
 
 void TableStepper::set_hyperparameters(const StepConfig& config) {
-  require_same_state_layout(this->config(), config);
-  // The same layout gives the same chunks, so tensor_begin_, chunk_tensor_ and the slots stay valid.
-  StepPlanner next(config, planner_.tensor_sizes());
-  next.set_raw_counters(planner_.raw_counters());
-  planner_ = std::move(next);
+  planner_ = replan(planner_, config);  // the same chunks: tensor_begin_, chunk_tensor_ and the slots stay valid
   ++generation_;
 }
 
