@@ -263,7 +263,7 @@ def passes(layout, params, grads, threads):
     for p, g in zip(group_params, grads):
         p.grad = g
     fast = opt._groups[0]
-    prepared = fast.prepare(group_params, 0, "bench")
+    prepared = fast.prepare(group_params, 0, "bench", opt.state)
     return [Pass("pass: one read of every Δ (torch .sum())", layout, lambda: [g.sum() for g in grads]),
             Pass("pass: cgad's refusal scan of Δ alone", layout, lambda: fast.preview(prepared, 1, 0))]
 

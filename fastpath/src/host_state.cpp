@@ -12,11 +12,14 @@ std::uint8_t zero_code(Q8MapKind kind) {
   return q8_nearest(0.0f, map);  // the zero-free map: index 0, its smallest code
 }
 
-namespace {
-Q8MapKind map_kind_of(int moment, const StepPlanner& planner) {
+Q8MapKind moment_map_kind(int moment, const StepPlanner& planner) {
   return planner.adam_family() && moment == 1 ? second_moment_map(planner.config().v_map) : Q8MapKind::signed_map;
 }
-}  // namespace
+
+std::uint8_t initial_code(int moment, const StepPlanner& planner) {
+  return planner.config().q8_semantics == Q8Semantics::bnb ? std::uint8_t{0}
+                                                           : zero_code(moment_map_kind(moment, planner));
+}
 
 HostState HostState::zeros(const StepPlanner& planner) {
   HostState s;
@@ -33,8 +36,7 @@ HostState HostState::zeros(const StepPlanner& planner) {
         s.bf16_values[k].assign(n, bf16{});
         break;
       case StateFormat::q8:
-        s.codes[k].assign(
-            n, config.q8_semantics == Q8Semantics::bnb ? std::uint8_t{0} : zero_code(map_kind_of(k, planner)));
+        s.codes[k].assign(n, initial_code(k, planner));
         s.absmax[k].assign(planner.q8_blocks(), 0.0f);
         s.fp32[k].assign(planner.fallback_size(), 0.0f);
         break;
@@ -48,7 +50,7 @@ void HostState::bind(StepPlanner::Plan& plan) {
 }
 
 void HostState::read(const StepPlanner& planner, int k, std::span<float> out) const {
-  const Q8Map& map = dynamic_map(map_kind_of(k, planner), planner.config().q8_semantics);
+  const Q8Map& map = dynamic_map(moment_map_kind(k, planner), planner.config().q8_semantics);
   for (const StepChunk& c : planner.chunks()) {
     for (std::size_t i = 0; i < c.count; ++i) {
       const std::size_t j = c.begin + i;

@@ -1,5 +1,5 @@
-// CpuOptimizer::tensor_state(k), the live per-tensor state a torch optimizer exposes as opt.state[p]
-// (python/cgad/torch/_state.py): the tensors' slices tile every state buffer in order, without gaps, in every
+// CpuOptimizer::tensor_state(k), the per-tensor entries over its own state that the owning optimizer hands the
+// table step (table_stepper.hpp): the tensors' slices tile every state buffer in order, without gaps, in every
 // format (q8 absmax, fp32 fallback moments under min_q8_size; q8 codes lie at the tensor's elements); and a load
 // copies into those buffers,
 // so that slices taken before it still see the state after it.

@@ -160,7 +160,7 @@ def test_cast_and_mismatched_state_is_refused_and_changes_nothing():
 
 
 def test_a_state_no_run_reaches_is_refused():
-    """The state file's checks (fastpath/src/state_file.cpp) hold for a state_dict's tensors: |m| = 2^100 beside
+    """The state file's checks (fastpath/src/state_contents.cpp) hold for a state_dict's tensors: |m| = 2^100 beside
     v = 0 (a step from it would be ~2^100/eps) and a NaN moment are refused, changing nothing."""
     params = model(torch.float32)
     opt = CGAD(params)
@@ -170,7 +170,7 @@ def test_a_state_no_run_reaches_is_refused():
         bad = copy.deepcopy(opt.state_dict())
         bad["state"][0][name][7] = value
         bad["state"][0]["exp_avg_sq"][7] = 0.0 if name == "exp_avg" else value
-        refused(opt, params, bad, "fast-path state")
+        refused(opt, params, bad, "parameter 0's state holds an impossible")
 
 
 def test_state_moves_between_parameter_formats():

@@ -1,11 +1,12 @@
 """One fast-path optimizer per torch param group (per dtype in a group mixing float32 and bfloat16 parameters), over
 the group's tensors, which both backends step where they lie (the fast path's tensor-table step: a pointer per
-parameter and per pseudo-gradient). On the CPU opt.state[p] holds views of the live state (_state.py); the CUDA
-backend runs on torch's current stream."""
+parameter and per pseudo-gradient, and on the CPU per state tensor). On the CPU opt.state[p] is the state the steps
+use, torch tensors (_state.py, _live.py), and the groups of one optimizer share one thread pool; the CUDA backend runs
+on torch's current stream, its state on the device."""
 import torch
 
 from .. import _cgad
-from . import _state
+from . import _live, _state
 from ._report import REFUSED, GroupReport, LazyStepReport, combine, group_report, no_gradient
 from ._tensors import (PARAM_FORMATS, backend, check_count, check_no_aliasing, gradients, group_layout, held, named,
                        param_pointers)
@@ -14,7 +15,7 @@ from ._tensors import (PARAM_FORMATS, backend, check_count, check_no_aliasing, g
 class Group:
     """The fast-path optimizer of one param group. ``spec`` is its configuration as text (step_config.cpp)."""
 
-    def __init__(self, spec, params, threads, where):
+    def __init__(self, spec, params, where):
         self.layout = group_layout(params, where)
         fmt, device, sizes = self.layout
         self.spec = dict(spec, params=fmt)
@@ -46,15 +47,6 @@ class Group:
         begin = self.begins[k]
         return next((f for f, (offset, size) in enumerate(self.fragments) if begin < offset + size),
                     len(self.fragments) - 1)
-
-    def read_state(self, k, name):
-        """Tensor k's state buffer ``name`` dequantized to float32 (a NumPy copy)."""
-        return self.engine.read_buffer(name)[self.begins[k]:self.begins[k + 1]].copy()
-
-    def read_states(self, name):
-        """Every tensor's state buffer ``name`` dequantized to float32, in parameter order, from one read."""
-        values = self.engine.read_buffer(name)
-        return [values[self.begins[k]:self.begins[k + 1]] for k in range(len(self.begins) - 1)]
 
     def prepare(self, params, fragment, where):
         """The event's operands (parameter and gradient pointers, with tensors that keep the memory they point to
@@ -91,69 +83,143 @@ class Group:
 
 
 class CpuGroup(Group):
-    """``states[k]``: tensor k's entry of opt.state, on the engine's live state (_state.py)."""
+    """Its state is opt.state's tensors (_live.py), read anew before each step; ``states`` the initial entries."""
 
-    keeps_untouched = True  # a parameter without a gradient: its state is here to put back
+    keeps_untouched = True  # a parameter without a gradient is left out of the step (a null table entry)
 
-    def __init__(self, spec, params, threads, where):
-        super().__init__(spec, params, threads, where)
-        self.engine = _cgad.CpuOptimizer(self.spec, self.sizes, threads)
-        self.states = [_state.live_state(self.engine, k, p, self.adam_family) for k, p in enumerate(params)]
+    def __init__(self, spec, params, pool, where):
+        super().__init__(spec, params, where)
+        self.pool = pool  # the optimizer's, made when first needed
+        self.engine = _cgad.CpuStepper(self.spec, self.sizes, pool())
+        self.live = _live.LiveState(self.engine, params, self.adam_family)
+        self.states = [self.live.fresh(k) for k in range(len(params))]
+        for k, entry in enumerate(self.states):
+            self.live.record(k, entry)
         self.first_fragments = [self.first_fragment(k) for k in range(len(self.sizes))]
 
-    def refresh_steps(self):
-        _state.refresh_steps(self.states, self.first_fragments, self.engine.raw_counters(), self.adam_family)
+    def _zero_counters(self):
+        return {"t": [0] * len(self.fragments), "last_sync": [-1] * len(self.fragments), "round": 0, "steps": 0}
 
-    def prepare(self, params, fragment, where):
-        _state.check_steps(self.states, self.first_fragments, self.engine.raw_counters(), self.adam_family, where)
-        return super().prepare(params, fragment, where)
+    def current(self, state, params, where):
+        """The entries of opt.state the next step reads, checked (_live.LiveState.entries); a group whose every
+        entry was removed restarts from zero."""
+        check_count(params, len(self.sizes), where)
+        return self.live.entries(state, params, where, lambda: self.engine.set_raw_counters(self._zero_counters()))
+
+    def prepare(self, params, fragment, where, state):
+        entries = self.current(state, params, where)
+        _state.check_steps(entries, self.first_fragments, self.engine.raw_counters(), self.adam_family, where,
+                           self.live.steps_unchanged(entries))
+        prepared = super().prepare(params, fragment, where)
+        if prepared is None:
+            return None
+        grads = prepared[2]
+        buffers = [[] if g is None else self.live.pointers[k] for k, g in enumerate(grads)]
+        # The entries' tensors as they are now: another thread may replace opt.state[p][...] while the step runs,
+        # and these keep the memory the step writes alive.
+        held_state = [dict(e) for e in entries]
+        return prepared + (buffers, entries, held_state)
 
     def export(self):
         """What the group's entry in state_dict()["param_groups"] carries besides torch's keys."""
         return _state.counters_entry(self.spec["optimizer"], self.spec["seed"], self.engine.raw_counters())
 
-    def restore(self, saved, entry, where):
-        """Takes a state_dict's state: ``saved[k]`` tensor k's entry (None: none saved, zeros), ``entry`` the
-        group's export() (None for a torch.optim.Adam/AdamW warm start, whose "step" then gives the counters)."""
-        for k, state in enumerate(saved):
-            if state is not None:
-                _state.copy_into(self.states[k], state, f"{where} parameter {k}")
+    def check_load(self, saved, entry, where, spec):
+        """Checks a state_dict's state for this group, changing nothing: ``saved[k]`` tensor k's entry (None: none
+        saved), ``entry`` the group's export() (None for a torch.optim.Adam/AdamW warm start, whose "step" then
+        gives the counters), ``spec`` the hyperparameters it loads with (the state's reach depends on the betas).
+        Returns what load() takes."""
+        spec = dict(spec, params=self.spec["params"])
+        checker = self.engine if spec == self.spec else _cgad.CpuStepper(spec, self.sizes, self.pool())
         if entry is None:
             steps = {_state.integral_step(state.get("step", 0), f"{where} parameter {k}")
-                     for k, state in enumerate(saved) if state is not None}
+                     for k, state in enumerate(saved) if isinstance(state, dict)}
             if len(steps) > 1:
                 _state.refuse(where, f"the state's parameters have different step counts {sorted(steps)}; cgad "
                                      "steps a param group's tensors together, with one count")
             t = steps.pop() if steps else 0
             fragments = len(self.fragments)
-            entry = {"t": [t] * fragments, "last_sync": [-1] * fragments, "round": 0, "steps": t}
+            counters = {"t": [t] * fragments, "last_sync": [-1] * fragments, "round": 0, "steps": t}
+        else:
+            counters = {k: entry.get(k) for k in ("t", "last_sync", "round", "steps")}
+        before = checker.raw_counters()
         try:
-            self.engine.set_raw_counters({k: entry.get(k) for k in ("t", "last_sync", "round", "steps")})
+            checker.set_raw_counters(counters)  # its checks; put back below
         except _cgad.InputError as e:
             raise _cgad.InputError(f"{where}: the state_dict's '{_state.COUNTERS}': {e}") from None
+        finally:
+            checker.set_raw_counters(before)
+        counted = counters["steps"] != 0 or any(counters["t"])
+        moments = []
+        for k, state in enumerate(saved):
+            if state is None:
+                if counted:
+                    _state.refuse(where, f"the state_dict has no state for parameter {k} while its group's counters "
+                                         f"say {counters['steps']} steps were applied (a state_dict of other "
+                                         "parameters, keyed otherwise, or cut short); nothing was loaded")
+                moments.append(None)
+                continue
+            dtypes = {n: self.live.dtype(k, n) for n in self.live.own[k]}
+            shapes = {n: self.live.shape(k, n) for n in self.live.own[k]}
+            moments.append(_state.saved_entry(self.live.own[k], dtypes, shapes, state, f"{where} parameter {k}"))
         # The state file's checks of what a run can reach (finite, in range, m bounded by v: fastpath/src/
-        # state_file.cpp), through its own parser: a hand-made state must not send theta to -Inf.
-        try:
-            self.engine.load_bytes(self.engine.save_bytes())
-        except _cgad.InputError as e:
-            raise _cgad.InputError(f"{where}: {e}") from None
-        self.refresh_steps()
+        # state_contents.cpp), on the saved tensors where they lie: a hand-made state must not send theta to -Inf.
+        _live.check_saved(checker, self.live, moments, where)
+        users = [_state.user_keys(state) if isinstance(state, dict) else {} for state in saved]
+        return counters, moments, users
+
+    def load(self, checked, state):
+        """Takes what check_load() accepted: the moments copied into opt.state's tensors where they fit (so that
+        references taken before stay live), new ones where an entry lost them."""
+        counters, moments, users = checked
+        self.engine.set_raw_counters(counters)
+        for k, p in enumerate(self.live.params):
+            entry = state.get(p) if isinstance(state.get(p), dict) else {}
+            fresh = self.live.fresh(k)
+            for name in self.live.own[k]:
+                target = entry.get(name)
+                if not self._fits(k, name, target):
+                    target = fresh[name]
+                if tuple(target.shape) != self.live.shape(k, name):
+                    target = target.view(self.live.shape(k, name))
+                if moments[k] is None:
+                    target.copy_(fresh[name])
+                else:
+                    target.copy_(moments[k][name])
+                entry[name] = target
+            if not (isinstance(entry.get("step"), torch.Tensor) and entry["step"].dim() == 0 and
+                    entry["step"].dtype.is_floating_point):
+                entry["step"] = torch.tensor(0.0)
+            entry.update(users[k])
+            state[p] = entry
+            self.live.record(k, entry)
+        entries = [state[p] for p in self.live.params]
+        _state.refresh_steps(entries, self.first_fragments, self.engine.raw_counters(), self.adam_family)
+        self.live.record_steps(entries)
+
+    def _fits(self, k, name, t):
+        return type(t) is torch.Tensor and t.dtype == self.live.dtype(k, name) and \
+            t.numel() == self.live.size(k, name) and t.device == self.live.params[k].device and t.is_contiguous()
+
+    def read_state(self, k, name, state):
+        """Tensor k's state buffer ``name`` ("m", "v", "b") dequantized to float32 (a NumPy array)."""
+        entries = self.current(state, self.live.params, "state_buffer")
+        return self.live.read(entries[k], k, name)
+
+    def read_states(self, name, state):
+        entries = self.current(state, self.live.params, "trap_stats")
+        return [self.live.read(entries[k], k, name) for k in range(len(entries))]
 
     def preview(self, prepared, tau, fragment):
         return self.engine.preview(prepared[1], tau, fragment)
 
-    def step(self, params, prepared, tau, fragment):
-        # Parameters without a gradient stepped with zeros (gradients()): their values and state are put back, so
-        # they end as torch.optim leaves them. The group's step count still advances (one count per group).
-        kept = [(params[k].detach(), params[k].detach().clone(),
-                 {name: self.states[k][name].clone() for name in _state.own_names(self.states[k])}) for k in prepared[4]]
-        report = self.engine.step(prepared[0], prepared[1], tau, fragment)
-        for k, (param, value, state) in zip(prepared[4], kept):
-            param.copy_(value)
-            for name, saved in state.items():
-                self.states[k][name].copy_(saved)
+    def step(self, params, prepared, tau, fragment, reuse_preview=False):
+        # A parameter without a gradient is left out (null pointers): its values and state stay as they are, as
+        # torch.optim leaves them. The group's step count still advances (one count per group).
+        report = self.engine.step(prepared[0], prepared[1], prepared[5], tau, fragment, reuse_preview)
         if report["applied"]:
-            self.refresh_steps()
+            _state.refresh_steps(prepared[6], self.first_fragments, self.engine.raw_counters(), self.adam_family)
+            self.live.record_steps(prepared[6])
         return report
 
 
@@ -164,8 +230,8 @@ class CudaGroup(Group):
     states = ()
     keeps_untouched = False
 
-    def __init__(self, spec, params, threads, where):
-        super().__init__(spec, params, threads, where)
+    def __init__(self, spec, params, pool, where):
+        super().__init__(spec, params, where)
         self.device = self.layout[1]
         self.engine = _cgad.CudaOptimizer(self.spec, self.sizes)
         self.veto = _veto(self.device, self.stream())  # made here, outside any capture (it allocates)
@@ -180,6 +246,17 @@ class CudaGroup(Group):
 
     def advance_round(self):
         self.engine.advance_round(self.stream())
+
+    def prepare(self, params, fragment, where, state):
+        return super().prepare(params, fragment, where)
+
+    def read_state(self, k, name, state):
+        """Tensor k's state buffer ``name`` dequantized to float32 (a NumPy copy from the device)."""
+        return self.engine.read_buffer(name)[self.begins[k]:self.begins[k + 1]].copy()
+
+    def read_states(self, name, state):
+        values = self.engine.read_buffer(name)
+        return [values[self.begins[k]:self.begins[k + 1]] for k in range(len(self.begins) - 1)]
 
     def export(self):
         entry = _state.counters_entry(self.spec["optimizer"], self.spec["seed"], {})
@@ -199,7 +276,7 @@ class CudaGroup(Group):
         except _cgad.InputError as e:
             raise _cgad.InputError(f"{where}: {e}") from None
 
-    def step(self, params, prepared, tau, fragment):
+    def step(self, params, prepared, tau, fragment, reuse_preview=False):
         """One group's step on its own (the report read at once): for a caller that steps groups one by one."""
         ticket = self.engine.step(prepared[0], prepared[1], tau, fragment, self.stream())
         return self.engine.report(ticket, self.stream())[0]
@@ -268,13 +345,13 @@ class SplitGroup:
         """The group's configuration as its first dtype's part has it (the parts differ only in params)."""
         return self.parts[0].spec
 
-    def __init__(self, spec, params, threads, where):
+    def __init__(self, spec, params, pool, where):
         check_no_aliasing(named(params), where)
         members = {}
         for i, p in enumerate(params):
             members.setdefault(p.dtype, []).append(i)
         self.members = list(members.values())
-        self.parts = [CpuGroup(spec, [params[i] for i in m], threads, where) for m in self.members]
+        self.parts = [CpuGroup(spec, [params[i] for i in m], pool, where) for m in self.members]
         self.engine = self.parts[0].engine
         self.adam_family = self.parts[0].adam_family
         self.states = [None] * len(params)
@@ -289,10 +366,11 @@ class SplitGroup:
             if prepared is None or prepared[s] is not None:
                 yield s, part, [params[i] for i in m], None if prepared is None else prepared[s]
 
-    def prepare(self, params, fragment, where):
+    def prepare(self, params, fragment, where, state):
         check_count(params, len(self.states), where)  # the parts index the group's parameters
         check_no_aliasing(named(params), where)
-        prepared = [part.prepare(ps, fragment, where) for _, part, ps, _ in self._each(params)]
+        self.current(state, params, where)
+        prepared = [part.prepare(ps, fragment, where, state) for _, part, ps, _ in self._each(params)]
         return None if all(p is None for p in prepared) else prepared
 
     def _located(self, s, raw):
@@ -307,11 +385,32 @@ class SplitGroup:
                    self._each([None] * len(self.states), prepared)]
         return next((r for r in reports if r["reason"] in REFUSED), reports[0])
 
-    def step(self, params, prepared, tau, fragment):
-        first = self.preview(prepared, tau, fragment)
-        if first["reason"] in REFUSED:
-            return first
-        reports = [part.step(ps, prep, tau, fragment) for _, part, ps, prep in self._each(params, prepared)]
+    def current(self, state, params, where):
+        """As CpuGroup.current over the whole group: its every parameter losing its state restarts every part,
+        some losing it is refused (the parts alone would see only their own)."""
+        check_count(params, len(self.states), where)
+        kept = [isinstance(state.get(p), dict) and any(n in state[p] for n in _state.STATE_NAMES)
+                for p in params] if isinstance(state, dict) else [False] * len(params)
+        if any(kept) and not all(kept):
+            lost = [k for k, has in enumerate(kept) if not has]
+            _state.refuse(where, f"the state of parameter(s) {lost} was removed from opt.state while the others of "
+                                 "the param group keep theirs; cgad steps a group's tensors with one step count, so "
+                                 "it cannot restart some of them -- nothing was stepped (opt.state.clear() restarts "
+                                 "every group)")
+        out = [None] * len(params)
+        for m, part in zip(self.members, self.parts):
+            for i, entry in zip(m, part.current(state, [params[i] for i in m], where)):
+                out[i] = entry
+        return out
+
+    def step(self, params, prepared, tau, fragment, reuse_preview=False):
+        # Its parts are previewed before any steps (here, or by the optimizer when reuse_preview: every group was,
+        # and none refused), and each part's step takes its preview's outcome.
+        if not reuse_preview:
+            first = self.preview(prepared, tau, fragment)
+            if first["reason"] in REFUSED:
+                return first
+        reports = [part.step(ps, prep, tau, fragment, True) for _, part, ps, prep in self._each(params, prepared)]
         out = dict(reports[0])
         out["applied"] = all(r["applied"] for r in reports)
         out["reason"] = next((r["reason"] for r in reports if r["reason"] != "none"), "none")
@@ -326,14 +425,14 @@ class SplitGroup:
         for part in self.parts:
             part.configure(spec, where)
 
-    def read_state(self, k, name):
+    def read_state(self, k, name, state):
         s = next(s for s, m in enumerate(self.members) if k in m)
-        return self.parts[s].read_state(self.members[s].index(k), name)
+        return self.parts[s].read_state(self.members[s].index(k), name, state)
 
-    def read_states(self, name):
+    def read_states(self, name, state):
         out = [None] * len(self.states)
         for m, part in zip(self.members, self.parts):
-            for i, values in zip(m, part.read_states(name)):
+            for i, values in zip(m, part.read_states(name, state)):
                 out[i] = values
         return out
 
@@ -341,19 +440,23 @@ class SplitGroup:
         """The first part's counters, as an unsplit group's, and every part's under "parts"."""
         return dict(self.parts[0].export(), parts=[part.export() for part in self.parts])
 
-    def restore(self, saved, entry, where):
+    def check_load(self, saved, entry, where, spec):
         parts = entry.get("parts") if isinstance(entry, dict) else None
         if entry is not None and (not isinstance(parts, list) or len(parts) != len(self.parts)):
             parts = [entry] * len(self.parts)  # saved by a group of one dtype: its counters are every part's
-        for s, (m, part) in enumerate(zip(self.members, self.parts)):
-            part.restore([saved[i] for i in m], None if entry is None else parts[s], where)
+        return [part.check_load([saved[i] for i in m], None if entry is None else parts[s], where, spec)
+                for s, (m, part) in enumerate(zip(self.members, self.parts))]
+
+    def load(self, checked, state):
+        for part, each in zip(self.parts, checked):
+            part.load(each, state)
 
 
-def make_group(spec, params, threads, where):
+def make_group(spec, params, pool, where):
     """The Group for a param group's tensors on their device's backend (a SplitGroup for a CPU group of mixed
     float32 and bfloat16 parameters, outside PA-CGAD)."""
     if spec["optimizer"] != "pa-cgad" and len({getattr(p, "dtype", None) for p in params}) > 1 and \
             all(isinstance(p, torch.Tensor) and p.dtype in PARAM_FORMATS and p.device.type == "cpu" for p in params):
-        return SplitGroup(spec, params, threads, where)
+        return SplitGroup(spec, params, pool, where)
     _, device, _ = group_layout(params, where)
-    return (CudaGroup if backend(device, where) == "cuda" else CpuGroup)(spec, params, threads, where)
+    return (CudaGroup if backend(device, where) == "cuda" else CpuGroup)(spec, params, pool, where)

@@ -37,6 +37,23 @@ def _integer(value, name, where, least, most=INT64_MAX):
     return integer(value, name, least, most, where)
 
 
+def _plain_settings(group):
+    """A param group's settings (all but its parameters and counters) as a comparable value, or None when one is
+    not a plain value whose equality says it is unchanged."""
+    out = []
+    for key, value in group.items():
+        if key in ("params", _state.COUNTERS):
+            continue
+        if isinstance(value, (list, tuple)):
+            if not all(type(v) in (int, float, str, bool) for v in value):
+                return None
+            value = (type(value).__name__,) + tuple(value)
+        elif value is not None and type(value) not in (int, float, str, bool):
+            return None
+        out.append((key, type(value).__name__, value))
+    return tuple(out)
+
+
 # A CUDA step's report waits on the device until read (LazyStepReport); the optimizer's counts of steps by outcome
 # read them when asked, or once this many are pending, below the CUDA optimizer's kReportHistory (64) reports kept
 # per param group (cuda_optimizer.hpp): one host sync per 32 steps for a loop that never looks.
@@ -60,6 +77,25 @@ def _after_fork_in_child():
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _check_indices(groups, sizes, name):
+    """torch's rules for a state_dict's param groups (torch/optim/optimizer.py, load_state_dict: it pairs the saved
+    groups' ids with this optimizer's parameters in order): a group lists as many ids as this one has parameters,
+    and each id -- an index as state_dict() makes them, or a name as torch.distributed.checkpoint's
+    set_optimizer_state_dict passes them -- once, since an id listed twice would give two parameters one state."""
+    seen = set()
+    for index, (loaded, size) in enumerate(zip(groups, sizes)):
+        indices = loaded.get("params")
+        if not isinstance(indices, list) or len(indices) != size:
+            raise _cgad.InputError(f"{name} param group {index}: the state_dict's param group must list {size} "
+                                   f"parameters, as this one has, got {indices!r}")
+        for i in indices:
+            if isinstance(i, bool) or not isinstance(i, (int, str)) or i in seen:
+                raise _cgad.InputError(f"{name} param group {index}: the state_dict's param group lists {indices!r}; "
+                                       "a state_dict lists each parameter once, by an integer index or a name (a "
+                                       "state_dict edited by hand?)")
+            seen.add(i)
 
 
 class _FastpathOptimizer(torch.optim.Optimizer):
@@ -104,6 +140,10 @@ class _FastpathOptimizer(torch.optim.Optimizer):
             "min_q8_size": min_q8_size, "fragments": _integer(fragments, "fragments", name, 1, UINT64_MAX),
         }
         self._threads = _integer(threads, "threads", name, 0, UINT32_MAX)
+        # One thread pool for every CPU param group of the optimizer, made with its first one (_thread_pool): a
+        # pool per group would start threads × groups workers for steps that run one group at a time.
+        self._pool = None
+        self._spec_cache = {}  # id(param group) -> (its hyperparameters as given, their spec): parsed on change
         # The state's format is a param-group key too (bitsandbytes users keep embeddings in 32-bit state).
         defaults = dict(defaults, **{key: self._structure[key] for key in _state.FORMAT_KEYS})
         self._groups = []     # one _groups.Group per param group, in order
@@ -177,6 +217,20 @@ class _FastpathOptimizer(torch.optim.Optimizer):
                 spec[key] = _number(value, key, where)
         return spec
 
+    def _checked_spec(self, group, where):
+        """_spec() and the fast path's check of it, redone only when the group's settings changed (an lr
+        schedule): a group whose every setting is a plain value (numbers, strings, tuples of them) is compared by
+        value with what was parsed last; one holding anything else (a tensor lr, which may change in place) is
+        parsed at every step."""
+        key = _plain_settings(group)
+        cached = self._spec_cache.get(id(group))
+        if key is not None and cached is not None and cached[0] == key:
+            return dict(cached[1])
+        spec = self._spec(group, where)
+        _cgad.check_spec(spec)
+        self._spec_cache[id(group)] = (key, spec) if key is not None else (None, None)
+        return dict(spec)
+
     def _group_structure(self, group, where):
         """The optimizer's structure with the param group's state format (_state.FORMAT_KEYS) in it."""
         spec = dict(self._structure)
@@ -204,7 +258,7 @@ class _FastpathOptimizer(torch.optim.Optimizer):
             try:
                 group = self.param_groups[index]
                 where = self._where(index)
-                made = make_group(self._spec(group, where), group["params"], self._threads, where)
+                made = make_group(self._spec(group, where), group["params"], self._thread_pool, where)
                 self._check_backend(made, where)
                 self._check_disjoint_groups(where)
             except Exception:
@@ -213,6 +267,11 @@ class _FastpathOptimizer(torch.optim.Optimizer):
             self._groups.append(made)
             group[_state.COUNTERS] = None  # the key state_dict() fills (_state.COUNTERS' comment)
             self.state.update(zip(group["params"], made.states))
+
+    def _thread_pool(self):
+        if self._pool is None:
+            self._pool = _cgad.ThreadPool(self._threads)
+        return self._pool
 
     def _check_backend(self, made, where):
         """One backend and one CUDA device for all the param groups: an event refused in any group changes none,
@@ -303,10 +362,9 @@ class _FastpathOptimizer(torch.optim.Optimizer):
         fragment = self._engine_fragment(fragment)
         for index in targets:
             group, fast, where = self.param_groups[index], self._groups[index], self._where(index)
-            spec = self._spec(group, where)
-            _cgad.check_spec(spec)
+            spec = self._checked_spec(group, where)
             self._check_group_spec(spec, where)
-            events.append((group, fast, spec, fast.prepare(group["params"], fragment, where)))
+            events.append((group, fast, spec, fast.prepare(group["params"], fragment, where, self.state)))
         for index, (group, fast, spec, prepared) in zip(targets, events):
             fast.configure(spec, self._where(index))
         if self._groups and isinstance(self._groups[0], CudaGroup):
@@ -318,7 +376,8 @@ class _FastpathOptimizer(torch.optim.Optimizer):
                 mark_modified(group["params"])
             return report
         stepped = [e for e in events if e[3] is not None]
-        if len(stepped) > 1:
+        previewed = len(stepped) > 1
+        if previewed:
             # A refused event in any group must leave every group untouched: look before stepping any.
             for group, fast, spec, prepared in stepped:
                 preview = group_report(fast.preview(prepared, tau, fragment), fast, fragment)
@@ -332,7 +391,8 @@ class _FastpathOptimizer(torch.optim.Optimizer):
             if prepared is None:
                 reports.append(no_gradient(tau))
                 continue
-            report = _trap_stats.step(self, fast, group, prepared, tau, fragment)
+            # A previewed event's Δ was scanned: the step takes that outcome and reads Δ once more, to apply it.
+            report = _trap_stats.step(self, fast, group, prepared, tau, fragment, previewed)
             if report["applied"]:
                 mark_modified(group["params"])
             reports.append(group_report(report, fast, fragment))
@@ -361,6 +421,11 @@ class _FastpathOptimizer(torch.optim.Optimizer):
 
     def _state_dict(self):
         """state_dict() without the hooks (a copy's own state is taken this way, as torch's copies run none)."""
+        # opt.state as the next step would take it: a group whose every entry was removed is restarted, a removal
+        # or edit the step would refuse is refused here, before a checkpoint records it.
+        for index, (group, fast) in enumerate(zip(self.param_groups, self._groups)):
+            if hasattr(fast, "current"):
+                fast.current(self.state, group["params"], self._where(index))
         out = _state.pack(self.param_groups, self.state)
         # By identity: a group listed twice (param_groups extended by hand, which the next step refuses) is packed
         # twice with the same counters, as torch packs it twice alike.
@@ -388,14 +453,14 @@ class _FastpathOptimizer(torch.optim.Optimizer):
             raise _cgad.InputError(f"{name}: the state_dict must hold 'state' (a dict) and 'param_groups' (a list of "
                                    f"{len(self.param_groups)} dicts, one per param group of this optimizer), as "
                                    "torch.optim's state_dict() makes them")
-        param_groups, rebuilt = [], []
+        _check_indices(groups, [len(g["params"]) for g in self.param_groups], name)
+        # Everything is checked for every group before anything changes; then each CPU group's state is copied into
+        # opt.state's tensors, so that references to them (a state_dict() taken before) stay the live state.
+        param_groups, rebuilt, checked = [], [], []
         for index, (group, loaded) in enumerate(zip(self.param_groups, groups)):
             where = self._where(index)
             params = group["params"]
-            indices = loaded.get("params")
-            if not isinstance(indices, list) or len(indices) != len(params):
-                raise _cgad.InputError(f"{where}: the state_dict's param group must list {len(params)} parameters, "
-                                       f"as this one has, got {indices!r}")
+            indices = loaded["params"]
             entry = loaded.get(_state.COUNTERS)
             structure = self._group_structure(group, where)  # its format keys only: its seed is no group's
             ours = dict(group, **{key: structure[key] for key in _state.FORMAT_KEYS})
@@ -410,18 +475,30 @@ class _FastpathOptimizer(torch.optim.Optimizer):
                 merged["param_names"] = group["param_names"]  # torch keeps its names where the saved group has none
             spec = self._spec(merged, where)
             _cgad.check_spec(spec)
-            fast = make_group(spec, params, self._threads, where)
+            kept = self._groups[index] if index < len(self._groups) else None
+            fast = kept if kept is not None and not isinstance(kept, CudaGroup) else \
+                make_group(spec, params, self._thread_pool, where)
             if entry is None and not fast.adam_family:
                 raise _cgad.InputError(f"{where}: a state_dict of torch.optim (no '{_state.COUNTERS}') is a warm "
                                        "start for the Adam family only")
-            fast.restore([states.get(i) for i in indices], entry, where)
-            param_groups.append(merged)
+            saved = [states.get(i) for i in indices]
+            if isinstance(fast, CudaGroup):
+                fast.restore(saved, entry, where)  # into a new group's device state
+                checked.append(None)
+            else:
+                checked.append(fast.check_load(saved, entry, where, spec))
+            param_groups.append((merged, spec, where))
             rebuilt.append(fast)
-        self.param_groups = param_groups
+        state = self.state if isinstance(self.state, dict) else collections.defaultdict(dict)
+        for (merged, spec, where), fast, each in zip(param_groups, rebuilt, checked):
+            if each is not None:
+                fast.configure(spec, where)
+                fast.load(each, state)
+            else:
+                state.update(zip(merged["params"], fast.states))
+        self.param_groups = [merged for merged, _, _ in param_groups]
         self._groups = rebuilt
-        self.state = collections.defaultdict(dict)
-        for group, fast in zip(self.param_groups, self._groups):
-            self.state.update(zip(group["params"], fast.states))
+        self.state = state
         # What torch keeps as it is: state under a key that is no parameter's index (torch's hook tests put
         # opt.state["test"] = 1 there).
         indices = {i for loaded in groups for i in loaded["params"]}
@@ -431,7 +508,8 @@ class _FastpathOptimizer(torch.optim.Optimizer):
 
     # What a copy does not take: the fast-path engines (rebuilt from the state_dict), the lock and its holder, and
     # torch 2.x's hooks (a copy of a torch optimizer has none: _hooks.py).
-    _NOT_COPIED = ("_groups", "_lock", "_holder", "_forked_mid_call", "state") + _hooks.HOOK_TABLES
+    _NOT_COPIED = ("_groups", "_lock", "_holder", "_forked_mid_call", "state", "_pool", "_spec_cache") + \
+        _hooks.HOOK_TABLES
 
     def __getstate__(self):
         with self._exclusive():
@@ -446,6 +524,7 @@ class _FastpathOptimizer(torch.optim.Optimizer):
         saved = copied.pop("_state_dict")
         _hooks.restore_copy(self, copied)  # torch.optim.Optimizer.__setstate__: hook tables, the wrapped step
         self._lock, self._holder, self._forked_mid_call = threading.RLock(), None, False
+        self._pool, self._spec_cache = None, {}
         _LIVE.add(self)
         self._groups, self.state = [], collections.defaultdict(dict)
         self._load_state_dict(saved)  # its parameter indices are those of the copy's param_groups
@@ -459,7 +538,7 @@ class _FastpathOptimizer(torch.optim.Optimizer):
             for group, fast in zip(self.param_groups, self._groups):
                 for k, p in enumerate(group["params"]):
                     if p is param:
-                        return torch.from_numpy(fast.read_state(k, name)).reshape(p.shape)
+                        return torch.from_numpy(fast.read_state(k, name, self.state)).reshape(p.shape)
         raise _cgad.InputError(f"{type(self).__name__}: the tensor is not one of this optimizer's parameters")
 
     def watch_traps(self):

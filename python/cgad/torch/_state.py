@@ -1,7 +1,8 @@
-"""cgad.torch's optimizer state in torch's layout. ``opt.state[p]`` holds tensors on the fast path's own state
-memory (CpuOptimizer.tensor_state, python/src/cpu_optimizer.cpp), which every step updates in place and a load
-never moves, so state_dict() returns references, as torch.optim's does, and torch.save, torch.distributed.checkpoint
-and resharding helpers see ordinary tensors:
+"""cgad.torch's optimizer state in torch's layout. On the CPU, ``opt.state[p]`` holds the state itself: torch tensors
+that cgad.torch allocated, whose data pointers every step hands the fast path (fastpath/table_stepper.hpp: the step
+takes caller-owned state as it takes caller-owned parameters), so what state_dict() shows, what torch.save and
+torch.distributed.checkpoint write and read, and what the steps use are one. state_dict() returns references, as
+torch.optim's does:
 
 - "step": a 0-dim float32 tensor, as in torch.optim.AdamW (torch/optim/adamw.py, 1.13): the applied steps (for
   PA-CGAD, those of the fragment holding the tensor's first element);
@@ -13,7 +14,13 @@ and resharding helpers see ordinary tensors:
 
 What the per-parameter "step" cannot say -- the step count of every fragment, PA-CGAD's synchronization rounds,
 the optimizer and seed the state was made by -- goes with each param group of state_dict()["param_groups"], under
-COUNTERS. A torch.optim.Adam/AdamW state_dict (no COUNTERS) is taken as a warm start for fp32 state."""
+COUNTERS. A torch.optim.Adam/AdamW state_dict (no COUNTERS) is taken as a warm start for fp32 state.
+
+Edits of opt.state between steps (_live.py checks them before a step changes anything): a state tensor replaced or
+changed in place is taken if it has the dtype, size, device and layout the format gives and a state a run can
+reach (the state file's checks), refused with the reason otherwise; a tensor of the parameter's size but another
+shape is viewed in the parameter's shape; every parameter of a group losing its state (opt.state.clear(), a new
+opt.state) restarts the group from zero moments and counts, as torch.optim restarts; some losing it is refused."""
 import numbers
 
 import torch
@@ -46,18 +53,25 @@ def moment_names(fmt, adam_family):
     return [(f"state{i}", f"absmax{i}" if fmt == "q8" else None) for i in range(1, 3 if adam_family else 2)]
 
 
-def live_state(engine, k, param, adam_family):
-    """Tensor k's state entry: torch tensors over the engine's memory (their NumPy base keeps it alive), and a
-    "step" of its own (refresh_steps keeps it current)."""
-    raw = engine.tensor_state(k)
+def dtype_of(kind, name):
+    """The torch dtype of state ``name`` in a tensor whose state shape is ``kind`` (CpuStepper.shape)."""
+    if name.startswith("absmax"):
+        return torch.float32
+    return {"fp32": torch.float32, "bf16": torch.bfloat16, "q8": torch.uint8, "fp32-fallback": torch.float32}[kind]
+
+
+def fresh_state(shape, param, adam_family):
+    """A tensor's zero state as torch tensors on the parameter's device (q8 codes at the map's code of 0, as the
+    fast path's own state starts: fastpath/detail/host_state.hpp), and its "step"."""
     out = {"step": torch.tensor(0.0)}
-    for (name, absmax), moment in zip(moment_names(raw["format"], adam_family), raw["moments"]):
-        if absmax is None:
-            values = torch.from_numpy(moment["values"])
-            out[name] = (values.view(torch.bfloat16) if raw["format"] == "bf16" else values).view(param.shape)
+    for m, (name, absmax) in enumerate(moment_names(shape["kind"], adam_family)):
+        dtype = dtype_of(shape["kind"], name)
+        if dtype == torch.uint8:
+            out[name] = torch.full(param.shape, shape["initial_codes"][m], dtype=torch.uint8, device=param.device)
         else:
-            out[name] = torch.from_numpy(moment["codes"]).view(param.shape)
-            out[absmax] = torch.from_numpy(moment["absmax"])
+            out[name] = torch.zeros(param.shape, dtype=dtype, device=param.device)
+        if absmax is not None:
+            out[absmax] = torch.zeros(shape["absmax"], dtype=torch.float32, device=param.device)
     return out
 
 
@@ -65,12 +79,14 @@ def step_count(counters, fragment, adam_family):
     return counters["t"][fragment] if adam_family else counters["steps"]
 
 
-def check_steps(states, first_fragments, counters, adam_family, where):
+def check_steps(states, first_fragments, counters, adam_family, where, unchanged=()):
     """Before a step changes anything: each tensor's "step" must still say the fast path's count (refresh_steps
     fills it after the step). A Python number equal to it (bitsandbytes keeps an int) is taken, as the 0-dim
     float32 tensor torch keeps; a removed entry, another value or another kind is refused with the reason, since
     the count is the fast path's and only load_state_dict() changes it."""
     for k, (state, fragment) in enumerate(zip(states, first_fragments)):
+        if k in unchanged:  # the tensor refresh_steps filled, untouched since (_live.LiveState.steps_unchanged)
+            continue
         want = step_count(counters, fragment, adam_family)
         step = state.get("step")
         if isinstance(step, torch.Tensor) and step.dim() == 0 and step.dtype.is_floating_point and step == want:
@@ -140,30 +156,32 @@ def own_names(entry):
     return sorted(n for n in entry if n in STATE_NAMES)
 
 
-def copy_into(live, saved, where):
-    """Copies a saved state entry into a tensor's live one, refusing another set of names, dtype or shape. The
-    moments are copied into the live tensors in their own dtype: never cast to the parameter's, as torch.optim's
-    load_state_dict casts floating state (fp32 moments of bf16 parameters stay fp32). The entry's own keys (not
-    STATE_NAMES, not "step") are set as given."""
+def saved_entry(live_names, dtypes, shapes, saved, where):
+    """The moments of a saved state entry to copy into a tensor's live state, by name (detached tensors), after
+    refusing another set of names, dtype or size. ``dtypes``/``shapes``: the live state's per name. The moments
+    keep their own dtype: never cast to the parameter's, as torch.optim's load_state_dict casts floating state (fp32
+    moments of bf16 parameters stay fp32)."""
     if not isinstance(saved, dict):
         refuse(where, f"the state must be a dict of tensors, got {type(saved).__name__}")
-    names = own_names(live)
     given = own_names(saved)
-    if names != given:
-        refuse(where, f"the state holds {given}, this optimizer's state format holds {names} (another state "
+    if live_names != given:
+        refuse(where, f"the state holds {given}, this optimizer's state format holds {live_names} (another state "
                       "format or optimizer)")
-    for name in names:
-        value, target = saved[name], live[name]
+    out = {}
+    for name in live_names:
+        value = saved[name]
         if not isinstance(value, torch.Tensor):
             refuse(where, f"the state's {name} is a {type(value).__name__}, not a tensor")
-        if value.dtype != target.dtype or value.shape != target.shape:
+        if value.dtype != dtypes[name] or value.shape != shapes[name]:
             refuse(where, f"the state's {name} is {value.dtype} of shape {tuple(value.shape)}, this optimizer's "
-                          f"{target.dtype} of shape {tuple(target.shape)}")
-    for name in names:
-        live[name].copy_(saved[name].detach())
-    for name, value in saved.items():
-        if name != "step" and name not in STATE_NAMES:
-            live[name] = value
+                          f"{dtypes[name]} of shape {tuple(shapes[name])}")
+        out[name] = value.detach()
+    return out
+
+
+def user_keys(saved):
+    """An entry's own keys (not STATE_NAMES, not "step"), which load_state_dict sets as given."""
+    return {name: value for name, value in saved.items() if name != "step" and name not in STATE_NAMES}
 
 
 def pack(param_groups, state):
@@ -180,5 +198,10 @@ def pack(param_groups, state):
         packed["params"] = [index[id(p)] for p in group["params"]]
         start += len(packed["params"])
         groups.append(packed)
+    for k in state:
+        if isinstance(k, torch.Tensor) and id(k) not in index:
+            raise _cgad.InputError(f"opt.state holds the state of a tensor of shape {tuple(k.shape)} that is no "
+                                   "parameter of param_groups (a parameter replaced in param_groups?); put "
+                                   "parameters in through add_param_group or a new optimizer")
     packed_state = {(index[id(k)] if isinstance(k, torch.Tensor) else k): v for k, v in state.items()}
     return {"state": packed_state, "param_groups": groups}

@@ -136,16 +136,16 @@ def grad_as_float32(p, i, where):
 
 def gradients(params, needed, where):
     """The float32 pseudo-gradients of the parameters whose index is in ``needed`` (the tensors a step reads),
-    None for the others, and the needed ones that have no gradient; None altogether when none of the needed ones
-    has one (the group is skipped, as torch.optim skips parameters without one). A parameter without a gradient
-    beside others with one gets zeros here, and its group's step puts its values and state back afterwards
-    (_groups.py), so that it is left untouched as torch.optim leaves it."""
+    None for the others and for the needed ones without a gradient, and the needed ones that have none; None
+    altogether when none of the needed ones has one (the group is skipped, as torch.optim skips parameters without
+    one). A CPU group leaves a parameter without a gradient out of its step (a null table entry: the fast path
+    reads and writes nothing of it), so it stays untouched as torch.optim leaves it."""
     needed = set(needed)
     missing = sorted(i for i in needed if params[i].grad is None)
     if len(missing) == len(needed):
         return None
     grads = [None] * len(params)
     for i in needed:
-        grads[i] = (torch.zeros(params[i].shape, dtype=torch.float32, device=params[i].device) if i in missing
-                    else grad_as_float32(params[i], i, where))
+        if i not in missing:
+            grads[i] = grad_as_float32(params[i], i, where)
     return grads, missing

@@ -40,9 +40,9 @@ class TrapWatch:
         self.last = {}
         self.since_start = {}
 
-    def step(self, fast, group, prepared, tau, fragment):
+    def step(self, fast, group, prepared, tau, fragment, previewed):
         before = self.before(group)
-        report = fast.step(group["params"], prepared, tau, fragment)
+        report = fast.step(group["params"], prepared, tau, fragment, previewed)
         self.after(group, before)
         return report
 
@@ -63,12 +63,13 @@ class TrapWatch:
                 self.since_start.setdefault(p, _Tally()).add(moved)
 
 
-def step(opt, fast, group, prepared, tau, fragment):
-    """One group's fast-path step, watched when ``opt.watch_traps()`` was called."""
+def step(opt, fast, group, prepared, tau, fragment, previewed):
+    """One group's fast-path step, watched when ``opt.watch_traps()`` was called; ``previewed``: the event was
+    previewed, and the step takes that outcome."""
     watch = opt.__dict__.get("_trap_watch")
     if watch is None:
-        return fast.step(group["params"], prepared, tau, fragment)
-    return watch.step(fast, group, prepared, tau, fragment)
+        return fast.step(group["params"], prepared, tau, fragment, previewed)
+    return watch.step(fast, group, prepared, tau, fragment, previewed)
 
 
 def event(opt, groups, run):
@@ -110,7 +111,8 @@ def stats(opt, param_groups, groups):
     for group, fast in zip(param_groups, groups):
         # Per parameter through the group (a group mixing float32 and bfloat16 parameters is one fast-path
         # optimizer per dtype, _groups.SplitGroup).
-        for p, v, m in zip(group["params"], fast.read_states("v"), fast.read_states("m")):
+        for p, v, m in zip(group["params"], fast.read_states("v", opt.state),
+                             fast.read_states("m", opt.state)):
             zeros = {"v_zero_fraction": zero_share(v), "m_zero_fraction": zero_share(m)}
             out[index] = {name: dict(zeros, **tallies.get(p, _Tally()).fractions())
                           for name, tallies in (("last", watch.last), ("since_start", watch.since_start))}

@@ -34,8 +34,7 @@
 #include "cgad/fastpath/config.hpp"
 #include "cgad/fastpath/cpu_isa.hpp"
 #include "cgad/fastpath/detail/host_state.hpp"
-#include "cgad/fastpath/detail/step_planner.hpp"
-#include "cgad/fastpath/detail/thread_pool.hpp"
+#include "cgad/fastpath/table_stepper.hpp"
 
 #include <filesystem>
 #include <span>
@@ -51,24 +50,6 @@ struct CpuOptimizerInternals;
 }  // namespace detail
 
 struct LoadedState;  // state_file.hpp
-
-// One tensor's slice of a CpuOptimizer's live state, which its steps update in place and no step or load
-// reallocates (valid as long as the optimizer): per moment (m, v; or b), the fp32 or bf16 values, or in a q8
-// configuration the codes and the absmax of each of the tensor's chunks -- or, for a tensor under min_q8_size
-// (fp32_fallback), its fp32 moments in `fp32`. A torch optimizer's per-parameter state (python/src/cpu_optimizer.cpp).
-struct TensorState {
-  int moments = 0;
-  bool fp32_fallback = false;
-  std::span<float> fp32[2];
-  std::span<bf16> bf16_values[2];
-  std::span<std::uint8_t> codes[2];
-  std::span<float> absmax[2];
-};
-
-// Refuses (InputError) new hyperparameters `next` for an optimizer configured as `now` unless they keep what its
-// state's shape and meaning depend on: the optimizer, formats, rounding, seed, q8 semantics, v map, min_q8_size
-// and fragments (set_hyperparameters of either backend).
-void require_same_state_layout(const StepConfig& now, const StepConfig& next);
 
 class CpuOptimizer {
  public:
@@ -93,7 +74,7 @@ class CpuOptimizer {
   // one event (one per torch param group) refuses a NaN/Inf or overflowing pseudo-gradient in any of them before
   // any steps, so that such an event changes nothing anywhere.
   StepReport preview(std::span<const float* const> grads, std::int64_t tau, std::size_t fragment = 0);
-  void advance_round() { planner_.advance_round(); }
+  void advance_round() { stepper_.advance_round(); }
 
   // New hyperparameters (lr, betas, eps, weight decay, momentum, alpha, tau_cut, on_zero_gate) for the steps to
   // come, keeping the state and the counters: an lr schedule. The optimizer, formats, rounding, seed, q8
@@ -101,22 +82,23 @@ class CpuOptimizer {
   // InputError otherwise, or for invalid values, and then nothing changes.
   void set_hyperparameters(const StepConfig& config);
 
-  const StepConfig& config() const { return planner_.config(); }
-  std::size_t parameters() const { return planner_.parameters(); }
-  unsigned threads() const { return pool_.threads(); }
+  const StepConfig& config() const { return stepper_.config(); }
+  std::size_t parameters() const { return stepper_.parameters(); }
+  unsigned threads() const { return stepper_.threads(); }
   // The instruction set its block loops run (selected_cpu_isa() when it was made; the bits do not depend on it).
-  CpuIsa isa() const { return isa_; }
+  CpuIsa isa() const { return stepper_.isa(); }
 
   std::vector<std::string> buffer_names() const;
   // Writes the named buffer, dequantized to float, into `out` (parameters() elements); InputError otherwise.
   void read_buffer(std::string_view name, std::span<float> out) const;
-  std::vector<core::StateCounter> counters() const { return planner_.counters(); }
-  // Tensor k's slice of the live state (InputError for a k outside the layout).
+  std::vector<core::StateCounter> counters() const { return stepper_.counters(); }
+  // Tensor k's slice of the live state, which its steps update in place and no step or load reallocates (valid as
+  // long as the optimizer; InputError for a k outside the layout): the entry its own steps hand the stepper.
   TensorState tensor_state(std::size_t k);
   // The step counts, synchronizations and round as the state file stores them, and their restore (InputError, and
   // nothing changes, for impossible ones: StepPlanner::set_raw_counters).
-  const StepCounters& raw_counters() const { return planner_.raw_counters(); }
-  void set_raw_counters(StepCounters counters) { planner_.set_raw_counters(std::move(counters)); }
+  const StepCounters& raw_counters() const { return stepper_.raw_counters(); }
+  void set_raw_counters(StepCounters counters) { stepper_.set_raw_counters(std::move(counters)); }
 
   void save(const std::filesystem::path& path) const;
   // Refuses (InputError) a truncated, corrupt, other-version or other-configuration file; the state in memory
@@ -129,34 +111,21 @@ class CpuOptimizer {
   // The layout of the parameters: their fragments (PA-CGAD's P, else one) and tensors (one, for the contiguous
   // constructor). fragment_size(f) is what a step of fragment f takes as its pseudo-gradient (0 when there are no
   // parameters).
-  const core::FragmentLayout& layout() const { return planner_.layout(); }
-  std::size_t fragment_size(std::size_t fragment) const { return planner_.fragment_size(fragment); }
-  const std::vector<std::size_t>& tensor_sizes() const { return planner_.tensor_sizes(); }
+  const core::FragmentLayout& layout() const { return stepper_.layout(); }
+  std::size_t fragment_size(std::size_t fragment) const { return stepper_.fragment_size(fragment); }
+  const std::vector<std::size_t>& tensor_sizes() const { return stepper_.tensor_sizes(); }
 
  private:
   friend struct detail::CpuOptimizerInternals;  // the tests' view of the whole state
                                                 // (detail/cpu_optimizer_internals.hpp)
 
-  struct Operands;  // where a step's chunks find Δ and θ (cpu_optimizer.cpp)
-  Operands contiguous(std::span<float* const> fp32, std::span<bf16* const> bf16_values, const float* const& grad,
-                      std::size_t fragment) const;
-  Operands table(std::span<const float* const> grads, std::size_t fragment) const;
-  // The first and last tensor with elements in `fragment` (first > last when there are none).
-  std::pair<std::size_t, std::size_t> touched(std::size_t fragment) const;
-  std::size_t table_grad_size(std::size_t fragment) const;
-  // The event's report if it is refused (NaN/Inf, overflow) or skipped (zero gate), else its plan's; changes nothing.
-  // How the planned step ends, and the first refused element's index (nonfinite, overflow).
-  std::pair<StepOutcome, std::uint64_t> scan(const Operands& operands, const StepPlanner::Plan& plan);
-  StepReport run(const Operands& operands, std::size_t params_size, std::size_t grad_size, std::int64_t tau,
-                 std::size_t fragment);
   void adopt(LoadedState&& loaded);
 
-  StepPlanner planner_;
+  // Its own state, stepped through the same table step as a caller's (table_stepper.hpp): one entry per tensor
+  // over state_'s buffers, made once (no step or load reallocates them).
+  TableStepper stepper_;
   HostState state_;
-  ThreadPool pool_;
-  CpuIsa isa_;
-  std::vector<std::size_t> tensor_begin_;  // tensor k's first element; one entry more than tensors
-  std::vector<std::size_t> chunk_tensor_;  // the tensor holding each chunk of planner_.chunks()
+  std::vector<TensorState> entries_;
 };
 
 }  // namespace cgad::fastpath

@@ -63,9 +63,11 @@ struct StepArgs {
   MomentView moment[2];
 };
 
-// `a` (a whole step: buffer starts, the fragment's grad slice and first index) moved to chunk `c`, whose
-// elements are then 0..c.count−1 and whose q8 absmax is moment[k].absmax[0].
-CGAD_HD inline StepArgs chunk_args(const StepArgs& a, const StepChunk& c) {
+// `a` moved to chunk `c`, its moments' values found `value_at` elements and their absmax (or fp32 fallback)
+// `value_at`/`slot_at` slots from a's moment pointers: c.begin and c.slot for buffers over the whole vector
+// (chunk_args), the chunk's place in its tensor for one tensor's own state (table_stepper.cpp).
+CGAD_HD inline StepArgs chunk_args_at(const StepArgs& a, const StepChunk& c, std::uint64_t value_at,
+                                      std::uint64_t slot_at) {
   StepArgs r = a;
   r.grad = a.grad + (c.begin - a.first_index);
   r.first_index = c.begin;
@@ -76,18 +78,24 @@ CGAD_HD inline StepArgs chunk_args(const StepArgs& a, const StepChunk& c) {
   for (int k = 0; k < 2 && k < a.moments; ++k) {
     MomentView& m = r.moment[k];
     if (c.fp32_state != 0) {
-      m.fp32 = a.moment[k].fallback + c.slot;
+      m.fp32 = a.moment[k].fallback + slot_at;
     } else if (a.state == StateFormat::fp32) {
-      m.fp32 = a.moment[k].fp32 + c.begin;
+      m.fp32 = a.moment[k].fp32 + value_at;
     } else if (a.state == StateFormat::bf16) {
-      m.bf16_values = a.moment[k].bf16_values + c.begin;
+      m.bf16_values = a.moment[k].bf16_values + value_at;
     } else {
-      m.codes = a.moment[k].codes + c.begin;
-      m.absmax = a.moment[k].absmax + c.slot;
+      m.codes = a.moment[k].codes + value_at;
+      m.absmax = a.moment[k].absmax + slot_at;
     }
   }
   if (c.fp32_state != 0) r.state = StateFormat::fp32;
   return r;
+}
+
+// `a` (a whole step: buffer starts, the fragment's grad slice and first index) moved to chunk `c`, whose
+// elements are then 0..c.count−1 and whose q8 absmax is moment[k].absmax[0].
+CGAD_HD inline StepArgs chunk_args(const StepArgs& a, const StepChunk& c) {
+  return chunk_args_at(a, c, c.begin, c.slot);
 }
 
 // The largest |value| of a block, accumulated as max(acc, |x|) = (acc < |x|) ? |x| : acc on both backends.

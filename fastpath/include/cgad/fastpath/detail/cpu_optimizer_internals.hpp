@@ -7,7 +7,7 @@ namespace cgad::fastpath::detail {
 
 struct CpuOptimizerInternals {
   static const HostState& state(const CpuOptimizer& optimizer) { return optimizer.state_; }
-  static const StepPlanner& planner(const CpuOptimizer& optimizer) { return optimizer.planner_; }
+  static const StepPlanner& planner(const CpuOptimizer& optimizer) { return optimizer.stepper_.planner(); }
 };
 
 inline const HostState& host_state_of(const CpuOptimizer& optimizer) {

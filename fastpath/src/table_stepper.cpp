@@ -1,0 +1,437 @@
+#include "cgad/fastpath/table_stepper.hpp"
+
+#include "cpu_blocks.hpp"
+
+#include "cgad/core/errors.hpp"
+#include "cgad/fastpath/detail/host_state.hpp"
+#include "cgad/fastpath/detail/q8.hpp"
+#include "cgad/fastpath/detail/q8_maps.hpp"
+#include "cgad/fastpath/detail/replan.hpp"
+#include "cgad/fastpath/detail/state_contents.hpp"
+#include "cgad/fastpath/detail/tensor_table.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <limits>
+#include <string>
+
+namespace cgad::fastpath {
+namespace {
+
+// Steps of fewer chunks than this run on the caller's thread, whatever the thread count: below it, waking the pool
+// (about 10 µs per dispatch, two per step) costs more than the split saves. Measured with bench/fastpath_cpu_bench
+// (Step/cgad/fp32/fp32 and bf16/q8, CGAD_BENCH_THREADS=1 against 2, docs/commands.md): two threads lose below 32768
+// elements (fp32: 28.8 against 5.8 µs at 1024, 38.9 against 19.7 at 4096) and break even at 32768 (141 against
+// 145 µs; q8 405 against 596). Nothing computed depends on it (the split never changes a bit: the fingerprint
+// test, fastpath_step_test's BitIdenticalForAnyThreadCount, runs sizes on both sides of it).
+constexpr std::uint64_t kSerialBelowChunks = 128;
+
+std::string tensor_name(std::size_t k) {
+  return "tensor " + std::to_string(k);
+}
+
+}  // namespace
+
+// Where the chunks of one step find their pseudo-gradient and parameters, as segments: the contiguous step has one
+// (θ the whole vector from element 0, Δ the fragment's slice from the fragment's first element), the table step one
+// per tensor (θ and Δ both from the tensor's first element). Because no chunk crosses a tensor boundary, each
+// chunk lies in one segment, and its operands are that segment's pointers moved to the chunk. The state is always
+// one entry per tensor (TensorState).
+struct TableStepper::Operands {
+  std::span<float* const> fp32;        // one θ pointer per segment (empty for bf16 parameters, and for a preview)
+  std::span<bf16* const> bf16_values;  // likewise for bf16 parameters
+  std::span<const float* const> grads;
+  bool per_tensor = false;     // the table step's segments; else one
+  std::size_t grad_first = 0;  // the one segment's first element of Δ
+
+  struct Chunk {
+    const float* grad;  // null: the tensor is left out of this step (the table step's null gradient)
+    float* fp32;
+    bf16* bf16_values;
+  };
+  Chunk at(std::size_t k, std::size_t tensor_first, const StepChunk& c) const {
+    const std::size_t segment = per_tensor ? k : 0;
+    const std::size_t param_first = per_tensor ? tensor_first : 0;
+    if (grads[segment] == nullptr) return {nullptr, nullptr, nullptr};
+    const std::size_t grad_at = c.begin - (per_tensor ? param_first : grad_first);
+    const std::size_t param_at = c.begin - param_first;
+    return {grads[segment] + grad_at, fp32.empty() ? nullptr : fp32[segment] + param_at,
+            bf16_values.empty() ? nullptr : bf16_values[segment] + param_at};
+  }
+};
+
+TableStepper::TableStepper(const StepConfig& config, std::vector<std::size_t> tensor_sizes,
+                           std::shared_ptr<ThreadPool> pool)
+    : planner_(config, std::move(tensor_sizes)),
+      pool_(std::move(pool)),
+      isa_(selected_cpu_isa()),
+      tensor_begin_(tensor_begins(planner_.tensor_sizes())),
+      chunk_tensor_(chunk_tensors(planner_, tensor_begin_)) {
+  if (pool_ == nullptr) throw core::InputError("a table stepper needs a thread pool");
+  const std::size_t tensors = planner_.tensor_sizes().size();
+  first_slot_.assign(tensors, 0);
+  first_chunk_.assign(tensors + 1, chunk_tensor_.size());
+  // Chunks come in element order, so each tensor's are consecutive, and so are their absmax or fallback slots.
+  for (std::size_t c = chunk_tensor_.size(); c-- > 0;) {
+    first_chunk_[chunk_tensor_[c]] = c;
+    first_slot_[chunk_tensor_[c]] = planner_.chunks()[c].slot;
+  }
+  for (std::size_t k = tensors; k-- > 0;) first_chunk_[k] = std::min(first_chunk_[k], first_chunk_[k + 1]);
+}
+
+template <class P>
+StepReport TableStepper::table_step(std::span<P* const> params, std::span<const float* const> grads,
+                                    std::span<const TensorState> states, std::int64_t tau, std::size_t fragment,
+                                    bool reuse_preview) {
+  const auto [first, last] = touched(fragment);
+  const std::size_t tensors = tensor_begin_.size() - 1;
+  check_table("parameter", params, tensors, 1, 0, planner_.tensor_sizes());
+  check_table("gradient", grads, tensors, 1, 0, planner_.tensor_sizes());
+  bool any = first > last;  // a fragment without elements is the planner's to judge
+  for (std::size_t k = first; k <= last && k < tensors; ++k) {
+    if (grads[k] == nullptr || planner_.tensor_sizes()[k] == 0) continue;
+    any = true;
+    if (params[k] == nullptr) {
+      throw core::InputError("the tensor table's parameter pointer for " + tensor_name(k) +
+                             " (stepped: its gradient is given) is null");
+    }
+  }
+  if (!any) throw core::InputError("every tensor of this step is left out (no gradient pointer is given)");
+  Operands o;
+  if constexpr (std::is_same_v<P, float>) {
+    o.fp32 = params;
+  } else {
+    o.bf16_values = params;
+  }
+  o.grads = grads;
+  o.per_tensor = true;
+  check_entries(states, o, fragment);
+  const std::size_t grad_size = fragment < config().fragments ? planner_.fragment_size(fragment) : 0;
+  return run(o, states, planner_.parameters(), grad_size, tau, fragment, reuse_preview);
+}
+
+StepReport TableStepper::step(std::span<float* const> params, std::span<const float* const> grads,
+                              std::span<const TensorState> states, std::int64_t tau, std::size_t fragment,
+                              bool reuse_preview) {
+  if (config().params != ParamFormat::fp32) {
+    throw core::InputError("this optimizer stores bf16 parameters; it was given fp32 ones");
+  }
+  return table_step(params, grads, states, tau, fragment, reuse_preview);
+}
+
+StepReport TableStepper::step(std::span<bf16* const> params, std::span<const float* const> grads,
+                              std::span<const TensorState> states, std::int64_t tau, std::size_t fragment,
+                              bool reuse_preview) {
+  if (config().params != ParamFormat::bf16) {
+    throw core::InputError("this optimizer stores fp32 parameters; it was given bf16 ones");
+  }
+  return table_step(params, grads, states, tau, fragment, reuse_preview);
+}
+
+StepReport TableStepper::step_contiguous(float* params_fp32, bf16* params_bf16, std::size_t params_size,
+                                         std::span<const float> grad, std::span<const TensorState> states,
+                                         std::int64_t tau, std::size_t fragment) {
+  const float* const slice = grad.data();
+  Operands o;
+  if (params_fp32 != nullptr) o.fp32 = {&params_fp32, 1};
+  if (params_bf16 != nullptr) o.bf16_values = {&params_bf16, 1};
+  o.grads = {&slice, 1};
+  if (fragment < config().fragments) o.grad_first = planner_.layout().offset(fragment);
+  check_entries(states, o, fragment);
+  return run(o, states, params_size, grad.size(), tau, fragment, false);
+}
+
+StepReport TableStepper::preview(std::span<const float* const> grads, std::int64_t tau, std::size_t fragment) {
+  const std::size_t tensors = tensor_begin_.size() - 1;
+  check_table("gradient", grads, tensors, 1, 0, planner_.tensor_sizes());
+  Operands o;
+  o.grads = grads;
+  o.per_tensor = true;
+  const std::size_t grad_size = fragment < config().fragments ? planner_.fragment_size(fragment) : 0;
+  const StepPlanner::Plan plan = planner_.plan(planner_.parameters(), grad_size, tau, fragment);
+  const auto [outcome, index] = scan(o, plan);
+  previewed_ = {generation_, tau, fragment, outcome, index, true};
+  return StepPlanner::report_of(plan.event, plan.scheduled, outcome, index);
+}
+
+std::pair<std::size_t, std::size_t> TableStepper::touched(std::size_t fragment) const {
+  return touched_tensors(planner_, chunk_tensor_, fragment);
+}
+
+TensorStateShape TableStepper::shape(std::size_t k) const {
+  const std::vector<std::size_t>& sizes = planner_.tensor_sizes();
+  if (k >= sizes.size()) {
+    throw core::InputError(tensor_name(k) + " does not exist (there are " + std::to_string(sizes.size()) + ")");
+  }
+  TensorStateShape out;
+  out.moments = planner_.moments();
+  out.values = sizes[k];
+  switch (config().state) {
+    case StateFormat::fp32:
+      out.kind = "fp32";
+      break;
+    case StateFormat::bf16:
+      out.kind = "bf16";
+      break;
+    case StateFormat::q8:
+      if (sizes[k] < effective_min_q8_size(config())) {
+        out.kind = "fp32-fallback";
+      } else {
+        out.kind = "q8";
+        out.absmax = first_chunk_[k + 1] - first_chunk_[k];
+        for (int m = 0; m < out.moments; ++m) out.initial_code[m] = initial_code(m, planner_);
+      }
+      break;
+  }
+  return out;
+}
+
+TensorState TableStepper::entry(std::size_t k, std::span<void* const> buffers) const {
+  const TensorStateShape s = shape(k);
+  if (buffers.size() != static_cast<std::size_t>(2 * s.moments)) {
+    throw core::InputError(tensor_name(k) + "'s state takes " + std::to_string(2 * s.moments) +
+                           " buffer pointers (values and absmax per moment), got " + std::to_string(buffers.size()));
+  }
+  const auto need = [&](void* p, std::size_t n) {
+    if (p == nullptr && n != 0) throw core::InputError(tensor_name(k) + "'s state has a null buffer");
+    return p;
+  };
+  TensorState out;
+  out.moments = s.moments;
+  out.fp32_fallback = s.kind == "fp32-fallback";
+  for (int m = 0; m < s.moments; ++m) {
+    void* values = need(buffers[2 * m], s.values);
+    switch (config().state) {
+      case StateFormat::fp32:
+        out.fp32[m] = {static_cast<float*>(values), s.values};
+        break;
+      case StateFormat::bf16:
+        out.bf16_values[m] = {static_cast<bf16*>(values), s.values};
+        break;
+      case StateFormat::q8:
+        if (out.fp32_fallback) {
+          out.fp32[m] = {static_cast<float*>(values), s.values};
+        } else {
+          out.codes[m] = {static_cast<std::uint8_t*>(values), s.values};
+          out.absmax[m] = {static_cast<float*>(need(buffers[2 * m + 1], s.absmax)), s.absmax};
+        }
+        break;
+    }
+  }
+  return out;
+}
+
+void TableStepper::check_entries(std::span<const TensorState> states, const Operands& operands,
+                                 std::size_t fragment) const {
+  const std::size_t tensors = tensor_begin_.size() - 1;
+  if (states.size() != tensors) {
+    throw core::InputError("the tensor table has " + std::to_string(states.size()) + " states, the optimizer " +
+                           std::to_string(tensors) + " tensors");
+  }
+  const auto [first, last] = touched(fragment);
+  for (std::size_t k = first; k <= last && k < tensors; ++k) {
+    if (operands.per_tensor && operands.grads[k] == nullptr) continue;  // left out: its state is not read
+    const TensorStateShape s = shape(k);
+    const TensorState& e = states[k];
+    bool fits = e.moments == s.moments && e.fp32_fallback == (s.kind == "fp32-fallback");
+    for (int m = 0; fits && m < s.moments; ++m) {
+      const bool fp32 = config().state == StateFormat::fp32 || e.fp32_fallback;
+      const bool bf16_state = config().state == StateFormat::bf16;
+      fits = e.fp32[m].size() == (fp32 ? s.values : 0) && e.bf16_values[m].size() == (bf16_state ? s.values : 0) &&
+             e.codes[m].size() == (!fp32 && !bf16_state ? s.values : 0) && e.absmax[m].size() == s.absmax;
+    }
+    if (!fits) {
+      throw core::InputError(tensor_name(k) + "'s state is not of the shape its layout and state format give (" +
+                             std::string(s.kind) + ", " + std::to_string(s.values) + " values)");
+    }
+  }
+}
+
+void TableStepper::check_states(std::span<const TensorState> states, std::span<const std::size_t> which) const {
+  const std::size_t tensors = tensor_begin_.size() - 1;
+  if (states.size() != tensors) {
+    throw core::InputError("the tensor table has " + std::to_string(states.size()) + " states, the optimizer " +
+                           std::to_string(tensors) + " tensors");
+  }
+  const auto check_one = [&](std::size_t k) {
+    if (k >= tensors) throw core::InputError(tensor_name(k) + " does not exist");
+    const TensorState& e = states[k];
+    const TensorStateShape s = shape(k);
+    if (e.moments != s.moments) throw core::InputError(tensor_name(k) + "'s state has another moment count");
+    check_state_contents(e, config(), planner_.adam_family(),
+                         [&](const std::string& why) { throw core::InputError(tensor_name(k) + "'s state " + why); });
+  };
+  if (which.empty()) {
+    for (std::size_t k = 0; k < tensors; ++k) check_one(k);
+  } else {
+    for (const std::size_t k : which) check_one(k);
+  }
+}
+
+void TableStepper::read_state(const TensorState& state, std::size_t k, int moment, std::span<float> out) const {
+  const TensorStateShape s = shape(k);
+  if (moment < 0 || moment >= s.moments || out.size() != s.values) {
+    throw core::InputError(tensor_name(k) + ": no moment " + std::to_string(moment) + " of " +
+                           std::to_string(out.size()) + " values");
+  }
+  const Q8Map& map = dynamic_map(moment_map_kind(moment, planner_), config().q8_semantics);
+  const std::size_t begin = tensor_begin_[k];
+  for (std::size_t n = first_chunk_[k]; n < first_chunk_[k + 1]; ++n) {
+    const StepChunk& c = planner_.chunks()[n];
+    const std::size_t at = c.begin - begin, slot = c.slot - first_slot_[k];
+    for (std::size_t i = 0; i < c.count; ++i) {
+      if (c.fp32_state != 0) {
+        out[at + i] = state.fp32[moment][slot + i];
+        continue;
+      }
+      switch (config().state) {
+        case StateFormat::fp32:
+          out[at + i] = state.fp32[moment][at + i];
+          break;
+        case StateFormat::bf16:
+          out[at + i] = to_float(state.bf16_values[moment][at + i]);
+          break;
+        case StateFormat::q8:
+          out[at + i] = q8_dequantize(state.codes[moment][at + i], state.absmax[moment][slot], map);
+          break;
+      }
+    }
+  }
+}
+
+std::pair<StepOutcome, std::uint64_t> TableStepper::scan(const Operands& operands, const StepPlanner::Plan& plan) {
+  // One scan finds the first NaN/Inf and the first overflowing element; outcome_of (step_schedule.hpp) orders
+  // them as the reference reports them.
+  constexpr std::uint64_t kNone = std::numeric_limits<std::uint64_t>::max();
+  // The overflow rule of every optimizer (the Adam family's, Nesterov's and SDM's, whose σ is
+  // 1 or 1/(1 + τ)); σ = 0 where the event is not applied, so that only NaN/Inf is looked for.
+  const float sigma = plan.scheduled.applied ? plan.scheduled.sigma : 0.0f;
+  std::atomic<std::uint64_t> first_nonfinite{kNone}, first_overflow{kNone};
+  const auto lower_to = [](std::atomic<std::uint64_t>& first, std::uint64_t i) {
+    std::uint64_t seen = first.load();
+    while (i < seen && !first.compare_exchange_weak(seen, i)) {}
+  };
+  const StepChunk* chunks = planner_.chunks().data();
+  const std::size_t first_chunk = planner_.chunk_begin(plan.fragment);
+  pool_->parallel_for(
+      planner_.chunk_begin(plan.fragment + 1) - first_chunk,
+      [&](std::uint64_t begin, std::uint64_t end) {
+        for (std::uint64_t n = begin; n < end; ++n) {
+          const std::size_t chunk = first_chunk + n;
+          const StepChunk& c = chunks[chunk];
+          const std::size_t k = chunk_tensor_[chunk];
+          const float* grad = operands.at(k, tensor_begin_[k], c).grad;
+          if (grad == nullptr || !any_refused(grad, c.count, sigma, isa_)) continue;
+          for (std::uint64_t j = 0; j < c.count; ++j) {
+            const std::uint64_t i = c.begin - plan.offset + j;  // counted from the fragment's first element
+            if (!std::isfinite(grad[j])) {
+              lower_to(first_nonfinite, i);
+              return;  // nothing after it in this range can matter
+            }
+            if (refuses_event(sigma, grad[j])) lower_to(first_overflow, i);
+          }
+        }
+      },
+      kSerialBelowChunks);
+  const std::uint64_t nonfinite = first_nonfinite.load(), overflow = first_overflow.load();
+  const StepOutcome outcome = outcome_of(plan.scheduled, nonfinite != kNone, overflow != kNone);
+  return {outcome, outcome == StepOutcome::nonfinite ? nonfinite : overflow};
+}
+
+namespace {
+
+// A step's arguments with tensor k's state as the moments' bases (bind_moments' formats, host_state.hpp); the
+// chunk's offsets into them come from chunk_args_at.
+void bind_entry(const TensorState& s, StepArgs& args) {
+  for (int m = 0; m < s.moments; ++m) {
+    MomentView& view = args.moment[m];
+    view.fp32 = s.fp32[m].data();
+    view.bf16_values = s.bf16_values[m].data();
+    view.codes = s.codes[m].data();
+    view.absmax = s.absmax[m].data();
+    view.fallback = s.fp32[m].data();
+  }
+}
+
+}  // namespace
+
+StepReport TableStepper::run(const Operands& operands, std::span<const TensorState> states, std::size_t params_size,
+                             std::size_t grad_size, std::int64_t tau, std::size_t fragment, bool reuse_preview) {
+  StepPlanner::Plan plan = planner_.plan(params_size, grad_size, tau, fragment);
+  const bool reuse = reuse_preview && previewed_.valid && previewed_.generation == generation_ &&
+                     previewed_.tau == tau && previewed_.fragment == fragment;
+  const auto [outcome, index] = reuse ? std::pair{previewed_.outcome, previewed_.index} : scan(operands, plan);
+  const StepReport report = StepPlanner::report_of(plan.event, plan.scheduled, outcome, index);
+  if (outcome != StepOutcome::applied) {
+    planner_.commit(plan, outcome);
+    ++generation_;
+    return report;
+  }
+
+  StepArgs fallback_args = plan.args;
+  fallback_args.state = StateFormat::fp32;
+  const BlockFunction step_q8_or_only = block_function_for(plan.args, isa_);
+  const BlockFunction step_fallback = block_function_for(fallback_args, isa_);
+  const StepChunk* chunks = planner_.chunks().data();
+  const std::size_t first_chunk = planner_.chunk_begin(fragment);
+  pool_->parallel_for(
+      planner_.chunk_begin(fragment + 1) - first_chunk,
+      [&](std::uint64_t begin, std::uint64_t end) {
+        for (std::uint64_t n = begin; n < end; ++n) {
+          const std::size_t chunk = first_chunk + n;
+          const StepChunk& c = chunks[chunk];
+          const std::size_t k = chunk_tensor_[chunk];
+          const Operands::Chunk where = operands.at(k, tensor_begin_[k], c);
+          if (where.grad == nullptr) continue;  // left out of the step
+          // The state's pointers moved to the chunk's place in its tensor and its random bits keyed by c.begin
+          // (chunk_args_at, block_step.hpp); the chunk's own Δ and θ pointers are set here (the whole-vector θ
+          // pointer it would move stays null).
+          StepArgs whole = plan.args;
+          bind_entry(states[k], whole);
+          whole.grad = where.grad;
+          whole.first_index = c.begin;
+          StepArgs a = chunk_args_at(whole, c, c.begin - tensor_begin_[k], c.slot - first_slot_[k]);
+          a.params_fp32 = where.fp32;
+          a.params_bf16 = where.bf16_values;
+          (c.fp32_state != 0 ? step_fallback : step_q8_or_only)(a);
+        }
+      },
+      kSerialBelowChunks);
+  planner_.commit(plan, outcome);
+  ++generation_;
+  return report;
+}
+
+void require_same_state_layout(const StepConfig& now, const StepConfig& next) {
+  const auto differs = [](const char* what) {
+    throw core::InputError(std::string("new hyperparameters must keep the optimizer's ") + what +
+                           " (its state depends on it)");
+  };
+  if (next.optimizer != now.optimizer) differs("kind");
+  if (next.params != now.params) differs("parameter format");
+  if (next.state != now.state) differs("state format");
+  if (next.rounding != now.rounding) differs("rounding");
+  if (next.seed != now.seed) differs("seed");
+  if (next.q8_semantics != now.q8_semantics) differs("q8 semantics");
+  if (next.v_map != now.v_map) differs("v map");  // v's codes decode through it (state_file.cpp records it)
+  if (effective_min_q8_size(next) != effective_min_q8_size(now)) differs("min_q8_size");
+  if (next.fragments != now.fragments) differs("fragments");
+}
+
+void TableStepper::advance_round() {
+  planner_.advance_round();
+  ++generation_;
+}
+
+void TableStepper::set_hyperparameters(const StepConfig& config) {
+  planner_ = replan(planner_, config);  // the same chunks: tensor_begin_, chunk_tensor_ and the slots stay valid
+  ++generation_;
+}
+
+void TableStepper::set_raw_counters(StepCounters counters) {
+  planner_.set_raw_counters(std::move(counters));
+  ++generation_;
+}
+
+}  // namespace cgad::fastpath

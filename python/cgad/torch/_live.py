@@ -1,0 +1,171 @@
+"""A CPU param group's state as it lives in ``opt.state``: torch tensors whose data pointers each step hands the fast
+path (fastpath/table_stepper.hpp), read anew from ``opt.state`` before every step. What torch ops did to them since
+the last step or load is seen through each tensor's identity, data pointer and version counter (``_version``,
+which every in-place op, ``set_`` and ``resize_`` advance), and only a changed tensor is checked -- its dtype,
+size, device and layout, and its values by the state file's rules (CpuStepper.check_states) -- so an impossible
+state is refused before anything changes, and an unchanged one costs three attribute reads."""
+import torch
+
+from .. import _cgad
+from . import _state
+
+
+def refuse(where, why):
+    raise _cgad.InputError(f"{where}: {why}")
+
+
+class LiveState:
+    """The state of one fast-path optimizer's tensors (``params``, in its layout) in ``opt.state``."""
+
+    def __init__(self, engine, params, adam_family):
+        self.engine = engine
+        self.params = list(params)  # the tensors the state was made for
+        self.adam_family = adam_family
+        self.shapes = [engine.shape(k) for k in range(len(self.params))]
+        self.names = [_state.moment_names(s["kind"], adam_family) for s in self.shapes]
+        self.own = [sorted(n for pair in names for n in pair if n is not None) for names in self.names]
+        self.seen = [None] * len(self.params)  # per tensor: {name: (id, data_ptr, _version)} when last taken
+        self.step_seen = [None] * len(self.params)  # per tensor: its "step" tensor's key when last filled
+        self.pointers = [None] * len(self.params)  # per tensor: buffers() of the entry last taken
+
+    def fresh(self, k):
+        return _state.fresh_state(self.shapes[k], self.params[k], self.adam_family)
+
+    def dtype(self, k, name):
+        return _state.dtype_of(self.shapes[k]["kind"], name)
+
+    def size(self, k, name):
+        return self.shapes[k]["absmax"] if name.startswith("absmax") else self.shapes[k]["values"]
+
+    def shape(self, k, name):
+        return (self.shapes[k]["absmax"],) if name.startswith("absmax") else tuple(self.params[k].shape)
+
+    def buffers(self, k, entry):
+        """Tensor k's state buffer pointers in the order CpuStepper takes them (values, absmax per moment)."""
+        out = []
+        for name, absmax in self.names[k]:
+            out += [entry[name].data_ptr(), 0 if absmax is None else entry[absmax].data_ptr()]
+        return out
+
+    def record(self, k, entry):
+        """Takes tensor k's entry as checked: its tensors' keys, and their pointers (pointers(k) until it changes)."""
+        self.seen[k] = {name: _key(entry[name]) for name in self.own[k]}
+        self.pointers[k] = self.buffers(k, entry)
+
+    def record_steps(self, entries):
+        """After the "step" tensors were filled with the counts (_state.refresh_steps)."""
+        self.step_seen = [_key(e.get("step")) for e in entries]
+
+    def steps_unchanged(self, entries):
+        """The tensors whose "step" is the tensor last filled, untouched since: _state.check_steps need not compare
+        it with the count (a comparison of a tensor per parameter, the largest cost of a step on small tensors)."""
+        return {k for k, e in enumerate(entries) if _key(e.get("step")) == self.step_seen[k]}
+
+    def entries(self, state, group_params, where, counters_reset):
+        """Tensor k's entry of ``state`` (opt.state) for every k, checked, after taking what changed since the last
+        step or load: the state the next step reads. ``counters_reset`` restarts the counts (a group reset)."""
+        for k, p in enumerate(group_params):
+            if p is not self.params[k]:
+                refuse(where, f"parameter {k} is another tensor than the one its optimizer state was made for (a "
+                              "tensor put into param_groups by hand); cgad.torch keeps the state of the tensors it "
+                              "was given -- update a parameter in place (p.data = ..., p.copy_(...)) or make a new "
+                              "optimizer for new ones")
+        got = [state.get(p) if isinstance(state, dict) else None for p in self.params]
+        present = [[n for n in self.own[k] if isinstance(e, dict) and n in e] for k, e in enumerate(got)]
+        lost = [k for k in range(len(got)) if not present[k]]
+        for k in range(len(got)):
+            if present[k] and len(present[k]) != len(self.own[k]):
+                missing = [n for n in self.own[k] if n not in present[k]]
+                refuse(where, f"parameter {k}'s state has no {missing} (removed from opt.state[p]); its format "
+                              f"holds {self.own[k]} -- nothing was stepped (opt.state.clear() restarts the whole "
+                              "optimizer from zero)")
+        if lost and len(lost) != len(got):
+            refuse(where, f"the state of parameter(s) {lost} was removed from opt.state while the others of the "
+                          "param group keep theirs; cgad steps a group's tensors with one step count, so it cannot "
+                          "restart some of them -- nothing was stepped (opt.state.clear() restarts every group)")
+        if lost:
+            for k, p in enumerate(self.params):
+                entry = got[k] if isinstance(got[k], dict) else {}
+                entry.update(self.fresh(k))
+                state[p] = entry
+                got[k] = entry
+                self.record(k, entry)
+            counters_reset()
+            return got
+        # Changed: another tensor, memory or version since last taken, or a parameter reshaped since (p.data =
+        # p.data.view(...)), whose moments then follow it.
+        changed = [k for k, e in enumerate(got) if self.seen[k] is None or
+                   any(_key(e[n]) != self.seen[k][n] for n in self.own[k]) or
+                   getattr(e[self.own[k][-1]], "shape", None) != self.params[k].shape]
+        if changed:
+            for k in changed:
+                self._check_tensors(k, got[k], where)
+            self._check_values(changed, got, where)
+            for k in changed:
+                self.record(k, got[k])
+        return got
+
+    def _check_tensors(self, k, entry, where):
+        """Tensor k's state tensors have the dtype, size, device and layout its format gives; one of the
+        parameter's size and another shape is replaced by a view of the parameter's shape (the parameter was
+        reshaped: p.data = p.data.view(...))."""
+        p = self.params[k]
+        for name in self.own[k]:
+            t = entry[name]
+            label = f"parameter {k}'s opt.state[p][{name!r}]"
+            if not isinstance(t, torch.Tensor) or type(t) is not torch.Tensor:
+                refuse(where, f"{label} is a {type(t).__name__}, not a plain tensor -- nothing was stepped")
+            if t.dtype != self.dtype(k, name) or t.numel() != self.size(k, name) or t.device != p.device or \
+                    t.layout != torch.strided or not t.is_contiguous():
+                refuse(where, f"{label} is a {'' if t.is_contiguous() else 'non-contiguous '}{t.dtype} tensor of "
+                              f"shape {tuple(t.shape)} on {t.device}; the state format needs a contiguous "
+                              f"{self.dtype(k, name)} tensor of shape {self.shape(k, name)} on {p.device} -- "
+                              "nothing was stepped")
+            if tuple(t.shape) != self.shape(k, name) and p.numel() == self.shapes[k]["values"]:
+                entry[name] = t.view(self.shape(k, name))  # (a parameter of another size is refused by the step)
+
+    def _check_values(self, which, entries, where):
+        buffers = [self.buffers(k, entries[k]) if k in which else [] for k in range(len(entries))]
+        _check_buffers(self.engine, buffers, which, where, self._labels(which))
+
+    def _labels(self, which):
+        return {k: f"parameter {k}" for k in which}
+
+    def read(self, entry, k, name):
+        """Tensor k's moment ``name`` ("m", "v" or "b") dequantized to float32 (a NumPy array)."""
+        moment = {"m": 0, "v": 1, "b": 0}.get(name)
+        if moment is None or (name == "b") == self.adam_family:
+            raise _cgad.InputError(f"no state buffer {name!r} (this optimizer has "
+                                   f"{['m', 'v'] if self.adam_family else ['b']})")
+        return self.engine.read_state(self.buffers(k, entry), k, moment)
+
+
+def _key(t):
+    return (id(t), t.data_ptr(), t._version) if isinstance(t, torch.Tensor) else (id(t), None, None)
+
+
+def _check_buffers(engine, buffers, which, where, labels):
+    """The fast path's check of the values (finite, in range, m bounded by v), naming the parameter."""
+    try:
+        engine.check_states(buffers, sorted(which))
+    except _cgad.InputError as e:
+        message = str(e)
+        for k in sorted(which, reverse=True):
+            message = message.replace(f"tensor {k}'s state", f"{labels[k]}'s state", 1)
+        refuse(where, f"{message} -- nothing was stepped or loaded")
+
+
+def check_saved(engine, live, moments, where):
+    """Refuses saved moments (``moments[k]``: {name: tensor} or None) holding a state no run reaches, reading them
+    where they lie (copies only where one is not a contiguous CPU tensor: a state_dict loaded onto another device)."""
+    held, buffers, which = [], [], []
+    for k, saved in enumerate(moments):
+        if saved is None:
+            buffers.append([])
+            continue
+        entry = {name: t.to("cpu").contiguous() for name, t in saved.items()}  # the check reads host memory
+        held.append(entry)
+        buffers.append(live.buffers(k, entry))
+        which.append(k)
+    if which:
+        _check_buffers(engine, buffers, which, where, {k: f"parameter {k}" for k in which})
