@@ -3,9 +3,24 @@
 #include "cgad/core/errors.hpp"
 #include "cgad/core/gate.hpp"
 
+#include <bit>
+#include <cstdint>
 #include <string>
 
 namespace cgad::fastpath {
+
+namespace {
+
+void require_decimal_of(const std::optional<std::string>& decimal, float value, const char* name) {
+  if (!decimal) return;
+  const float parsed = core::parse_real<float>(*decimal, name);
+  if (std::bit_cast<std::uint32_t>(parsed) != std::bit_cast<std::uint32_t>(value)) {
+    throw core::InputError(std::string(name) + "'s decimal '" + *decimal + "' reads as " + core::show(parsed) +
+                           ", not the configuration's " + core::show(value));
+  }
+}
+
+}  // namespace
 
 void validate(const StepConfig& config) {
   using core::OptimizerKind;
@@ -49,12 +64,19 @@ void validate(const StepConfig& config) {
           "stochastic rounding)");
     }
   }
+  require_decimal_of(config.beta1_decimal, config.adam.beta1, "beta1");
+  require_decimal_of(config.beta2_decimal, config.adam.beta2, "beta2");
   if (config.v_map == VMap::zero_free && (config.state != StateFormat::q8 || !core::is_adam_family(config.optimizer))) {
     throw core::InputError(
         "v map zero-free is a map of q8 second moments: it needs state q8 and an Adam-family "
         "optimizer (got state " +
         std::string(to_string(config.state)) + ", " + std::string(core::to_string(config.optimizer)) + ")");
   }
+}
+
+BetaDecimals beta_decimals(const StepConfig& config) {
+  return {config.beta1_decimal.value_or(core::to_decimal(config.adam.beta1)),
+          config.beta2_decimal.value_or(core::to_decimal(config.adam.beta2))};
 }
 
 std::size_t effective_min_q8_size(const StepConfig& config) {

@@ -1,5 +1,7 @@
 #include "cgad/fastpath/detail/state_contents.hpp"
 
+#include "cgad/fastpath/detail/derived_constants.hpp"
+
 #include "cgad/core/errors.hpp"
 
 #include <cmath>
@@ -14,12 +16,15 @@ namespace {
 //   m = (1 − β1)·Σ_j β1^j·g_j,   v = (1 − β2)·Σ_j β2^j·g_j²     (g_j: the gradient j steps back),
 // and Cauchy–Schwarz on Σ_j (β1^j/β2^(j/2))·(β2^(j/2)·|g_j|) gives, for ρ = β1²/β2 < 1,
 //   |m| <= (1 − β1)·sqrt(Σ_j ρ^j)·sqrt(v/(1 − β2)) <= K·sqrt(v),   K = (1 − β1)/sqrt((1 − β2)·(1 − ρ)).
-// The step rounds: each of its float operations (element_update.hpp: three for m, four for v, and 1 − β rounded
-// once) has relative error <= u = 2^-24, and storing bf16 state adds one rounding of up to 2^-7 (stochastic
-// rounding: a whole bf16 ulp). So β1 and 1 − β1 are taken larger by those factors, β2 and 1 − β2 smaller. In the
-// subnormal range each operation also errs by up to half (nearest) or one (stochastic) spacing of its format
-// absolutely: <= 2^-148 per step for fp32 state, 2^-131 for bf16, which the geometric weights sum to at most
-// that over (1 − β). Hence, with b1 = β1·(1 + u)²·(1 + s), b2 = β2·(1 − u)²·(1 − s) (s: the store's rounding),
+// The same sums bound m and v for any coefficients the step multiplies g and g² by, so the step's own floats
+// 1 − β1 and 1 − β2 stand in K for 1 − β1 and 1 − β2 (derived_constants.hpp: cgad semantics rounds them from the
+// decimals, not from the float β). The step rounds: each of its float operations (element_update.hpp: three for m,
+// four for v; the factor kept for a 1 − β rounded once only loosens the bound) has relative error <= u = 2^-24,
+// and storing bf16 state adds one rounding of up to 2^-7 (stochastic rounding: a whole bf16 ulp). So β1 and 1 − β1
+// are taken larger by those factors, β2 and 1 − β2 smaller. In the subnormal range each operation also errs by up
+// to half (nearest) or one (stochastic) spacing of its format absolutely: <= 2^-148 per step for fp32 state,
+// 2^-131 for bf16, which the geometric weights sum to at most that over (1 − β). Hence, with
+// b1 = β1·(1 + u)²·(1 + s), b2 = β2·(1 − u)²·(1 − s) (s: the store's rounding),
 //   |m| <= K'·sqrt(v + δ/(1 − b2)) + δ/(1 − b1),
 //   K' = (1 − β1)(1 + u)³(1 + s) / sqrt((1 − β2)(1 − u)⁴(1 − s)(1 − b1²/b2)).
 // Where b1² >= b2 (β1² >= β2) the sum has no bound independent of t and only the ranges above are checked; q8
@@ -31,14 +36,16 @@ class JointBound {
   JointBound(const StepConfig& config, bool bf16_store) {
     const double u = 0x1p-24, store = bf16_store ? 0x1p-7 : 0.0;
     const double beta1 = config.adam.beta1, beta2 = config.adam.beta2;
+    const BetaConstants step = beta_constants(config);
+    const double keep1 = step.one_minus_beta1, keep2 = step.one_minus_beta2;
     b1_ = beta1 * (1 + u) * (1 + u) * (1 + store);
     const double b2 = beta2 * (1 - u) * (1 - u) * (1 - store);
     active_ = b1_ * b1_ < b2 && b2 < 1.0;
     if (!active_) return;
     delta_ = bf16_store ? 0x1p-131 : 0x1p-148;
     v_floor_ = delta_ / (1 - b2);
-    k_ = (1 - beta1) * std::pow(1 + u, 3) * (1 + store) /
-         std::sqrt((1 - beta2) * std::pow(1 - u, 4) * (1 - store) * (1 - b1_ * b1_ / b2));
+    k_ = keep1 * std::pow(1 + u, 3) * (1 + store) /
+         std::sqrt(keep2 * std::pow(1 - u, 4) * (1 - store) * (1 - b1_ * b1_ / b2));
   }
   // Whether (m, v) is a pair some sequence of steps reaches (m and v already checked finite, v >= 0).
   bool reachable(double m, double v) const {

@@ -36,6 +36,7 @@ StepPlanner::StepPlanner(const StepConfig& config, std::size_t parameters)
 StepPlanner::StepPlanner(const StepConfig& config, std::vector<std::size_t> tensor_sizes)
     : config_((validate(config), config)),
       gate_(long_double_gate(config)),
+      betas_(beta_constants(config)),
       layout_(layout_over(checked_sum(tensor_sizes), config.fragments)),
       empty_(checked_sum(tensor_sizes) == 0),
       tensors_(std::move(tensor_sizes)) {
@@ -189,8 +190,12 @@ ScheduleConstants StepPlanner::schedule_constants() const {
   c.beta2 = h.beta2;
   c.eps = h.eps;
   c.weight_decay = h.weight_decay;
-  c.one_minus_beta1 = static_cast<float>(1.0 - static_cast<double>(h.beta1));
-  c.one_minus_beta2 = static_cast<float>(1.0 - static_cast<double>(h.beta2));
+  c.one_minus_beta1 = betas_.one_minus_beta1;
+  c.one_minus_beta2 = betas_.one_minus_beta2;
+  c.base1_hi = betas_.base1_hi;
+  c.base1_lo = betas_.base1_lo;
+  c.base2_hi = betas_.base2_hi;
+  c.base2_lo = betas_.base2_lo;
   c.momentum = config_.nesterov.momentum;
   c.nesterov_lr = config_.nesterov.lr;
   c.age_sigma = age_sigma_.data();

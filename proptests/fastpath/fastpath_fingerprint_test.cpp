@@ -23,10 +23,11 @@ using namespace cgad::fastpath::testing;
 namespace core = cgad::core;
 
 // Both with σ the float nearest the reference's σ of the user's α
-// (fastpath/include/cgad/fastpath/detail/staleness.hpp); the commits that recorded them say which σ bits changed from
-// the float-α totals before.
-constexpr std::uint64_t kRecordedTotal = 0xef3da1f9e978d5e8ull;
-constexpr std::uint64_t kRecordedZeroFreeTotal = 0x3bd0b6feaedb7978ull;
+// (fastpath/include/cgad/fastpath/detail/staleness.hpp), and cgad semantics' 1 − β and bias corrections from the
+// decimal β (fastpath/include/cgad/fastpath/detail/derived_constants.hpp); the commits that recorded them say which
+// bits changed from the totals before.
+constexpr std::uint64_t kRecordedTotal = 0xe3fc3ad30425810full;
+constexpr std::uint64_t kRecordedZeroFreeTotal = 0x26d02fbe69702aceull;
 
 std::uint64_t fnv(std::uint64_t h, const std::vector<unsigned char>& bytes) {
   for (unsigned char c : bytes) {

@@ -1,6 +1,7 @@
 // fp32 fast path (fp32 parameters, fp32 state) against the MPFR reference, one step from the zero state.
-// Both run on the same float hyperparameters (converted exactly into MPFR), so the only differences are the
-// fast path's roundings; the bound below counts them.
+// Both run on the same hyperparameters (fastpath::reference_config: the floats converted exactly into MPFR, β1 and
+// β2 as the decimals they stand for, whose 1 − β and 1 − β^t the fast path rounds once), so the only differences are
+// the fast path's roundings; the bound below counts them.
 //
 // Error budget (u = 2^-24; "k" = relative error at most k·u to first order; σ and the bias corrections are
 // host-rounded once, counted as one rounding each, their double evaluation adds ≤ 2^-50 relative):
@@ -38,21 +39,6 @@ using testing::random_vector;
 constexpr double u = 0x1p-24;
 constexpr double kSecondOrder = 1 + 64 * u;
 
-core::OptimizerConfig<mpfr_real> reference_config(const StepConfig& c) {
-  core::OptimizerConfig<mpfr_real> r;
-  r.kind = c.optimizer;
-  r.adam.lr = mpfr_real(c.adam.lr);
-  r.adam.beta1 = mpfr_real(c.adam.beta1);
-  r.adam.beta2 = mpfr_real(c.adam.beta2);
-  r.adam.eps = mpfr_real(c.adam.eps);
-  r.adam.weight_decay = mpfr_real(c.adam.weight_decay);
-  r.nesterov.lr = mpfr_real(c.nesterov.lr);
-  r.nesterov.momentum = mpfr_real(c.nesterov.momentum);
-  r.alpha = mpfr_real(c.alpha);
-  r.tau_cut = mpfr_real(c.tau_cut);
-  return r;
-}
-
 double ulp_of(double x) {
   const float f = static_cast<float>(std::fabs(x));
   return std::nextafter(f, INFINITY) - f;
@@ -89,7 +75,7 @@ void check_one_step(OptimizerKind kind, std::int64_t tau, float weight_decay) {
   const StepReport report = fast.step(std::span<float>(theta), grad, tau);
   ASSERT_TRUE(report.applied);
 
-  auto ref = reference::make_optimizer(reference_config(config), n);
+  auto ref = reference::make_optimizer(fastpath::reference_config<mpfr_real>(config), n);
   std::vector<mpfr_real> ref_theta(theta0.begin(), theta0.end());
   std::vector<mpfr_real> ref_grad(grad.begin(), grad.end());
   const auto ref_report = ref->apply(ref_theta, {ref_grad, tau, 0});
@@ -100,7 +86,7 @@ void check_one_step(OptimizerKind kind, std::int64_t tau, float weight_decay) {
   const bool adam = core::is_adam_family(kind);
   if (adam) fast.read_buffer("v", second);
 
-  const auto cfg = reference_config(config);
+  const auto cfg = fastpath::reference_config<mpfr_real>(config);
   const mpfr_real one(1);
   const mpfr_real bias1 = one - cfg.adam.beta1;  // t = 1: 1 − β^1
   const mpfr_real bias2 = one - cfg.adam.beta2;
@@ -159,8 +145,10 @@ TEST(FastpathVsReference, NesterovAndSdmOneStep) {
   check_one_step(OptimizerKind::sdm, 4, 0.0f);
 }
 
-// Where the step-wide constants agree exactly — Adam (σ ≡ 1) at t = 1, where 1 − β^1 = 1 − β is exact in both,
-// and Nesterov (σ ≡ 1, no bias correction) at every step — the fast path performs the reference's float
+// Where the step-wide constants agree exactly — Adam (σ ≡ 1) at t = 1 with betas whose 1 − β is a float (0.5 and
+// 0.75: the float reference's 1 − RN_f(β) is then the decimal's 1 − β, from which the fast path's cgad semantics
+// rounds it, fastpath/detail/derived_constants.hpp; at 0.9 and 0.999 they differ), where 1 − β^1 = 1 − β is exact in
+// both, and Nesterov (σ ≡ 1, no bias correction) at every step — the fast path performs the reference's float
 // operations in the reference's order, so it must equal make_optimizer<float> bit for bit.
 TEST(FastpathVsReference, BitIdenticalToTheFloatReferenceWhereTheConstantsAgree) {
   for (const OptimizerKind kind : {OptimizerKind::adam, OptimizerKind::nesterov}) {
@@ -169,6 +157,8 @@ TEST(FastpathVsReference, BitIdenticalToTheFloatReferenceWhereTheConstantsAgree)
     config.params = ParamFormat::fp32;
     config.state = StateFormat::fp32;
     config.adam.weight_decay = 0.01f;
+    config.adam.beta1 = 0.5f;
+    config.adam.beta2 = 0.75f;
     const std::size_t n = 1000;
     CpuOptimizer fast(config, n, 2);
     core::OptimizerConfig<float> ref_config;

@@ -19,15 +19,13 @@ is derived, element by element, from three terms (u = 2^-24, first order in u, e
    sqrt(v) (1u), the double sqrt(bc2) to float (1u) and divides by it (1u), adds eps (D: 4u), divides m by D
    (1u) and multiplies by the double lr/bc1 rounded to float (2u). theta - U rounds once: u(|theta| + |U|).
    The whole is multiplied by 1 + 2^-16 for the second-order terms (k*u <= 2^-19 for every count k here).
-2. The two sides' constants (docs/python.md). cgad's fast path forms 1 - b from the float b: 1 - fl32(0.9) and
-   1 - fl32(0.999) = 0.00099998712539672852, and its bias corrections 1 - fl32(b)^t; torch forms w = fl32(1 - b)
-   from the double b (w2 = 0.0010000000474974513, 1.2875e-5 above cgad's: every v update's weight differs by
-   that), its bias corrections 1 - b^t from the double b, and takes lr in double where cgad rounds it to float.
-   To first order the update's relative difference is d_lr + d_m - d_bc1 - (d_w2 - d_bc2(t))/2, where
-   d_bc2(t) = (fl32(b2)^t - b2^t)/(1 - fl32(b2)^t) is 1.2875e-5 at t = 1 (the bias correction cancels the
-   weight's difference there) and falls to 0 for t >> 1/(1 - b2) = 1000, where U differs by d_w2/2 = 6.4e-6
-   relative. The term is not linearised here: both sides' exact-arithmetic recurrences are run, in float64,
-   with their own constants, and |theta_gated_exact - theta_cgad_exact| enters the bound as computed.
+2. The two sides' constants (docs/python.md). Both multiply by fl32(b) and by w = fl32(1 - b), 1 - b of the
+   user's decimal (cgad forms it from the decimal's text, docs/design.md "Derived constants and how each is
+   rounded"; torch in double from the double b, rounded once: the same floats for these betas, checked below), and
+   both form their bias corrections 1 - b^t from the decimal b (torch in double, cgad to within 2^-53 relative);
+   torch takes lr in double where cgad rounds it to float, and torch >= 2's lerp decays m by 1 - w1 where cgad
+   multiplies by fl32(b1). The term is not linearised here: both sides' exact-arithmetic recurrences are run, in
+   float64, with their own constants, and |theta_gated_exact - theta_cgad_exact| enters the bound as computed.
 3. float64's own rounding in evaluating those recurrences: <= 2^-40 (|theta| + sum |U|) (about 20 operations a
    step at 2^-53 each, over 60 steps, is below 2^-42).
 
@@ -35,6 +33,7 @@ is derived, element by element, from three terms (u = 2^-24, first order in u, e
 """
 import importlib
 import inspect
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -144,10 +143,13 @@ def test_gated_torch_adam_equals_fp32_cgad_within_the_derived_bound(impl):
     w1, w2 = f32(1 - BETAS[0]), f32(1 - BETAS[1])
     torch_m_decay = 1 - w1 if torch_lerps_m() else b1f
     torch_side = dict(m_decay=torch_m_decay, m_weight=w1, v_decay=b2f, v_weight=w2, eps=epsf)
-    cgad_side = dict(m_decay=b1f, m_weight=1 - b1f, v_decay=b2f, v_weight=1 - b2f, eps=epsf)
+    # cgad's 1 - b is the float nearest 1 - (the decimal), torch's the double 1 - b rounded to float: the same here.
+    for b, w in zip(BETAS, (w1, w2)):
+        assert nearest_float32(str(1 - Fraction(repr(b)))) == np.float32(w)
+    cgad_side = dict(m_decay=b1f, m_weight=w1, v_decay=b2f, v_weight=w2, eps=epsf)
     th_t, moved_t, steps_t = exact_side(gs, lrs, theta0, bc1=lambda t: 1 - BETAS[0] ** t,
                                         bc2=lambda t: 1 - BETAS[1] ** t, lr_of=lambda lr: lr, **torch_side)
-    th_c, moved_c, steps_c = exact_side(gs, lrs, theta0, bc1=lambda t: 1 - b1f ** t, bc2=lambda t: 1 - b2f ** t,
+    th_c, moved_c, steps_c = exact_side(gs, lrs, theta0, bc1=lambda t: 1 - BETAS[0] ** t, bc2=lambda t: 1 - BETAS[1] ** t,
                                         lr_of=f32, **cgad_side)
     constants = np.abs(th_t - th_c)
     rounding = (1 + 2.0 ** -16) * (rounding_bound(steps_t, **torch_side) + rounding_bound(steps_c, **cgad_side))

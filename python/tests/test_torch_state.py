@@ -106,9 +106,11 @@ def test_moments_equal_torch_adams_within_the_fp32_bound():
     u = 2^-24."""
     torch.manual_seed(3)
     ours_params, torch_params = model(), model()
-    # torch gets the float32 values the fast path rounds lr and betas to once (step_config.cpp), so that its
-    # 1 - beta is that of the same float beta (exact in float: Sterbenz) and only the order of operations differs.
-    lr, betas = float(np.float32(1e-3)), (float(np.float32(0.9)), float(np.float32(0.999)))
+    # torch gets the float32 lr the fast path rounds 1e-3 to (step_config.cpp) and the betas as the decimals: its
+    # fl32(beta) and fl32(1 - beta) (1 - beta in double, rounded once) are then the fast path's, which forms 1 - beta
+    # from the decimal (docs/design.md, "Derived constants and how each is rounded"), and only the order of
+    # operations differs.
+    lr, betas = float(np.float32(1e-3)), (0.9, 0.999)
     ours = Adam(ours_params, lr=1e-3)
     theirs = torch.optim.Adam(torch_params, lr=lr, betas=betas, eps=float(np.float32(1e-8)))
     grads = [[torch.randn(n) * 10 ** (e % 3 - 1) for n in SIZES] for e in range(12)]

@@ -95,7 +95,8 @@ core::OptimizerConfig<Real> optimizer_config(const OptimizerOptions& options) {
 
 // The optimizer and its hyperparameters as the fast path takes them: each parsed straight to float (one correct
 // rounding), as the step uses them, but the gate's α and τ_cut to double (the fast path computes σ from them,
-// fastpath/detail/staleness.hpp). Formats, rounding and seed are left at their defaults for the caller.
+// fastpath/detail/staleness.hpp), and β1 and β2 also kept as the decimals written (1 − β is rounded from them,
+// fastpath/detail/derived_constants.hpp). Formats, rounding and seed are left at their defaults for the caller.
 fastpath::StepConfig fastpath_step_config(const OptimizerOptions& options);
 
 }  // namespace cgad::differential

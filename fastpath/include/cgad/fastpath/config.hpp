@@ -56,7 +56,19 @@ struct StepConfig {
   // With q8 state, a tensor of fewer elements keeps fp32 state (bitsandbytes' min_8bit_size). Unset: 4096 (bnb's
   // default) with bnb semantics, 0 with cgad's.
   std::optional<std::size_t> min_q8_size;
+  // The decimals the user wrote for β1 and β2, where the caller has them (differential::fastpath_step_config: `cgad
+  // replay`, cgad.torch). cgad semantics forms 1 − β and the bias corrections' β^t from the decimal β means, not from
+  // the float nearest it (beta_decimals, derived_constants.hpp); unset, the decimal is the shortest one that reads
+  // back to adam.beta1 (adam.beta2). Each must read back to its float (validate).
+  std::optional<std::string> beta1_decimal, beta2_decimal;
 };
+
+// The decimals β1 and β2 stand for: beta1_decimal and beta2_decimal where set, else the shortest decimal that reads
+// back to the float (core::to_decimal): 0.999f is taken as 0.999, as the user who wrote it meant.
+struct BetaDecimals {
+  std::string beta1, beta2;
+};
+BetaDecimals beta_decimals(const StepConfig& config);
 
 // PA-CGAD's largest τ_cut in the fast path: σ is tabulated over the ages below it (step_schedule.hpp), 4 MiB at most.
 inline constexpr double kMaxPaCgadTauCut = 1u << 20;
@@ -75,14 +87,16 @@ core::GateParams<Real> gate_params(const StepConfig& config) {
 }
 
 // The reference optimizer configuration with exactly this configuration's hyperparameters (the float ones and the
-// double α and τ_cut, converted exactly into mpfr_real or double): what a differential run or the noise study
-// feeds the reference, so that the only differences left are the fast path's roundings.
+// double α and τ_cut, converted exactly into mpfr_real or double; β1 and β2 parsed from their decimals, so that the
+// reference's 1 − β is that of the decimal, as the fast path's is): what a differential run or the noise study feeds
+// the reference, so that the only differences left are the fast path's roundings.
 template <core::RealScalar Real>
 core::OptimizerConfig<Real> reference_config(const StepConfig& config) {
   core::OptimizerConfig<Real> r;
   r.kind = config.optimizer;
-  r.adam = {Real(config.adam.lr), Real(config.adam.beta1), Real(config.adam.beta2), Real(config.adam.eps),
-            Real(config.adam.weight_decay)};
+  const BetaDecimals betas = beta_decimals(config);
+  r.adam = {Real(config.adam.lr), core::parse_real<Real>(betas.beta1, "beta1"),
+            core::parse_real<Real>(betas.beta2, "beta2"), Real(config.adam.eps), Real(config.adam.weight_decay)};
   r.nesterov = {Real(config.nesterov.lr), Real(config.nesterov.momentum)};
   r.alpha = Real(config.alpha);
   r.tau_cut = Real(config.tau_cut);
@@ -93,7 +107,8 @@ core::OptimizerConfig<Real> reference_config(const StepConfig& config) {
 
 // Throws core::InputError for an unsupported optimizer (delayed-nesterov), invalid hyperparameters or
 // gate, fragments on an optimizer other than PA-CGAD, P ≥ τ_cut for PA-CGAD, bnb semantics where bnb has no
-// such kernel (see Q8Semantics), or the zero-free v map without a q8 second moment (fp32 or bf16 state, Nesterov).
+// such kernel (see Q8Semantics), the zero-free v map without a q8 second moment (fp32 or bf16 state, Nesterov), or a
+// beta1_decimal (beta2_decimal) that is not a decimal reading back to adam.beta1 (adam.beta2).
 void validate(const StepConfig& config);
 
 std::string_view to_string(ParamFormat format);

@@ -15,6 +15,7 @@
 // configuration the chunks of a tensor under min_q8_size keep fp32 moments in a separate fallback buffer.
 #include "cgad/fastpath/detail/block_step.hpp"
 #include "cgad/fastpath/config.hpp"
+#include "cgad/fastpath/detail/derived_constants.hpp"
 #include "cgad/fastpath/step_counters.hpp"
 #include "cgad/fastpath/detail/staleness.hpp"
 #include "cgad/fastpath/detail/step_schedule.hpp"
@@ -91,6 +92,7 @@ class StepPlanner {
 
   StepConfig config_;
   core::GateParams<long double> gate_;  // built once: the step itself parses and allocates nothing
+  BetaConstants betas_;                 // built once, from the decimals (derived_constants.hpp)
   core::FragmentLayout layout_;
   bool empty_ = false;  // zero parameters (the layout is then built over one)
   std::vector<std::size_t> tensors_;

@@ -13,11 +13,14 @@
 // The bias corrections 1 − β^t are computed here, for any t: β^t by binary powering in double-double (error-free
 // products with fma; a squaring doubles the relative error it is given, so the errors add up to about t·2^-104,
 // below 2^-70 wherever β^t is not 0 in double for a float β < 1), correctly rounded to double except close to a
-// midpoint. The floats the step uses, 1 − RN_f(β^t) and RN_f(1 − β^t), are then those std::pow gave: over t ≤ 2^24
-// and β ∈ {0, 0.5, 0.9, 0.95, 0.99, 0.995, 0.999, 0.9999, 0.99999, 0.999999} not one of the 3.4·10^8 floats
-// differs, while the doubles differ in up to 14366 of 2^24 t for one β (glibc's pow is not correctly rounded).
-// The test (proptests/fastpath/fastpath_schedule_test.cpp) checks the power against MPFR and the floats against
-// std::pow's (t ≤ 2^16; fastpath_schedule_long_test t ≤ 2^24).
+// midpoint. The base is the constants' double-double β (derived_constants.hpp): cgad semantics' β of the user's
+// decimal (within 2^-53·(1 − β) of it, so RN_f(1 − β^t) is the float nearest the reference's 1 − β^t except within
+// about 2^-52 of a float midpoint), bnb semantics' float β. For a float β the floats the step uses, 1 − RN_f(β^t) and
+// RN_f(1 − β^t), are those std::pow gave: over t ≤ 2^24 and β ∈ {0, 0.5, 0.9, 0.95, 0.99, 0.995, 0.999, 0.9999,
+// 0.99999, 0.999999} not one of the 3.4·10^8 floats differs, while the doubles differ in up to 14366 of 2^24 t for
+// one β (glibc's pow is not correctly rounded). The test (proptests/fastpath/fastpath_schedule_test.cpp) checks the
+// power against MPFR and the floats against std::pow's (t ≤ 2^16; fastpath_schedule_long_test t ≤ 2^24);
+// proptests/fastpath/fastpath_beta_complement_test.cpp checks the decimal's against MPFR.
 //
 // Ages follow the reference's GatedAdam (reference/detail/gated_adam.hpp): a_f = max(0, round − last_sync_f − 1); an
 // event for fragment f synchronizes f whether it is applied or skipped for a zero gate; an event refused for a NaN/Inf
@@ -39,10 +42,12 @@ struct ScheduleConstants {
   bool ages = false;            // PA-CGAD: the gate sees max(τ, a_f)
   bool skip_zero_gate = false;  // on_zero_gate = skip: an event whose γ is 0 is not applied
   float lr = 0, beta1 = 0, beta2 = 0, eps = 0, weight_decay = 0;  // Adam family
-  float one_minus_beta1 = 0, one_minus_beta2 = 0;                 // 1 − β in double, rounded once
-  float momentum = 0, nesterov_lr = 0;                            // Nesterov family
-  const float* age_sigma = nullptr;  // σ(a) for ages a < age_sigma_size (host or device memory)
-  std::uint64_t age_sigma_size = 0;  // γ(a) = 0 for every a ≥ age_sigma_size
+  // 1 − β and the bias corrections' bases β = hi + lo, per the q8 semantics (derived_constants.hpp)
+  float one_minus_beta1 = 0, one_minus_beta2 = 0;
+  double base1_hi = 0, base1_lo = 0, base2_hi = 0, base2_lo = 0;
+  float momentum = 0, nesterov_lr = 0;  // Nesterov family
+  const float* age_sigma = nullptr;     // σ(a) for ages a < age_sigma_size (host or device memory)
+  std::uint64_t age_sigma_size = 0;     // γ(a) = 0 for every a ≥ age_sigma_size
 };
 
 // One event, as the host sees it.
@@ -101,11 +106,11 @@ CGAD_HD inline void double_double_multiply(double& hi, double& lo, double other_
   hi = sum;
 }
 
-// base^exponent (0 ≤ base ≤ 1, exponent ≥ 0) by binary powering in double-double, at most 2·63 products. Returns hi,
-// the double nearest the double-double value. Deterministic: only IEEE +, × and fma, no contraction (the kernel is
-// built with --fmad=false, the host with -ffp-contract=off).
-CGAD_HD inline double exact_power(double base, std::uint64_t exponent) {
-  double result_hi = 1.0, result_lo = 0.0, square_hi = base, square_lo = 0.0;
+// (base_hi + base_lo)^exponent (a double-double base in [0, 1], exponent ≥ 0) by binary powering in double-double,
+// at most 2·63 products. Returns hi, the double nearest the double-double value. Deterministic: only IEEE +, × and
+// fma, no contraction (the kernel is built with --fmad=false, the host with -ffp-contract=off).
+CGAD_HD inline double exact_power(double base_hi, double base_lo, std::uint64_t exponent) {
+  double result_hi = 1.0, result_lo = 0.0, square_hi = base_hi, square_lo = base_lo;
   while (exponent != 0) {
     if ((exponent & 1) != 0) double_double_multiply(result_hi, result_lo, square_hi, square_lo);
     exponent >>= 1;
@@ -117,8 +122,8 @@ CGAD_HD inline double exact_power(double base, std::uint64_t exponent) {
 // The Adam family's coefficients for step count t (after this step) and factor σ: the bias corrections as bnb's
 // kernels use them (float, from β^t in double rounded once) and cgad's (1 − β^t in double, rounded once).
 CGAD_HD inline AdamCoefficients adam_coefficients(const ScheduleConstants& c, float sigma, std::int64_t t) {
-  const double power1 = exact_power(static_cast<double>(c.beta1), static_cast<std::uint64_t>(t));
-  const double power2 = exact_power(static_cast<double>(c.beta2), static_cast<std::uint64_t>(t));
+  const double power1 = exact_power(c.base1_hi, c.base1_lo, static_cast<std::uint64_t>(t));
+  const double power2 = exact_power(c.base2_hi, c.base2_lo, static_cast<std::uint64_t>(t));
   const float correction1 = 1.0f - static_cast<float>(power1);
   const float correction2 = ieee_sqrt(1.0f - static_cast<float>(power2));
   AdamCoefficients a;
