@@ -56,10 +56,11 @@ class CMakeBuild(build_ext):
         jobs = os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL") or str(os.cpu_count() or 1)
         subprocess.run(configure, check=True)
         subprocess.run(["cmake", "--build", build, "-j", jobs, "--target", "cgad_python", "cgad"], check=True)
-        modules = glob.glob(os.path.join(build, "python", "cgad", "_cgad*.so"))
-        if len(modules) != 1:
-            raise RuntimeError(f"expected one compiled module in {build}/python/cgad, found {modules}")
-        for ext in self.extensions:
+        for ext in self.extensions:  # cgad._cgad and cgad._numerics, both built by the target cgad_python
+            name = ext.name.split(".")[-1]
+            modules = glob.glob(os.path.join(build, "python", "cgad", f"{name}*.so"))
+            if len(modules) != 1:
+                raise RuntimeError(f"expected one compiled module {name} in {build}/python/cgad, found {modules}")
             self.copy_file(modules[0], self.get_ext_fullpath(ext.name))
 
 
@@ -76,7 +77,7 @@ class CopyCommand(build_scripts):
 
 
 setup(
-    ext_modules=[Extension("cgad._cgad", sources=[])],
+    ext_modules=[Extension("cgad._cgad", sources=[]), Extension("cgad._numerics", sources=[])],
     scripts=[COMMAND],
     cmdclass={"build_ext": CMakeBuild, "build_scripts": CopyCommand},
     options={"build": {"build_base": os.path.join(CMAKE_BUILD_DIR, "setuptools")}},

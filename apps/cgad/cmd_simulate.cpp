@@ -64,9 +64,8 @@ struct SimulateOptions {
   unsigned jobs = 0;
   std::string shard;
   std::string out;
-  differential::OptimizerOptions
-      optimizer;                // the outer hyperparameters; its single --optimizer is replaced by the list above
-  CLI::App* command = nullptr;  // to ask which method-specific flags were given (refuse_unread_flags)
+  core::OptimizerOptions optimizer;  // the outer hyperparameters; its single --optimizer is replaced by the list above
+  CLI::App* command = nullptr;       // to ask which method-specific flags were given (refuse_unread_flags)
   SweepOutputOptions output;
 };
 
@@ -167,9 +166,9 @@ simulate::SweepGrid make_grid(const SimulateOptions& o) {
   if (o.diverge_factor) b.divergence_factor = core::parse_real<double>(*o.diverge_factor, "diverge-factor");
   b.log_every = o.log_every;
   refuse_unread_flags(o);
-  differential::OptimizerOptions hyper = o.optimizer;
+  core::OptimizerOptions hyper = o.optimizer;
   hyper.optimizer = "cgad";  // a placeholder: the method axis sets each run's optimizer (sweep.hpp)
-  b.outer = differential::fastpath_step_config(hyper);
+  b.outer = fastpath::fastpath_step_config(hyper);
   if (!o.optimizer.lr) {
     // Without --lr the simulation's own outer defaults hold (simulation.hpp derives them per family), not the
     // replay defaults OptimizerOptions falls back to.

@@ -1,7 +1,7 @@
 #include "cgad/differential/noise_lockstep.hpp"
 
 #include "cgad/fastpath/fastpath.hpp"
-#include "cgad/differential/trap_counter.hpp"
+#include "cgad/fastpath/trap_counter.hpp"
 #include "cgad/reference/optimizers.hpp"
 
 #include <algorithm>
@@ -256,11 +256,11 @@ NoiseRun run_lockstep(const NoiseScenario& scenario, const std::function<void(lo
   std::int64_t gated_to_zero = 0;
   double ideal_max_step = 0;
   const double lr = static_cast<double>(config.adam.lr);
-  differential::TrapCounter trap_counter(std::vector<double>(n, lr));
+  fastpath::TrapCounter trap_counter(std::vector<double>(n, lr));
   // Per tensor: its first element, its own trap counter and the reference's largest step.
   const std::size_t tensor_count = run.tensors.size();
   std::vector<std::size_t> first(tensor_count + 1, 0);
-  std::vector<differential::TrapCounter> tensor_traps;
+  std::vector<fastpath::TrapCounter> tensor_traps;
   for (std::size_t t = 0; t < tensor_count; ++t) {
     first[t + 1] = first[t] + run.tensors[t];
     tensor_traps.emplace_back(std::vector<double>(run.tensors[t], lr));
@@ -331,12 +331,12 @@ NoiseRun run_lockstep(const NoiseScenario& scenario, const std::function<void(lo
         run.last.v_ref.push_back(vr);
       }
     }
-    const differential::TrapCounts counts = trap_counter.summary(v);
+    const fastpath::TrapCounts counts = trap_counter.summary(v);
     const TrapSummary trap{counts.v_zero_fraction, static_cast<double>(m_zero) / static_cast<double>(n),
                            counts.step_over_5lr_fraction, counts.max_step_over_lr, ideal_max_step};
     std::vector<TensorSample> tensors;
     for (std::size_t t = 0; t < tensor_count; ++t) {
-      const differential::TrapCounts c = tensor_traps[t].summary(part(v, t));
+      const fastpath::TrapCounts c = tensor_traps[t].summary(part(v, t));
       const double size = static_cast<double>(run.tensors[t]);
       tensors.push_back({tv[t].summary(),
                          tm[t].summary(),

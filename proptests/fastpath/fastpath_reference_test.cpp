@@ -40,7 +40,7 @@ constexpr double kSecondOrder = 1 + 64 * u;
 
 core::OptimizerConfig<mpfr_real> reference_config(const StepConfig& c) {
   core::OptimizerConfig<mpfr_real> r;
-  r.kind = c.optimizer;
+  r.optimizer = c.optimizer;
   r.adam.lr = mpfr_real(c.adam.lr);
   r.adam.beta1 = mpfr_real(c.adam.beta1);
   r.adam.beta2 = mpfr_real(c.adam.beta2);
@@ -172,7 +172,7 @@ TEST(FastpathVsReference, BitIdenticalToTheFloatReferenceWhereTheConstantsAgree)
     const std::size_t n = 1000;
     CpuOptimizer fast(config, n, 2);
     core::OptimizerConfig<float> ref_config;
-    ref_config.kind = kind;
+    ref_config.optimizer = kind;
     ref_config.adam = config.adam;
     ref_config.nesterov = config.nesterov;
     auto ref = reference::make_optimizer(ref_config, n);
