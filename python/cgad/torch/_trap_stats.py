@@ -14,7 +14,6 @@ import torch
 from .. import _cgad
 
 _STEP_FIELDS = ("step_over_5lr_fraction", "max_step_over_lr")
-_ZERO_FIELDS = ("m_zero_fraction", "v_zero_fraction")
 _EMPTY = np.zeros(0, dtype=np.float32)
 
 
@@ -28,12 +27,6 @@ def step_fractions(tally):
     """step_over_5lr_fraction and max_step_over_lr of a TrapTally."""
     counts = tally.counts(_EMPTY, _EMPTY)
     return {k: counts[k] for k in _STEP_FIELDS}
-
-
-def zero_shares(v, m):
-    """m_zero_fraction and v_zero_fraction: the shares of float32 arrays m and v stored as 0."""
-    counts = _cgad.TrapTally().counts(v, m)
-    return {k: counts[k] for k in _ZERO_FIELDS}
 
 
 class TrapWatch:
