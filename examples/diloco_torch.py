@@ -18,7 +18,6 @@ model's mean cross-entropy (nats per character) on fixed held-out batches.
 
     PYTHONPATH=build/python /usr/bin/python3 examples/diloco_torch.py --outer cgad --tau 4
 """
-import argparse
 import math
 import random
 import sys
@@ -29,6 +28,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import cgad.torch as outer
+from example_args import SEED, Parser, integer, read_corpus, real
 
 TEXT = "/usr/share/common-licenses/GPL-3"
 OUTER = {"cgad": outer.CGAD, "pa-cgad": outer.PACGAD, "adam-decay": outer.AdamDecay, "adam": outer.Adam,
@@ -36,37 +36,36 @@ OUTER = {"cgad": outer.CGAD, "pa-cgad": outer.PACGAD, "adam-decay": outer.AdamDe
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = Parser(description=__doc__.split("\n\n")[0])
+    positive = integer(at_least=1)
     p.add_argument("--outer", choices=sorted(OUTER), default="cgad", help="outer optimizer")
-    p.add_argument("--outer-lr", type=float, help="outer learning rate (default 0.7 for nesterov and sdm, the "
-                                                  "DiLoCo recipe; 3e-3 for the Adam family)")
+    p.add_argument("--outer-lr", type=real(at_least=0),
+                   help="outer learning rate (default 0.7 for nesterov and sdm, the DiLoCo recipe; 3e-3 for the "
+                        "Adam family)")
     p.add_argument("--state", default="fp32", choices=["fp32", "bf16", "q8"], help="outer optimizer state format")
     p.add_argument("--q8-semantics", default="cgad", choices=["cgad", "bnb"],
                    help="8-bit state semantics (Adam family)")
     p.add_argument("--params", default="fp32", choices=["fp32", "bf16"],
                    help="the global parameters' dtype (the workers always train in fp32)")
-    p.add_argument("--tau", type=int, default=4, help="largest staleness in outer rounds")
+    p.add_argument("--tau", type=integer(at_least=0), default=4, help="largest staleness in outer rounds")
     p.add_argument("--delay", choices=["uniform", "constant"], default="uniform",
                    help="staleness uniform in 0..tau per worker and round, or tau for every pseudo-gradient")
-    p.add_argument("--fragments", type=int, default=2, help="PA-CGAD's fragments")
-    p.add_argument("--workers", type=int, default=4, help="K")
-    p.add_argument("--inner-steps", type=int, default=10, help="H")
-    p.add_argument("--inner-lr", type=float, default=3e-3, help="inner AdamW learning rate")
-    p.add_argument("--rounds", type=int, default=30, help="outer rounds")
-    p.add_argument("--batch", type=int, default=32, help="windows per inner step")
-    p.add_argument("--context", type=int, default=16, help="characters the model sees before the one it predicts")
-    p.add_argument("--width", type=int, default=128, help="hidden units per layer")
-    p.add_argument("--layers", type=int, default=2, help="hidden layers")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=1,
+    p.add_argument("--fragments", type=positive, default=2, help="PA-CGAD's fragments")
+    p.add_argument("--workers", type=positive, default=4, help="K")
+    p.add_argument("--inner-steps", type=positive, default=10, help="H")
+    p.add_argument("--inner-lr", type=real(at_least=0), default=3e-3, help="inner AdamW learning rate")
+    p.add_argument("--rounds", type=positive, default=30, help="outer rounds")
+    p.add_argument("--batch", type=positive, default=32, help="windows per inner step")
+    p.add_argument("--context", type=positive, default=16,
+                   help="characters the model sees before the one it predicts")
+    p.add_argument("--width", type=positive, default=128, help="hidden units per layer")
+    p.add_argument("--layers", type=positive, default=2, help="hidden layers")
+    p.add_argument("--seed", type=SEED, default=0, help="0..2^32 - 1")
+    p.add_argument("--threads", type=positive, default=1,
                    help="torch CPU threads, and cgad's (a model this small gains little from more)")
     p.add_argument("--quiet", action="store_true", help="print the summary only")
     args = p.parse_args(argv)
-    for name in ("workers", "inner_steps", "rounds", "batch", "context", "width", "layers", "threads", "fragments"):
-        if getattr(args, name) < 1:
-            p.error(f"--{name.replace('_', '-')} must be >= 1")
-    if args.tau < 0:
-        p.error("--tau must be >= 0")
+    args.corpus = read_corpus(p, TEXT, args.context, args.workers)
     return args
 
 
@@ -104,7 +103,7 @@ def main(argv):
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
-    text = open(TEXT, encoding="utf-8").read()
+    text = args.corpus
     vocab = sorted(set(text))
     data = torch.tensor([vocab.index(c) for c in text], dtype=torch.long)
     split = len(data) * 9 // 10

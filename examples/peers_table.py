@@ -6,8 +6,10 @@ bit for bit, after 1 and all steps. Needs the pinned environment (python/require
 
     PYTHONPATH=build/python build-venv/bin/python examples/peers_table.py --size 4096 --steps 1000 \\
         --scale-range 1e5 --seed 1
+
+--json is written atomically (examples/atomic_file.py) and may not be the --stream file. Bad arguments and a --json
+that cannot be written end in one line on stderr and exit status 2.
 """
-import argparse
 import json
 import os
 import sys
@@ -18,19 +20,25 @@ import numpy as np
 
 import cgad.peers as P
 
+import atomic_file
+from example_args import SEED, Parser, check_output, input_file, integer, real
+
 PEER_ROWS = ("bnb-adam8bit", "bnb-adamw8bit", "torchao-adamw8bit", "torchao-adamw4bit")
 
 
 def main(argv):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--size", type=int, nargs="+", default=[4096], help="tensor sizes of the stream")
-    p.add_argument("--steps", type=int, default=1000)
-    p.add_argument("--scale-range", type=float, default=1e5)
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--delays", default="heavy")
-    p.add_argument("--stream", help="a recorded replay stream instead of the synthetic one")
-    p.add_argument("--json", help="write every row's figures here")
+    p = Parser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--size", type=integer(at_least=1), nargs="+", default=[4096], help="tensor sizes of the stream")
+    p.add_argument("--steps", type=integer(at_least=1), default=1000)
+    p.add_argument("--scale-range", type=real(at_least=1), default=1e5,
+                   help="R: element i's gradient scale is R^-w, w uniform in [0, 1]")
+    p.add_argument("--seed", type=SEED, default=1, help="0..2^32 - 1")
+    p.add_argument("--delays", choices=["heavy", "paper"], default="heavy")
+    p.add_argument("--stream", type=input_file, help="a recorded replay stream instead of the synthetic one")
+    p.add_argument("--json", help="write every row's figures here (atomically; not the --stream file)")
     a = p.parse_args(argv)
+    if a.json is not None:
+        check_output(p, "--json", a.json, (a.stream,))
     with tempfile.TemporaryDirectory() as d:
         path = a.stream
         if path is None:
@@ -71,10 +79,15 @@ def main(argv):
               f"{c['of']} elements, max {c['max_ulps']} ulps; Adam8bit vs AdamW8bit (weight decay 0): "
               f"{w['differing']} differ")
     if a.json:
-        with open(a.json, "w") as f:
-            json.dump({k: [{q: w for q, w in r.items() if q != "engine"} for r in v] for k, v in rows.items()}, f,
-                      indent=1)
+        try:
+            with atomic_file.replacing(a.json) as f:
+                json.dump({k: [{q: w for q, w in r.items() if q != "engine"} for r in v] for k, v in rows.items()},
+                          f, indent=1)
+        except OSError as e:  # a full disk, no permission: an earlier --json file stays as it was
+            print(f"peers_table: cannot write --json {a.json}: {e.strerror or e}", file=sys.stderr)
+            return 2
+    return 0
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    sys.exit(main(sys.argv[1:]))

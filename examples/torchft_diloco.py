@@ -27,7 +27,6 @@ healing of group 1, whether the two groups agree bit for bit at every outer step
     PYTHONPATH=build/python python examples/torchft_diloco.py --outer pa-cgad --fragments 2 \
         --fragment-sync-delay 1 --restart-at 3
 """
-import argparse
 import logging
 import os
 import random
@@ -52,45 +51,40 @@ except Exception as e:  # torchft needs torch 2.x; Debian's torch 1.13 cannot im
     TORCHFT_ERROR = f"{type(e).__name__}: {e}"
 
 import cgad.torch
+from example_args import SEED, TIMEOUT, Parser, integer, real
 
 FEATURES = 8
 OUTER = ("cgad", "gated", "pa-cgad")
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = Parser(description=__doc__.split("\n\n")[0])
+    positive, nonnegative = integer(at_least=1), integer(at_least=0)
     p.add_argument("--outer", choices=OUTER, default="cgad",
                    help="cgad.torch.CGAD, cgad.torch.Gated over torch.optim.AdamW (PA-CGAD with --fragments > 1), "
                         "or cgad.torch.PACGAD (one fragment per param group)")
     p.add_argument("--state", choices=["fp32", "bf16", "q8"], default="fp32",
                    help="CGAD's and PACGAD's state format (Gated keeps AdamW's)")
-    p.add_argument("--fragments", type=int, default=1, help="DiLoCo model fragments (>= 2: Streaming DiLoCo)")
-    p.add_argument("--sync-every", type=int, default=8,
+    p.add_argument("--fragments", type=positive, default=1, help="DiLoCo model fragments (>= 2: Streaming DiLoCo)")
+    p.add_argument("--sync-every", type=positive, default=8,
                    help="inner steps between two syncs of one fragment (torchft's sync_every)")
-    p.add_argument("--fragment-sync-delay", type=int, default=0,
+    p.add_argument("--fragment-sync-delay", type=nonnegative, default=0,
                    help="inner steps a fragment's allreduce overlaps before its outer step")
-    p.add_argument("--outer-steps", type=int, default=12, help="committed outer steps (torchft's manager steps)")
-    p.add_argument("--restart-at", type=int, default=-1,
+    p.add_argument("--outer-steps", type=positive, default=12, help="committed outer steps (torchft's manager steps)")
+    p.add_argument("--restart-at", type=integer(at_least=-1), default=-1,
                    help="stop replica group 1 when its manager reaches this step and restart it (-1: never)")
-    p.add_argument("--tau", type=int, default=6, help="largest injected staleness, in outer rounds")
-    p.add_argument("--tau-cut", type=int, default=32, help="CGAD's tau_cut")
-    p.add_argument("--alpha", type=float, default=0.2, help="CGAD's alpha")
-    p.add_argument("--outer-lr", type=float, default=1e-2, help="the outer optimizer's learning rate")
-    p.add_argument("--inner-lr", type=float, default=1e-2, help="the inner AdamW's learning rate")
-    p.add_argument("--width", type=int, default=32, help="hidden units per layer")
-    p.add_argument("--batch", type=int, default=32, help="examples per inner step")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--timeout", type=float, default=30.0,
+    p.add_argument("--tau", type=nonnegative, default=6, help="largest injected staleness, in outer rounds")
+    p.add_argument("--tau-cut", type=positive, default=32, help="CGAD's tau_cut")
+    p.add_argument("--alpha", type=real(at_least=0), default=0.2, help="CGAD's alpha")
+    p.add_argument("--outer-lr", type=real(at_least=0), default=1e-2, help="the outer optimizer's learning rate")
+    p.add_argument("--inner-lr", type=real(at_least=0), default=1e-2, help="the inner AdamW's learning rate")
+    p.add_argument("--width", type=positive, default=32, help="hidden units per layer")
+    p.add_argument("--batch", type=positive, default=32, help="examples per inner step")
+    p.add_argument("--seed", type=SEED, default=0, help="0..2^32 - 1")
+    p.add_argument("--timeout", type=TIMEOUT, default=30.0,
                    help="seconds any quorum, collective or checkpoint transfer may take")
     p.add_argument("--quiet", action="store_true", help="print the summary only")
     args = p.parse_args(argv)
-    for name in ("fragments", "sync_every", "outer_steps", "tau_cut", "width", "batch"):
-        if getattr(args, name) < 1:
-            p.error(f"--{name.replace('_', '-')} must be >= 1")
-    if args.tau < 0 or args.fragment_sync_delay < 0 or args.seed < 0:
-        p.error("--tau, --fragment-sync-delay and --seed must be >= 0")
-    if not (args.outer_lr >= 0 and args.inner_lr >= 0 and args.alpha >= 0 and args.timeout > 0):
-        p.error("--outer-lr, --inner-lr and --alpha must be >= 0 and --timeout > 0")
     # torchft's own conditions (torchft 0.2's DiLoCo.__init__), said here in one line instead of its
     # traceback from inside a replica group's thread.
     if args.sync_every % args.fragments:

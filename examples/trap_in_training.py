@@ -18,8 +18,12 @@ heavy-tailed (70 % fresh, 30 % floor(8/U), capped at --tau-max and at r). The se
 
     PYTHONPATH=build/python /usr/bin/python3 examples/trap_in_training.py --inner sgd --width 64 \\
         --cgad build/apps/cgad/cgad --stream /tmp/lm-sgd.jsonl
+
+--stream is written atomically (examples/atomic_file.py): a full disk leaves an earlier stream as it was. A
+--stream that is the --text or --cgad file (any name or link of it) is refused before training. Exit status: 0;
+1 when the training diverged (the stream is not written) or the study failed; 2 for bad arguments or a stream
+that could not be written, with one line on stderr.
 """
-import argparse
 import json
 import math
 import os
@@ -33,47 +37,49 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+import atomic_file
+from example_args import SEED, Parser, check_output, input_file, integer, read_corpus, real
+
 TEXT = "/usr/share/common-licenses/GPL-3"
 KINDS = (("embed", "embedding"), ("attn", "attention"), ("mlp", "MLP"), ("head", "readout"))
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--text", default=TEXT, help="the training text (default: base-files' GPL-3)")
-    p.add_argument("--width", type=int, default=64, help="d_model")
-    p.add_argument("--layers", type=int, default=2)
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--context", type=int, default=32, help="characters per training sequence")
-    p.add_argument("--batch", type=int, default=16, help="sequences per inner step")
-    p.add_argument("--workers", type=int, default=4, help="K")
-    p.add_argument("--inner-steps", type=int, default=16, help="H")
+    p = Parser(description=__doc__.split("\n\n")[0])
+    positive, nonnegative = integer(at_least=1), integer(at_least=0)
+    p.add_argument("--text", type=input_file, default=TEXT, help="the training text (default: base-files' GPL-3)")
+    p.add_argument("--width", type=positive, default=64, help="d_model")
+    p.add_argument("--layers", type=positive, default=2)
+    p.add_argument("--heads", type=positive, default=4)
+    p.add_argument("--context", type=positive, default=32, help="characters per training sequence")
+    p.add_argument("--batch", type=positive, default=16, help="sequences per inner step")
+    p.add_argument("--workers", type=positive, default=4, help="K")
+    p.add_argument("--inner-steps", type=positive, default=16, help="H")
     p.add_argument("--inner", choices=["adamw", "sgd"], default="adamw", help="inner optimizer")
-    p.add_argument("--inner-lr", type=float, help="inner lr (default 1e-3 AdamW, 0.3 SGD)")
-    p.add_argument("--outer-lr", type=float, default=3e-3, help="the server's Adam lr")
-    p.add_argument("--rounds", type=int, default=64, help="outer rounds = recorded events")
-    p.add_argument("--tau-max", type=int, default=64, help="cap of the heavy-tailed staleness")
-    p.add_argument("--outlier-dims", type=int, default=0, help="K: LayerNorm output dimensions scaled by R")
-    p.add_argument("--outlier-scale", type=float, default=1.0, help="R")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--stream", help="where the recorded stream goes (default: a temporary file, removed)")
-    p.add_argument("--cgad", help="the cgad binary; without it the stream is recorded and the study is not run")
-    p.add_argument("--min-q8-size", type=int, default=1024,
+    p.add_argument("--inner-lr", type=real(at_least=0), help="inner lr (default 1e-3 AdamW, 0.3 SGD)")
+    p.add_argument("--outer-lr", type=real(at_least=0), default=3e-3, help="the server's Adam lr")
+    p.add_argument("--rounds", type=positive, default=64, help="outer rounds = recorded events")
+    p.add_argument("--tau-max", type=nonnegative, default=64, help="cap of the heavy-tailed staleness")
+    p.add_argument("--outlier-dims", type=nonnegative, default=0, help="K: LayerNorm output dimensions scaled by R")
+    p.add_argument("--outlier-scale", type=real(above=0), default=1.0, help="R")
+    p.add_argument("--seed", type=SEED, default=0, help="0..2^32 - 1")
+    p.add_argument("--stream", help="where the recorded stream goes, written atomically; not the --text or --cgad "
+                                    "file (default: a temporary file, removed)")
+    p.add_argument("--cgad", type=input_file,
+                   help="the cgad binary; without it the stream is recorded and the study is not run")
+    p.add_argument("--min-q8-size", type=nonnegative, default=1024,
                    help="tensors under this many elements keep fp32 state in the study (bitsandbytes: 4096)")
-    p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    p.add_argument("--threads", type=positive, default=1, help="torch CPU threads")
     args = p.parse_args(argv)
-    for name in ("width", "layers", "heads", "context", "batch", "workers", "inner_steps", "rounds", "threads"):
-        if getattr(args, name) < 1:
-            p.error(f"--{name.replace('_', '-')} must be >= 1")
     if args.width % args.heads:
         p.error("--width must be a multiple of --heads")
-    if not 0 <= args.outlier_dims <= args.width:
+    if args.outlier_dims > args.width:
         p.error("--outlier-dims must be in [0, --width]")
-    if not (args.outlier_scale > 0 and math.isfinite(args.outlier_scale)):
-        p.error("--outlier-scale must be a positive finite number")
-    if args.tau_max < 0 or args.min_q8_size < 0:
-        p.error("--tau-max and --min-q8-size must be >= 0")
     if args.inner_lr is None:
         args.inner_lr = 1e-3 if args.inner == "adamw" else 0.3
+    if args.stream is not None:
+        check_output(p, "--stream", args.stream, (args.text, args.cgad))
+    args.corpus = read_corpus(p, args.text, args.context, args.workers)
     return args
 
 
@@ -159,7 +165,7 @@ def train(args, write_event):
     """Runs the DiLoCo training, handing each arrival (delta as one flat float list, tau) to write_event; returns
     the parameter names, sizes and initial flat values, and the held-out losses."""
     torch.manual_seed(args.seed)
-    text = open(args.text, encoding="utf-8", errors="replace").read()
+    text = args.corpus
     vocab = sorted(set(text))
     index = {c: i for i, c in enumerate(vocab)}
     data = torch.tensor([index[c] for c in text], dtype=torch.long)
@@ -219,7 +225,7 @@ def record(args, path):
     """Trains and writes the replay stream (docs/commands.md: params and tensors, then grad and tau per event)."""
     events = []
     names, sizes, initial, losses = train(args, lambda g, tau: events.append((g, tau)))
-    with open(path, "w") as f:
+    with atomic_file.replacing(path) as f:  # a full disk or a kill leaves an earlier stream as it was
         f.write(json.dumps({"params": initial, "tensors": sizes}) + "\n")
         for g, tau in events:
             f.write(json.dumps({"grad": g, "tau": tau}) + "\n")
@@ -270,6 +276,9 @@ def main(argv):
         except Diverged as e:
             print(f"trap_in_training: {e}", file=sys.stderr)
             return 1
+        except OSError as e:  # the stream could not be written (a full disk, no permission): nothing replaced
+            print(f"trap_in_training: cannot write --stream {stream}: {e.strerror or e}", file=sys.stderr)
+            return 2
         print(f"trained: {args.inner} inner, width {args.width}, {sum(sizes)} parameters in {len(sizes)} tensors, "
               f"outliers {args.outlier_dims} x {args.outlier_scale:g}, text {args.text}: held-out loss "
               f"{losses[0]:.4f} -> {losses[-1]:.4f} over {len(losses) - 1} rounds ({time.time() - began:.1f} s)")

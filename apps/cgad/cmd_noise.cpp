@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -139,6 +140,12 @@ void run_noise(const NoiseOptions& o) {
                 s.state = fastpath::parse_state_format(state);
                 s.q8_semantics = fastpath::parse_q8_semantics(semantics);
                 s.v_map = fastpath::parse_v_map(v_map);
+                // The v map is a q8 second moment's: a scenario without one (fp32 or bf16 state, the Nesterov family)
+                // ignores it and runs once, as `simulate` runs such a grid point (simulate/src/sweep_grid.cpp).
+                if (s.state != fastpath::StateFormat::q8 || !core::is_adam_family(s.optimizer)) {
+                  if (&v_map != &o.v_maps.front()) continue;
+                  s.v_map = fastpath::VMap::dynamic;
+                }
                 s.min_q8_size = o.min_q8_size;
                 s.rounding = fastpath::parse_rounding(rounding);
                 s.delays = delays;
@@ -158,6 +165,17 @@ void run_noise(const NoiseOptions& o) {
         }
       }
     }
+  }
+  // A zero-free map that no scenario reads is a mistake, not a setting (as `simulate --v-map zero-free` without q8).
+  const bool zero_free_asked = std::any_of(o.v_maps.begin(), o.v_maps.end(), [](const std::string& v) {
+    return fastpath::parse_v_map(v) == fastpath::VMap::zero_free;
+  });
+  if (zero_free_asked && std::none_of(scenarios.begin(), scenarios.end(), [](const differential::NoiseScenario& s) {
+        return s.v_map == fastpath::VMap::zero_free;
+      })) {
+    throw core::InputError(
+        "v map zero-free is a map of q8 second moments: it needs --state q8 and an Adam-family optimizer, which no "
+        "scenario has");
   }
   differential::check_memory(scenarios);
   std::vector<differential::NoiseRun> runs;

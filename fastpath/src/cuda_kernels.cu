@@ -39,11 +39,30 @@ __global__ void schedule_kernel(ScheduleConstants constants, CounterView counter
   record->first_refused[0] = record->first_refused[1] = kNoRefusal;
 }
 
-__global__ void commit_kernel(ScheduleConstants constants, CounterView counters, StepRecord* record) {
-  const StepOutcome outcome =
-      outcome_of(record->scheduled, record->first_refused[0] != kNoRefusal, record->first_refused[1] != kNoRefusal);
+__device__ StepOutcome recorded_outcome(const StepRecord* record) {
+  return outcome_of(record->scheduled, record->first_refused[0] != kNoRefusal, record->first_refused[1] != kNoRefusal);
+}
+
+__device__ bool is_vetoed(const unsigned* veto) {
+  return veto != nullptr && *veto != 0;
+}
+
+// A vetoed event commits nothing: its counters stay as a refused event's do (commit_step changes nothing for one).
+__global__ void commit_kernel(ScheduleConstants constants, CounterView counters, StepRecord* record,
+                              const unsigned* veto) {
+  const StepOutcome outcome = recorded_outcome(record);
   record->outcome = outcome;
-  commit_step(constants, counters, record->event.fragment, outcome);
+  record->vetoed = is_vetoed(veto);
+  if (!record->vetoed) commit_step(constants, counters, record->event.fragment, outcome);
+}
+
+// The refusals the reference reports (NaN/Inf first, then overflow) veto the event everywhere; a zero-gate skip is
+// the optimizer's own and vetoes nothing (cgad.torch steps the other groups).
+__global__ void publish_refusal_kernel(StepRecord* record, unsigned* veto) {
+  const StepOutcome outcome = recorded_outcome(record);
+  record->outcome = outcome;
+  record->vetoed = false;
+  if (veto != nullptr && (outcome == StepOutcome::nonfinite || outcome == StepOutcome::overflow)) *veto = 1;
 }
 
 __global__ void advance_round_kernel(std::int64_t* round) {
@@ -105,17 +124,18 @@ __device__ void step_chunk(StepArgs& a, Reduce::TempStorage& reduce, float& shar
 }
 
 // Whether the step's update runs: the same for every block, so a skipped or refused step changes nothing.
-__device__ bool update_runs(const StepRecord* record) {
-  return record->scheduled.applied && record->first_refused[0] == kNoRefusal && record->first_refused[1] == kNoRefusal;
+__device__ bool update_runs(const StepRecord* record, const unsigned* veto) {
+  return record->scheduled.applied && record->first_refused[0] == kNoRefusal &&
+         record->first_refused[1] == kNoRefusal && !is_vetoed(veto);
 }
 
 // The chunks of the launch, grid-stride, each at the operands `chunk_at(step, chunk, c)` gives.
 template <class F, class ChunkAt>
 __device__ void step_chunks(StepArgs step, const StepChunk* chunks, std::uint64_t chunk_count, const StepRecord* record,
-                            const ChunkAt& chunk_at) {
+                            const unsigned* veto, const ChunkAt& chunk_at) {
   __shared__ Reduce::TempStorage reduce;
   __shared__ float shared_absmax;
-  if (!update_runs(record)) return;
+  if (!update_runs(record, veto)) return;
   apply_schedule(step, record->scheduled);
   for (std::uint64_t c = blockIdx.x; c < chunk_count; c += gridDim.x) {
     const StepChunk chunk = chunks[c];
@@ -144,15 +164,17 @@ struct TableChunk {
 // One instantiation per format configuration F (with_fixed_formats, block_step.hpp), as the CPU's block loops.
 template <class F>
 __global__ void __launch_bounds__(TilePolicy::threads)
-    fused_step_kernel(StepArgs step, const StepChunk* chunks, std::uint64_t chunk_count, const StepRecord* record) {
-  step_chunks<F>(step, chunks, chunk_count, record, ContiguousChunk{});
+    fused_step_kernel(StepArgs step, const StepChunk* chunks, std::uint64_t chunk_count, const StepRecord* record,
+                      const unsigned* veto) {
+  step_chunks<F>(step, chunks, chunk_count, record, veto, ContiguousChunk{});
 }
 
 template <class F>
 __global__ void __launch_bounds__(TilePolicy::threads)
     table_step_kernel(StepArgs step, const StepChunk* chunks, const std::uint64_t* chunk_tensor,
-                      std::uint64_t chunk_count, agent::TensorBatch batch, const StepRecord* record) {
-  step_chunks<F>(step, chunks, chunk_count, record, TableChunk{chunk_tensor, &batch});
+                      std::uint64_t chunk_count, agent::TensorBatch batch, const StepRecord* record,
+                      const unsigned* veto) {
+  step_chunks<F>(step, chunks, chunk_count, record, veto, TableChunk{chunk_tensor, &batch});
 }
 
 // The table step's refusal scan: one block per chunk (a chunk is at most kScanThreads elements), thread j on its
@@ -217,12 +239,16 @@ cudaError_t launch_refusal_scan(const float* grad, std::uint64_t n, StepRecord* 
   return launch(refusal_scan_kernel, grid, kScanThreads, stream, grad, n, record);
 }
 
+cudaError_t launch_publish_refusal(StepRecord* record, unsigned* veto, cudaStream_t stream) {
+  return launch(publish_refusal_kernel, 1, 1, stream, record, veto);
+}
+
 cudaError_t launch_fused_step(const StepArgs& args, const StepChunk* chunks, std::uint64_t chunk_count,
-                              const StepRecord* record, cudaStream_t stream) {
+                              const StepRecord* record, const unsigned* veto, cudaStream_t stream) {
   if (chunk_count == 0) return cudaSuccess;
   return with_fixed_formats(args, [&](auto formats) {
     return launch(fused_step_kernel<typename decltype(formats)::type>, grid_for(chunk_count), TilePolicy::threads,
-                  stream, args, chunks, chunk_count, record);
+                  stream, args, chunks, chunk_count, record, veto);
   });
 }
 
@@ -236,17 +262,17 @@ cudaError_t launch_table_refusal_scan(const StepChunk* chunks, const std::uint64
 
 cudaError_t launch_table_fused_step(const StepArgs& args, const StepChunk* chunks, const std::uint64_t* chunk_tensor,
                                     std::uint64_t chunk_count, const agent::TensorBatch& batch,
-                                    const StepRecord* record, cudaStream_t stream) {
+                                    const StepRecord* record, const unsigned* veto, cudaStream_t stream) {
   if (chunk_count == 0) return cudaSuccess;
   return with_fixed_formats(args, [&](auto formats) {
     return launch(table_step_kernel<typename decltype(formats)::type>, grid_for(chunk_count), TilePolicy::threads,
-                  stream, args, chunks, chunk_tensor, chunk_count, batch, record);
+                  stream, args, chunks, chunk_tensor, chunk_count, batch, record, veto);
   });
 }
 
 cudaError_t launch_commit(const ScheduleConstants& constants, const CounterView& counters, StepRecord* record,
-                          cudaStream_t stream) {
-  return launch(commit_kernel, 1, 1, stream, constants, counters, record);
+                          const unsigned* veto, cudaStream_t stream) {
+  return launch(commit_kernel, 1, 1, stream, constants, counters, record, veto);
 }
 
 cudaError_t launch_advance_round(std::int64_t* round, cudaStream_t stream) {

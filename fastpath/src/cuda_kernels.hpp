@@ -6,6 +6,10 @@
 //   scan      (grid): the first NaN/Inf and the first overflowing element of Δ → record.first_refused;
 //   fused step (grid): the update, skipped entirely unless the schedule applies and nothing was refused;
 //   commit    (one thread): the outcome (outcome_of) → record.outcome, and commit_step on the counters.
+// An event stepped by several optimizers (one per torch param group, cuda_optimizer.hpp's CudaEventVeto) runs every
+// optimizer's schedule and scan first, each publishing its refusal into one shared device word (the veto), then every
+// optimizer's fused step and commit, which do nothing when the veto is set: a NaN/Inf or overflow in any of them
+// changes none, decided on the device, with no host sync between the two halves.
 #include "cgad/fastpath/detail/block_step.hpp"
 #include "cgad/fastpath/detail/step_schedule.hpp"
 #include "cgad/fastpath/detail/tensor_batch.hpp"
@@ -25,13 +29,18 @@ struct StepRecord {
   ScheduledStep scheduled;
   unsigned long long first_refused[2];
   StepOutcome outcome;
+  bool vetoed;  // another optimizer of the event refused it: nothing changed here, whatever `outcome` says
 };
 
 cudaError_t launch_schedule(const ScheduleConstants& constants, const CounterView& counters, const StepEvent& event,
                             StepRecord* record, cudaStream_t stream);
 cudaError_t launch_refusal_scan(const float* grad, std::uint64_t n, StepRecord* record, cudaStream_t stream);
+// Where the event's refusal in this optimizer sets the shared veto (null: no veto, a single optimizer's step); the
+// record's outcome is then what the step will report unless vetoed (a preview).
+cudaError_t launch_publish_refusal(StepRecord* record, unsigned* veto, cudaStream_t stream);
+// The update and the commit take the veto (null: none), and do nothing while it is set.
 cudaError_t launch_fused_step(const StepArgs& args, const StepChunk* chunks, std::uint64_t chunk_count,
-                              const StepRecord* record, cudaStream_t stream);
+                              const StepRecord* record, const unsigned* veto, cudaStream_t stream);
 // The table step's scan and fused step over chunks[0, chunk_count) of one launch, chunk c lying in tensor
 // chunk_tensor[c] of the batch (agent/tensor_batch.hpp); the scan counts indices from `fragment_offset`, the fragment's
 // first element, as the contiguous scan does. A step over more tensors than a batch holds runs every scan before
@@ -41,9 +50,9 @@ cudaError_t launch_table_refusal_scan(const StepChunk* chunks, const std::uint64
                                       const agent::TensorBatch& batch, StepRecord* record, cudaStream_t stream);
 cudaError_t launch_table_fused_step(const StepArgs& args, const StepChunk* chunks, const std::uint64_t* chunk_tensor,
                                     std::uint64_t chunk_count, const agent::TensorBatch& batch,
-                                    const StepRecord* record, cudaStream_t stream);
+                                    const StepRecord* record, const unsigned* veto, cudaStream_t stream);
 cudaError_t launch_commit(const ScheduleConstants& constants, const CounterView& counters, StepRecord* record,
-                          cudaStream_t stream);
+                          const unsigned* veto, cudaStream_t stream);
 // ++round on the device (PA-CGAD's ages).
 cudaError_t launch_advance_round(std::int64_t* round, cudaStream_t stream);
 

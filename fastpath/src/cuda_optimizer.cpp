@@ -3,6 +3,7 @@
 #include "cuda_kernels.hpp"
 
 #include "cgad/fastpath/detail/q8_maps.hpp"
+#include "cgad/fastpath/detail/replan.hpp"
 #include "cgad/fastpath/state_file.hpp"
 #include "cgad/core/errors.hpp"
 #include "cgad/fastpath/detail/tensor_table.hpp"
@@ -11,8 +12,11 @@
 
 #include <cuda_runtime_api.h>
 
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
+#include <utility>
 
 namespace cgad::fastpath {
 using detail::DeviceBuffer;
@@ -92,8 +96,17 @@ struct CudaOptimizer::Impl {
   DeviceBuffer<float> age_sigma;
   DeviceBuffer<std::int64_t> counters;
   DeviceBuffer<cuda::StepRecord> record{1};
+  // Each step's record, copied at its end into slot (ticket − 1) mod kReportHistory, for report(ticket).
+  DeviceBuffer<cuda::StepRecord> history{kReportHistory};
+  std::uint64_t tickets = 0;
   ScheduleConstants constants;  // age_sigma in device memory
-  bool stepped = false;         // record holds a step
+  bool stepped = false;         // record holds a step or a preview
+  // The event preview() scanned, which step_previewed() steps.
+  struct Previewed {
+    std::int64_t tau;
+    std::size_t fragment;
+  };
+  std::optional<Previewed> previewed;
   // Every call orders itself after the optimizer's previous work, whichever stream that ran on: `last` is recorded
   // after each call's work (outside a stream capture) and a call on another stream waits for it on the device.
   Event last;
@@ -225,10 +238,11 @@ struct CudaOptimizer::Impl {
     planner.set_raw_counters(unpack(packed, planner.config().fragments));
   }
 
-  void step(std::size_t params_size, float* params_fp32, bf16* params_bf16, const float* grad, std::size_t grad_size,
-            std::int64_t tau, std::size_t fragment, cudaStream_t stream) {
+  std::uint64_t step(std::size_t params_size, float* params_fp32, bf16* params_bf16, const float* grad,
+                     std::size_t grad_size, std::int64_t tau, std::size_t fragment, cudaStream_t stream) {
     StepPlanner::Plan plan = planner.prepare(params_size, grad_size, tau, fragment);  // InputError before any work
     start(stream);
+    previewed.reset();
     StepArgs& a = plan.args;
     a.grad = grad;
     a.params_fp32 = params_fp32;
@@ -240,56 +254,118 @@ struct CudaOptimizer::Impl {
     guard(cuda::launch_schedule(constants, view, plan.event, r, stream), "schedule launch");
     guard(cuda::launch_refusal_scan(grad, grad_size, r, stream), "refusal scan launch");
     const std::size_t first = planner.chunk_begin(fragment);
-    guard(cuda::launch_fused_step(a, chunks.data() + first, planner.chunk_begin(fragment + 1) - first, r, stream),
+    guard(cuda::launch_fused_step(a, chunks.data() + first, planner.chunk_begin(fragment + 1) - first, r, nullptr,
+                                  stream),
           "fused step launch");
-    guard(cuda::launch_commit(constants, view, r, stream), "commit launch");
+    guard(cuda::launch_commit(constants, view, r, nullptr, stream), "commit launch");
+    return end_step(stream);
+  }
+
+  // After a step's commit: its record into the history, its ticket.
+  std::uint64_t end_step(cudaStream_t stream) {
+    guard(cudaMemcpyAsync(history.data() + tickets % kReportHistory, record.data(), sizeof(cuda::StepRecord),
+                          cudaMemcpyDeviceToDevice, stream),
+          "report copy");
+    ++tickets;
+    stepped = true;
+    finish(stream);
+    return tickets;
+  }
+
+  // A table step's launches (at most agent::kTableBatch tensors each) with the tensors' pointers.
+  struct Launches {
+    std::vector<TableLaunch> launches;
+    std::vector<agent::TensorBatch> batches;
+  };
+  Launches table_batches(std::span<void* const> params, std::span<const float* const> grads, std::size_t fragment) {
+    Launches out;
+    out.launches = table_launches(chunk_tensor, planner.chunk_begin(fragment), planner.chunk_begin(fragment + 1),
+                                  agent::kTableBatch);
+    out.batches.resize(out.launches.size());
+    for (std::size_t b = 0; b < out.launches.size(); ++b) {
+      agent::TensorBatch& batch = out.batches[b];
+      batch.first_tensor = out.launches[b].first_tensor;
+      for (std::size_t k = out.launches[b].first_tensor; k < out.launches[b].end_tensor; ++k) {
+        const std::size_t at = k - out.launches[b].first_tensor;
+        batch.begin[at] = tensor_begin[k];
+        batch.grad[at] = grads[k];
+        batch.params[at] = params.empty() ? nullptr : params[k];
+      }
+    }
+    return out;
+  }
+
+  // The tables' checks (InputError before any work; a preview has no parameters), and the plan.
+  StepPlanner::Plan table_plan(const std::span<void* const>* params, std::span<const float* const> grads,
+                               std::int64_t tau, std::size_t fragment) {
+    const auto [touched_first, touched_last] = touched_tensors(planner, chunk_tensor, fragment);
+    const std::size_t tensors = tensor_begin.size() - 1;
+    check_table("gradient", grads, tensors, touched_first, touched_last, planner.tensor_sizes());
+    if (params != nullptr)
+      check_table("parameter", *params, tensors, touched_first, touched_last, planner.tensor_sizes());
+    const std::size_t grad_size = fragment < planner.config().fragments ? planner.fragment_size(fragment) : 0;
+    return planner.prepare(planner.parameters(), grad_size, tau, fragment);
+  }
+
+  // The table step's first half: the schedule, then the scan once per batch (every scan before any update, so that
+  // each update launch sees the whole event's refusal), then the refusal published into the veto.
+  void enqueue_preview(const StepPlanner::Plan& plan, const Launches& l, unsigned* veto, bool publish,
+                       cudaStream_t stream) {
+    const CounterView view = counter_view();
+    cuda::StepRecord* r = record.data();
+    guard(cuda::launch_schedule(constants, view, plan.event, r, stream), "schedule launch");
+    for (std::size_t b = 0; b < l.launches.size(); ++b) {
+      const TableLaunch& t = l.launches[b];
+      guard(cuda::launch_table_refusal_scan(chunks.data() + t.first_chunk, device_chunk_tensor.data() + t.first_chunk,
+                                            t.end_chunk - t.first_chunk, plan.offset, l.batches[b], r, stream),
+            "refusal scan launch");
+    }
+    if (publish) guard(cuda::launch_publish_refusal(r, veto, stream), "refusal publication launch");
+  }
+  // Its second half: the update once per batch, and the commit, neither doing anything while the veto is set.
+  std::uint64_t enqueue_update(StepPlanner::Plan& plan, const Launches& l, const unsigned* veto, cudaStream_t stream) {
+    StepArgs& a = plan.args;
+    bind_state(a);
+    cuda::StepRecord* r = record.data();
+    for (std::size_t b = 0; b < l.launches.size(); ++b) {
+      const TableLaunch& t = l.launches[b];
+      guard(cuda::launch_table_fused_step(a, chunks.data() + t.first_chunk, device_chunk_tensor.data() + t.first_chunk,
+                                          t.end_chunk - t.first_chunk, l.batches[b], r, veto, stream),
+            "fused step launch");
+    }
+    guard(cuda::launch_commit(constants, counter_view(), r, veto, stream), "commit launch");
+    return end_step(stream);
+  }
+
+  std::uint64_t step_table(std::span<void* const> params, std::span<const float* const> grads, std::int64_t tau,
+                           std::size_t fragment, cudaStream_t stream) {
+    StepPlanner::Plan plan = table_plan(&params, grads, tau, fragment);
+    const Launches l = table_batches(params, grads, fragment);
+    start(stream);
+    previewed.reset();
+    enqueue_preview(plan, l, nullptr, false, stream);
+    return enqueue_update(plan, l, nullptr, stream);
+  }
+
+  void preview(std::span<const float* const> grads, std::int64_t tau, std::size_t fragment, unsigned* veto,
+               cudaStream_t stream) {
+    const StepPlanner::Plan plan = table_plan(nullptr, grads, tau, fragment);
+    const Launches l = table_batches({}, grads, fragment);
+    start(stream);
+    enqueue_preview(plan, l, veto, true, stream);
+    previewed = Previewed{tau, fragment};
     stepped = true;
     finish(stream);
   }
 
-  // The table step: the same four stages, the scan and the update once per batch of at most agent::kTableBatch
-  // tensors (every scan first, so that each update launch sees the whole event's refusal).
-  void step_table(std::span<void* const> params, std::span<const float* const> grads, std::int64_t tau,
-                  std::size_t fragment, cudaStream_t stream) {
-    const auto [touched_first, touched_last] = touched_tensors(planner, chunk_tensor, fragment);
-    const std::size_t tensors = tensor_begin.size() - 1;
-    check_table("gradient", grads, tensors, touched_first, touched_last, planner.tensor_sizes());
-    check_table("parameter", params, tensors, touched_first, touched_last, planner.tensor_sizes());
-    const std::size_t grad_size = fragment < planner.config().fragments ? planner.fragment_size(fragment) : 0;
-    StepPlanner::Plan plan = planner.prepare(planner.parameters(), grad_size, tau, fragment);
+  std::uint64_t step_previewed(std::span<void* const> params, std::span<const float* const> grads, const unsigned* veto,
+                               cudaStream_t stream) {
+    if (!previewed) throw core::InputError("step_previewed() needs a preview() of the event first");
+    StepPlanner::Plan plan = table_plan(&params, grads, previewed->tau, previewed->fragment);
+    const Launches l = table_batches(params, grads, previewed->fragment);
     start(stream);
-    StepArgs& a = plan.args;
-    bind_state(a);
-    const CounterView view = counter_view();
-    cuda::StepRecord* r = record.data();
-    const std::vector<TableLaunch> launches = table_launches(chunk_tensor, planner.chunk_begin(fragment),
-                                                             planner.chunk_begin(fragment + 1), agent::kTableBatch);
-    std::vector<agent::TensorBatch> batches(launches.size());
-    for (std::size_t b = 0; b < launches.size(); ++b) {
-      batches[b].first_tensor = launches[b].first_tensor;
-      for (std::size_t k = launches[b].first_tensor; k < launches[b].end_tensor; ++k) {
-        const std::size_t at = k - launches[b].first_tensor;
-        batches[b].begin[at] = tensor_begin[k];
-        batches[b].grad[at] = grads[k];
-        batches[b].params[at] = params[k];
-      }
-    }
-    guard(cuda::launch_schedule(constants, view, plan.event, r, stream), "schedule launch");
-    for (std::size_t b = 0; b < launches.size(); ++b) {
-      const TableLaunch& l = launches[b];
-      guard(cuda::launch_table_refusal_scan(chunks.data() + l.first_chunk, device_chunk_tensor.data() + l.first_chunk,
-                                            l.end_chunk - l.first_chunk, plan.offset, batches[b], r, stream),
-            "refusal scan launch");
-    }
-    for (std::size_t b = 0; b < launches.size(); ++b) {
-      const TableLaunch& l = launches[b];
-      guard(cuda::launch_table_fused_step(a, chunks.data() + l.first_chunk, device_chunk_tensor.data() + l.first_chunk,
-                                          l.end_chunk - l.first_chunk, batches[b], r, stream),
-            "fused step launch");
-    }
-    guard(cuda::launch_commit(constants, view, r, stream), "commit launch");
-    stepped = true;
-    finish(stream);
+    previewed.reset();
+    return enqueue_update(plan, l, veto, stream);
   }
 
   // The state buffers' device pointers and the q8 maps into a step's arguments.
@@ -301,13 +377,52 @@ struct CudaOptimizer::Impl {
   StepReport report(cudaStream_t stream) {
     start_read(stream, "report()");
     if (!stepped) return StepReport{};
+    return read_record(record.data(), stream).own;
+  }
+
+  CudaStepReport report(std::uint64_t ticket, cudaStream_t stream) {
+    if (ticket == 0 || ticket > tickets) {
+      throw core::InputError("no step " + std::to_string(ticket) + " was enqueued (the last is " +
+                             std::to_string(tickets) + ")");
+    }
+    if (tickets - ticket >= kReportHistory) {
+      throw core::InputError("the report of step " + std::to_string(ticket) + " is gone: a CUDA optimizer keeps the " +
+                             std::to_string(kReportHistory) + " latest (the last is " + std::to_string(tickets) + ")");
+    }
+    start_read(stream, "report()");
+    return read_record(history.data() + (ticket - 1) % kReportHistory, stream);
+  }
+
+  CudaStepReport read_record(const cuda::StepRecord* at, cudaStream_t stream) {
     cuda::StepRecord host;
-    guard(cudaMemcpyAsync(&host, record.data(), sizeof host, cudaMemcpyDeviceToHost, stream), "record download");
+    guard(cudaMemcpyAsync(&host, at, sizeof host, cudaMemcpyDeviceToHost, stream), "record download");
     wait(stream);
     finish(stream);
     const unsigned long long index =
         host.outcome == StepOutcome::nonfinite ? host.first_refused[0] : host.first_refused[1];
-    return StepPlanner::report_of(host.event, host.scheduled, host.outcome, index);
+    return {StepPlanner::report_of(host.event, host.scheduled, host.outcome, index), host.vetoed};
+  }
+
+  void set_hyperparameters(const StepConfig& next, cudaStream_t stream) {
+    if (capturing(stream)) {
+      throw core::InputError(
+          "set_hyperparameters cannot run inside a stream capture (the captured steps keep the hyperparameters "
+          "they were captured with); set them before capturing, or capture again");
+    }
+    StepPlanner replanned = replan(planner, next);  // InputError, and nothing changed
+    start(stream);
+    if (replanned.age_sigma() != planner.age_sigma()) {
+      // A new buffer rather than a write into the old, which steps already enqueued may still read; the upload's
+      // source is host memory that the next call may free, so it is waited for (a new alpha or tau_cut only).
+      DeviceBuffer<float> table(replanned.age_sigma().size());
+      guard(table.upload_async(replanned.age_sigma(), stream), "sigma table upload");
+      wait(stream);
+      age_sigma = std::move(table);
+    }
+    planner = std::move(replanned);
+    constants = planner.schedule_constants();
+    constants.age_sigma = age_sigma.data();
+    finish(stream);
   }
 
   void advance_round(cudaStream_t stream) {
@@ -316,11 +431,10 @@ struct CudaOptimizer::Impl {
     finish(stream);
   }
 
-  void load(const std::filesystem::path& path, cudaStream_t stream) {
-    // The file is read and checked completely on the host before anything on the device changes.
-    LoadedState loaded = read_state_file(path, planner, download(stream));
+  // A state read and checked completely on the host (state_file.hpp) onto the device.
+  void adopt(LoadedState loaded, cudaStream_t stream) {
+    start_read(stream, "loading a state");  // it waits for its uploads
     planner.set_raw_counters(std::move(loaded.counters));
-    start(stream);
     upload_state(loaded.state, stream);
     guard(counters.upload_async(pack(planner.raw_counters()), stream), "counter upload");
     wait(stream);  // the sources are the loaded file's host copies
@@ -337,44 +451,101 @@ void require_device(cudaStream_t stream) {
 }
 }  // namespace
 
+struct CudaEventVeto::Impl {
+  DeviceBuffer<unsigned> word{1};
+  Event done;  // recorded by finish() after an event's steps
+  cudaStream_t last_stream = nullptr;
+};
+
+CudaEventVeto::CudaEventVeto(CUstream_st* stream) {
+  require_device(stream);
+  impl_ = std::make_unique<Impl>();
+  reset(stream);
+  detail::check(cudaStreamSynchronize(stream), "clearing the event veto");
+}
+CudaEventVeto::~CudaEventVeto() = default;
+void CudaEventVeto::reset(CUstream_st* stream) {
+  if (!capturing(stream) && stream != impl_->last_stream) {
+    detail::check(cudaStreamWaitEvent(stream, impl_->done.handle, 0), "ordering the event veto (cudaStreamWaitEvent)");
+  }
+  detail::check(cudaMemsetAsync(impl_->word.data(), 0, impl_->word.bytes(), stream), "clearing the event veto");
+}
+void CudaEventVeto::finish(CUstream_st* stream) {
+  if (capturing(stream)) return;  // the event would name a graph node
+  detail::check(cudaEventRecord(impl_->done.handle, stream), "recording the event veto's use (cudaEventRecord)");
+  impl_->last_stream = stream;
+}
+unsigned* CudaEventVeto::device_word() const {
+  return impl_->word.data();
+}
+
 CudaOptimizer::CudaOptimizer(const StepConfig& config, std::size_t parameters, CUstream_st* stream)
     : CudaOptimizer(config, std::vector<std::size_t>{parameters}, stream) {}
 CudaOptimizer::CudaOptimizer(const StepConfig& config, std::vector<std::size_t> tensor_sizes, CUstream_st* stream)
     : impl_((require_device(stream), std::make_unique<Impl>(config, std::move(tensor_sizes), stream))) {}
 CudaOptimizer::~CudaOptimizer() = default;
 
-void CudaOptimizer::step(float* params, std::size_t params_size, const float* grad, std::size_t grad_size,
-                         std::int64_t tau, std::size_t fragment, CUstream_st* stream) {
+std::uint64_t CudaOptimizer::step(float* params, std::size_t params_size, const float* grad, std::size_t grad_size,
+                                  std::int64_t tau, std::size_t fragment, CUstream_st* stream) {
   if (config().params != ParamFormat::fp32) {
     throw core::InputError("this optimizer stores bf16 parameters; it was given fp32 ones");
   }
-  impl_->step(params_size, params, nullptr, grad, grad_size, tau, fragment, stream);
+  return impl_->step(params_size, params, nullptr, grad, grad_size, tau, fragment, stream);
 }
 
-void CudaOptimizer::step(bf16* params, std::size_t params_size, const float* grad, std::size_t grad_size,
-                         std::int64_t tau, std::size_t fragment, CUstream_st* stream) {
+std::uint64_t CudaOptimizer::step(bf16* params, std::size_t params_size, const float* grad, std::size_t grad_size,
+                                  std::int64_t tau, std::size_t fragment, CUstream_st* stream) {
   if (config().params != ParamFormat::bf16) {
     throw core::InputError("this optimizer stores fp32 parameters; it was given bf16 ones");
   }
-  impl_->step(params_size, nullptr, params, grad, grad_size, tau, fragment, stream);
+  return impl_->step(params_size, nullptr, params, grad, grad_size, tau, fragment, stream);
 }
 
-void CudaOptimizer::step(std::span<float* const> params, std::span<const float* const> grads, std::int64_t tau,
-                         std::size_t fragment, CUstream_st* stream) {
-  if (config().params != ParamFormat::fp32) {
-    throw core::InputError("this optimizer stores bf16 parameters; it was given fp32 ones");
+namespace {
+// A table of parameters of the optimizer's format, as the untyped table the launches carry.
+template <class T>
+std::vector<void*> param_table(const StepConfig& config, std::span<T* const> params) {
+  constexpr ParamFormat given = std::is_same_v<T, float> ? ParamFormat::fp32 : ParamFormat::bf16;
+  if (config.params != given) {
+    throw core::InputError(std::string("this optimizer stores ") + std::string(to_string(config.params)) +
+                           " parameters; it was given " + std::string(to_string(given)) + " ones");
   }
-  const std::vector<void*> table(params.begin(), params.end());
-  impl_->step_table(table, grads, tau, fragment, stream);
+  return {params.begin(), params.end()};
+}
+}  // namespace
+
+std::uint64_t CudaOptimizer::step(std::span<float* const> params, std::span<const float* const> grads, std::int64_t tau,
+                                  std::size_t fragment, CUstream_st* stream) {
+  return impl_->step_table(param_table(config(), params), grads, tau, fragment, stream);
 }
 
-void CudaOptimizer::step(std::span<bf16* const> params, std::span<const float* const> grads, std::int64_t tau,
-                         std::size_t fragment, CUstream_st* stream) {
-  if (config().params != ParamFormat::bf16) {
-    throw core::InputError("this optimizer stores fp32 parameters; it was given bf16 ones");
-  }
-  const std::vector<void*> table(params.begin(), params.end());
-  impl_->step_table(table, grads, tau, fragment, stream);
+std::uint64_t CudaOptimizer::step(std::span<bf16* const> params, std::span<const float* const> grads, std::int64_t tau,
+                                  std::size_t fragment, CUstream_st* stream) {
+  return impl_->step_table(param_table(config(), params), grads, tau, fragment, stream);
+}
+
+void CudaOptimizer::preview(std::span<const float* const> grads, std::int64_t tau, std::size_t fragment,
+                            CudaEventVeto* veto, CUstream_st* stream) {
+  impl_->preview(grads, tau, fragment, veto == nullptr ? nullptr : veto->device_word(), stream);
+}
+
+std::uint64_t CudaOptimizer::step_previewed(std::span<float* const> params, std::span<const float* const> grads,
+                                            const CudaEventVeto* veto, CUstream_st* stream) {
+  return impl_->step_previewed(param_table(config(), params), grads, veto == nullptr ? nullptr : veto->device_word(),
+                               stream);
+}
+
+std::uint64_t CudaOptimizer::step_previewed(std::span<bf16* const> params, std::span<const float* const> grads,
+                                            const CudaEventVeto* veto, CUstream_st* stream) {
+  return impl_->step_previewed(param_table(config(), params), grads, veto == nullptr ? nullptr : veto->device_word(),
+                               stream);
+}
+
+CudaStepReport CudaOptimizer::report(std::uint64_t ticket, CUstream_st* stream) {
+  return impl_->report(ticket, stream);
+}
+std::uint64_t CudaOptimizer::last_ticket() const {
+  return impl_->tickets;
 }
 
 StepReport CudaOptimizer::report(CUstream_st* stream) {
@@ -411,7 +582,23 @@ void CudaOptimizer::save(const std::filesystem::path& path, CUstream_st* stream)
 }
 
 void CudaOptimizer::load(const std::filesystem::path& path, CUstream_st* stream) {
-  impl_->load(path, stream);
+  // The file is read and checked completely on the host before anything on the device changes.
+  const HostState shape = HostState::zeros(impl_->planner);
+  impl_->adopt(read_state_file(path, impl_->planner, shape), stream);
+}
+
+std::vector<unsigned char> CudaOptimizer::save_bytes(CUstream_st* stream) {
+  const HostState state = impl_->download(stream);
+  return state_bytes(impl_->planner, state);
+}
+
+void CudaOptimizer::load_bytes(std::span<const unsigned char> bytes, CUstream_st* stream) {
+  const HostState shape = HostState::zeros(impl_->planner);
+  impl_->adopt(parse_state_bytes(bytes, "the fast-path state", impl_->planner, shape), stream);
+}
+
+void CudaOptimizer::set_hyperparameters(const StepConfig& config, CUstream_st* stream) {
+  impl_->set_hyperparameters(config, stream);
 }
 
 HostState CudaOptimizer::download(CUstream_st* stream) {

@@ -1,5 +1,6 @@
 // The CUDA backend's entry points in a build without CUDA (CGAD_ENABLE_CUDA off): nothing is available, and
-// constructing a CudaOptimizer is refused with one line.
+// constructing a CudaOptimizer or a CudaEventVeto is refused with one line (the same InputError), so no method can
+// be reached.
 #include "cgad/fastpath/cuda_optimizer.hpp"
 
 #include "cgad/core/errors.hpp"
@@ -16,33 +17,82 @@ std::string cuda_unavailable_reason() {
 }
 
 struct CudaOptimizer::Impl {};
+struct CudaEventVeto::Impl {};
 
-CudaOptimizer::CudaOptimizer(const StepConfig&, std::size_t, CUstream_st*) {
+namespace {
+[[noreturn]] void refuse() {
   throw core::InputError("the CUDA backend is unavailable: " + cuda_unavailable_reason());
 }
+}  // namespace
+
+CudaEventVeto::CudaEventVeto(CUstream_st*) {
+  refuse();
+}
+CudaEventVeto::~CudaEventVeto() = default;
+
+CudaOptimizer::CudaOptimizer(const StepConfig&, std::size_t, CUstream_st*) {
+  refuse();
+}
 CudaOptimizer::CudaOptimizer(const StepConfig&, std::vector<std::size_t>, CUstream_st*) {
-  throw core::InputError("the CUDA backend is unavailable: " + cuda_unavailable_reason());
+  refuse();
 }
 CudaOptimizer::~CudaOptimizer() = default;
 
-// Unreachable: no CudaOptimizer can exist in this build.
+// Unreachable: no CudaOptimizer or CudaEventVeto can exist in this build.
 namespace {
 [[noreturn]] void unreachable() {
   throw std::logic_error("CudaOptimizer without a CUDA backend");
 }
 }  // namespace
-void CudaOptimizer::step(float*, std::size_t, const float*, std::size_t, std::int64_t, std::size_t, CUstream_st*) {
+void CudaEventVeto::reset(CUstream_st*) {
   unreachable();
 }
-void CudaOptimizer::step(bf16*, std::size_t, const float*, std::size_t, std::int64_t, std::size_t, CUstream_st*) {
+void CudaEventVeto::finish(CUstream_st*) {
   unreachable();
 }
-void CudaOptimizer::step(std::span<float* const>, std::span<const float* const>, std::int64_t, std::size_t,
-                         CUstream_st*) {
+unsigned* CudaEventVeto::device_word() const {
   unreachable();
 }
-void CudaOptimizer::step(std::span<bf16* const>, std::span<const float* const>, std::int64_t, std::size_t,
-                         CUstream_st*) {
+std::uint64_t CudaOptimizer::step(float*, std::size_t, const float*, std::size_t, std::int64_t, std::size_t,
+                                  CUstream_st*) {
+  unreachable();
+}
+std::uint64_t CudaOptimizer::step(bf16*, std::size_t, const float*, std::size_t, std::int64_t, std::size_t,
+                                  CUstream_st*) {
+  unreachable();
+}
+std::uint64_t CudaOptimizer::step(std::span<float* const>, std::span<const float* const>, std::int64_t, std::size_t,
+                                  CUstream_st*) {
+  unreachable();
+}
+std::uint64_t CudaOptimizer::step(std::span<bf16* const>, std::span<const float* const>, std::int64_t, std::size_t,
+                                  CUstream_st*) {
+  unreachable();
+}
+void CudaOptimizer::preview(std::span<const float* const>, std::int64_t, std::size_t, CudaEventVeto*, CUstream_st*) {
+  unreachable();
+}
+std::uint64_t CudaOptimizer::step_previewed(std::span<float* const>, std::span<const float* const>,
+                                            const CudaEventVeto*, CUstream_st*) {
+  unreachable();
+}
+std::uint64_t CudaOptimizer::step_previewed(std::span<bf16* const>, std::span<const float* const>, const CudaEventVeto*,
+                                            CUstream_st*) {
+  unreachable();
+}
+CudaStepReport CudaOptimizer::report(std::uint64_t, CUstream_st*) {
+  unreachable();
+}
+std::uint64_t CudaOptimizer::last_ticket() const {
+  unreachable();
+}
+std::vector<unsigned char> CudaOptimizer::save_bytes(CUstream_st*) {
+  unreachable();
+}
+void CudaOptimizer::load_bytes(std::span<const unsigned char>, CUstream_st*) {
+  unreachable();
+}
+void CudaOptimizer::set_hyperparameters(const StepConfig&, CUstream_st*) {
   unreachable();
 }
 StepReport CudaOptimizer::report(CUstream_st*) {

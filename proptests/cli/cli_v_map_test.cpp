@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <string>
+#include <vector>
 
 namespace cgad::testing {
 namespace {
@@ -64,6 +65,36 @@ TEST_F(VMapCli, BadOrInapplicableVMapIsRefused) {
   expect_refused(cgad("noise --steps 10 --v-map none"), "unknown v map 'none' (expected dynamic or zero-free)");
   expect_refused(cgad("noise --steps 10 --state fp32 --v-map zero-free"),
                  "v map zero-free is a map of q8 second moments");
+}
+
+// The v map is a q8 second moment's: in a study of q8 and fp32 state it applies to the q8 scenarios, and the fp32
+// ones ignore it, each run once (with `--v-map dynamic,zero-free` too) and as a study of fp32 state alone runs them,
+// as `simulate --state fp32,q8 --v-map zero-free` does. A zero-free map that no scenario reads stays refused (above).
+TEST_F(VMapCli, ZeroFreeMapAppliesToTheQ8ScenariosOfAMixedStudy) {
+  const std::string study = "noise --optimizers cgad --steps 20 --log-every 20 --size 512 --json ";
+  const Outcome mixed = cgad(study + "--state q8,fp32 --v-map zero-free");
+  ASSERT_EQ(mixed.status, 0) << mixed.err;
+  const Outcome both = cgad(study + "--state q8,fp32 --v-map dynamic,zero-free");
+  ASSERT_EQ(both.status, 0) << both.err;
+  const Outcome fp32 = cgad(study + "--state fp32");
+  ASSERT_EQ(fp32.status, 0) << fp32.err;
+  const auto scenarios = [](const Outcome& o) {
+    std::vector<std::string> out;
+    const auto parsed = nlohmann::json::parse(o.out);  // kept: a range over a temporary's member would dangle
+    for (const auto& run : parsed["runs"]) out.push_back(run["scenario"].get<std::string>());
+    return out;
+  };
+  const auto runs = [](const Outcome& o, std::size_t k) { return nlohmann::json::parse(o.out)["runs"][k].dump(); };
+  const std::vector<std::string> m = scenarios(mixed), b = scenarios(both), f = scenarios(fp32);
+  ASSERT_EQ(m.size(), 2u);
+  ASSERT_EQ(b.size(), 3u);  // q8 dynamic, q8 zero-free, fp32 once
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_NE(m[0].find(":zero-free"), std::string::npos) << m[0];
+  EXPECT_EQ(m[1], f[0]);
+  EXPECT_EQ(runs(mixed, 1), runs(fp32, 0));
+  EXPECT_EQ(b[0].find(":zero-free"), std::string::npos) << b[0];
+  EXPECT_EQ(b[1], m[0]);
+  EXPECT_EQ(b[2], f[0]);
 }
 
 }  // namespace

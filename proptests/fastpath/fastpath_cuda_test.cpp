@@ -37,6 +37,7 @@ using testing::random_vector;
 TEST(FastpathCuda, ConstructionIsRefusedWithoutADevice) {
   if (cuda_device_available()) GTEST_SKIP() << "a CUDA device is present";
   EXPECT_THROW(CudaOptimizer(StepConfig{}, 10), core::InputError);
+  EXPECT_THROW(CudaEventVeto{}, core::InputError);
 }
 
 #if defined(CGAD_FASTPATH_HAS_CUDA)
@@ -476,6 +477,202 @@ TEST(FastpathCuda, StateFilesMoveBetweenBackends) {
   ASSERT_EQ(host_state_bytes(host_state_of(back)), host_state_bytes(host_state_of(cpu)));
   EXPECT_EQ(back.counters()[0].values, cpu.counters()[0].values);
   std::filesystem::remove(path);
+}
+
+// save_bytes / load_bytes, in memory (no file): a state from either backend loads into the other, bit for bit and
+// with its counters; a corrupt byte is refused and changes nothing on the device.
+TEST(FastpathCuda, StateBytesMoveBetweenBackends) {
+  if (!cuda_device_available()) GTEST_SKIP() << "CUDA state bytes not checked: " << cuda_unavailable_reason();
+  for (StepConfig config : all_format_configs(core::OptimizerKind::pa_cgad)) {
+    config.fragments = 2;
+    const std::size_t n = 700;
+    CpuOptimizer cpu(config, n, 2);
+    Params params(config, random_vector(n, 80));
+    params.step(cpu, random_vector(cpu.fragment_size(0), 81), 0, 0);
+    cpu.advance_round();
+    params.step(cpu, random_vector(cpu.fragment_size(1), 82), 2, 1);
+    CudaOptimizer gpu(config, n);
+    gpu.load_bytes(cpu.save_bytes());
+    ASSERT_EQ(host_state_bytes(gpu.download()), host_state_bytes(host_state_of(cpu))) << describe(config);
+    expect_same_counters(gpu, cpu, nullptr, describe(config));
+    std::vector<unsigned char> bytes = gpu.save_bytes();
+    ASSERT_EQ(bytes, cpu.save_bytes()) << describe(config);
+    CpuOptimizer back(config, n, 1);
+    back.load_bytes(bytes);
+    ASSERT_EQ(host_state_bytes(host_state_of(back)), host_state_bytes(host_state_of(cpu)));
+    bytes[bytes.size() / 2] ^= 1;
+    CudaOptimizer fresh(config, n);
+    const auto before = host_state_bytes(fresh.download());
+    EXPECT_THROW(fresh.load_bytes(bytes), core::InputError);
+    EXPECT_EQ(host_state_bytes(fresh.download()), before);
+  }
+}
+
+// set_hyperparameters on both backends before every event (lr decaying, alpha and tau_cut changed from event 3, which
+// rebuilds PA-CGAD's σ(a) table on the device): the same bits, reports and counters; a change of what the state
+// depends on is refused with the CPU's message and changes nothing.
+TEST(FastpathCuda, AnLrScheduleIsBitIdenticalAndKeepsTheDeviceCounters) {
+  if (!cuda_device_available()) GTEST_SKIP() << "CUDA set_hyperparameters not checked: " << cuda_unavailable_reason();
+  std::vector<StepConfig> configs = all_format_configs(core::OptimizerKind::cgad);
+  for (StepConfig config : all_format_configs(core::OptimizerKind::pa_cgad)) {
+    config.fragments = 2;
+    configs.push_back(config);
+  }
+  for (const StepConfig& base : configs) {
+    const std::string what = describe(base);
+    const std::size_t n = 1500;
+    CpuOptimizer cpu(base, n, 2);
+    CudaOptimizer gpu(base, n);
+    Params host(base, random_vector(n, 61));
+    const DeviceParams device(base, host);
+    for (std::size_t e = 0; e < 7; ++e) {
+      StepConfig next = base;
+      next.adam.lr *= 1.0f / static_cast<float>(1 + e);
+      if (e >= 3) {
+        next.alpha = 0.05;
+        next.tau_cut = 24;
+      }
+      cpu.set_hyperparameters(next);
+      gpu.set_hyperparameters(next);
+      const std::size_t fragment = e % base.fragments;
+      std::vector<float> grad = random_vector(cpu.fragment_size(fragment), 62 + static_cast<std::uint32_t>(e));
+      float* device_grad = to_device(grad);
+      const auto tau = static_cast<std::int64_t>(e % 3);
+      const StepReport want = host.step(cpu, grad, tau, fragment);
+      device.step(gpu, device_grad, grad.size(), tau, fragment, nullptr);
+      expect_same_report(gpu.report(), want, what + " event " + std::to_string(e));
+      cudaFree(device_grad);
+      cpu.advance_round();
+      gpu.advance_round();
+    }
+    ASSERT_EQ(device.back(host).bytes(), host.bytes()) << what;
+    ASSERT_EQ(host_state_bytes(gpu.download()), host_state_bytes(host_state_of(cpu))) << what;
+    expect_same_counters(gpu, cpu, nullptr, what);
+    StepConfig other = base;
+    other.state = base.state == StateFormat::fp32 ? StateFormat::bf16 : StateFormat::fp32;
+    const auto state = host_state_bytes(gpu.download());
+    try {
+      gpu.set_hyperparameters(other);
+      ADD_FAILURE() << what << ": a new state format was taken";
+    } catch (const core::InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("must keep the optimizer's state format"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(host_state_bytes(gpu.download()), state) << what;
+    EXPECT_EQ(gpu.config().adam.lr, cpu.config().adam.lr) << what;
+  }
+}
+
+// Three optimizers stepping each event as cgad.torch's CUDA param groups do (previews against one shared veto, then
+// step_previewed, nothing read back in between), against three CpuOptimizers stepped as its CPU groups are: a NaN in
+// one group's Δ (event 3) or an overflow in another's (event 5) changes no group; the reports read later by ticket
+// say which group refused and which were vetoed.
+TEST(FastpathCuda, ThreeOptimizersSharingAVetoRefuseAnEventTogether) {
+  if (!cuda_device_available()) GTEST_SKIP() << "CUDA event veto not checked: " << cuda_unavailable_reason();
+  const std::vector<StepConfig> all = all_format_configs(core::OptimizerKind::cgad);
+  const std::vector<std::vector<std::size_t>> sizes = {{300, 5}, {1024}, {7, 0, 600}};
+  std::vector<std::unique_ptr<CpuOptimizer>> cpu;
+  std::vector<std::unique_ptr<CudaOptimizer>> gpu;
+  std::vector<Params> host;
+  std::vector<std::unique_ptr<DeviceParams>> device;
+  for (std::size_t g = 0; g < 3; ++g) {
+    const StepConfig& config = all[(g * 5) % all.size()];
+    cpu.push_back(std::make_unique<CpuOptimizer>(config, sizes[g], 2));
+    gpu.push_back(std::make_unique<CudaOptimizer>(config, sizes[g]));
+    host.emplace_back(config, random_vector(cpu.back()->parameters(), 70 + static_cast<std::uint32_t>(g)));
+    device.push_back(std::make_unique<DeviceParams>(config, host.back()));
+  }
+  CudaEventVeto veto;
+  // One contiguous allocation per group, cut into its tensors: the table's pointers.
+  const auto table = [&](std::size_t g, auto* base) {
+    std::vector<decltype(base)> out;
+    std::size_t at = 0;
+    for (const std::size_t size : sizes[g]) {
+      out.push_back(base + at);
+      at += size;
+    }
+    return out;
+  };
+  for (std::size_t e = 0; e < 7; ++e) {
+    const auto tau = static_cast<std::int64_t>(e % 3);
+    std::vector<std::vector<float>> grads;
+    std::vector<float*> device_grads;
+    bool refused = false;
+    std::vector<StepReport> previews;
+    veto.reset(nullptr);
+    for (std::size_t g = 0; g < 3; ++g) {
+      grads.push_back(random_vector(cpu[g]->parameters(), 90 + static_cast<std::uint32_t>(10 * e + g)));
+      if (e == 3 && g == 1) grads.back()[5] = std::numeric_limits<float>::infinity();
+      if (e == 5 && g == 2) grads.back().back() = 0x1p100f;
+      device_grads.push_back(to_device(grads.back()));
+      const auto host_table = table(g, static_cast<const float*>(grads.back().data()));
+      const auto device_table = table(g, static_cast<const float*>(device_grads.back()));
+      previews.push_back(cpu[g]->preview(host_table, tau));
+      refused = refused || previews.back().reason == core::SkipReason::nonfinite_gradient ||
+                previews.back().reason == core::SkipReason::overflowing_gradient;
+      gpu[g]->preview(device_table, tau, 0, &veto, nullptr);
+    }
+    ASSERT_EQ(refused, e == 3 || e == 5);
+    std::vector<std::uint64_t> tickets;
+    for (std::size_t g = 0; g < 3; ++g) {
+      const auto device_table = table(g, static_cast<const float*>(device_grads[g]));
+      if (device[g]->fp32) {
+        tickets.push_back(
+            gpu[g]->step_previewed(table(g, static_cast<float*>(device[g]->data)), device_table, &veto, nullptr));
+        if (!refused)
+          cpu[g]->step(table(g, host[g].fp32.data()), table(g, static_cast<const float*>(grads[g].data())), tau);
+      } else {
+        tickets.push_back(
+            gpu[g]->step_previewed(table(g, static_cast<bf16*>(device[g]->data)), device_table, &veto, nullptr));
+        if (!refused) {
+          cpu[g]->step(table(g, host[g].bf16_values.data()), table(g, static_cast<const float*>(grads[g].data())), tau);
+        }
+      }
+    }
+    veto.finish(nullptr);
+    for (std::size_t g = 0; g < 3; ++g) {
+      const CudaStepReport r = gpu[g]->report(tickets[g]);
+      const std::string what = "event " + std::to_string(e) + " group " + std::to_string(g);
+      expect_same_report(r.own, previews[g], what);
+      EXPECT_EQ(r.vetoed, refused) << what;
+      cudaFree(device_grads[g]);
+    }
+  }
+  for (std::size_t g = 0; g < 3; ++g) {
+    ASSERT_EQ(device[g]->back(host[g]).bytes(), host[g].bytes()) << "group " << g;
+    ASSERT_EQ(host_state_bytes(gpu[g]->download()), host_state_bytes(host_state_of(*cpu[g]))) << "group " << g;
+    expect_same_counters(*gpu[g], *cpu[g], nullptr, "group " + std::to_string(g));
+  }
+}
+
+// report(ticket): each of the last kReportHistory steps' own report, read after later steps ran; older and
+// future tickets are refused.
+TEST(FastpathCuda, ReportsAreKeptByTicket) {
+  if (!cuda_device_available()) GTEST_SKIP() << "CUDA report tickets not checked: " << cuda_unavailable_reason();
+  const StepConfig config = all_format_configs(core::OptimizerKind::cgad).front();
+  const std::size_t n = 300;
+  CpuOptimizer cpu(config, n, 1);
+  CudaOptimizer gpu(config, n);
+  Params host(config, random_vector(n, 5));
+  const DeviceParams device(config, host);
+  std::vector<StepReport> want;
+  const std::uint64_t steps = CudaOptimizer::kReportHistory + 6;
+  for (std::uint64_t e = 0; e < steps; ++e) {
+    std::vector<float> grad = random_vector(n, 6 + static_cast<std::uint32_t>(e));
+    if (e % 7 == 3) grad[e % n] = std::numeric_limits<float>::quiet_NaN();
+    float* device_grad = to_device(grad);
+    want.push_back(host.step(cpu, grad, static_cast<std::int64_t>(e % 5)));
+    device.step(gpu, device_grad, n, static_cast<std::int64_t>(e % 5), 0, nullptr);
+    EXPECT_EQ(gpu.last_ticket(), e + 1);
+    cudaFree(device_grad);  // cudaFree waits for the device: the step has run
+  }
+  for (std::uint64_t ticket = steps - CudaOptimizer::kReportHistory + 1; ticket <= steps; ++ticket) {
+    const CudaStepReport r = gpu.report(ticket);
+    expect_same_report(r.own, want[ticket - 1], "ticket " + std::to_string(ticket));
+    EXPECT_FALSE(r.vetoed);
+  }
+  EXPECT_THROW(gpu.report(steps - CudaOptimizer::kReportHistory), core::InputError);
+  EXPECT_THROW(gpu.report(std::uint64_t{0}), core::InputError);
+  EXPECT_THROW(gpu.report(steps + 1), core::InputError);
 }
 
 #endif

@@ -7,6 +7,7 @@
 #include "support/fastpath_test_support.hpp"
 
 #include "cgad/fastpath/detail/tensor_batch.hpp"
+#include "cgad/fastpath/detail/replan.hpp"
 #include "cgad/fastpath/detail/tensor_table.hpp"
 
 #include "cgad/fastpath/state_file.hpp"
@@ -22,6 +23,7 @@
 #include <functional>
 #include <iterator>
 #include <limits>
+#include <memory>
 #include <numeric>
 #include <unistd.h>
 
@@ -279,6 +281,210 @@ TEST(FastpathTensorTable, CudaTableKernelEmulatedOnTheHostMatchesTheCpuTableStep
   EXPECT_GT(paths.tail, 0u);
   std::printf("table kernel paths emulated: %zu vectorized, %zu guarded full, %zu tail chunks\n", paths.vectorized,
               paths.guarded_full, paths.tail);
+}
+
+// One CUDA optimizer of a multi-group event (cuda_optimizer.cpp's preview and step_previewed, cuda_kernels.cu's
+// kernels) on the host: the counters packed as on the device and changed only by the schedule and commit functions the
+// one-thread kernels run (step_schedule.hpp), the planner replaced by replan() on new hyperparameters as
+// set_hyperparameters replaces it (the device counters kept), the refusal scan over the fragment's Δ, the shared
+// veto, and the table launches' chunks run by the agent's emulated block.
+struct EmulatedCudaGroup {
+  StepPlanner planner;
+  HostState state;
+  Tensors tensors;
+  std::vector<std::int64_t> counters;  // t[P], last_sync[P], round, steps: the device's layout
+  std::vector<std::size_t> begin, chunk_tensor;
+  StepOutcome outcome = StepOutcome::applied;
+  std::uint64_t refused_at = 0;
+  ScheduledStep scheduled;
+  StepEvent event;
+
+  EmulatedCudaGroup(const StepConfig& config, const std::vector<std::size_t>& sizes, const std::vector<float>& initial)
+      : planner(config, sizes),
+        state(HostState::zeros(planner)),
+        tensors(config, sizes, initial),
+        begin(tensor_begins(sizes)),
+        chunk_tensor(chunk_tensors(planner, begin)) {
+    const std::size_t p = config.fragments;
+    counters.assign(2 * p + 2, 0);
+    std::fill(counters.begin() + static_cast<std::ptrdiff_t>(p), counters.begin() + static_cast<std::ptrdiff_t>(2 * p),
+              -1);
+  }
+  CounterView view() {
+    const std::size_t p = planner.config().fragments;
+    return {counters.data(), counters.data() + p, counters.data() + 2 * p,
+            reinterpret_cast<std::uint64_t*>(counters.data() + 2 * p + 1)};
+  }
+  // preview(): the schedule kernel, the scans, the refusal published; returns whether it vetoes the event.
+  bool preview(const std::vector<std::vector<float>>& grads, std::int64_t tau, std::size_t fragment) {
+    const StepPlanner::Plan plan =
+        planner.prepare(planner.parameters(), planner.fragment_size(fragment), tau, fragment);
+    const CounterView v = view();
+    ScheduleConstants constants = planner.schedule_constants();
+    event = plan.event;
+    scheduled = schedule_step(constants, CounterValues{v.t, v.last_sync, *v.round, *v.steps}, plan.event);
+    const float sigma = scheduled.applied ? scheduled.sigma : 0.0f;
+    std::vector<float> whole;
+    for (const auto& g : grads) whole.insert(whole.end(), g.begin(), g.end());
+    bool nonfinite = false, overflow = false;
+    std::uint64_t first_nonfinite = 0, first_overflow = 0;
+    for (std::size_t i = 0; i < planner.fragment_size(fragment); ++i) {
+      const float g = whole[plan.offset + i];
+      if (!std::isfinite(g)) {
+        if (!nonfinite) first_nonfinite = i;
+        nonfinite = true;
+      } else if (refuses_event(sigma, g) && !overflow) {
+        first_overflow = i;
+        overflow = true;
+      }
+    }
+    outcome = outcome_of(scheduled, nonfinite, overflow);
+    refused_at = outcome == StepOutcome::nonfinite ? first_nonfinite : first_overflow;
+    return outcome == StepOutcome::nonfinite || outcome == StepOutcome::overflow;
+  }
+  StepReport report() const { return StepPlanner::report_of(event, scheduled, outcome, refused_at); }
+  // step_previewed(): the fused launches and the commit, nothing while vetoed.
+  void step(const std::vector<std::vector<float>>& grads, std::int64_t tau, std::size_t fragment, bool vetoed,
+            testing::KernelPaths& paths, const std::string& where) {
+    if (vetoed) return;
+    StepPlanner::Plan plan = planner.prepare(planner.parameters(), planner.fragment_size(fragment), tau, fragment);
+    if (outcome == StepOutcome::applied) {
+      state.bind(plan);
+      apply_schedule(plan.args, scheduled);  // as step_chunks does with the record's schedule
+      for (const TableLaunch& launch : table_launches(chunk_tensor, planner.chunk_begin(fragment),
+                                                      planner.chunk_begin(fragment + 1), agent::kTableBatch)) {
+        agent::TensorBatch batch;
+        batch.first_tensor = launch.first_tensor;
+        for (std::size_t k = launch.first_tensor; k < launch.end_tensor; ++k) {
+          const std::size_t at = k - launch.first_tensor;
+          batch.begin[at] = begin[k];
+          batch.grad[at] = grads[k].data();
+          batch.params[at] = planner.config().params == ParamFormat::fp32
+                                 ? static_cast<void*>(tensors.fp32[k].data())
+                                 : static_cast<void*>(tensors.bf16_values[k].data());
+        }
+        for (std::size_t c = launch.first_chunk; c < launch.end_chunk; ++c) {
+          const StepChunk& chunk = planner.chunks()[c];
+          const StepArgs a = agent::table_chunk_args(plan.args, chunk, chunk_tensor[c], batch);
+          const bool vectorized = testing::vectorizable(chunk, chunk.begin - begin[chunk_tensor[c]]);
+          testing::emulate_kernel_block(plan.args, chunk, a, vectorized, paths, where);
+        }
+      }
+    }
+    commit_step(planner.schedule_constants(), view(), fragment, outcome);
+  }
+  StepCounters raw_counters() const {
+    const std::size_t p = planner.config().fragments;
+    StepCounters c;
+    c.t.assign(counters.begin(), counters.begin() + static_cast<std::ptrdiff_t>(p));
+    c.last_sync.assign(counters.begin() + static_cast<std::ptrdiff_t>(p),
+                       counters.begin() + static_cast<std::ptrdiff_t>(2 * p));
+    c.round = counters[2 * p];
+    c.steps = static_cast<std::uint64_t>(counters[2 * p + 1]);
+    return c;
+  }
+};
+
+// The hyperparameters of event e in a schedule: lr decays every event (an lr schedule), and from event 3 on alpha
+// and tau_cut change too (PA-CGAD's table of σ(a) is rebuilt, so set_hyperparameters uploads a new one).
+StepConfig scheduled_config(StepConfig config, std::size_t e) {
+  const float decay = 1.0f / static_cast<float>(1 + e);
+  config.adam.lr *= decay;
+  config.nesterov.lr *= decay;
+  if (e >= 3) {
+    config.alpha = 0.05;
+    config.tau_cut = 24;
+  }
+  return config;
+}
+
+// A cgad.torch optimizer of three CUDA param groups under an lr schedule (python/cgad/torch/_groups.py's
+// step_cuda_event: set_hyperparameters on every group, every group previewed against one veto, then stepped), emulated
+// on the host, against three CpuOptimizers stepped as the CPU groups are (set_hyperparameters, a preview of each, the
+// steps only if no preview refused): bit for bit in parameters, state and counters, every group's report the same,
+// for every optimizer (PA-CGAD with two fragments) and three different formats per event. Event 3 holds a NaN in the
+// second group only and event 5 an overflowing element in the third: each changes no group.
+TEST(FastpathTensorTable, ThreeCudaGroupsWithAnLrScheduleEmulatedOnTheHostMatchThreeCpuGroups) {
+  const std::vector<std::vector<std::size_t>> sizes = {{257, 0, 300}, {5, 1024}, {agent::kTableBatch + 3, 700}};
+  testing::KernelPaths paths;
+  std::size_t refused_events = 0;
+  for (const auto& [kind, fragments] :
+       std::vector<std::pair<OptimizerKind, std::size_t>>{{OptimizerKind::cgad, 1},
+                                                          {OptimizerKind::adam, 1},
+                                                          {OptimizerKind::adam_decay, 1},
+                                                          {OptimizerKind::nesterov, 1},
+                                                          {OptimizerKind::sdm, 1},
+                                                          {OptimizerKind::pa_cgad, 2}}) {
+    const std::vector<StepConfig> all = configs(kind);
+    for (std::size_t pick = 0; pick + 2 < all.size(); pick += 3) {
+      std::vector<StepConfig> base;
+      std::vector<std::unique_ptr<CpuOptimizer>> cpu;
+      std::vector<std::unique_ptr<EmulatedCudaGroup>> cuda;
+      std::vector<Tensors> cpu_tensors;
+      std::string where = "";
+      for (std::size_t g = 0; g < 3; ++g) {
+        StepConfig config = all[pick + g];
+        config.fragments = fragments;
+        base.push_back(config);
+        where += describe(config) + (g < 2 ? " | " : "");
+        const std::vector<std::size_t>& layout = sizes[g];
+        cpu.push_back(std::make_unique<CpuOptimizer>(config, layout, 2));
+        const std::vector<float> initial = random_vector(cpu.back()->parameters(), 40 + static_cast<std::uint32_t>(g));
+        cpu_tensors.emplace_back(config, layout, initial);
+        cuda.push_back(std::make_unique<EmulatedCudaGroup>(config, layout, initial));
+      }
+      for (std::size_t e = 0; e < 7; ++e) {
+        const std::int64_t tau = static_cast<std::int64_t>(e % 3);
+        const std::size_t fragment = e % fragments;
+        const std::string at = where + " event " + std::to_string(e);
+        std::vector<std::vector<std::vector<float>>> grads;
+        for (std::size_t g = 0; g < 3; ++g) {
+          std::vector<float> whole = random_vector(cpu[g]->parameters(), 700 + static_cast<std::uint32_t>(10 * e + g));
+          if (e == 3 && g == 1) whole[whole.size() - 1] = std::numeric_limits<float>::quiet_NaN();
+          if (e == 5 && g == 2) whole[cpu[g]->parameters() - 1] = 0x1p100f;
+          grads.push_back(split(whole, sizes[g]));
+        }
+        bool cpu_refused = false, veto = false;
+        std::vector<StepReport> previews;
+        for (std::size_t g = 0; g < 3; ++g) {
+          const StepConfig next = scheduled_config(base[g], e);
+          cpu[g]->set_hyperparameters(next);
+          cuda[g]->planner = replan(cuda[g]->planner, next);
+          std::vector<const float*> pointers;
+          for (const auto& x : grads[g]) pointers.push_back(x.empty() ? nullptr : x.data());
+          previews.push_back(cpu[g]->preview(pointers, tau, fragment));
+          cpu_refused = cpu_refused || previews.back().reason == core::SkipReason::nonfinite_gradient ||
+                        previews.back().reason == core::SkipReason::overflowing_gradient;
+          veto = cuda[g]->preview(grads[g], tau, fragment) || veto;
+        }
+        ASSERT_EQ(cpu_refused, veto) << at;
+        ASSERT_EQ(veto, e == 3 || e == 5) << at;
+        refused_events += veto ? 1 : 0;
+        for (std::size_t g = 0; g < 3; ++g) {
+          expect_same_report(cuda[g]->report(), previews[g], at + " group " + std::to_string(g));
+          if (!cpu_refused) cpu_tensors[g].step(*cpu[g], grads[g], tau, fragment);
+          cuda[g]->step(grads[g], tau, fragment, veto, paths, at);
+          if (kind == OptimizerKind::pa_cgad) {
+            cpu[g]->advance_round();
+            *cuda[g]->view().round += 1;
+          }
+        }
+        for (std::size_t g = 0; g < 3; ++g) {
+          ASSERT_EQ(cuda[g]->tensors.bytes(), cpu_tensors[g].bytes()) << at << " group " << g;
+          ASSERT_EQ(testing::state_arrays(cuda[g]->state), testing::state_arrays(host_state_of(*cpu[g])))
+              << at << " group " << g;
+          const StepCounters c = cuda[g]->raw_counters(), expected = cpu[g]->raw_counters();
+          ASSERT_EQ(c.t, expected.t) << at;
+          ASSERT_EQ(c.last_sync, expected.last_sync) << at;
+          ASSERT_EQ(c.round, expected.round) << at;
+          ASSERT_EQ(c.steps, expected.steps) << at;
+        }
+      }
+    }
+  }
+  EXPECT_GT(refused_events, 0u);
+  EXPECT_GT(paths.vectorized, 0u);
+  EXPECT_GT(paths.tail, 0u);
 }
 
 TEST(FastpathTensorTable, PreviewReportsTheStepAndChangesNothing) {

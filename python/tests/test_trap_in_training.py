@@ -64,7 +64,8 @@ def test_bad_arguments_are_refused():
     for bad in (["--width", "6", "--heads", "4"], ["--outlier-scale", "0"], ["--outlier-dims", "99"]):
         run = subprocess.run([sys.executable, str(SOURCE_DIR / "examples" / "trap_in_training.py"), *bad],
                              capture_output=True, text=True, timeout=60)
-        assert run.returncode == 2 and "error" in run.stderr
+        assert run.returncode == 2, run.stderr
+        assert len(run.stderr.splitlines()) == 1 and run.stderr.startswith("trap_in_training: error: "), run.stderr
 
 
 def test_a_diverged_inner_run_is_reported_and_not_studied(tmp_path):

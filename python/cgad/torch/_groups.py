@@ -6,7 +6,7 @@ import torch
 
 from .. import _cgad
 from . import _state
-from ._report import REFUSED
+from ._report import REFUSED, GroupReport, LazyStepReport, combine, group_report, no_gradient
 from ._tensors import (PARAM_FORMATS, backend, check_count, check_no_aliasing, gradients, group_layout, held, named,
                        param_pointers)
 
@@ -77,10 +77,17 @@ class Group:
         spec = dict(spec, params=self.spec["params"])
         if spec != self.spec:
             try:
-                self.engine.set_hyperparameters(spec)
+                self.set_hyperparameters(spec)
             except _cgad.InputError as e:
                 raise _cgad.InputError(f"{where}: {e}") from None
             self.spec = spec
+
+    def set_hyperparameters(self, spec):
+        self.engine.set_hyperparameters(spec)
+
+    def advance_round(self):
+        """Ends an outer round for PA-CGAD's ages."""
+        self.engine.advance_round()
 
 
 class CpuGroup(Group):
@@ -152,17 +159,31 @@ class CpuGroup(Group):
 
 class CudaGroup(Group):
     """Its state lives on the device: opt.state[p] holds nothing for it, and its state_dict entry carries a copy,
-    the fast path's checksummed state bytes (fastpath/state_file.hpp) as a uint8 tensor."""
+    the fast path's checksummed state bytes (fastpath/state_file.hpp) as a uint8 tensor. Its steps run on torch's
+    current stream and wait for nothing: step_cuda_event's report is read when asked."""
     states = ()
     keeps_untouched = False
 
     def __init__(self, spec, params, threads, where):
         super().__init__(spec, params, threads, where)
+        self.device = self.layout[1]
         self.engine = _cgad.CudaOptimizer(self.spec, self.sizes)
+        self.veto = _veto(self.device, self.stream())  # made here, outside any capture (it allocates)
+
+    def stream(self):
+        """torch's current stream on the group's device, as the integer the fast path takes."""
+        return torch.cuda.current_stream(self.device).cuda_stream
+
+    # On torch's current stream, not the legacy default one (which a capture on another stream forbids).
+    def set_hyperparameters(self, spec):
+        self.engine.set_hyperparameters(spec, self.stream())
+
+    def advance_round(self):
+        self.engine.advance_round(self.stream())
 
     def export(self):
         entry = _state.counters_entry(self.spec["optimizer"], self.spec["seed"], {})
-        entry["bytes"] = torch.frombuffer(bytearray(self.engine.save_bytes()), dtype=torch.uint8)
+        entry["bytes"] = torch.frombuffer(bytearray(self.engine.save_bytes(self.stream())), dtype=torch.uint8)
         return entry
 
     def restore(self, saved, entry, where):
@@ -174,15 +195,66 @@ class CudaGroup(Group):
             _state.refuse(where, "a CUDA param group's state_dict entry must hold its state bytes (a one-dimensional "
                                  "uint8 tensor)")
         try:
-            self.engine.load_bytes(state.detach().cpu().contiguous().numpy())
+            self.engine.load_bytes(state.detach().cpu().contiguous().numpy(), self.stream())
         except _cgad.InputError as e:
             raise _cgad.InputError(f"{where}: {e}") from None
 
     def step(self, params, prepared, tau, fragment):
-        device = params[0].device
-        with torch.cuda.device(device):
-            stream = torch.cuda.current_stream(device).cuda_stream
-            return self.engine.step(prepared[0], prepared[1], tau, fragment, stream)
+        """One group's step on its own (the report read at once): for a caller that steps groups one by one."""
+        ticket = self.engine.step(prepared[0], prepared[1], tau, fragment, self.stream())
+        return self.engine.report(ticket, self.stream())[0]
+
+
+# One veto word per CUDA device, shared by every cgad.torch optimizer's events on it: an event clears it before its
+# previews and marks its end after its steps, and the veto orders each event after the previous one's end, on
+# whatever streams they ran (cuda_optimizer.hpp's CudaEventVeto).
+_VETOES = {}
+
+
+def _veto(device, stream):
+    key = device.index if device.index is not None else torch.cuda.current_device()
+    if key not in _VETOES:
+        with torch.cuda.device(key):
+            _VETOES[key] = _cgad.CudaEventVeto(stream)
+    return _VETOES[key]
+
+
+def step_cuda_event(groups, tau, fragment, first_param, loss):
+    """One event over CUDA param groups, ``groups`` a list of (Group, prepared or None), enqueued on torch's current
+    stream with no host sync: one group steps alone; several preview the event against one shared veto first and
+    then step it, the update and the commit doing nothing anywhere when any group refused it (a NaN/Inf or
+    overflowing pseudo-gradient changes no group, as on the CPU). The report is a LazyStepReport, each group's read
+    on first access exactly as the CPU path builds it (a refused group's report, the others refused with it)."""
+    stepped = [(fast, prepared) for fast, prepared in groups if prepared is not None]
+    tickets, stream = {}, None
+    if len(stepped) == 1:
+        fast, prepared = stepped[0]
+        stream = fast.stream()
+        tickets[id(fast)] = fast.engine.step(prepared[0], prepared[1], tau, fragment, stream)
+    elif stepped:
+        stream = stepped[0][0].stream()
+        veto = stepped[0][0].veto
+        veto.reset(stream)
+        for fast, prepared in stepped:
+            fast.engine.preview(prepared[1], tau, fragment, veto, stream)
+        for fast, prepared in stepped:
+            tickets[id(fast)] = fast.engine.step_previewed(prepared[0], prepared[1], veto, stream)
+        veto.finish(stream)
+    # The report needs each group and its ticket, not the operands: their memory is torch's caching allocator's,
+    # freed in the order of the stream the steps were enqueued on, so it is not reused before they end.
+    pending = [(fast, tickets.get(id(fast))) for fast, _ in groups]
+    several = len(stepped) > 1
+
+    def resolve():
+        own = [no_gradient(tau) if ticket is None else
+               group_report(fast.engine.report(ticket, stream)[0], fast, fragment) for fast, ticket in pending]
+        refused = next((r for r in own if r.reason in REFUSED), None)
+        if refused is not None and several:
+            others = GroupReport(False, refused.reason, 0.0, tau, None, None)
+            own = [r if r is refused else others for r in own]
+        return combine(own, first_param, loss)
+
+    return LazyStepReport(resolve, loss)
 
 
 class SplitGroup:

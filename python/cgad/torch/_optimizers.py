@@ -11,11 +11,12 @@ import torch
 from .. import _cgad
 from . import _hooks, _state, _trap_stats
 from .._arguments import INT64_MAX, UINT32_MAX, UINT64_MAX, integer
-from ._groups import CudaGroup, make_group
+from ._groups import CudaGroup, make_group, step_cuda_event
 from ._tensors import check_no_aliasing, mark_modified
 from ._protocol import Counters, check_flags, check_group_flags, check_policy, count, new_counts, report_refusal
 from ._protocol import staleness as as_staleness
-from ._report import REFUSED, GroupReport, StepReport, combine, first_params, group_report, no_gradient
+from ._report import REFUSED, GroupReport, LazyStepReport, StepReport, combine, first_params, group_report, no_gradient
+from ._report import resolved
 
 
 def _number(value, name, where):
@@ -35,6 +36,11 @@ def _number(value, name, where):
 def _integer(value, name, where, least, most=INT64_MAX):
     return integer(value, name, least, most, where)
 
+
+# A CUDA step's report waits on the device until read (LazyStepReport); the optimizer's counts of steps by outcome
+# read them when asked, or once this many are pending, below the CUDA optimizer's kReportHistory (64) reports kept
+# per param group (cuda_optimizer.hpp): one host sync per 32 steps for a loop that never looks.
+_PENDING_REPORTS = 32
 
 # The optimizers alive in this process, for the fork handler below.
 _LIVE = weakref.WeakSet()
@@ -77,8 +83,15 @@ class _FastpathOptimizer(torch.optim.Optimizer):
         # Every optimizer's keyword on_nonfinite="skip" | "warn" | "raise": what a step refused for a NaN/Inf (or
         # overflowing) pseudo-gradient does beyond its report and counter.
         self.on_nonfinite = check_policy(unsupported.pop("on_nonfinite", "skip"), name)
+        # capturable=True (torch's flag for a step that a CUDA graph can capture) is what CUDA param groups are: their
+        # step waits for nothing. It is refused for parameters on the CPU, which no CUDA graph steps.
+        capturable = unsupported.pop("capturable", None)
+        if capturable is not None and not isinstance(capturable, bool):
+            raise _cgad.InputError(f"{name}: capturable must be True, False or None, got {capturable!r}")
+        self._capturable = bool(capturable)
         check_flags(unsupported, name)
         self._step_counts = new_counts()
+        self._pending = []  # CUDA steps' reports not yet counted (LazyStepReport)
         self.last_report = None  # the last step's StepReport
         for key, value in (("state", state), ("rounding", rounding), ("q8_semantics", q8_semantics), ("v_map", v_map)):
             if not isinstance(value, str):
@@ -103,6 +116,12 @@ class _FastpathOptimizer(torch.optim.Optimizer):
         self._forked_mid_call = False
         _LIVE.add(self)
         super().__init__(params, defaults)
+        # The v map is read by q8 groups only (_spec); one that no param group reads is refused, as
+        # `cgad simulate --v-map zero-free` without q8 state is (a map asked for and never used is a mistake).
+        structures = [self._group_structure(g, name) for g in self.param_groups]
+        if v_map == "zero-free" and not any(self._reads_v_map(s) and s["v_map"] == v_map for s in structures):
+            raise _cgad.InputError(f"{name}: v map {v_map} is a map of q8 second moments: it needs state q8 in some "
+                                   f"param group and an Adam-family optimizer (got state {state}, {self._optimizer})")
 
     @contextlib.contextmanager
     def _exclusive(self):
@@ -137,6 +156,11 @@ class _FastpathOptimizer(torch.optim.Optimizer):
                 raise _cgad.InputError(f"{where}: {key}={group[key]!r} is not supported ({type(self).__name__} "
                                        f"steps as torch.optim.SGD with {key}={neutral!r}); only {neutral!r} is taken")
         spec = self._group_structure(group, where)
+        # A group of other state (bitsandbytes' fp32 embeddings beside q8 layers) or of the Nesterov family has no
+        # v map and ignores the optimizer's, as `cgad simulate` runs such a grid point (simulate/src/sweep_grid.cpp).
+        # The group keeps the key as given (its state_dict carries it, and loads where the same key was given).
+        if spec["v_map"] == "zero-free" and not self._reads_v_map(spec):
+            spec["v_map"] = "dynamic"
         for key in self._hyperparameters:
             if key not in group:
                 raise _cgad.InputError(f"{where}: the param group has no '{key}'")
@@ -166,6 +190,10 @@ class _FastpathOptimizer(torch.optim.Optimizer):
                 spec[key] = value
         return spec
 
+    def _reads_v_map(self, structure):
+        """Whether a param group of this structure has a q8 second moment, the only state a v map is read by."""
+        return structure["state"] == "q8" and self._optimizer not in ("nesterov", "sdm")
+
     def _where(self, index):
         return f"{type(self).__name__} param group {index}"
 
@@ -177,11 +205,7 @@ class _FastpathOptimizer(torch.optim.Optimizer):
                 group = self.param_groups[index]
                 where = self._where(index)
                 made = make_group(self._spec(group, where), group["params"], self._threads, where)
-                if (isinstance(made, CudaGroup) and index > 0) or (self._groups and isinstance(self._groups[0],
-                                                                                               CudaGroup)):
-                    raise _cgad.InputError(f"{where}: CUDA parameters take one param group (the CUDA backend cannot "
-                                           "check an event before stepping it, so a NaN in one group could not "
-                                           "leave the others untouched)")
+                self._check_backend(made, where)
                 self._check_disjoint_groups(where)
             except Exception:
                 self.param_groups.pop()
@@ -189,6 +213,25 @@ class _FastpathOptimizer(torch.optim.Optimizer):
             self._groups.append(made)
             group[_state.COUNTERS] = None  # the key state_dict() fills (_state.COUNTERS' comment)
             self.state.update(zip(group["params"], made.states))
+
+    def _check_backend(self, made, where):
+        """One backend and one CUDA device for all the param groups: an event refused in any group changes none,
+        which CUDA groups decide on their device through one shared veto (_groups.step_cuda_event), CPU groups by
+        previewing on the host."""
+        if self._capturable and not isinstance(made, CudaGroup):
+            raise _cgad.InputError(f"{where}: capturable=True is not supported (these parameters are on the CPU; a "
+                                   "CUDA graph captures the step of CUDA parameters); None or False is taken")
+        if not self._groups:
+            return
+        first = self._groups[0]
+        if isinstance(made, CudaGroup) != isinstance(first, CudaGroup):
+            raise _cgad.InputError(f"{where}: parameters on the CPU and on CUDA go in separate optimizers (an event "
+                                   "refused in one param group must change none, which each backend decides on its "
+                                   "own side)")
+        if isinstance(made, CudaGroup) and made.device != first.device:
+            raise _cgad.InputError(f"{where}: CUDA param groups of one optimizer share a device (their events are "
+                                   f"refused together on it); param group 0 is on {first.device}, this one on "
+                                   f"{made.device}")
 
     def _check_disjoint_groups(self, where):
         """No parameter may share memory with one of another group (torch refuses only the same tensor twice; a
@@ -217,17 +260,32 @@ class _FastpathOptimizer(torch.optim.Optimizer):
     def _outcome(self, report, closure):
         """Records a step's report (last_report, counters, on_nonfinite) and returns what step() returns."""
         self.last_report = report
-        count(self._step_counts, report)
-        if report.reason in REFUSED:
-            report_refusal(report, check_policy(self.on_nonfinite, type(self).__name__), type(self).__name__)
+        policy = check_policy(self.on_nonfinite, type(self).__name__)
+        if isinstance(report, LazyStepReport) and policy == "skip":
+            # Counted when asked (counters): reading it here would wait for the step.
+            self._pending.append(report)
+            if len(self._pending) >= _PENDING_REPORTS and not torch.cuda.is_current_stream_capturing():
+                self._count_pending()
+        else:
+            count(self._step_counts, resolved(report))
+            if report.reason in REFUSED:
+                report_refusal(report, policy, type(self).__name__)
         return report.loss if closure is not None else report
+
+    def _count_pending(self):
+        """Counts the CUDA steps' reports not yet counted (waits for those steps)."""
+        pending, self._pending = self._pending, []
+        for report in pending:
+            count(self._step_counts, report.resolved())
 
     @property
     def counters(self):
         """Steps by what became of them: "applied", "nonfinite-gradient", "overflowing-gradient", "zero-gate" (an
         event at a zero gate, run by on_zero_gate="apply" or dropped by "skip"), "no-gradient". Called,
         ``counters(group)``, the fast path's counters of a param group (see _engine_counters)."""
-        return Counters(self._step_counts, self._engine_counters)
+        with self._exclusive():
+            self._count_pending()
+            return Counters(self._step_counts, self._engine_counters)
 
     def _step(self, closure, staleness_value, fragment):
         loss = None
@@ -251,6 +309,14 @@ class _FastpathOptimizer(torch.optim.Optimizer):
             events.append((group, fast, spec, fast.prepare(group["params"], fragment, where)))
         for index, (group, fast, spec, prepared) in zip(targets, events):
             fast.configure(spec, self._where(index))
+        if self._groups and isinstance(self._groups[0], CudaGroup):
+            stepped = [group for group, fast, spec, prepared in events if prepared is not None]
+            report = _trap_stats.event(self, stepped, lambda: step_cuda_event(
+                [(fast, prepared) for group, fast, spec, prepared in events], tau, fragment,
+                first_params(self.param_groups, targets), loss))
+            for group in stepped:  # whether it applied is read lazily: every stepped group may have changed
+                mark_modified(group["params"])
+            return report
         stepped = [e for e in events if e[3] is not None]
         if len(stepped) > 1:
             # A refused event in any group must leave every group untouched: look before stepping any.
@@ -369,6 +435,8 @@ class _FastpathOptimizer(torch.optim.Optimizer):
 
     def __getstate__(self):
         with self._exclusive():
+            self._count_pending()
+            self.last_report = resolved(self.last_report)  # a LazyStepReport reads the device: not copied
             out = {k: v for k, v in self.__dict__.items() if k not in self._NOT_COPIED}
             out["_state_dict"] = self._state_dict()
             return out
@@ -521,7 +589,7 @@ class PACGAD(_AdamFamily):
         """Ends an outer round: every fragment not synchronized in it ages by one."""
         with self._exclusive():
             for fast in self._groups:
-                fast.engine.advance_round()
+                fast.advance_round()
 
 
 class AdamDecay(_AdamFamily):

@@ -15,7 +15,7 @@ from .._arguments import INT64_MAX, integer
 UNSUPPORTED_FLAGS = {
     "fused": "its step is cgad's fast path, not torch's fused kernel",
     "foreach": "its step is cgad's fast path, not torch's foreach kernels",
-    "capturable": "the fast path's step is not CUDA-graph capturable from torch",
+    "capturable": "capturable is the optimizer's keyword, capturable=True for CUDA parameters, not a param group's",
     "differentiable": "the fast path's step is not differentiable",
     "amsgrad": "AMSGrad's max of past second moments is not part of CGAD",
     "maximize": "the outer step descends the pseudo-gradient",

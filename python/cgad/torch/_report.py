@@ -90,3 +90,42 @@ def combine(groups, first_param, loss=None):
     reason = next((r.reason for r in stepped if r.reason != "none"), "none")
     return StepReport(all(r.applied for r in stepped), reason, stepped[0].sigma, stepped[0].tau_effective, None,
                       None, tuple(groups), loss)
+
+
+class LazyStepReport:
+    """A StepReport that a CUDA step returns before its report exists on the host: its fields are read from the
+    device on the first access of any of them (which waits for the step), so that a step waits for nothing and a
+    step without a look at its report keeps the GPU busy (docs/python.md, CUDA groups). ``loss`` is known at once."""
+    __slots__ = ("_resolve", "_report", "loss")
+
+    def __init__(self, resolve, loss=None):
+        self._resolve, self._report, self.loss = resolve, None, loss
+
+    def resolved(self):
+        """The StepReport (read once)."""
+        if self._report is None:
+            self._report = self._resolve()
+            self._resolve = None
+        return self._report
+
+    def __getattr__(self, name):
+        if name.startswith("_"):  # a slot not yet set, or a protocol probe (copy's __setstate__): not a field
+            raise AttributeError(name)
+        return getattr(self.resolved(), name)
+
+    def __reduce__(self):
+        """A copy or a pickle is of the StepReport (the device is not copied)."""
+        return resolved, (self.resolved(),)
+
+    def __eq__(self, other):
+        return self.resolved() == (other.resolved() if isinstance(other, LazyStepReport) else other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return repr(self.resolved())
+
+
+def resolved(report):
+    """A StepReport from what a step returned (a LazyStepReport is read here)."""
+    return report.resolved() if isinstance(report, LazyStepReport) else report

@@ -37,18 +37,25 @@ class TrapWatch:
         self.since_start = {}
 
     def step(self, fast, group, prepared, tau, fragment):
-        params = group["params"]
-        before = [host_float32(p) for p in params]
-        report = fast.step(params, prepared, tau, fragment)
+        before = self.before(group)
+        report = fast.step(group["params"], prepared, tau, fragment)
+        self.after(group, before)
+        return report
+
+    @staticmethod
+    def before(group):
+        return [host_float32(p) for p in group["params"]]
+
+    def after(self, group, before):
+        """Tallies |Δθ|/lr of the group's parameters since ``before``."""
         # The fast path steps with the learning rate rounded once to float32 (step_config.cpp), as cgad noise
         # measures in it; a step at lr = 0 has no |Δθ|/lr and is not counted.
         lr = float(torch.tensor(group["lr"], dtype=torch.float32))
         if lr > 0:
-            for p, b in zip(params, before):
+            for p, b in zip(group["params"], before):
                 self.last[p] = _cgad.TrapTally()
                 self.last[p].add(b, host_float32(p), lr)
                 self.since_start.setdefault(p, _cgad.TrapTally()).merge(self.last[p])
-        return report
 
 
 def step(opt, fast, group, prepared, tau, fragment):
@@ -57,6 +64,20 @@ def step(opt, fast, group, prepared, tau, fragment):
     if watch is None:
         return fast.step(group["params"], prepared, tau, fragment)
     return watch.step(fast, group, prepared, tau, fragment)
+
+
+def event(opt, groups, run):
+    """``run()``, an event over several param groups at once (CUDA groups: _groups.step_cuda_event), watched as
+    step() watches one group's; a watched event's report is read at once (watching reads the parameters anyway)."""
+    watch = opt.__dict__.get("_trap_watch")
+    if watch is None:
+        return run()
+    before = [watch.before(group) for group in groups]
+    report = run()
+    report.resolved()
+    for group, values in zip(groups, before):
+        watch.after(group, values)
+    return report
 
 
 def start(opt):
