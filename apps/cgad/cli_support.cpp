@@ -3,7 +3,7 @@
 #include "cgad/io/atomic_file.hpp"
 #include "cgad/io/input_file.hpp"
 #include "cgad/core/errors.hpp"
-#include "cgad/differential/optimizer_options.hpp"
+#include "cgad/core/optimizer_options.hpp"
 #include "cgad/reference/real.hpp"
 
 #include <fcntl.h>
@@ -228,7 +228,7 @@ std::string check_value(std::string& value, const std::string& type, bool has_li
       return "'" + value + "' is not a number";
     }
     // CLI11 converts to double: a nonzero value below its range would silently be 0 (--zero-fraction 1e-400).
-    if (differential::rounds_to_zero(value, std::strtod(value.c_str(), nullptr) == 0.0)) {
+    if (core::rounds_to_zero(value, std::strtod(value.c_str(), nullptr) == 0.0)) {
       return "is not 0 as written, got '" + value + "', which rounds to 0 in double";
     }
   }

@@ -19,8 +19,8 @@ struct ReplayOptions {
   std::string input;
   std::string output;
   unsigned precision = 0;
-  differential::OptimizerOptions optimizer;
-  differential::FastpathOptions fastpath;
+  core::OptimizerOptions optimizer;
+  fastpath::FastpathOptions fastpath;
   std::vector<CLI::Option*> fastpath_flags;
 };
 

@@ -65,9 +65,8 @@ struct SimulateOptions {
   unsigned jobs = 0;
   std::string shard;
   std::string out;
-  differential::OptimizerOptions
-      optimizer;                // the outer hyperparameters; its single --optimizer is replaced by the list above
-  CLI::App* command = nullptr;  // to ask which method-specific flags were given (refuse_unread_flags)
+  core::OptimizerOptions optimizer;  // the outer hyperparameters; its single --optimizer is replaced by the list above
+  CLI::App* command = nullptr;       // to ask which method-specific flags were given (refuse_unread_flags)
   SweepOutputOptions output;
 };
 
@@ -154,31 +153,31 @@ simulate::SweepGrid make_grid(const SimulateOptions& o) {
   b.objective = simulate::parse_objective_kind(o.objective);
   refuse_other_objectives_flags(o);
   b.problem_seed = o.problem_seed;
-  if (o.nqm_noise) b.nqm_noise = differential::parse_nonvanishing<double>(*o.nqm_noise, "nqm-noise");
-  if (o.label_noise) b.label_noise = differential::parse_nonvanishing<double>(*o.label_noise, "label-noise");
+  if (o.nqm_noise) b.nqm_noise = core::parse_nonvanishing<double>(*o.nqm_noise, "nqm-noise");
+  if (o.label_noise) b.label_noise = core::parse_nonvanishing<double>(*o.label_noise, "label-noise");
   b.workers = o.workers;
   b.rounds = o.rounds;
   b.inner.kind = simulate::parse_inner_optimizer(o.inner);
   b.inner.steps = o.inner_steps;
-  if (o.inner_lr) b.inner.lr = differential::parse_nonvanishing<float>(*o.inner_lr, "inner-lr");
+  if (o.inner_lr) b.inner.lr = core::parse_nonvanishing<float>(*o.inner_lr, "inner-lr");
   if (o.inner_eps) {
     if (b.inner.kind != simulate::InnerOptimizerKind::adamw) throw InputError("--inner-eps applies to --inner adamw");
-    b.inner.eps = differential::parse_nonvanishing<float>(*o.inner_eps, "inner-eps");
+    b.inner.eps = core::parse_nonvanishing<float>(*o.inner_eps, "inner-eps");
   }
   b.depth = o.depth;
   b.outlier_features = o.outlier_features;
-  if (o.outlier_scale) b.outlier_scale = differential::parse_nonvanishing<double>(*o.outlier_scale, "outlier-scale");
+  if (o.outlier_scale) b.outlier_scale = core::parse_nonvanishing<double>(*o.outlier_scale, "outlier-scale");
   b.delays = simulate::parse_delays(o.delays);
   b.worker_params = simulate::parse_worker_params(o.worker_params);
   b.lr_scale = simulate::parse_lr_scale(o.lr_scale);
   b.fragment_progress = simulate::parse_fragment_progress(o.fragment_progress);
   if (o.diverge_factor)
-    b.divergence_factor = differential::parse_nonvanishing<double>(*o.diverge_factor, "diverge-factor");
+    b.divergence_factor = core::parse_nonvanishing<double>(*o.diverge_factor, "diverge-factor");
   b.log_every = o.log_every;
   refuse_unread_flags(o);
-  differential::OptimizerOptions hyper = o.optimizer;
+  core::OptimizerOptions hyper = o.optimizer;
   hyper.optimizer = "cgad";  // a placeholder: the method axis sets each run's optimizer (sweep.hpp)
-  b.outer = differential::fastpath_step_config(hyper);
+  b.outer = fastpath::fastpath_step_config(hyper);
   if (!o.optimizer.lr) {
     // Without --lr the simulation's own outer defaults hold (simulation.hpp derives them per family), not the
     // replay defaults OptimizerOptions falls back to.

@@ -2,7 +2,7 @@
 
 namespace cgad::cli {
 
-void add_optimizer_options(CLI::App& command, differential::OptimizerOptions& options) {
+void add_optimizer_options(CLI::App& command, core::OptimizerOptions& options) {
   command
       .add_option("--optimizer", options.optimizer,
                   "cgad, pa-cgad, adam-decay, adam, nesterov, delayed-nesterov or sdm")
@@ -21,7 +21,7 @@ void add_optimizer_options(CLI::App& command, differential::OptimizerOptions& op
       ->capture_default_str();
 }
 
-std::vector<CLI::Option*> add_fastpath_options(CLI::App& command, differential::FastpathOptions& options) {
+std::vector<CLI::Option*> add_fastpath_options(CLI::App& command, fastpath::FastpathOptions& options) {
   return {
       command.add_option("--params", options.params, "fast path: parameter format, fp32 or bf16")
           ->capture_default_str(),

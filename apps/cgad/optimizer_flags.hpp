@@ -1,8 +1,8 @@
 #pragma once
-// The command-line flags of the optimizer and fast-path options (differential/optimizer_options.hpp,
-// replay_fastpath.hpp), registered once on a CLI11 command for every command that runs an outer optimizer.
-#include "cgad/differential/optimizer_options.hpp"
-#include "cgad/differential/replay_fastpath.hpp"
+// The command-line flags of the optimizer and fast-path options (core/optimizer_options.hpp,
+// fastpath/options.hpp), registered once on a CLI11 command for every command that runs an outer optimizer.
+#include "cgad/core/optimizer_options.hpp"
+#include "cgad/fastpath/options.hpp"
 
 #include <CLI/CLI.hpp>
 
@@ -10,10 +10,10 @@
 
 namespace cgad::cli {
 
-void add_optimizer_options(CLI::App& command, differential::OptimizerOptions& options);
+void add_optimizer_options(CLI::App& command, core::OptimizerOptions& options);
 
 // Registers --params --state --rounding --seed --device --q8-semantics --v-map --min-q8-size; returns them, so a caller
 // can refuse them where they would be silently ignored (the reference backend).
-std::vector<CLI::Option*> add_fastpath_options(CLI::App& command, differential::FastpathOptions& options);
+std::vector<CLI::Option*> add_fastpath_options(CLI::App& command, fastpath::FastpathOptions& options);
 
 }  // namespace cgad::cli

@@ -2,7 +2,7 @@
 
 #include "cgad/fastpath/fastpath.hpp"
 #include "cgad/fastpath/detail/step_planner.hpp"
-#include "cgad/differential/trap_counter.hpp"
+#include "cgad/fastpath/trap_counter.hpp"
 #include "cgad/reference/optimizers.hpp"
 
 #include <algorithm>
@@ -143,8 +143,8 @@ NoiseMemory estimated_memory(const NoiseScenario& s) {
   // formed; the layout as the stream, the event source and the fast path's planner hold it, and the planner's
   // chunk (a tensor starts one).
   m.working +=
-      tensors * (TrapCounter::bytes_per_tensor() + sizeof(std::size_t) + sizeof(double) + 3 * sizeof(Accumulator) +
-                 sizeof(TrapCounts) + sizeof(TensorSample) + 3 * sizeof(std::size_t) + sizeof(fastpath::StepChunk));
+      tensors * (fastpath::TrapCounter::bytes_per_tensor() + sizeof(std::size_t) + sizeof(double) + 3 * sizeof(Accumulator) +
+                 sizeof(fastpath::TrapCounts) + sizeof(TensorSample) + 3 * sizeof(std::size_t) + sizeof(fastpath::StepChunk));
   return m;
 }
 
@@ -271,7 +271,7 @@ NoiseRun run_lockstep(const NoiseScenario& scenario, const std::function<void(lo
   const double lr = static_cast<double>(config.adam.lr);
   // One trap counter over the layout's tensors (the whole run's counts are their sum); per tensor besides, its
   // first element and the reference's largest step. What each holds per tensor is what estimated_memory counts.
-  differential::TrapCounter trap_counter(std::vector<double>(n, lr), run.tensors);
+  fastpath::TrapCounter trap_counter(std::vector<double>(n, lr), run.tensors);
   const std::size_t tensor_count = run.tensors.size();
   std::vector<std::size_t> first(tensor_count + 1, 0);
   for (std::size_t t = 0; t < tensor_count; ++t) first[t + 1] = first[t] + run.tensors[t];
@@ -334,14 +334,14 @@ NoiseRun run_lockstep(const NoiseScenario& scenario, const std::function<void(lo
         run.last.v_ref.push_back(vr);
       }
     }
-    const differential::TrapCounts counts = trap_counter.summary(v);
+    const fastpath::TrapCounts counts = trap_counter.summary(v);
     const TrapSummary trap{counts.v_zero_fraction, static_cast<double>(m_zero) / static_cast<double>(n),
                            counts.step_over_5lr_fraction, counts.max_step_over_lr, ideal_max_step};
-    const std::vector<differential::TrapCounts> per_tensor = trap_counter.tensor_summaries(v, m);
+    const std::vector<fastpath::TrapCounts> per_tensor = trap_counter.tensor_summaries(v, m);
     std::vector<TensorSample> tensors;
     tensors.reserve(tensor_count);
     for (std::size_t t = 0; t < tensor_count; ++t) {
-      const differential::TrapCounts& c = per_tensor[t];
+      const fastpath::TrapCounts& c = per_tensor[t];
       tensors.push_back(
           {tv[t].summary(),
            tm[t].summary(),

@@ -2,6 +2,7 @@
 
 #include "cgad/differential/bf16_text.hpp"
 #include "cgad/fastpath/config.hpp"
+#include "cgad/fastpath/options.hpp"
 #include "cgad/fastpath/engine.hpp"
 
 #include <ostream>
@@ -9,33 +10,16 @@
 namespace cgad::differential {
 namespace {
 
-fastpath::StepConfig step_config(const OptimizerOptions& optimizer, const FastpathOptions& options) {
-  fastpath::StepConfig config = fastpath_step_config(optimizer);
-  apply_fastpath_options(options, config);
-  return config;
-}
-
 EventRecord::Array float_array(std::string name, std::span<const float> values) {
   return {std::move(name), values.size(), [values](std::size_t i) { return core::to_decimal(values[i]); }};
 }
 
 }  // namespace
 
-void apply_fastpath_options(const FastpathOptions& options, fastpath::StepConfig& config) {
-  config.params = fastpath::parse_param_format(options.params);
-  config.state = fastpath::parse_state_format(options.state);
-  config.rounding = fastpath::parse_rounding(options.rounding);
-  config.seed = options.seed;
-  config.q8_semantics = fastpath::parse_q8_semantics(options.q8_semantics);
-  config.v_map = fastpath::parse_v_map(options.v_map);
-  config.min_q8_size = options.min_q8_size;
-  fastpath::validate(config);
-}
-
 ReplayCounts replay_fastpath(const StreamHeader& header, const EventSource& next, const std::string& source,
-                             const OptimizerOptions& optimizer, const FastpathOptions& options, std::ostream& notes,
-                             const RecordSink& sink) {
-  const fastpath::StepConfig config = step_config(optimizer, options);
+                             const core::OptimizerOptions& optimizer, const fastpath::FastpathOptions& options,
+                             std::ostream& notes, const RecordSink& sink) {
+  const fastpath::StepConfig config = fastpath::step_config(optimizer, options);
   fastpath::FastpathParams params;
   params.tensors = header.tensors;
   const std::string header_where = source + ":" + std::to_string(header.line) + ": params";

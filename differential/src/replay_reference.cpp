@@ -48,8 +48,8 @@ template nlohmann::ordered_json event_record<mpfr_real>(std::size_t, const Strea
                                                         ReplayCounts&, std::ostream&);
 
 ReplayCounts replay_reference(const StreamHeader& header, const EventSource& next, const std::string& source,
-                              const OptimizerOptions& options, std::ostream& notes, const RecordSink& sink) {
-  const auto config = optimizer_config<mpfr_real>(options);
+                              const core::OptimizerOptions& options, std::ostream& notes, const RecordSink& sink) {
+  const auto config = core::optimizer_config<mpfr_real>(options);
   std::vector<mpfr_real> params =
       parse_numbers<mpfr_real>(header.params, source + ":" + std::to_string(header.line) + ": params");
   const auto optimizer = reference::make_optimizer(config, params.size());
@@ -86,7 +86,7 @@ EventSource events_of(const PseudoGradientStream& stream) {
 }
 
 ReplayResult replay_reference(const PseudoGradientStream& stream, const std::string& source,
-                              const OptimizerOptions& options, std::ostream& notes) {
+                              const core::OptimizerOptions& options, std::ostream& notes) {
   ReplayResult result;
   static_cast<ReplayCounts&>(result) = replay_reference(
       stream, events_of(stream), source, options, notes,

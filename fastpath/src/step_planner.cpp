@@ -2,6 +2,7 @@
 
 #include "cgad/fastpath/detail/q8_maps.hpp"
 #include "cgad/core/errors.hpp"
+#include "cgad/core/event_check.hpp"
 
 #include <algorithm>
 #include <limits>
@@ -87,21 +88,11 @@ CounterValues StepPlanner::values() const {
 
 StepPlanner::Plan StepPlanner::prepare(std::size_t params_size, std::size_t grad_size, std::int64_t tau,
                                        std::size_t fragment) const {
-  const std::size_t parameters = empty_ ? 0 : layout_.parameters();
-  if (params_size != parameters) {
-    throw core::InputError("parameter vector has " + std::to_string(params_size) + " elements, the optimizer " +
-                           std::to_string(parameters));
-  }
-  if (fragment >= config_.fragments) {
-    throw core::InputError("fragment " + std::to_string(fragment) + " does not exist (there are " +
-                           std::to_string(config_.fragments) + ")");
-  }
-  const std::size_t size = empty_ ? 0 : layout_.size(fragment);
-  if (grad_size != size) {
-    throw core::InputError("pseudo-gradient has " + std::to_string(grad_size) + " elements, fragment " +
-                           std::to_string(fragment) + " has " + std::to_string(size));
-  }
-  if (tau < 0) throw core::InputError("staleness tau must be >= 0, got " + std::to_string(tau));
+  // An optimizer of no parameters holds one empty fragment (layout_over).
+  const auto fragment_size = [this](std::size_t f) { return empty_ ? std::size_t{0} : layout_.size(f); };
+  core::check_event(params_size, grad_size, tau, fragment, empty_ ? 0 : layout_.parameters(), config_.fragments,
+                    fragment_size);
+  const std::size_t size = fragment_size(fragment);
 
   Plan plan;
   plan.fragment = fragment;

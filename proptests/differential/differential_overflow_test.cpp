@@ -400,7 +400,7 @@ struct RefRig {
 
   RefRig(OptimizerKind kind, std::size_t n, std::int64_t tau,
          core::ZeroGatePolicy policy = core::ZeroGatePolicy::apply) {
-    config.kind = kind;
+    config.optimizer = kind;
     config.on_zero_gate = policy;
     if (kind == OptimizerKind::pa_cgad) config.fragments = 2;
     opt = ref::make_optimizer(config, n);

@@ -139,15 +139,15 @@ struct Outcome {
 template <class Real>
 Outcome<Real> check_against_scaled_adam(OptimizerKind kind, const Stream& stream, std::int64_t tau, bool decay) {
   core::OptimizerConfig<Real> gated;
-  gated.kind = kind;
+  gated.optimizer = kind;
   if (decay) gated.adam.weight_decay = core::parse_real<Real>("0.01", "weight_decay");
   const Real sigma = core::sigma(Real(tau), core::gate_of(gated));
   RC_ASSERT(sigma > Real(0));
   core::OptimizerConfig<Real> adam = gated;
-  adam.kind = OptimizerKind::adam;
+  adam.optimizer = OptimizerKind::adam;
   adam.adam.eps = gated.adam.eps / sigma;
   core::OptimizerConfig<Real> same_eps = gated;
-  same_eps.kind = OptimizerKind::adam;
+  same_eps.optimizer = OptimizerKind::adam;
 
   const auto g = replay_at(gated, stream, tau);
   const auto a = replay_at(adam, stream, tau);
@@ -210,7 +210,7 @@ RC_GTEST_FIXTURE_PROP(SigmaInvarianceReference, ConstantTauIsAdamWithEpsOverSigm
   // different amount; its gap is at least η·ε(1/σ − 1)/(|Δ|max ≈ 2^10) ≈ 1e-14 on the first nonzero step, far above
   // the MPFR tolerance (≈ 2^-240).
   core::OptimizerConfig<mpfr_real> config;
-  config.kind = kind;
+  config.optimizer = kind;
   const double sigma = static_cast<double>(core::sigma(mpfr_real(tau), core::gate_of(config)));
   if (sigma <= 0.5 && any_nonzero(stream)) {
     RC_LOG() << std::hexfloat << "same-eps gap " << mp.same_eps_gap << " mpfr tol " << mp.tolerance << "\n";
@@ -236,10 +236,10 @@ void check_same_eps_far_outside(OptimizerKind kind, std::int64_t tau) {
         {{std::ldexp(1.0 + k / 32.0, -27), -std::ldexp(3.0, -29), std::ldexp(1.0, -26 - k % 3)}, tau});
   }
   core::OptimizerConfig<Real> gated;
-  gated.kind = kind;
+  gated.optimizer = kind;
   const Real sigma = core::sigma(Real(tau), core::gate_of(gated));
   core::OptimizerConfig<Real> adam = gated, same = gated;
-  adam.kind = same.kind = OptimizerKind::adam;
+  adam.optimizer = same.optimizer = OptimizerKind::adam;
   adam.adam.eps = gated.adam.eps / sigma;
   std::vector<Real> pg = to_real<Real>(stream.params), pa = pg, ps = pg;
   auto og = ref::make_optimizer(gated, 3), oa = ref::make_optimizer(adam, 3), os = ref::make_optimizer(same, 3);

@@ -492,7 +492,7 @@ TEST(OverflowRule, NesterovAndSdmRefuseAnOverflowingEventWholeInTheReferenceAndT
   for (const auto kind : {core::OptimizerKind::nesterov, core::OptimizerKind::sdm}) {
     // Reference: Δ = 2e38 (|σΔ| ≥ 2^63 at τ = 0 and 1) is refused and changes nothing.
     core::OptimizerConfig<mpfr_real> config;
-    config.kind = kind;
+    config.optimizer = kind;
     auto optimizer = ref::make_optimizer(config, 2);
     std::vector<mpfr_real> params{mpfr_real(1), mpfr_real(2)};
     const std::vector<mpfr_real> grad{mpfr_real(1), core::parse_real<mpfr_real>("2e38", "g")};

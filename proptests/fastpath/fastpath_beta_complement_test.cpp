@@ -4,7 +4,7 @@
 // away from float midpoints (fastpath/detail/derived_constants.hpp and step_schedule.hpp state the rounding). bnb
 // semantics keeps bitsandbytes' 1.0f − β of the float β. Before, cgad semantics also formed 1 − RN_f(β):
 // 0.00099998712 for 0.999, where the decimal (and torch.optim.Adam) mean 0.001.
-#include "cgad/differential/optimizer_options.hpp"
+#include "cgad/fastpath/options.hpp"
 #include "cgad/fastpath/detail/step_planner.hpp"
 #include "cgad/core/decimal_complement.hpp"
 #include "cgad/fastpath/fastpath.hpp"
@@ -62,11 +62,11 @@ bool near_float_midpoint(const mpfr_real& x) {
 
 // A configuration whose β1 and β2 are both `decimal`, as `cgad replay --beta1 D --beta2 D` and cgad.torch build it.
 StepConfig config_of(const std::string& decimal, cgad::fastpath::Q8Semantics semantics) {
-  cgad::differential::OptimizerOptions options;
+  cgad::core::OptimizerOptions options;
   options.optimizer = "adam";
   options.beta1 = decimal;
   options.beta2 = decimal;
-  StepConfig config = cgad::differential::fastpath_step_config(options);
+  StepConfig config = cgad::fastpath::fastpath_step_config(options);
   config.params = cgad::fastpath::ParamFormat::fp32;
   config.q8_semantics = semantics;
   return config;
@@ -201,11 +201,11 @@ TEST(BetaComplementRounding, ReplayAgreesWithTheReferenceOfTheDecimals) {
   constexpr int steps = 10;
   for (const auto& [beta1, beta2] : std::vector<std::pair<std::string, std::string>>{
            {"0.9", "0.999"}, {"0.95", "0.9999"}, {"0.5", "0.99"}, {"0.8", "0.95"}}) {
-    cgad::differential::OptimizerOptions options;
+    cgad::core::OptimizerOptions options;
     options.optimizer = "adam";
     options.beta1 = beta1;
     options.beta2 = beta2;
-    StepConfig config = cgad::differential::fastpath_step_config(options);
+    StepConfig config = cgad::fastpath::fastpath_step_config(options);
     config.params = cgad::fastpath::ParamFormat::fp32;
     cgad::fastpath::CpuOptimizer fast(config, n, 1);
     auto ideal = cgad::reference::make_optimizer(cgad::differential::optimizer_config<mpfr_real>(options), n);

@@ -162,7 +162,7 @@ TEST(FastpathVsReference, BitIdenticalToTheFloatReferenceWhereTheConstantsAgree)
     const std::size_t n = 1000;
     CpuOptimizer fast(config, n, 2);
     core::OptimizerConfig<float> ref_config;
-    ref_config.kind = kind;
+    ref_config.optimizer = kind;
     ref_config.adam = config.adam;
     ref_config.nesterov = config.nesterov;
     auto ref = reference::make_optimizer(ref_config, n);

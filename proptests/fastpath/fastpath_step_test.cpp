@@ -253,7 +253,7 @@ TEST(FastpathStep, PaCgadFragmentsAndAgesFollowTheReference) {
   const std::size_t n = 700;
   CpuOptimizer opt(config, n, 2);
   core::OptimizerConfig<reference::mpfr_real> ref_config;
-  ref_config.kind = OptimizerKind::pa_cgad;
+  ref_config.optimizer = OptimizerKind::pa_cgad;
   ref_config.fragments = 3;
   ref_config.alpha = reference::mpfr_real(config.alpha);
   ref_config.tau_cut = reference::mpfr_real(config.tau_cut);

@@ -72,7 +72,7 @@ TEST(ZeroLearningRate, ReferenceKeepsTheParametersAndAdvancesTheStateAsAtPositiv
     std::vector<std::vector<core::StateCounter>> counters(2);
     for (int k = 0; k < 2; ++k) {
       core::OptimizerConfig<mpfr_real> config;
-      config.kind = kind;
+      config.optimizer = kind;
       config.adam.weight_decay = mpfr_real("0.01");
       if (k == 1) config.adam.lr = config.nesterov.lr = mpfr_real(0);
       auto optimizer = reference::make_optimizer(config, start.size());

@@ -60,7 +60,7 @@ bool same_bits(const std::vector<Real>& a, const std::vector<Real>& b) {
 template <class Real>
 core::OptimizerConfig<Real> config_of(OptimizerKind kind) {
   core::OptimizerConfig<Real> config;
-  config.kind = kind;
+  config.optimizer = kind;
   return config;
 }
 

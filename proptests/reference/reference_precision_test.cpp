@@ -26,7 +26,7 @@ std::vector<mpfr_real> run(OptimizerKind kind, std::vector<mpfr_real> params,
                            const std::vector<std::pair<std::vector<mpfr_real>, std::int64_t>>& events,
                            const std::function<void(core::OptimizerConfig<mpfr_real>&)>& tweak = {}) {
   core::OptimizerConfig<mpfr_real> config;
-  config.kind = kind;
+  config.optimizer = kind;
   if (tweak) tweak(config);
   auto optimizer = ref::make_optimizer(config, params.size());
   for (const auto& [grad, tau] : events) {
@@ -155,7 +155,7 @@ TEST_F(PrecisionTest, EveryBadHyperparameterIsRefused) {
   };
   for (std::size_t i = 0; i < bad.size(); ++i) {
     core::OptimizerConfig<mpfr_real> config;
-    config.kind = bad[i].first;
+    config.optimizer = bad[i].first;
     bad[i].second(config);
     EXPECT_THROW(ref::make_optimizer(config, 4), core::InputError) << "case " << i;
   }
@@ -164,7 +164,7 @@ TEST_F(PrecisionTest, EveryBadHyperparameterIsRefused) {
 
 TEST_F(PrecisionTest, BadEventsAreRefusedAndChangeNothing) {
   core::OptimizerConfig<mpfr_real> config;
-  config.kind = OptimizerKind::pa_cgad;
+  config.optimizer = OptimizerKind::pa_cgad;
   config.fragments = 2;
   auto optimizer = ref::make_optimizer(config, 4);
   std::vector<mpfr_real> params(4, mpfr_real(1));

@@ -231,7 +231,7 @@ TEST(SimulateEngine, InnerAdamWIsTheReferenceAdamInFloat) {
   simulate::Worker worker(spec.inner, {n}, {1.0f}, {}, spec.seed, 2);
   reference::PhiloxStream stream(spec.seed, reference::StreamPurpose::worker, 2);  // the worker's stream
   core::OptimizerConfig<float> config;
-  config.kind = core::OptimizerKind::adam;
+  config.optimizer = core::OptimizerKind::adam;
   config.adam = {spec.inner.lr, spec.inner.beta1, spec.inner.beta2, spec.inner.eps, spec.inner.weight_decay};
   const auto adam = reference::make_optimizer<float>(config, n);
   std::vector<float> x = objective->initial_point(spec.seed), direct = x, grad(n), direct_grad(n);

@@ -337,7 +337,7 @@ RunRecord plausible(const SweepGrid& grid, std::size_t index, double loss) {
     const auto sizes = cgad::simulate::tensor_sizes(grid.base.objective, r.key.size, grid.base.depth);
     const auto names = cgad::simulate::tensor_names(grid.base.objective, r.key.size, grid.base.depth);
     for (std::size_t k = 0; k < sizes.size(); ++k) {
-      cgad::differential::TrapCounts counts;
+      cgad::fastpath::TrapCounts counts;
       counts.max_step_over_lr = 1.0;
       r.result.tensor_traps.push_back({names[k], sizes[k], counts});
     }

@@ -58,7 +58,7 @@ std::vector<std::vector<mpfr_real>> replay(const th::TrajectoryConfig& c, const 
   const auto objective = th::trajectory_objective(c);
   std::vector<mpfr_real> x = th::trajectory_initial_point(c);
   core::OptimizerConfig<mpfr_real> oc;
-  oc.kind = kind_of(c.gate.kind);
+  oc.optimizer = kind_of(c.gate.kind);
   oc.adam.lr = c.eta;
   oc.adam.eps = eps;
   oc.alpha = c.gate.alpha;

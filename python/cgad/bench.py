@@ -13,6 +13,6 @@ params: "fp32" or "bf16"; state: "fp32", "bf16" or "q8"; optimizer: cgad.torch's
 "adam-decay", "adam", "nesterov", "sdm"); threads: 0 for every core. An unknown name is an InputError (a
 ValueError).
 """
-from ._cgad import InPlaceTwin, cpu_isa, roofline_seconds, step_bytes
+from ._numerics import InPlaceTwin, cpu_isa, roofline_seconds, step_bytes
 
 __all__ = ["InPlaceTwin", "cpu_isa", "roofline_seconds", "step_bytes"]

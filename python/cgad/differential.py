@@ -7,8 +7,10 @@ from typing import Any, Optional, Union
 
 import numpy as np
 
-from . import _cgad
-from .numerics import Number, _precision, _text
+from . import _cgad, _numerics
+from ._arguments import Number
+from ._arguments import number_text as _text
+from .numerics import _precision
 
 _FASTPATH_ONLY = ("params", "state", "rounding", "seed", "device", "q8_semantics", "min_q8_size")
 
@@ -117,9 +119,9 @@ def replay(stream: Union[str, os.PathLike, dict[str, Any]], backend: str = "refe
             opts[key] = _text(value, key)
     fast = {k: v for k, v in fast.items() if v is not None}
     if isinstance(stream, (str, os.PathLike)):
-        raw = _cgad.replay(os.fspath(stream), None, backend, opts, fast, _precision(precision))
+        raw = _numerics.replay(os.fspath(stream), None, backend, opts, fast, _precision(precision))
     else:
-        raw = _cgad.replay(None, _stream_text(stream), backend, opts, fast, _precision(precision))
+        raw = _numerics.replay(None, _stream_text(stream), backend, opts, fast, _precision(precision))
     return Replay(raw)
 
 
@@ -143,4 +145,4 @@ def noise(optimizer: str = "cgad", *, params: str = "bf16", state: str = "q8", r
                 v_map=v_map, min_q8_size=min_q8_size, delays=delays, size=size, steps=steps, log_every=log_every, seed=seed,
                 scale_range=scale_range, zero_fraction=zero_fraction,
                 stream=None if stream is None else os.fspath(stream))
-    return _cgad.noise(opts, _precision(precision))
+    return _numerics.noise(opts, _precision(precision))

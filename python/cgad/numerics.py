@@ -1,30 +1,18 @@
-"""The staleness gate and the convergence bound's constants (docs/design.md §3, §6), from cgad's C++ libraries.
+"""The staleness gate and the convergence bound's constants (docs/design.md §3, §6), from cgad's C++ libraries:
+sigma and gamma in double from ``cgad._cgad``, the exact (MPFR, MPFI) ones from ``cgad._numerics``, which importing
+this module loads.
 
 Numbers may be given as Python numbers or as decimal text. A float is taken by its shortest decimal (``repr``),
 so ``alpha=0.2`` means the decimal 0.2 -- in the exact (MPFR) functions too, where it is rounded once at the
 working precision, exactly as ``cgad gate --alpha 0.2`` reads it -- and not the binary double nearest to it.
 """
-import numbers
-from typing import Any, Optional, Union
+from typing import Any, Optional
 
-from . import _cgad
-from ._arguments import INT64_MAX, UINT32_MAX, integer
+from . import _cgad, _numerics
+from ._arguments import INT64_MAX, UINT32_MAX, Number, integer
+from ._arguments import number_text as _text
 
 _GATES = ("cosine", "exponential", "none")
-
-# A number as the functions take it: a Python number, or decimal text read exactly.
-Number = Union[int, float, str]
-
-
-def _text(value: Any, name: str) -> str:
-    """A number as the decimal text the libraries parse (their one number grammar, reference/real.hpp)."""
-    if isinstance(value, bool) or not isinstance(value, (str, numbers.Real)):
-        raise _cgad.InputError(f"{name} must be a number or decimal text, got {value!r}")
-    if isinstance(value, str):
-        return value
-    if isinstance(value, numbers.Integral):
-        return str(int(value))
-    return repr(float(value))
 
 
 def _gate(gate: str) -> str:
@@ -65,14 +53,14 @@ def sigma_exact(tau: Number, alpha: Number = "0.2", tau_cut: Number = 32, gate: 
     """sigma(tau) in MPFR at ``precision`` bits, as a decimal string: ``digits`` significant digits, correctly
     rounded from the MPFR value, or (default) enough digits to read that value back. Each MPFR operation rounds
     once, so the MPFR value is within a few units in its last place of the true sigma (as ``cgad gate``)."""
-    return _cgad.sigma_exact(_text(tau, "tau"), _text(alpha, "alpha"), _text(tau_cut, "tau_cut"), _gate(gate),
+    return _numerics.sigma_exact(_text(tau, "tau"), _text(alpha, "alpha"), _text(tau_cut, "tau_cut"), _gate(gate),
                              _precision(precision), _digits(digits))["value"]
 
 
 def gamma_exact(tau: Number, alpha: Number = "0.2", tau_cut: Number = 32, gate: str = "cosine", precision: int = 256,
                 digits: Optional[int] = None) -> str:
     """gamma(tau) in MPFR as a decimal string (see sigma_exact)."""
-    return _cgad.gamma_exact(_text(tau, "tau"), _text(alpha, "alpha"), _text(tau_cut, "tau_cut"), _gate(gate),
+    return _numerics.gamma_exact(_text(tau, "tau"), _text(alpha, "alpha"), _text(tau_cut, "tau_cut"), _gate(gate),
                              _precision(precision), _digits(digits))["value"]
 
 
@@ -84,9 +72,9 @@ def gate_table(alpha: Number = "0.2", tau_cut: int = 32, precision: int = 256,
     tau_cut = integer(tau_cut, "tau_cut", 1, MAX_TABLE_TAU_CUT)
     rows = []
     for tau in range(tau_cut + 2):
-        s = _cgad.sigma_exact(str(tau), _text(alpha, "alpha"), str(tau_cut), "cosine", _precision(precision),
+        s = _numerics.sigma_exact(str(tau), _text(alpha, "alpha"), str(tau_cut), "cosine", _precision(precision),
                               _digits(digits))
-        g = _cgad.gamma_exact(str(tau), _text(alpha, "alpha"), str(tau_cut), "cosine", _precision(precision),
+        g = _numerics.gamma_exact(str(tau), _text(alpha, "alpha"), str(tau_cut), "cosine", _precision(precision),
                               _digits(digits))
         rows.append({"tau": tau, "gamma": g["value"], "sigma": s["value"], "sigma_float": s["float"]})
     return rows
@@ -101,4 +89,4 @@ def bound_constants(alpha: Number = "0.2", tau_cut: int = 32, precision: int = 2
     the integer-tau maxima; ``inequalities``: every claimed inequality (B1 <= 1/(e*alpha), ...) with both sides'
     enclosures and its ``verdict`` (``proved`` is True when certified); ``precision_bits`` in effect."""
     tau_cut = integer(tau_cut, "tau_cut", -INT64_MAX - 1, INT64_MAX)  # the library's range check
-    return _cgad.bound_constants(_text(alpha, "alpha"), tau_cut, _precision(precision), _digits(digits))
+    return _numerics.bound_constants(_text(alpha, "alpha"), tau_cut, _precision(precision), _digits(digits))

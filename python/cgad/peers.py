@@ -22,7 +22,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 import torch
 
-from . import differential
+from . import _cgad, differential
 from .torch import _trap_stats
 
 # The noise study's defaults (docs/results/noise.md), which `cgad noise` runs with.
@@ -96,6 +96,12 @@ def error_summary(fast: np.ndarray, ref: np.ndarray, unit: np.ndarray, mask: Opt
             "max_abs": float(np.abs(e).max()), "bias": float(e.mean())}
 
 
+def _zero_share(values: np.ndarray) -> float:
+    """The share of elements exactly 0, in the array's own dtype (a float64 reference's too, which the fast path's
+    float32 trap counter, cgad._cgad.TrapTally, does not take)."""
+    return float((values == 0).sum()) / values.size if values.size else 0.0
+
+
 def figures(theta: np.ndarray, m: np.ndarray, v: np.ndarray, ref: dict, lr32: float) -> dict:
     """The error figures of one tensor against the reference's final θ, m, v (noise_lockstep.hpp), and m's sign
     flips: the share of elements whose m has the opposite sign of the reference's (a stored 0 is not a flip; it is
@@ -105,7 +111,7 @@ def figures(theta: np.ndarray, m: np.ndarray, v: np.ndarray, ref: dict, lr32: fl
     return {"v": error_summary(v, vr, vr, live), "m": error_summary(m, mr, np.sqrt(np.where(live, vr, 1.0)), live),
             "theta": error_summary(theta, tr, lr32),
             "m_sign_flip_fraction": float((m.astype(np.float64) * mr < 0).sum()) / m.size if m.size else 0.0,
-            "m_zero_fraction": _trap_stats.zero_share(m), "v_zero_fraction": _trap_stats.zero_share(v)}
+            "m_zero_fraction": _zero_share(m), "v_zero_fraction": _zero_share(v)}
 
 
 def reference(stream_path: str, precision: int = 128) -> dict:
@@ -227,17 +233,17 @@ def run(name: str, stream: Any, *, reference_state: Optional[dict] = None, preci
     inner = (make or make_peer)(name, params, **peer_kw)
     opt = Gated(inner, method="cgad", alpha=ALPHA, tau_cut=TAU_CUT)
     lr32 = float(np.float32(LR))
-    tallies = [_trap_stats._Tally() for _ in params]
+    tallies = [_cgad.TrapTally() for _ in params]
     snaps = {}
     with torch.no_grad():
         for step, e in enumerate(stream["events"], 1):
             g = np.asarray(e["grad"], dtype=np.float32)
             for k, p in enumerate(params):
                 p.grad = torch.from_numpy(g[bounds[k]:bounds[k + 1]].copy())
-            before = [p.detach().double() for p in params]
+            before = [_trap_stats.host_float32(p) for p in params]
             opt.step(staleness=int(e["tau"]))
             for k, p in enumerate(params):
-                tallies[k].add((p.detach().double() - before[k]).abs_().div_(lr32))
+                tallies[k].add(before[k], _trap_stats.host_float32(p), lr32)
             if step in checkpoints:
                 snaps[step] = np.concatenate([p.detach().numpy().copy() for p in params])
     theta = np.concatenate([p.detach().numpy().copy() for p in params])
@@ -249,7 +255,7 @@ def run(name: str, stream: Any, *, reference_state: Optional[dict] = None, preci
         at = slice(int(bounds[k]), int(bounds[k + 1]))
         ref = {key: reference_state[key][at] for key in ("theta_ref", "m_ref", "v_ref")}
         row = {"size": sizes[k], "kind": st["kind"], "v_lowest_code_fraction": st["v_lowest_code_fraction"]}
-        row.update(tallies[k].fractions())
+        row.update(_trap_stats.step_fractions(tallies[k]))
         row.update(figures(theta[at], st["m"], st["v"], ref, lr32))
         row["reference_max_step_over_lr"] = reference_state["tensor_max_step_over_lr"][k]
         out.append(row)

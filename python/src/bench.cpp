@@ -3,7 +3,7 @@
 // exactly the bytes one step of that configuration moves (bench::step_bytes), with its arithmetic left out.
 // The configuration is named as cgad.torch names it (optimizer, params and state formats as text) and goes
 // through step_config() (step_config.cpp), so an unknown name is the same InputError (a ValueError) there as here.
-#include "bindings.hpp"
+#include "numerics_bindings.hpp"
 
 #include "cgad/bench/workloads.hpp"
 #include "cgad/core/errors.hpp"

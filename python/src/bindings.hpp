@@ -1,10 +1,11 @@
 #pragma once
-// The parts of the `cgad._cgad` module (module.cpp registers them), and what they share: the configuration a
-// Python caller describes, and a step report as a Python dict.
-#include "cgad/differential/optimizer_options.hpp"
-#include "cgad/differential/replay_fastpath.hpp"
+// The parts of the `cgad._cgad` module (module.cpp registers them), and what both modules share (`cgad._numerics`,
+// numerics_bindings.hpp, takes the same option dicts): the configuration a Python caller describes, and a step report
+// as a Python dict. Nothing here reaches the reference or MPFR (docs/design.md §7, "The two modules").
+#include "cgad/core/optimizer_options.hpp"
 #include "cgad/fastpath/config.hpp"
 #include "cgad/fastpath/detail/step_planner.hpp"
+#include "cgad/fastpath/options.hpp"
 
 #include "cgad/core/errors.hpp"
 
@@ -57,8 +58,8 @@ void take(const pybind11::dict& options, const char* key, std::optional<T>& fiel
 }
 
 // The options as `cgad replay`'s flags fill them, from a dict whose absent keys keep the defaults (options.cpp).
-differential::OptimizerOptions optimizer_options(const pybind11::dict& options);
-differential::FastpathOptions fastpath_options(const pybind11::dict& options);
+core::OptimizerOptions optimizer_options(const pybind11::dict& options);
+fastpath::FastpathOptions fastpath_options(const pybind11::dict& options);
 
 // A fast-path configuration from a cgad.torch optimizer's options (step_config.cpp).
 fastpath::StepConfig step_config(const pybind11::dict& spec);
@@ -69,8 +70,7 @@ pybind11::dict report_dict(const fastpath::StepReport& report);
 void bind_step_config(pybind11::module_& m);     // step_config.cpp
 void bind_cpu_optimizer(pybind11::module_& m);   // cpu_optimizer.cpp
 void bind_cuda_optimizer(pybind11::module_& m);  // cuda_optimizer.cpp
-void bind_numerics(pybind11::module_& m);        // numerics.cpp
-void bind_differential(pybind11::module_& m);    // differential.cpp
-void bind_bench(pybind11::module_& m);           // bench.cpp
+void bind_gate(pybind11::module_& m);            // gate.cpp
+void bind_trap_counter(pybind11::module_& m);    // trap_counter.cpp
 
 }  // namespace cgad::python

@@ -5,7 +5,7 @@
 // Both hold the GIL and look for a pending signal (Ctrl-C) between events or steps, through the callbacks the
 // engines call for each, so a KeyboardInterrupt ends them within one event's time; the engines know nothing of
 // Python.
-#include "bindings.hpp"
+#include "numerics_bindings.hpp"
 
 #include "cgad/differential/noise_lockstep.hpp"
 #include "cgad/differential/replay_fastpath.hpp"

@@ -1,11 +1,13 @@
 // The gate and the bound constants for Python, from the libraries `cgad gate` and `cgad bound` call
-// (core/gate.hpp, theory/constants.hpp): σ(τ) and γ(τ) in double, and in MPFR as exact decimal text; B1, B2
-// and W as MPFR values and certified MPFI enclosures with the verdict of every inequality.
+// (core/gate.hpp, theory/constants.hpp): σ(τ) and γ(τ) in MPFR as exact decimal text (in double they are
+// `cgad._cgad`'s, gate.cpp); B1, B2 and W as MPFR values and certified MPFI enclosures with the verdict of every
+// inequality. In `cgad._numerics`, the module that links MPFR, GMP and MPFI.
 //
 // MPFR's precision is process-wide (reference/real.hpp): each exact call sets it, computes, and converts every
 // result to text before it returns, so that no MPFR value outlives the precision it was made at. They hold the
 // GIL throughout, so two Python threads never change it under each other.
-#include "bindings.hpp"
+#include "gate_params.hpp"
+#include "numerics_bindings.hpp"
 
 #include "cgad/core/errors.hpp"
 #include "cgad/core/gate.hpp"
@@ -22,15 +24,7 @@ namespace py = pybind11;
 namespace cgad::python {
 namespace {
 
-using core::GateKind;
 using reference::mpfr_real;
-
-GateKind gate_kind(const std::string& name) {
-  if (name == "cosine") return GateKind::cosine;
-  if (name == "exponential") return GateKind::exponential;
-  if (name == "none") return GateKind::none;
-  throw core::InputError("unknown gate '" + name + "' (expected cosine, exponential or none)");
-}
 
 // The largest precision asked of the exact functions: the certified sup bisects down to the working precision,
 // so the bound constants cost about p^2.5 (0.3 s at 1024 bits, 5 s at 4096 on the development machine).
@@ -42,22 +36,6 @@ unsigned set_precision(unsigned bits) {
                            std::to_string(kMaxExactPrecisionBits) + "] bits, got " + std::to_string(bits));
   }
   return reference::set_working_precision_bits(bits);
-}
-
-template <core::RealScalar Real>
-core::GateParams<Real> gate_params(const std::string& alpha, const std::string& tau_cut, const std::string& kind) {
-  core::GateParams<Real> gate{gate_kind(kind), core::parse_real<Real>(alpha, "alpha"),
-                              core::parse_real<Real>(tau_cut, "tau_cut")};
-  core::validate(gate);
-  return gate;
-}
-
-// σ or γ in double: the arithmetic the fast path's host code evaluates the gate in before rounding it to float.
-double gate_double(bool sigma, const std::string& tau, const std::string& alpha, const std::string& tau_cut,
-                   const std::string& kind) {
-  const auto gate = gate_params<double>(alpha, tau_cut, kind);
-  const double t = core::parse_real<double>(tau, "tau");
-  return sigma ? core::sigma(t, gate) : core::gamma(t, gate);
 }
 
 // `digits` significant digits of an MPFR value, as core::to_decimal prints them (and Interval::lower_string,
@@ -141,18 +119,6 @@ py::dict bound_constants(const std::string& alpha, long tau_cut, unsigned precis
 }  // namespace
 
 void bind_numerics(py::module_& m) {
-  m.def(
-      "sigma",
-      [](const std::string& tau, const std::string& alpha, const std::string& tau_cut, const std::string& gate) {
-        return gate_double(true, tau, alpha, tau_cut, gate);
-      },
-      py::arg("tau"), py::arg("alpha"), py::arg("tau_cut"), py::arg("gate"));
-  m.def(
-      "gamma",
-      [](const std::string& tau, const std::string& alpha, const std::string& tau_cut, const std::string& gate) {
-        return gate_double(false, tau, alpha, tau_cut, gate);
-      },
-      py::arg("tau"), py::arg("alpha"), py::arg("tau_cut"), py::arg("gate"));
   m.def(
       "sigma_exact",
       [](const std::string& tau, const std::string& alpha, const std::string& tau_cut, const std::string& gate,

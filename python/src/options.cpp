@@ -1,6 +1,6 @@
-// The optimizer and fast-path options (differential/optimizer_options.hpp, replay_fastpath.hpp) from a Python
-// dict, once for every entry point that takes them (cgad.replay, cgad.noise, cgad.torch's step_config): a key
-// that is absent keeps the command's default.
+// The optimizer and fast-path options (core/optimizer_options.hpp, fastpath/options.hpp) from a Python dict, once
+// for every entry point that takes them (cgad.replay, cgad.noise, cgad.torch's step_config): a key that is absent
+// keeps the command's default.
 #include "bindings.hpp"
 
 #include <pybind11/stl.h>
@@ -11,8 +11,8 @@
 namespace py = pybind11;
 
 namespace cgad::python {
-differential::OptimizerOptions optimizer_options(const py::dict& o) {
-  differential::OptimizerOptions out;
+core::OptimizerOptions optimizer_options(const py::dict& o) {
+  core::OptimizerOptions out;
   take(o, "optimizer", out.optimizer);
   take(o, "lr", out.lr);
   take(o, "beta1", out.beta1);
@@ -28,8 +28,8 @@ differential::OptimizerOptions optimizer_options(const py::dict& o) {
   return out;
 }
 
-differential::FastpathOptions fastpath_options(const py::dict& o) {
-  differential::FastpathOptions out;
+fastpath::FastpathOptions fastpath_options(const py::dict& o) {
+  fastpath::FastpathOptions out;
   take(o, "params", out.params);
   take(o, "state", out.state);
   take(o, "rounding", out.rounding);

@@ -1,5 +1,5 @@
 // A fast-path configuration from a cgad.torch optimizer's options, through the same code that turns `cgad replay`'s
-// flags into one (differential/optimizer_options.hpp, replay_fastpath.hpp): the hyperparameters' ranges
+// flags into one (fastpath/options.hpp over core/optimizer_options.hpp): the hyperparameters' ranges
 // (core::validate_range), tau_cut's limit, on_zero_gate, the formats and fastpath::validate. The Python side
 // passes every number as text -- the shortest decimal of the Python float (repr) -- which is rounded here once,
 // correctly, to float, the format the step runs in: lr=1e-3 reaches the fast path as the float nearest to 0.001,
@@ -7,9 +7,8 @@
 // are rounded to double instead, from which the fast path computes σ (fastpath/detail/staleness.hpp).
 #include "bindings.hpp"
 
-#include "cgad/differential/optimizer_options.hpp"
-#include "cgad/differential/replay_fastpath.hpp"
 #include "cgad/fastpath/detail/step_planner.hpp"
+#include "cgad/fastpath/options.hpp"
 #include "cgad/core/errors.hpp"
 
 #include <pybind11/stl.h>
@@ -38,11 +37,7 @@ fastpath::StepConfig step_config(const py::dict& spec) {
     const std::string key = option_value<std::string>(item.first, "an optimizer option's name");
     if (!kKeys.contains(key)) throw core::InputError("unknown optimizer option '" + key + "'");
   }
-  const differential::OptimizerOptions optimizer = optimizer_options(spec);
-  const differential::FastpathOptions formats = fastpath_options(spec);
-  fastpath::StepConfig config = differential::fastpath_step_config(optimizer);
-  differential::apply_fastpath_options(formats, config);
-  return config;
+  return fastpath::step_config(optimizer_options(spec), fastpath_options(spec));
 }
 
 py::dict report_dict(const fastpath::StepReport& r) {

@@ -1,18 +1,24 @@
-"""python/cgad/_cgad.pyi describes the compiled module: the same public names, each function, method and property
-with the module's parameter names and defaults (read from pybind11's signature line, the first line of each
+"""python/cgad/_cgad.pyi and _numerics.pyi describe the compiled modules: the same public names, each function, method
+and property with the module's parameter names and defaults (read from pybind11's signature line, the first line of each
 docstring), and the package's public Python functions are annotated throughout. mypy is not installed here
 (Debian 12 ships it, the build machine lacks it), so this is how the stub is kept true."""
 import ast
 import inspect
 import pathlib
 
+import pytest
+
 import cgad
 import cgad.bench
 import cgad.differential
 import cgad.numerics
-from cgad import _cgad
+from cgad import _cgad, _numerics
 
-STUB = ast.parse((pathlib.Path(cgad.__file__).parent / "_cgad.pyi").read_text())
+MODULES = {"_cgad": _cgad, "_numerics": _numerics}
+
+
+def _stub(name):
+    return ast.parse((pathlib.Path(cgad.__file__).parent / f"{name}.pyi").read_text())
 
 
 def _public(names):
@@ -58,23 +64,26 @@ def _stub_parameters(node):
     return [(a.arg, d) for a, d in zip(args, defaults) if a.arg != "self"]
 
 
-def test_stub_names_are_the_module_names():
-    stub = _stub_definitions(STUB.body)
-    assert _public(stub) | {"__version__"} == _public(dir(_cgad)) | {"__version__"}
-    assert "__version__" in stub
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_stub_names_are_the_module_names(module):
+    stub = _stub_definitions(_stub(module).body)
+    assert _public(stub) | {"__version__"} == _public(dir(MODULES[module])) | {"__version__"}
+    assert ("__version__" in stub) == (module == "_cgad")
 
 
-def test_stub_functions_have_the_module_parameters():
-    for name, node in _stub_definitions(STUB.body).items():
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_stub_functions_have_the_module_parameters(module):
+    for name, node in _stub_definitions(_stub(module).body).items():
         if isinstance(node, ast.FunctionDef):
-            assert _stub_parameters(node) == _module_parameters(getattr(_cgad, name)), name
+            assert _stub_parameters(node) == _module_parameters(getattr(MODULES[module], name)), name
 
 
-def test_stub_classes_have_the_module_methods_properties_and_parameters():
-    for name, node in _stub_definitions(STUB.body).items():
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_stub_classes_have_the_module_methods_properties_and_parameters(module):
+    for name, node in _stub_definitions(_stub(module).body).items():
         if not isinstance(node, ast.ClassDef) or name == "InputError":
             continue
-        cls = getattr(_cgad, name)
+        cls = getattr(MODULES[module], name)
         members = _stub_definitions(node.body)
         assert _public(members) == _public(vars(cls)), name
         init = members["__init__"]
@@ -88,7 +97,7 @@ def test_stub_classes_have_the_module_methods_properties_and_parameters():
 
 
 def test_input_error_is_a_value_error_in_stub_and_module():
-    node = _stub_definitions(STUB.body)["InputError"]
+    node = _stub_definitions(_stub("_cgad").body)["InputError"]
     assert [b.id for b in node.bases] == ["ValueError"] and issubclass(_cgad.InputError, ValueError)
 
 
@@ -101,4 +110,4 @@ def test_public_python_functions_are_annotated():
             missing = [p for p, v in sig.parameters.items() if v.annotation is inspect.Parameter.empty]
             assert not missing and sig.return_annotation is not inspect.Signature.empty, (name, missing)
     for name in cgad.bench.__all__:  # re-exported from the compiled module, typed by the stub
-        assert name in _stub_definitions(STUB.body), name
+        assert name in _stub_definitions(_stub("_numerics").body), name

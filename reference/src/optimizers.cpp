@@ -15,12 +15,12 @@ namespace cgad::reference {
 template <core::RealScalar Real>
 std::unique_ptr<OuterOptimizer<Real>> make_optimizer(const core::OptimizerConfig<Real>& config,
                                                      std::size_t parameters) {
-  if (config.fragments != 1 && config.kind != core::OptimizerKind::pa_cgad) {
-    throw core::InputError("only pa-cgad takes fragments; " + std::string(core::to_string(config.kind)) + " got " +
+  if (config.fragments != 1 && config.optimizer != core::OptimizerKind::pa_cgad) {
+    throw core::InputError("only pa-cgad takes fragments; " + std::string(core::to_string(config.optimizer)) + " got " +
                            std::to_string(config.fragments));
   }
-  const std::string name(core::to_string(config.kind));
-  switch (config.kind) {
+  const std::string name(core::to_string(config.optimizer));
+  switch (config.optimizer) {
     case core::OptimizerKind::cgad:
     case core::OptimizerKind::adam_decay:
     case core::OptimizerKind::adam:

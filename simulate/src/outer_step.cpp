@@ -29,7 +29,7 @@ OuterStep::OuterStep(const SimulationSpec& spec, const std::vector<std::size_t>&
   const std::size_t parameters = tensor_begin_.back();
   if (runs_delayed_nesterov(spec)) {
     core::OptimizerConfig<float> config = fastpath::reference_config<float>(spec.outer);
-    config.kind = core::OptimizerKind::delayed_nesterov;
+    config.optimizer = core::OptimizerKind::delayed_nesterov;
     config.buffer = spec.delayed_nesterov_buffer;
     reference_ = reference::make_optimizer<float>(config, parameters);
     return;

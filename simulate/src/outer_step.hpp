@@ -4,10 +4,10 @@
 // CpuOptimizer per group of tensors sharing a multiplier — torch's param groups, the use fastpath::CpuOptimizer's
 // table step and preview exist for: an event refused (NaN/Inf, overflow) or skipped by any group is refused by
 // all before any steps, so it changes nothing anywhere. With one group it is the contiguous step over all tensors.
-// It also measures the trap the noise study measures (differential/trap_counter.hpp), for the Adam family.
+// It also measures the trap the noise study measures (fastpath/trap_counter.hpp), for the Adam family.
 #include "cgad/fastpath/bf16.hpp"
 #include "cgad/fastpath/fastpath.hpp"
-#include "cgad/differential/trap_counter.hpp"
+#include "cgad/fastpath/trap_counter.hpp"
 #include "cgad/reference/outer_optimizer.hpp"
 #include "cgad/simulate/simulation.hpp"
 
@@ -36,8 +36,8 @@ class OuterStep {
   // The trap metrics so far, over every element and per tensor (SimulationResult's fields; absent outside the
   // Adam family).
   struct TrapReport {
-    differential::TrapCounts all;
-    std::vector<differential::TrapCounts> tensors;
+    fastpath::TrapCounts all;
+    std::vector<fastpath::TrapCounts> tensors;
   };
   std::optional<TrapReport> trap() const;
 
@@ -53,7 +53,7 @@ class OuterStep {
   std::vector<Group> groups_;
   std::unique_ptr<reference::OuterOptimizer<float>> reference_;  // Delayed Nesterov
   std::vector<std::size_t> tensor_begin_;                        // tensor k's first element; one more than tensors
-  std::optional<differential::TrapCounter> trap_;
+  std::optional<fastpath::TrapCounter> trap_;
   std::vector<float> widened_;  // bf16 parameters widened, for the trap counter
   // A decoded moment ("m" or "v") of every group, in the tensors' layout order (groups hold their tensors in order).
   std::vector<float> moment_in_layout(const char* name) const;

@@ -11,7 +11,7 @@ namespace {
 std::unique_ptr<reference::OuterOptimizer<float>> make_adamw(const InnerConfig& config, float lr_multiplier,
                                                              std::size_t parameters) {
   core::OptimizerConfig<float> adam;
-  adam.kind = core::OptimizerKind::adam;
+  adam.optimizer = core::OptimizerKind::adam;
   adam.adam =
       core::AdamHyper<float>{config.lr * lr_multiplier, config.beta1, config.beta2, config.eps, config.weight_decay};
   return reference::make_optimizer<float>(adam, parameters);

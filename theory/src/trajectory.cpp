@@ -198,7 +198,7 @@ TrajectoryReport run_trajectory(const TrajectoryConfig& config,
   std::unique_ptr<reference::OuterOptimizer<mpfr_real>> adam;
   if (!ideal) {
     core::OptimizerConfig<mpfr_real> oc;
-    oc.kind = adam_kind(config.gate.kind);
+    oc.optimizer = adam_kind(config.gate.kind);
     oc.adam.lr = config.eta;
     oc.adam.beta1 = config.adam.beta1;
     oc.adam.beta2 = config.adam.beta2;

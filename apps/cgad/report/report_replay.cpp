@@ -68,7 +68,7 @@ std::string report_replay_section(ReportWriter& report) {
   std::ostringstream notes;
   std::size_t runs = 0, zero_gate_skips = 0;
   for (const auto& [name, kind] : core::kOptimizerNames) {
-    differential::OptimizerOptions options;
+    core::OptimizerOptions options;
     options.optimizer = std::string(name);
     options.fragments = kind == core::OptimizerKind::pa_cgad ? 2 : 1;
     const differential::PseudoGradientStream stream = example_stream(options.fragments);

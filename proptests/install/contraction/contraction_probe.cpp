@@ -53,7 +53,7 @@ template <class Real>
 void reference_optimizers(const char* type) {
   for (const auto& [name, kind] : core::kOptimizerNames) {
     core::OptimizerConfig<Real> config;
-    config.kind = kind;
+    config.optimizer = kind;
     config.adam.weight_decay = Real(0.01);
     if (kind == core::OptimizerKind::pa_cgad) config.fragments = 2;
     const std::size_t n = 16;

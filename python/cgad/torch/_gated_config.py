@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from .. import _cgad
-from ..numerics import _text
+from .._arguments import number_text as _text
 from ._report import gate_is_zero
 
 # method -> the fast path's optimizer whose σ it is: CGAD's γ(τ)e^{-ατ}, Adam-Decay's e^{-ατ}, SDM's 1/(1 + τ).

@@ -1,36 +1,32 @@
 """``opt.watch_traps()`` / ``opt.trap_stats()``: the v-zero trap of 8-bit state watched along a user's own training,
-per parameter, as ``cgad noise`` reports it per tensor (fastpath/include/cgad/fastpath/trap_counter.hpp, one
-definition for both): the share of a parameter's elements whose stored v (and m) decodes to exactly 0, and over
-its element-steps the share whose |Δθ| exceeded 5·lr, with the largest |Δθ|/lr.
+per parameter, as ``cgad noise`` reports it per tensor, counted by the fast path's own counter
+(fastpath/include/cgad/fastpath/trap_counter.hpp, bound as ``cgad._cgad.TrapTally``): the share of a parameter's
+elements whose stored v (and m) decodes to exactly 0, and over its element-steps the share whose |Δθ| exceeded 5·lr,
+with the largest |Δθ|/lr.
 
-Opt-in: a watched step copies every stepped parameter to float64 before the step and compares after it (holding
-one float64 copy of the group meanwhile); measured, a watched step of 2^20 bf16 parameters with q8 state took 240 ms
+Opt-in: a watched step copies every stepped parameter to float32 on the host before the step and compares after it
+(holding one copy of the group meanwhile); measured, a watched step of 2^20 bf16 parameters with q8 state took 240 ms
 against 46 ms unwatched (one thread, 2026-12-02, a 2-core machine). That is the price of watching, not of training,
 so nothing is spent until ``watch_traps()`` is called."""
+import numpy as np
 import torch
 
 from .. import _cgad
 
-# In units of the learning rate: Adam's step is at most about lr·(1−β1)/sqrt(1−β2) ≈ 3.2·lr in exact arithmetic
-# at the default betas (trap_counter.hpp).
-STEP_LIMIT = 5.0
+_STEP_FIELDS = ("step_over_5lr_fraction", "max_step_over_lr")
+_EMPTY = np.zeros(0, dtype=np.float32)
 
 
-class _Tally:
-    __slots__ = ("element_steps", "over", "max_step")
+def host_float32(p):
+    """A parameter's values as a one-dimensional float32 NumPy array on the host, a copy of its own (float32 holds
+    every bfloat16 and float16 value exactly)."""
+    return p.detach().to("cpu", torch.float32, copy=True).reshape(-1).numpy()
 
-    def __init__(self):
-        self.element_steps, self.over, self.max_step = 0, 0, 0.0
 
-    def add(self, moved):
-        self.element_steps += moved.numel()
-        self.over += int((moved > STEP_LIMIT).sum())
-        if moved.numel():
-            self.max_step = max(self.max_step, float(moved.max()))
-
-    def fractions(self):
-        share = self.over / self.element_steps if self.element_steps else 0.0
-        return {"step_over_5lr_fraction": share, "max_step_over_lr": self.max_step}
+def step_fractions(tally):
+    """step_over_5lr_fraction and max_step_over_lr of a TrapTally."""
+    counts = tally.counts(_EMPTY, _EMPTY)
+    return {k: counts[k] for k in _STEP_FIELDS}
 
 
 class TrapWatch:
@@ -48,7 +44,7 @@ class TrapWatch:
 
     @staticmethod
     def before(group):
-        return [p.detach().double() for p in group["params"]]  # float32 and bfloat16 widen exactly
+        return [host_float32(p) for p in group["params"]]
 
     def after(self, group, before):
         """Tallies |Δθ|/lr of the group's parameters since ``before``."""
@@ -57,10 +53,9 @@ class TrapWatch:
         lr = float(torch.tensor(group["lr"], dtype=torch.float32))
         if lr > 0:
             for p, b in zip(group["params"], before):
-                moved = (p.detach().double() - b).abs_().div_(lr)
-                self.last[p] = _Tally()
-                self.last[p].add(moved)
-                self.since_start.setdefault(p, _Tally()).add(moved)
+                self.last[p] = _cgad.TrapTally()
+                self.last[p].add(b, host_float32(p), lr)
+                self.since_start.setdefault(p, _cgad.TrapTally()).merge(self.last[p])
 
 
 def step(opt, fast, group, prepared, tau, fragment, previewed):
@@ -94,10 +89,6 @@ def start(opt):
     opt._trap_watch = TrapWatch()
 
 
-def zero_share(values):
-    return float((values == 0).sum()) / values.size if values.size else 0.0
-
-
 def stats(opt, param_groups, groups):
     """{parameter index (state_dict order): {"last": {...}, "since_start": {...}}}, each with v_zero_fraction,
     m_zero_fraction (the state now), step_over_5lr_fraction and max_step_over_lr (that step, or every watched
@@ -111,10 +102,8 @@ def stats(opt, param_groups, groups):
     for group, fast in zip(param_groups, groups):
         # Per parameter through the group (a group mixing float32 and bfloat16 parameters is one fast-path
         # optimizer per dtype, _groups.SplitGroup).
-        for p, v, m in zip(group["params"], fast.read_states("v", opt.state),
-                             fast.read_states("m", opt.state)):
-            zeros = {"v_zero_fraction": zero_share(v), "m_zero_fraction": zero_share(m)}
-            out[index] = {name: dict(zeros, **tallies.get(p, _Tally()).fractions())
+        for p, v, m in zip(group["params"], fast.read_states("v", opt.state), fast.read_states("m", opt.state)):
+            out[index] = {name: tallies.get(p, _cgad.TrapTally()).counts(v, m)
                           for name, tallies in (("last", watch.last), ("since_start", watch.since_start))}
             index += 1
     return out

@@ -56,7 +56,7 @@ struct ErrorSummary {
   double mean_abs = 0, rms = 0, max_abs = 0, bias = 0;  // bias: the signed mean
 };
 
-// The fast path's own view of the trap (the reference has no codes), counted by differential/trap_counter.hpp as the
+// The fast path's own view of the trap (the reference has no codes), counted by fastpath/trap_counter.hpp as the
 // simulation counts it: at this step, the share of elements whose stored v (m) decodes to exactly 0; over all
 // element-steps so far, the share whose |Δθ| exceeded 5η, and the largest |Δθ|/η — with the reference's largest
 // beside it.

@@ -2,7 +2,7 @@
 // Runs a pseudo-gradient stream through a reference (MPFR) optimizer and records the parameters and state
 // after every event — the engine behind `cgad replay --backend reference` and the report's example replay.
 #include "cgad/differential/event_record.hpp"
-#include "cgad/differential/optimizer_options.hpp"
+#include "cgad/core/optimizer_options.hpp"
 #include "cgad/differential/replay_stream.hpp"
 
 #include "cgad/reference/outer_optimizer.hpp"
@@ -46,10 +46,10 @@ nlohmann::ordered_json event_record(std::size_t index, const StreamEvent& event,
 // Uses the current working precision. Every event is one outer round (advance_round after each).
 // NaN/Inf events are reported on `notes` as they are skipped. Throws InputError naming `source` and line.
 ReplayCounts replay_reference(const StreamHeader& header, const EventSource& next, const std::string& source,
-                              const OptimizerOptions& options, std::ostream& notes, const RecordSink& sink);
+                              const core::OptimizerOptions& options, std::ostream& notes, const RecordSink& sink);
 // The same over a stream in memory, keeping the records (the report's built-in stream).
 ReplayResult replay_reference(const PseudoGradientStream& stream, const std::string& source,
-                              const OptimizerOptions& options, std::ostream& notes);
+                              const core::OptimizerOptions& options, std::ostream& notes);
 
 // An EventSource over a stream in memory.
 EventSource events_of(const PseudoGradientStream& stream);

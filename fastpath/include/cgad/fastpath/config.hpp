@@ -38,25 +38,20 @@ enum class VMap { dynamic, zero_free };
 // What one step of either backend reports: applied or why not, the first refused element, the staleness and σ.
 using StepReport = core::StepReport<float>;
 
-struct StepConfig {
-  core::OptimizerKind optimizer = core::OptimizerKind::cgad;  // cgad, pa-cgad, adam-decay, adam,
-                                                              // nesterov or sdm
+// The optimizer and its hyperparameters are core's OptimizerConfig (shared with the reference and the option parser,
+// core/optimizer_options.hpp), in float with the gate in double; the rest says how the fast path stores and rounds.
+// buffer (Delayed Nesterov's N) is unused: validate() refuses delayed-nesterov.
+struct StepConfig : core::OptimizerConfig<float, double> {
   ParamFormat params = ParamFormat::bf16;
   StateFormat state = StateFormat::fp32;
   Rounding rounding = Rounding::nearest;
   std::uint64_t seed = 0;  // keys stochastic rounding (with the step number and the element index)
-  core::AdamHyper<float> adam;
-  core::NesterovHyper<float> nesterov;
-  double alpha = 0.2;     // gate decay α (CGAD, PA-CGAD, Adam-Decay)
-  double tau_cut = 32.0;  // gate cutoff τ_cut (CGAD, PA-CGAD)
-  core::ZeroGatePolicy on_zero_gate = core::ZeroGatePolicy::apply;
-  std::size_t fragments = 1;  // PA-CGAD's P; 1 for every other optimizer
   Q8Semantics q8_semantics = Q8Semantics::cgad;
   VMap v_map = VMap::dynamic;  // q8 state of the Adam family only (validate refuses it elsewhere)
   // With q8 state, a tensor of fewer elements keeps fp32 state (bitsandbytes' min_8bit_size). Unset: 4096 (bnb's
   // default) with bnb semantics, 0 with cgad's.
   std::optional<std::size_t> min_q8_size;
-  // The decimals the user wrote for β1 and β2, where the caller has them (differential::fastpath_step_config: `cgad
+  // The decimals the user wrote for β1 and β2, where the caller has them (fastpath_step_config, options.hpp: `cgad
   // replay`, cgad.torch). cgad semantics forms 1 − β and the bias corrections' β^t from the decimal β means, not from
   // the float nearest it (beta_decimals, derived_constants.hpp); unset, the decimal is the shortest one that reads
   // back to adam.beta1 (adam.beta2). Each must read back to its float (validate).
@@ -79,11 +74,8 @@ std::size_t effective_min_q8_size(const StepConfig& config);
 // The reference's gate for this optimizer (cosine, exponential or none), in Real.
 template <core::RealScalar Real>
 core::GateParams<Real> gate_params(const StepConfig& config) {
-  core::OptimizerConfig<Real> reference_config;
-  reference_config.kind = config.optimizer;
-  reference_config.alpha = Real(config.alpha);
-  reference_config.tau_cut = Real(config.tau_cut);
-  return core::gate_of(reference_config);
+  const core::GateParams<double> gate = core::gate_of(config);
+  return core::GateParams<Real>{gate.kind, Real(gate.alpha), Real(gate.tau_cut)};
 }
 
 // The reference optimizer configuration with exactly this configuration's hyperparameters (the float ones and the
@@ -93,7 +85,7 @@ core::GateParams<Real> gate_params(const StepConfig& config) {
 template <core::RealScalar Real>
 core::OptimizerConfig<Real> reference_config(const StepConfig& config) {
   core::OptimizerConfig<Real> r;
-  r.kind = config.optimizer;
+  r.optimizer = config.optimizer;
   const BetaDecimals betas = beta_decimals(config);
   r.adam = {Real(config.adam.lr), core::parse_real<Real>(betas.beta1, "beta1"),
             core::parse_real<Real>(betas.beta2, "beta2"), Real(config.adam.eps), Real(config.adam.weight_decay)};
@@ -101,6 +93,7 @@ core::OptimizerConfig<Real> reference_config(const StepConfig& config) {
   r.alpha = Real(config.alpha);
   r.tau_cut = Real(config.tau_cut);
   r.on_zero_gate = config.on_zero_gate;
+  r.buffer = config.buffer;
   r.fragments = config.fragments;
   return r;
 }

@@ -2,12 +2,14 @@
 // The one interface every reference outer optimizer implements: apply one pseudo-gradient event
 // (Δ, τ, fragment) to parameters the caller owns, updating the optimizer's own state.
 //
-// apply() does everything the optimizers share, once: it checks lengths and indices (InputError), and it
+// apply() does everything the optimizers share, once: it checks lengths and indices (InputError, core's
+// check_event, which the fast path makes too), and it
 // refuses a pseudo-gradient with a NaN or Inf by returning a report with applied = false and touching
 // nothing, like a GradScaler's found-inf step. Only then does it call the optimizer's step(). apply() stays in this
 // header, compiled by its users: it compares and tests finiteness, and does no floating-point arithmetic (the
 // optimizers' own is compiled in the reference library: optimizers.hpp, docs/design.md §2).
 #include "cgad/core/errors.hpp"
+#include "cgad/core/event_check.hpp"
 #include "cgad/core/fragments.hpp"
 #include "cgad/core/step_report.hpp"
 #include "cgad/reference/real.hpp"
@@ -46,19 +48,8 @@ class OuterOptimizer {
   const core::FragmentLayout& layout() const { return layout_; }
 
   core::StepReport<Real> apply(std::span<Real> params, const Event<Real>& event) {
-    if (params.size() != layout_.parameters()) {
-      throw core::InputError("parameter vector has " + std::to_string(params.size()) + " elements, the optimizer " +
-                             std::to_string(layout_.parameters()));
-    }
-    if (event.fragment >= layout_.fragments()) {
-      throw core::InputError("fragment " + std::to_string(event.fragment) + " does not exist (there are " +
-                             std::to_string(layout_.fragments()) + ")");
-    }
-    if (event.grad.size() != layout_.size(event.fragment)) {
-      throw core::InputError("pseudo-gradient has " + std::to_string(event.grad.size()) + " elements, fragment " +
-                             std::to_string(event.fragment) + " has " + std::to_string(layout_.size(event.fragment)));
-    }
-    if (event.tau < 0) throw core::InputError("staleness tau must be >= 0, got " + std::to_string(event.tau));
+    core::check_event(params.size(), event.grad.size(), event.tau, event.fragment, layout_.parameters(),
+                      layout_.fragments(), [this](std::size_t f) { return layout_.size(f); });
     for (std::size_t i = 0; i < event.grad.size(); ++i) {
       if (!core::is_finite(event.grad[i])) {
         core::StepReport<Real> report;

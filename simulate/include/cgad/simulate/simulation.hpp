@@ -43,7 +43,7 @@
 // Every run is deterministic in its spec (the problem seed fixes the objective; the run seed fixes the initial
 // point and every worker's stream), whatever the thread count of the caller.
 #include "cgad/fastpath/config.hpp"
-#include "cgad/differential/trap_counter.hpp"
+#include "cgad/fastpath/trap_counter.hpp"
 #include "cgad/theory/delays.hpp"
 
 #include <cstdint>
@@ -174,7 +174,7 @@ struct LossPoint {
 struct TensorTrap {
   std::string name;  // objectives.hpp's tensor_names
   std::size_t size = 0;
-  differential::TrapCounts counts;
+  fastpath::TrapCounts counts;
 };
 
 struct SimulationResult {
@@ -191,7 +191,7 @@ struct SimulationResult {
   std::int64_t inner_steps_skipped = 0;  // inner AdamW steps refused for a non-finite gradient (x left as is)
   double mean_tau = 0;                   // realized mean staleness over the arrivals
   double mean_tau_effective = 0;  // over the arrivals, the staleness the gate saw (max(τ, age) for PA-CGAD; else τ)
-  // The trap the noise study measures (differential/trap_counter.hpp, the one counter of both), for the Adam family
+  // The trap the noise study measures (fastpath/trap_counter.hpp, the one counter of both), for the Adam family
   // (absent otherwise): the share of parameters whose stored v decodes to exactly 0 after the last round run; over
   // every element-step of the arrivals, the share with |Δθ| > 5η and the largest |Δθ|/η, η being the element's tensor's
   // outer lr.

@@ -2,9 +2,13 @@
 // An outer optimizer and its hyperparameters as a user wrote them (the `cgad` command's --optimizer, --lr, ...;
 // the Python package's keyword arguments), turned into an OptimizerConfig for any scalar type. Values stay text
 // until the working precision is set, then are parsed exactly in the target format: 0.1 reaches an MPFR replay as
-// 0.1, and the fast path as the float nearest to 0.1, each rounded once.
-#include "cgad/fastpath/config.hpp"
-#include "cgad/reference/optimizers.hpp"
+// 0.1, and the fast path as the float nearest to 0.1, each rounded once. Core's, so that the fast path's
+// configuration (fastpath/options.hpp) is made without the reference or MPFR (docs/design.md §2).
+#include "cgad/core/errors.hpp"
+#include "cgad/core/hyperparams.hpp"
+#include "cgad/core/optimizer_config.hpp"
+#include "cgad/core/optimizer_kind.hpp"
+#include "cgad/core/real_scalar.hpp"
 
 #include <concepts>
 #include <cstddef>
@@ -12,7 +16,7 @@
 #include <optional>
 #include <string>
 
-namespace cgad::differential {
+namespace cgad::core {
 
 struct OptimizerOptions {
   std::string optimizer = "cgad";
@@ -36,23 +40,25 @@ inline bool rounds_to_zero(const std::string& text, bool parsed_to_zero) {
 // A hyperparameter parsed to Real, refusing a nonzero decimal that Real rounds to 0 (--lr 1e-50 in float): the user
 // asked for a step, and lr = 0 (which is valid) would silently take none; for eps the range check after it would
 // only say "got 0". The message quotes the text as written.
-template <core::RealScalar Real>
+template <RealScalar Real>
 Real parse_nonvanishing(const std::string& text, const char* name) {
-  const Real x = core::parse_real<Real>(text, name);
+  const Real x = parse_real<Real>(text, name);
   if (rounds_to_zero(text, x == 0)) {
-    throw core::InputError(std::string(name) + " is not 0 as written, got '" + text + "', which rounds to 0 in " +
-                           (std::same_as<Real, float>    ? "float (the fast path's format)"
-                            : std::same_as<Real, double> ? "double"
-                                                         : "this format"));
+    throw InputError(std::string(name) + " is not 0 as written, got '" + text + "', which rounds to 0 in " +
+                     (std::same_as<Real, float>    ? "float (the fast path's format)"
+                      : std::same_as<Real, double> ? "double"
+                                                   : "this format"));
   }
   return x;
 }
 
-template <core::RealScalar Real>
-core::OptimizerConfig<Real> optimizer_config(const OptimizerOptions& options) {
-  using core::parse_real;
-  core::OptimizerConfig<Real> config;
-  config.kind = core::parse_optimizer(options.optimizer);
+// The hyperparameters parsed to Real and the gate's α to Gate (OptimizerConfig). Where Gate is another format than
+// Real (the fast path: float and double), α is read in Real too, so that the run refuses an α its hyperparameters'
+// format cannot hold (past float's range), as it refuses any other such hyperparameter.
+template <RealScalar Real, RealScalar Gate = Real>
+OptimizerConfig<Real, Gate> optimizer_config(const OptimizerOptions& options) {
+  OptimizerConfig<Real, Gate> config;
+  config.optimizer = parse_optimizer(options.optimizer);
   // --lr means the Adam family's η or the Nesterov family's η, whichever the optimizer is; each keeps its
   // own default (1e-3 and 0.7) when it is not given.
   if (options.lr) {
@@ -64,39 +70,34 @@ core::OptimizerConfig<Real> optimizer_config(const OptimizerOptions& options) {
   if (options.eps) config.adam.eps = parse_nonvanishing<Real>(*options.eps, "eps");
   if (options.weight_decay) config.adam.weight_decay = parse_real<Real>(*options.weight_decay, "weight-decay");
   if (options.momentum) config.nesterov.momentum = parse_real<Real>(*options.momentum, "momentum");
-  config.alpha = parse_real<Real>(options.alpha, "alpha");
+  if constexpr (!std::same_as<Real, Gate>) parse_real<Real>(options.alpha, "alpha");
+  config.alpha = parse_real<Gate>(options.alpha, "alpha");
   // τ_cut up to 2^24, the largest integer below which float holds every integer exactly: a float run (this function
   // at Real = float) would otherwise hold 16777216 for 16777217 and skip τ = 16777216, which the reference
   // (τ < τ_cut) applies. Every backend takes the same range, so a command means the same gate whichever runs it.
   if (options.tau_cut < 1 || options.tau_cut > kMaxTauCut) {
-    throw core::InputError(
+    throw InputError(
         "tau-cut must be an integer in [1, 2^24 = 16777216] (the largest up to which a "
         "float holds every integer), got " +
         std::to_string(options.tau_cut));
   }
-  config.tau_cut = Real(options.tau_cut);
+  config.tau_cut = Gate(options.tau_cut);
   config.buffer = options.buffer;
   config.fragments = options.fragments;
   if (options.on_zero_gate == "apply") {
-    config.on_zero_gate = core::ZeroGatePolicy::apply;
+    config.on_zero_gate = ZeroGatePolicy::apply;
   } else if (options.on_zero_gate == "skip") {
-    config.on_zero_gate = core::ZeroGatePolicy::skip;
+    config.on_zero_gate = ZeroGatePolicy::skip;
   } else {
-    throw core::InputError("on-zero-gate must be apply or skip, got '" + options.on_zero_gate + "'");
+    throw InputError("on-zero-gate must be apply or skip, got '" + options.on_zero_gate + "'");
   }
   // The ranges that keep a user's finite input finite (hyperparams.hpp, validate_range), for the optimizer run.
-  if (core::is_adam_family(config.kind)) {
-    core::validate_range(config.adam);
+  if (is_adam_family(config.optimizer)) {
+    validate_range(config.adam);
   } else {
-    core::validate_range(config.nesterov);
+    validate_range(config.nesterov);
   }
   return config;
 }
 
-// The optimizer and its hyperparameters as the fast path takes them: each parsed straight to float (one correct
-// rounding), as the step uses them, but the gate's α and τ_cut to double (the fast path computes σ from them,
-// fastpath/detail/staleness.hpp), and β1 and β2 also kept as the decimals written (1 − β is rounded from them,
-// fastpath/detail/derived_constants.hpp). Formats, rounding and seed are left at their defaults for the caller.
-fastpath::StepConfig fastpath_step_config(const OptimizerOptions& options);
-
-}  // namespace cgad::differential
+}  // namespace cgad::core
