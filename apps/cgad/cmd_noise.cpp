@@ -197,8 +197,7 @@ void run_noise(const NoiseOptions& o) {
   if (zero_free_asked && std::none_of(scenarios.begin(), scenarios.end(), [](const differential::NoiseScenario& s) {
         return s.v_map == fastpath::VMap::zero_free;
       })) {
-    throw core::InputError(
-        "v map zero-free is a map of q8 second moments: it needs q8 in --state");
+    throw core::InputError("v map zero-free is a map of q8 second moments: it needs q8 in --state");
   }
   differential::check_memory(scenarios);
   std::vector<differential::NoiseRun> runs;

@@ -171,8 +171,7 @@ simulate::SweepGrid make_grid(const SimulateOptions& o) {
   b.worker_params = simulate::parse_worker_params(o.worker_params);
   b.lr_scale = simulate::parse_lr_scale(o.lr_scale);
   b.fragment_progress = simulate::parse_fragment_progress(o.fragment_progress);
-  if (o.diverge_factor)
-    b.divergence_factor = core::parse_nonvanishing<double>(*o.diverge_factor, "diverge-factor");
+  if (o.diverge_factor) b.divergence_factor = core::parse_nonvanishing<double>(*o.diverge_factor, "diverge-factor");
   b.log_every = o.log_every;
   refuse_unread_flags(o);
   core::OptimizerOptions hyper = o.optimizer;

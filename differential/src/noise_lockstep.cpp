@@ -142,9 +142,9 @@ NoiseMemory estimated_memory(const NoiseScenario& s) {
   // largest step; the three accumulators, the per-tensor trap counts and the TensorSample of the sample being
   // formed; the layout as the stream, the event source and the fast path's planner hold it, and the planner's
   // chunk (a tensor starts one).
-  m.working +=
-      tensors * (fastpath::TrapCounter::bytes_per_tensor() + sizeof(std::size_t) + sizeof(double) + 3 * sizeof(Accumulator) +
-                 sizeof(fastpath::TrapCounts) + sizeof(TensorSample) + 3 * sizeof(std::size_t) + sizeof(fastpath::StepChunk));
+  m.working += tensors * (fastpath::TrapCounter::bytes_per_tensor() + sizeof(std::size_t) + sizeof(double) +
+                          3 * sizeof(Accumulator) + sizeof(fastpath::TrapCounts) + sizeof(TensorSample) +
+                          3 * sizeof(std::size_t) + sizeof(fastpath::StepChunk));
   return m;
 }
 

@@ -208,7 +208,7 @@ TEST(BetaComplementRounding, ReplayAgreesWithTheReferenceOfTheDecimals) {
     StepConfig config = cgad::fastpath::fastpath_step_config(options);
     config.params = cgad::fastpath::ParamFormat::fp32;
     cgad::fastpath::CpuOptimizer fast(config, n, 1);
-    auto ideal = cgad::reference::make_optimizer(cgad::differential::optimizer_config<mpfr_real>(options), n);
+    auto ideal = cgad::reference::make_optimizer(cgad::core::optimizer_config<mpfr_real>(options), n);
     std::mt19937_64 random(99);
     std::normal_distribution<float> normal(0.0f, 1.0f);
     std::vector<float> theta(n, 0.5f);
