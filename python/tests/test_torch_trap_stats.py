@@ -119,3 +119,19 @@ def test_optimizers_without_a_second_moment_refuse_to_watch():
     opt = cgad.torch.Nesterov([torch.nn.Parameter(torch.ones(3))])
     with pytest.raises(cgad.InputError, match="second moment"):
         opt.watch_traps()
+
+
+def test_a_step_at_zero_lr_is_the_last_step_and_counts_nothing():
+    # A step at lr = 0 has no |Δθ|/lr to tally; "last" must then be that step's (empty), not the step before's.
+    p = torch.nn.Parameter(torch.ones(300))
+    opt = cgad.torch.CGAD([p], lr=0.5, state="q8")
+    opt.watch_traps()
+    p.grad = torch.full((300,), 1e-3)
+    opt.step()
+    first = opt.trap_stats()[0]
+    assert first["last"]["max_step_over_lr"] > 0
+    opt.param_groups[0]["lr"] = 0.0
+    opt.step()
+    after = opt.trap_stats()[0]
+    assert after["last"]["max_step_over_lr"] == 0 and after["last"]["step_over_5lr_fraction"] == 0
+    assert after["since_start"] == first["since_start"]  # the lr = 0 step added nothing since the start either

@@ -49,11 +49,12 @@ class TrapWatch:
     def after(self, group, before):
         """Tallies |Δθ|/lr of the group's parameters since ``before``."""
         # The fast path steps with the learning rate rounded once to float32 (step_config.cpp), as cgad noise
-        # measures in it; a step at lr = 0 has no |Δθ|/lr and is not counted.
+        # measures in it; a step at lr = 0 has no |Δθ|/lr: it counts nothing, and is still the last step ("last" then
+        # holds no element, rather than the step before's).
         lr = float(torch.tensor(group["lr"], dtype=torch.float32))
-        if lr > 0:
-            for p, b in zip(group["params"], before):
-                self.last[p] = _cgad.TrapTally()
+        for p, b in zip(group["params"], before):
+            self.last[p] = _cgad.TrapTally()
+            if lr > 0:
                 self.last[p].add(b, host_float32(p), lr)
                 self.since_start.setdefault(p, _cgad.TrapTally()).merge(self.last[p])
 
