@@ -12,7 +12,7 @@ from ._arguments import Number
 from ._arguments import number_text as _text
 from .numerics import _precision
 
-_FASTPATH_ONLY = ("params", "state", "rounding", "seed", "device", "q8_semantics", "min_q8_size")
+_FASTPATH_ONLY = ("params", "state", "rounding", "seed", "device", "q8_semantics", "v_map", "min_q8_size")
 
 
 class Replay:
@@ -100,14 +100,15 @@ def replay(stream: Union[str, os.PathLike, dict[str, Any]], backend: str = "refe
            alpha: Number = "0.2", tau_cut: int = 32, buffer: int = 4, fragments: int = 1, on_zero_gate: str = "apply",
            params: Optional[str] = None, state: Optional[str] = None, rounding: Optional[str] = None,
            seed: Optional[int] = None, device: Optional[str] = None, q8_semantics: Optional[str] = None,
-           min_q8_size: Optional[int] = None, precision: int = 256) -> Replay:
+           v_map: Optional[str] = None, min_q8_size: Optional[int] = None, precision: int = 256) -> Replay:
     """Replays a pseudo-gradient stream as `cgad replay` does, through the MPFR reference (backend="reference",
     at ``precision`` bits) or the fast path (backend="fastpath": params "bf16" (default) or "fp32", state "fp32"
-    (default), "bf16" or "q8", rounding, seed, device "cpu" or "cuda", q8_semantics, min_q8_size -- options the
+    (default), "bf16" or "q8", rounding, seed, device "cpu" or "cuda", q8_semantics, v_map ("dynamic" or "zero-free",
+    q8 state's second-moment map), min_q8_size -- options the
     reference backend refuses). ``stream``: the path of a JSON-lines file, or a dict (see _stream_text).
     Hyperparameters as in `cgad replay --help` (None: the optimizer's default). Returns a Replay."""
     fast = dict(params=params, state=state, rounding=rounding, seed=seed, device=device, q8_semantics=q8_semantics,
-                min_q8_size=min_q8_size)
+                v_map=v_map, min_q8_size=min_q8_size)
     given = [k for k in _FASTPATH_ONLY if fast[k] is not None]
     if backend == "reference" and given:
         raise _cgad.InputError(f"replay: {given[0]} applies to backend='fastpath' only")

@@ -37,7 +37,9 @@ def cli_replay(tmp_path, *options):
     ("fastpath", ["--optimizer", "pa-cgad", "--fragments", "1", "--params", "fp32", "--state", "bf16",
                   "--rounding", "stochastic", "--seed", "4"],
      dict(optimizer="pa-cgad", fragments=1, params="fp32", state="bf16", rounding="stochastic", seed=4)),
-], ids=["reference", "reference-nesterov", "fastpath-q8-bnb", "fastpath-pa-cgad-bf16"])
+    ("fastpath", ["--state", "q8", "--v-map", "zero-free", "--min-q8-size", "0"],
+     dict(state="q8", v_map="zero-free", min_q8_size=0)),
+], ids=["reference", "reference-nesterov", "fastpath-q8-bnb", "fastpath-pa-cgad-bf16", "fastpath-q8-zero-free"])
 def test_replay_is_cgad_replay(tmp_path, backend, options, kwargs):
     path, expected = cli_replay(tmp_path, "--backend", backend, *options)
     from_file = cgad.replay(path, backend=backend, **kwargs)
@@ -54,6 +56,8 @@ def test_replay_is_cgad_replay(tmp_path, backend, options, kwargs):
 def test_replay_refuses_what_the_command_refuses():
     with pytest.raises(cgad.InputError, match="state applies to backend='fastpath' only"):
         cgad.replay(STREAM, state="q8")
+    with pytest.raises(cgad.InputError, match="v_map applies to backend='fastpath' only"):
+        cgad.replay(STREAM, v_map="zero-free")
     with pytest.raises(cgad.InputError, match="backend must be"):
         cgad.replay(STREAM, backend="gpu")
     with pytest.raises(cgad.InputError, match="tau-cut must be an integer"):
