@@ -9,7 +9,7 @@
 #                                 progress on stderr
 #
 # A second run reinstalls nothing from PyPI while the requirements files are unchanged (a stamp inside the venv
-# records their hash), and rebuilds cgad incrementally (pyproject.toml's build-pip/, through ccache where the
+# records their hash), and rebuilds cgad incrementally (pyproject.toml's build-wheel/, through ccache where the
 # caller set CMAKE_CXX_COMPILER_LAUNCHER). PyPI's torch 2.13.0 wheel is a CUDA build of several GB: unless a CPU
 # wheel of the pinned release lies in one of pip's find-links folders (these build machines keep one there), the
 # script stops and says so; CGAD_TORCH_DOWNLOAD=1 lets pip fetch whatever PyPI serves.
