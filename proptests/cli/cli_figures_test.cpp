@@ -18,12 +18,13 @@ namespace {
 
 class CliFigures : public CgadCommandTest {
  protected:
-  // A `gnuplot` that appends its script to scripts.gp, a line "#figure" before each, and answers a PNG signature.
+  // A `gnuplot` that appends its script to scripts.gp, a line "#figure" before each, and answers the smallest file
+  // the figure writer takes for a whole PNG: the signature and an empty IEND chunk (its CRC, 0xAE426082).
   void SetUp() override {
     CgadCommandTest::SetUp();
     std::filesystem::create_directories(dir_ / "bin");
     write("bin/gnuplot", "#!/bin/sh\n{ echo '#figure'; cat; } >> '" + (dir_ / "scripts.gp").string() +
-                             "'\nprintf '\\211PNG\\r\\n\\032\\n'\n");
+                             "'\nprintf '\\211PNG\\r\\n\\032\\n\\000\\000\\000\\000IEND\\256\\102\\140\\202'\n");
     ::chmod((dir_ / "bin" / "gnuplot").c_str(), 0755);
     path_ = std::getenv("PATH");
     ::setenv("PATH", ((dir_ / "bin").string() + ":" + path_).c_str(), 1);
