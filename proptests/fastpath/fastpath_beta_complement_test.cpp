@@ -4,6 +4,8 @@
 // away from float midpoints (fastpath/detail/derived_constants.hpp and step_schedule.hpp state the rounding). bnb
 // semantics keeps bitsandbytes' 1.0f − β of the float β. Before, cgad semantics also formed 1 − RN_f(β):
 // 0.00099998712 for 0.999, where the decimal (and torch.optim.Adam) mean 0.001.
+#include "support/fastpath_test_support.hpp"
+
 #include "cgad/fastpath/options.hpp"
 #include "cgad/fastpath/detail/step_planner.hpp"
 #include "cgad/core/decimal_complement.hpp"
@@ -27,15 +29,10 @@ namespace {
 
 using cgad::fastpath::StepConfig;
 using cgad::fastpath::StepPlanner;
+using cgad::fastpath::testing::hex;
 using cgad::reference::mpfr_real;
 
 constexpr unsigned kBits = 256;
-
-std::string hex(float x) {
-  char buffer[64];
-  std::snprintf(buffer, sizeof buffer, "%a", static_cast<double>(x));
-  return buffer;
-}
 
 std::uint32_t bits(float x) {
   return std::bit_cast<std::uint32_t>(x);

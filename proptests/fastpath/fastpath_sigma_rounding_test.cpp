@@ -3,6 +3,8 @@
 // reference at 256 bits (α and τ_cut parsed from their decimals, as `cgad replay --backend reference` does) rounded
 // once to float, bit for bit, for every τ the gate is not 0 at (fastpath/include/cgad/fastpath/detail/staleness.hpp
 // states the error bound that makes these agree unless σ lies within 2^-46 of a float midpoint).
+#include "support/fastpath_test_support.hpp"
+
 #include "cgad/fastpath/detail/step_planner.hpp"
 #include "cgad/core/gate.hpp"
 #include "cgad/reference/real.hpp"
@@ -22,15 +24,10 @@ using cgad::core::GateKind;
 using cgad::core::OptimizerKind;
 using cgad::fastpath::StepConfig;
 using cgad::fastpath::StepPlanner;
+using cgad::fastpath::testing::hex;
 using cgad::reference::mpfr_real;
 
 constexpr unsigned kBits = 256;
-
-std::string hex(float x) {
-  char buffer[64];
-  std::snprintf(buffer, sizeof buffer, "%a", static_cast<double>(x));
-  return buffer;
-}
 
 // The reference's σ(τ) at 256 bits, rounded once to float (mpfr_get_flt rounds correctly, subnormals included).
 float reference_sigma(GateKind kind, const std::string& alpha, const std::string& tau_cut, std::int64_t tau) {

@@ -8,6 +8,7 @@
 
 #include <bit>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -16,6 +17,13 @@
 #include <vector>
 
 namespace cgad::fastpath::testing {
+
+// A float as hexfloat text ("%a"), for failure messages that can be replayed exactly.
+inline std::string hex(float x) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "%a", static_cast<double>(x));
+  return buffer;
+}
 
 // Two reports agree in every field, σ bit for bit.
 inline void expect_same_report(const StepReport& got, const StepReport& want, const std::string& where) {
