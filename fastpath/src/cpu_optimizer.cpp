@@ -65,7 +65,6 @@ StepReport CpuOptimizer::step(std::span<bf16> params, std::span<const float> gra
   return stepper_.step_contiguous(nullptr, params.data(), params.size(), grad, entries_, tau, fragment);
 }
 
-
 StepReport CpuOptimizer::step(std::span<float* const> params, std::span<const float* const> grads, std::int64_t tau,
                               std::size_t fragment) {
   if (config().params != ParamFormat::fp32) {

@@ -159,7 +159,9 @@ struct ContiguousChunk {
 struct TableChunk {
   const std::uint64_t* chunk_tensor;
   const agent::TensorBatch* batch;
-  __device__ bool left_out(std::uint64_t c) const { return batch->grad[chunk_tensor[c] - batch->first_tensor] == nullptr; }
+  __device__ bool left_out(std::uint64_t c) const {
+    return batch->grad[chunk_tensor[c] - batch->first_tensor] == nullptr;
+  }
   __device__ StepArgs operator()(const StepArgs& step, const StepChunk& chunk, std::uint64_t c) const {
     return agent::table_chunk_args(step, chunk, chunk_tensor[c], *batch);
   }

@@ -195,9 +195,9 @@ std::uint64_t CudaTableStepper::Impl::step_contiguous(std::size_t params_size, f
   guard(cuda::launch_schedule(constants, view, plan.event, r, stream), "schedule launch");
   guard(cuda::launch_refusal_scan(grad, grad_size, r, stream), "refusal scan launch");
   const std::size_t first = planner.chunk_begin(fragment);
-  guard(cuda::launch_fused_step(a, chunks.data() + first, planner.chunk_begin(fragment + 1) - first, r, nullptr,
-                                stream),
-        "fused step launch");
+  guard(
+      cuda::launch_fused_step(a, chunks.data() + first, planner.chunk_begin(fragment + 1) - first, r, nullptr, stream),
+      "fused step launch");
   guard(cuda::launch_commit(constants, view, r, nullptr, stream), "commit launch");
   return end_step(stream);
 }
@@ -360,8 +360,7 @@ void CudaTableStepper::Impl::advance_round(cudaStream_t stream) {
   finish(stream);
 }
 
-CudaTableStepper::CudaTableStepper(const StepConfig& config, std::vector<std::size_t> tensor_sizes,
-                                   CUstream_st* stream)
+CudaTableStepper::CudaTableStepper(const StepConfig& config, std::vector<std::size_t> tensor_sizes, CUstream_st* stream)
     : impl_((require_cuda_device(stream), std::make_unique<Impl>(config, std::move(tensor_sizes), stream))) {}
 CudaTableStepper::~CudaTableStepper() = default;
 

@@ -1,6 +1,6 @@
 // The CUDA backend's entry points in a build without CUDA (CGAD_ENABLE_CUDA off): nothing is available, and
-// constructing a CudaOptimizer, a CudaTableStepper or a CudaEventVeto is refused with one line (the same InputError), so no method can
-// be reached.
+// constructing a CudaOptimizer, a CudaTableStepper or a CudaEventVeto is refused with one line (the same InputError),
+// so no method can be reached.
 #include "cgad/fastpath/cuda_optimizer.hpp"
 
 #include "cgad/core/errors.hpp"
@@ -139,8 +139,7 @@ std::uint64_t CudaTableStepper::step(std::span<bf16* const>, std::span<const flo
                                      std::span<const TensorState>, std::int64_t, std::size_t, CUstream_st*) {
   unreachable();
 }
-void CudaTableStepper::preview(std::span<const float* const>, std::int64_t, std::size_t, CudaEventVeto*,
-                               CUstream_st*) {
+void CudaTableStepper::preview(std::span<const float* const>, std::int64_t, std::size_t, CudaEventVeto*, CUstream_st*) {
   unreachable();
 }
 std::uint64_t CudaTableStepper::step_previewed(std::span<float* const>, std::span<const float* const>,

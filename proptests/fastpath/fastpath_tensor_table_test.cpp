@@ -318,8 +318,8 @@ std::pair<std::vector<unsigned char>, std::vector<unsigned char>> emulate_table_
     EXPECT_TRUE(plan.scheduled.applied) << where;
     const std::vector<void*> params = param_pointers(config, tensors);
     const std::vector<const float*> grads = grad_pointers(events[e]);
-    for (const TableLaunch& launch : table_launches(owned.chunk_tensor, planner.chunk_begin(f),
-                                                    planner.chunk_begin(f + 1), agent::kTableBatch)) {
+    for (const TableLaunch& launch :
+         table_launches(owned.chunk_tensor, planner.chunk_begin(f), planner.chunk_begin(f + 1), agent::kTableBatch)) {
       emulate_launch(planner, plan.args, launch, owned, params, grads, paths, where);
     }
     planner.commit(plan, StepOutcome::applied);
@@ -359,12 +359,11 @@ TEST(FastpathTensorTable, CudaTableKernelEmulatedOnTheHostMatchesTheCpuTableStep
         for (std::size_t e = 0; e < events.size(); ++e) {
           const std::vector<const float*> grads = grad_pointers(events[e]);
           const std::int64_t tau = static_cast<std::int64_t>(e % 3);
-          const StepReport r =
-              config.params == ParamFormat::fp32
-                  ? table.step(std::span<float* const>(pointers(tensors.fp32)), grads, states.entries, tau,
-                               e % fragments)
-                  : table.step(std::span<bf16* const>(pointers(tensors.bf16_values)), grads, states.entries, tau,
-                               e % fragments);
+          const StepReport r = config.params == ParamFormat::fp32
+                                   ? table.step(std::span<float* const>(pointers(tensors.fp32)), grads, states.entries,
+                                                tau, e % fragments)
+                                   : table.step(std::span<bf16* const>(pointers(tensors.bf16_values)), grads,
+                                                states.entries, tau, e % fragments);
           ASSERT_TRUE(r.applied) << where;
           table.advance_round();
         }
@@ -397,9 +396,7 @@ struct EmulatedCudaGroup {
   StepEvent event;
 
   EmulatedCudaGroup(const StepConfig& config, const std::vector<std::size_t>& sizes, const std::vector<float>& initial)
-      : planner(config, sizes),
-        owned(planner),
-        tensors(config, sizes, initial) {
+      : planner(config, sizes), owned(planner), tensors(config, sizes, initial) {
     const std::size_t p = config.fragments;
     counters.assign(2 * p + 2, 0);
     std::fill(counters.begin() + static_cast<std::ptrdiff_t>(p), counters.begin() + static_cast<std::ptrdiff_t>(2 * p),

@@ -1,10 +1,11 @@
 #pragma once
-// The operands of the CUDA table step (docs/design.md §5: parameters, Δ and the optimizer state in the caller's tensors,
-// pointers per tensor), as PyTorch's multi_tensor_apply (aten/src/ATen/native/cuda/MultiTensorApply.cuh) hands its tensor lists to
-// a kernel: the pointers of a batch of tensors travel by value in the launch's arguments, and a block → tensor map
-// says where each block's chunk lies. Here the map is the planner's chunk → tensor index (tensor_table.hpp's
-// chunk_tensors), uploaded once, because the chunks never change; only the pointers do, step by step. A chunk never
-// crosses a tensor boundary (block_step.hpp), so its operands are one tensor's pointers moved to the chunk.
+// The operands of the CUDA table step (docs/design.md §5: parameters, Δ and the optimizer state in the caller's
+// tensors, pointers per tensor), as PyTorch's multi_tensor_apply (aten/src/ATen/native/cuda/MultiTensorApply.cuh) hands
+// its tensor lists to a kernel: the pointers of a batch of tensors travel by value in the launch's arguments, and a
+// block → tensor map says where each block's chunk lies. Here the map is the planner's chunk → tensor index
+// (tensor_table.hpp's chunk_tensors), uploaded once, because the chunks never change; only the pointers do, step by
+// step. A chunk never crosses a tensor boundary (block_step.hpp), so its operands are one tensor's pointers moved to
+// the chunk.
 #include "cgad/fastpath/detail/block_step.hpp"
 
 #include <cstdint>
