@@ -49,6 +49,13 @@ struct CudaOptimizer::Impl {
     s.finish(stream);
   }
 
+  ~Impl() {
+    // No step of ours may run on the buffers being freed (the stepper's own destructor waits only after them).
+    if (s.fault.empty()) cudaEventSynchronize(s.last.handle);
+  }
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
+
   // Tensor k's own state within the whole buffers: its values from its first element, its absmax (q8) or fallback
   // moments (under min_q8_size) from its first slot.
   TensorState tensor_state(std::size_t k) {
