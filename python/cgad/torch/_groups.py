@@ -32,13 +32,15 @@ class Group:
             self.begins.append(self.begins[-1] + size)
         self.device = device
         self.cuda = backend(device, where) == "cuda"
-        self.pool = pool  # the optimizer's, made when first needed
+        # The CPU steppers' thread pool: the optimizer's, shared by its CPU groups; a CUDA group's host checks run
+        # on the calling thread alone (a pool of one starts no worker).
+        self.host_pool = pool() if not self.cuda else _cgad.ThreadPool(1)
         if self.cuda:
             self.engine = _cgad.CudaStepper(self.spec, self.sizes, self.stream())
             self.veto = _veto(self.device, self.stream())  # made here, outside any capture (it allocates)
-            self.host = _cgad.CpuStepper(self.spec, self.sizes, pool())
+            self.host = _cgad.CpuStepper(self.spec, self.sizes, self.host_pool)
         else:
-            self.engine = self.host = _cgad.CpuStepper(self.spec, self.sizes, pool())
+            self.engine = self.host = _cgad.CpuStepper(self.spec, self.sizes, self.host_pool)
         self.live = _live.LiveState(self.host, params, self.adam_family)
         self.states = [self.live.fresh(k) for k in range(len(params))]
         for k, entry in enumerate(self.states):
@@ -154,7 +156,7 @@ class Group:
         gives the counters), ``spec`` the hyperparameters it loads with (the state's reach depends on the betas).
         Returns what load() takes."""
         spec = dict(spec, params=self.spec["params"])
-        checker = self.host if spec == self.spec else _cgad.CpuStepper(spec, self.sizes, self.pool())
+        checker = self.host if spec == self.spec else _cgad.CpuStepper(spec, self.sizes, self.host_pool)
         if entry is None:
             steps = {_state.integral_step(state.get("step", 0), f"{where} parameter {k}")
                      for k, state in enumerate(saved) if isinstance(state, dict)}

@@ -56,7 +56,7 @@ def _plain_settings(group):
 
 # A CUDA step's report waits on the device until read (LazyStepReport); the optimizer's counts of steps by outcome
 # read them when asked, or once this many are pending, below the CUDA optimizer's kReportHistory (64) reports kept
-# per param group (cuda_optimizer.hpp): one host sync per 32 steps for a loop that never looks.
+# per param group (cuda_table_stepper.hpp): one host sync per 32 steps for a loop that never looks.
 _PENDING_REPORTS = 32
 
 # The optimizers alive in this process, for the fork handler below.
