@@ -1,9 +1,10 @@
-"""A CPU param group's state as it lives in ``opt.state``: torch tensors whose data pointers each step hands the fast
-path (fastpath/table_stepper.hpp), read anew from ``opt.state`` before every step. What torch ops did to them since
-the last step or load is seen through each tensor's identity, data pointer and version counter (``_version``,
-which every in-place op, ``set_`` and ``resize_`` advance), and only a changed tensor is checked -- its dtype,
-size, device and layout, and its values by the state file's rules (CpuStepper.check_states) -- so an impossible
-state is refused before anything changes, and an unchanged one costs three attribute reads."""
+"""A param group's state as it lives in ``opt.state``: torch tensors on the parameters' device (CPU or CUDA) whose
+data pointers each step hands the fast path (fastpath/table_stepper.hpp, cuda_table_stepper.hpp), read anew from
+``opt.state`` before every step. What torch ops did to them since the last step or load is seen through each
+tensor's identity, data pointer and version counter (``_version``, which every in-place op, ``set_`` and ``resize_``
+advance), and only a changed tensor is checked -- its dtype, size, device and layout, and its values by the state
+file's rules (CpuStepper.check_states, on host copies of a CUDA group's) -- so an impossible state is refused before
+anything changes, and an unchanged one costs three attribute reads."""
 import torch
 
 from .. import _cgad
@@ -125,7 +126,8 @@ class LiveState:
                 entry[name] = t.view(self.shape(k, name))  # (a parameter of another size is refused by the step)
 
     def _check_values(self, which, entries, where):
-        buffers = [self.buffers(k, entries[k]) if k in which else [] for k in range(len(entries))]
+        host = {k: self.on_host(k, entries[k]) for k in which}  # held while the check reads them
+        buffers = [self.buffers(k, host[k]) if k in which else [] for k in range(len(entries))]
         _check_buffers(self.engine, buffers, which, where, self._labels(which))
 
     def _labels(self, which):
@@ -137,7 +139,14 @@ class LiveState:
         if moment is None or (name == "b") == self.adam_family:
             raise _cgad.InputError(f"no state buffer {name!r} (this optimizer has "
                                    f"{['m', 'v'] if self.adam_family else ['b']})")
-        return self.engine.read_state(self.buffers(k, entry), k, moment)
+        return self.engine.read_state(self.buffers(k, self.on_host(k, entry)), k, moment)
+
+    def on_host(self, k, entry):
+        """Tensor k's state tensors where the fast path's checks and reads (CpuStepper) can read them: as they are
+        on the CPU, copies of a CUDA parameter's (which wait for the device)."""
+        if self.params[k].device.type == "cpu":
+            return entry
+        return {name: entry[name].to("cpu") for name in self.own[k]}
 
 
 def _key(t):
