@@ -127,7 +127,7 @@ class Group:
         entries = self.current(state, params, where)
         if not self.cuda:
             _state.check_steps(entries, self.first_fragments, self.engine.raw_counters(), self.adam_family, where,
-                               self.live.steps_unchanged(entries))
+                               self.live.steps_changed(entries))
         views = held(params)
         ptrs = param_pointers(views, self.layout, where)
         gathered = gradients(params, self.tensors_in(fragment, where), where)
