@@ -1,4 +1,5 @@
 #include "cgad/fastpath/state_file.hpp"
+#include "cgad/fastpath/detail/host_state.hpp"
 
 #include "cgad/core/errors.hpp"
 #include "cgad/fastpath/detail/state_contents.hpp"

@@ -24,34 +24,15 @@
 // configuration and size match the optimizer loading it, and that the contents are a state a step can reach
 // (finite moments, v >= 0, finite absmax >= 0). Any failure is an InputError, and nothing in memory changes.
 //
-// The same bytes also live in memory (state_bytes / parse_state_bytes), for callers that keep the state inside
-// their own containers — the Python package's state_dict(), which torch.save pickles — with the same checks: a
-// file is read into bytes and parsed by parse_state_bytes, and written from state_bytes, so there is one format
-// and one parser.
-#include "cgad/fastpath/detail/host_state.hpp"
-#include "cgad/fastpath/detail/step_planner.hpp"
-
-#include <filesystem>
-#include <span>
-#include <string>
-#include <vector>
+// The same bytes also live in memory (save_bytes / load_bytes of either optimizer), for callers that keep the state
+// inside their own containers -- the Python package's state_dict(), which torch.save pickles -- with the same checks:
+// a file is read into bytes and parsed as those are, and written from them, so there is one format and one parser.
+// Users reach it through the optimizers' save/load and save_bytes/load_bytes (fastpath.hpp, cuda_optimizer.hpp);
+// the functions behind them, over the planner and the host state, are internals (detail/host_state.hpp).
+#include <cstdint>
 
 namespace cgad::fastpath {
 
 inline constexpr std::uint32_t kStateFileVersion = 3;
-
-// The state's bytes in the format above.
-std::vector<unsigned char> state_bytes(const StepPlanner& planner, const HostState& state);
-void write_state_file(const std::filesystem::path& path, const StepPlanner& planner, const HostState& state);
-
-struct LoadedState {
-  StepCounters counters;
-  HostState state;
-};
-// `planner` and `current` give the configuration and the shape the bytes must have; `what` names them in errors
-// ("state file /tmp/x", "the fast-path state").
-LoadedState parse_state_bytes(std::span<const unsigned char> bytes, const std::string& what, const StepPlanner& planner,
-                              const HostState& current);
-LoadedState read_state_file(const std::filesystem::path& path, const StepPlanner& planner, const HostState& current);
 
 }  // namespace cgad::fastpath
