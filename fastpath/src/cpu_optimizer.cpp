@@ -5,7 +5,7 @@
 #include "cgad/fastpath/detail/host_state.hpp"
 #include "cgad/fastpath/detail/table_stepper_internals.hpp"
 #include "cgad/fastpath/detail/tensor_table.hpp"
-#include "cgad/fastpath/detail/thread_pool.hpp"
+#include "cgad/fastpath/thread_pool.hpp"
 
 #include <algorithm>
 #include <memory>

@@ -10,7 +10,7 @@
 #include "cgad/fastpath/detail/state_contents.hpp"
 #include "cgad/fastpath/detail/tensor_table.hpp"
 #include "cgad/fastpath/detail/table_stepper_internals.hpp"
-#include "cgad/fastpath/detail/thread_pool.hpp"
+#include "cgad/fastpath/thread_pool.hpp"
 
 #include <algorithm>
 #include <atomic>

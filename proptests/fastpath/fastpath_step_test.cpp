@@ -9,7 +9,7 @@
 #include "cgad/core/errors.hpp"
 #include "cgad/reference/optimizers.hpp"
 #include "cgad/fastpath/detail/cpu_optimizer_internals.hpp"
-#include "cgad/fastpath/detail/thread_pool.hpp"
+#include "cgad/fastpath/thread_pool.hpp"
 
 #include <gtest/gtest.h>
 

@@ -10,7 +10,7 @@
 #include "cgad/fastpath/detail/replan.hpp"
 #include "cgad/fastpath/detail/tensor_table.hpp"
 #include "cgad/fastpath/detail/table_stepper_internals.hpp"
-#include "cgad/fastpath/detail/thread_pool.hpp"
+#include "cgad/fastpath/thread_pool.hpp"
 
 #include "cgad/fastpath/state_file.hpp"
 #include "cgad/core/errors.hpp"

@@ -21,7 +21,7 @@
 
 namespace cgad::fastpath {
 
-class ThreadPool;  // detail/thread_pool.hpp: made by whoever shares it (cgad's Python module, the tests)
+class ThreadPool;  // thread_pool.hpp: made by whoever shares it among steppers (cgad's Python module, the tests)
 
 namespace detail {
 struct TableStepperInternals;
