@@ -125,11 +125,7 @@ struct CudaOptimizer::Impl {
       absmax[k] = DeviceBuffer<float>(zeros.absmax[k].size());
     }
     upload_state(zeros, stream);
-    const Q8Semantics semantics = config.q8_semantics;
-    guard(maps.upload_async(
-              {dynamic_map(Q8MapKind::signed_map, semantics), dynamic_map(second_moment_map(config.v_map), semantics)},
-              stream),
-          "map upload");
+    guard(maps.upload_async({planner.q8_map(0), planner.q8_map(1)}, stream), "map upload");
     chunks = DeviceBuffer<StepChunk>(planner.chunks().size());
     guard(chunks.upload_async(planner.chunks(), stream), "chunk upload");
     tensor_begin = tensor_begins(planner.tensor_sizes());

@@ -275,7 +275,7 @@ void TableStepper::read_state(const TensorState& state, std::size_t k, int momen
     throw core::InputError(tensor_name(k) + ": no moment " + std::to_string(moment) + " of " +
                            std::to_string(out.size()) + " values");
   }
-  const Q8Map& map = dynamic_map(moment_map_kind(moment, planner_), config().q8_semantics);
+  const Q8Map& map = planner_.q8_map(moment);
   const std::size_t begin = tensor_begin_[k];
   for (std::size_t n = first_chunk_[k]; n < first_chunk_[k + 1]; ++n) {
     const StepChunk& c = planner_.chunks()[n];
