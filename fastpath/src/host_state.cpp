@@ -16,8 +16,7 @@ std::uint8_t zero_code(const Q8Map& map) {
 }  // namespace
 
 std::uint8_t initial_code(int moment, const StepPlanner& planner) {
-  return planner.config().q8_semantics == Q8Semantics::bnb ? std::uint8_t{0}
-                                                           : zero_code(planner.q8_map(moment));
+  return planner.config().q8_semantics == Q8Semantics::bnb ? std::uint8_t{0} : zero_code(planner.q8_map(moment));
 }
 
 HostState HostState::zeros(const StepPlanner& planner) {

@@ -197,8 +197,8 @@ void validate_q8_codes(const Q8Codes& codes) {
     for (int k = 0; k < kQ8Codes; ++k) {
       if (!std::isfinite(c[k])) fail("has a code that is not finite (code " + std::to_string(k) + ")");
       if (k > 0 && !(c[k - 1] < c[k])) {
-        fail("is not strictly increasing (code " + std::to_string(k - 1) + " = " + core::show(c[k - 1]) +
-             ", code " + std::to_string(k) + " = " + core::show(c[k]) + ")");
+        fail("is not strictly increasing (code " + std::to_string(k - 1) + " = " + core::show(c[k - 1]) + ", code " +
+             std::to_string(k) + " = " + core::show(c[k]) + ")");
       }
     }
     if (std::bit_cast<std::uint32_t>(c[zero_index]) != 0u) {
@@ -223,6 +223,17 @@ bool is_built_in(const Q8Codes& codes) {
   };
   return same(codes.signed_codes, dynamic_map(Q8MapKind::signed_map)) &&
          same(codes.unsigned_codes, dynamic_map(Q8MapKind::unsigned_map));
+}
+
+bool same_q8_codes(const StepConfig& a, const StepConfig& b) {
+  if (a.q8_codes && b.q8_codes) {
+    return std::memcmp(a.q8_codes->signed_codes.data(), b.q8_codes->signed_codes.data(), sizeof(float) * kQ8Codes) ==
+               0 &&
+           std::memcmp(a.q8_codes->unsigned_codes.data(), b.q8_codes->unsigned_codes.data(),
+                       sizeof(float) * kQ8Codes) == 0;
+  }
+  if (a.q8_codes) return is_built_in(*a.q8_codes);
+  return !b.q8_codes || is_built_in(*b.q8_codes);
 }
 
 Q8Maps::Q8Maps(const StepConfig& config) {

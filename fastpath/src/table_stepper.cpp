@@ -414,7 +414,8 @@ void require_same_state_layout(const StepConfig& now, const StepConfig& next) {
   if (next.rounding != now.rounding) differs("rounding");
   if (next.seed != now.seed) differs("seed");
   if (next.q8_semantics != now.q8_semantics) differs("q8 semantics");
-  if (next.v_map != now.v_map) differs("v map");  // v's codes decode through it (state_file.cpp records it)
+  if (next.v_map != now.v_map) differs("v map");      // v's codes decode through it (state_file.cpp records it)
+  if (!same_q8_codes(next, now)) differs("q8 maps");  // so do both moments' (and CUDA's are on the device)
   if (effective_min_q8_size(next) != effective_min_q8_size(now)) differs("min_q8_size");
   if (next.fragments != now.fragments) differs("fragments");
 }

@@ -62,7 +62,7 @@ int codes_differing(const Q8Codes& a, const Q8Codes& b) {
 }
 
 // Parameter bytes, state bytes and the state file's bytes after 12 events over 3001 parameters (two q8 tensors).
-std::vector<unsigned char> run(const StepConfig& config) {
+std::vector<unsigned char> run_and_save(const StepConfig& config) {
   const std::vector<std::size_t> tensors{2000, 1001};
   CpuOptimizer opt(config, tensors, 2);
   Params p(config, random_vector(opt.parameters(), 7));
@@ -92,9 +92,9 @@ std::vector<StepConfig> q8_configs() {
 
 TEST(FastpathQ8GivenMaps, TheBuiltInCodesGivenAsDataStepAndSaveBitIdentically) {
   for (StepConfig config : q8_configs()) {
-    const auto built_in = run(config);
+    const auto built_in = run_and_save(config);
     config.q8_codes = built_in_codes();
-    EXPECT_EQ(run(config), built_in) << describe(config);
+    EXPECT_EQ(run_and_save(config), built_in) << describe(config);
   }
 }
 
@@ -157,7 +157,8 @@ TEST(FastpathQ8GivenMaps, AMovedCodeMovesExactlyTheElementsItShould) {
     }
     int moved_elements = 0, onto_moved = 0, off_moved = 0;
     for (std::size_t i = 0; i < delta.size(); ++i) {
-      const int want_built_in = nearest(delta[i], built_in.signed_codes), want_given = nearest(delta[i], given.signed_codes);
+      const int want_built_in = nearest(delta[i], built_in.signed_codes),
+                want_given = nearest(delta[i], given.signed_codes);
       ASSERT_EQ(codes[0][i], want_built_in) << i << " " << testing::hex(delta[i]);
       ASSERT_EQ(codes[1][i], want_given) << i << " " << testing::hex(delta[i]);
       moved_elements += want_built_in != want_given;
@@ -180,15 +181,37 @@ TEST(FastpathQ8GivenMaps, AMovedCodeMovesExactlyTheElementsItShould) {
   }
 }
 
-// A PyTorch build's maps (1-2 ulps off the built-in ones in 45 codes) step on the CPU and through the CUDA kernel's
-// host emulation alike (fastpath_step_test checks that for every configuration; here the maps reach the step).
-TEST(FastpathQ8GivenMaps, APyTorchBuildsMapsAreTakenAndMoveBits) {
+// A PyTorch build's maps (1-2 ulps off the built-in ones in 45 codes) are the codes the state decodes with: after
+// three events over one tensor, read_buffer's value of element i of each moment is code[c_i]·absmax (q8.hpp's
+// decode) in the given map (its code 1 for a zero-free v's code 0), and some of them are not the built-in map's.
+TEST(FastpathQ8GivenMaps, APyTorchBuildsMapsAreTheCodesTheStateDecodesWith) {
   const Q8Codes torch_codes = torch_avx2_codes();
   ASSERT_GT(codes_differing(torch_codes, built_in_codes()), 0);
+  const std::size_t n = 3001;
   for (StepConfig config : q8_configs()) {
-    const auto built_in = run(config);
     config.q8_codes = torch_codes;
-    EXPECT_NE(run(config), built_in) << describe(config);
+    CpuOptimizer opt(config, n, 2);
+    Params p(config, random_vector(n, 7));
+    for (unsigned s = 0; s < 3; ++s) p.step(opt, random_vector(n, 100 + s), 0);
+    const HostState& state = detail::host_state_of(opt);
+    const std::vector<std::string> names = opt.buffer_names();
+    int not_built_in = 0;
+    for (std::size_t k = 0; k < names.size(); ++k) {
+      std::vector<float> values(n);
+      opt.read_buffer(names[k], values);
+      const bool v = names[k] == "v";
+      const auto& codes = v ? torch_codes.unsigned_codes : torch_codes.signed_codes;
+      const Q8Map& built_in = dynamic_map(v ? second_moment_map(config.v_map) : Q8MapKind::signed_map);
+      for (std::size_t i = 0; i < n; ++i) {
+        const std::uint8_t c = state.codes[k][i];
+        const float code = v && config.v_map == VMap::zero_free && c == 0 ? codes[1] : codes[c];
+        const float absmax = state.absmax[k][i / kQ8BlockSize];
+        ASSERT_EQ(std::bit_cast<std::uint32_t>(values[i]), std::bit_cast<std::uint32_t>(code * absmax))
+            << describe(config) << " " << names[k] << " " << i;
+        not_built_in += code != built_in.code[c];
+      }
+    }
+    EXPECT_GT(not_built_in, 0) << describe(config);
   }
 }
 
@@ -243,6 +266,31 @@ TEST(FastpathQ8GivenMaps, CodesOfAnotherShapeAreRefusedWithOneLine) {
   c.unsigned_codes[199] = std::nextafter(c.unsigned_codes[200], 0.0f);
   expect_refused(c, "q8 map: codes too close together for the nearest-code table");
   expect_refused(good, "q8 maps are the codes of q8 state: they need state q8 (got state fp32)", StateFormat::fp32);
+}
+
+// New hyperparameters keep the maps: the state's codes decode through them (and CUDA's maps are on the device).
+TEST(FastpathQ8GivenMaps, NewHyperparametersMustKeepTheMaps) {
+  const StepConfig config = q8_configs().front();
+  StepConfig given = config;
+  given.q8_codes = torch_avx2_codes();
+  StepConfig built_in = config;
+  built_in.q8_codes = built_in_codes();
+  CpuOptimizer plain(config, 300, 1);
+  plain.set_hyperparameters(built_in);  // the built-in codes, given: the same maps
+  plain.set_hyperparameters(config);
+  CpuOptimizer own(given, 300, 1);
+  StepConfig faster = given;
+  faster.adam.lr = 0.5f;
+  own.set_hyperparameters(faster);
+  for (const auto& [opt, next] : {std::pair{&plain, given}, std::pair{&own, config}, std::pair{&own, built_in}}) {
+    try {
+      opt->set_hyperparameters(next);
+      ADD_FAILURE() << "new maps taken";
+    } catch (const core::InputError& e) {
+      EXPECT_EQ(std::string(e.what()),
+                "new hyperparameters must keep the optimizer's q8 maps (its state depends on it)");
+    }
+  }
 }
 
 std::filesystem::path temp_path(const std::string& name) {

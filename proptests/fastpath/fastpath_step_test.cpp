@@ -426,8 +426,8 @@ TEST(FastpathStep, KernelAgentOnTheHostMatchesTheCpuBackend) {
 }
 
 // The same with q8 maps given as data (StepConfig::q8_codes): the kernel reads the optimizer's maps, not the built-in
-// ones. The maps: the built-in codes with every seventh one (but the 0 and the 1) moved one float towards 0, as a
-// vectorized torch.linspace moves an installed bitsandbytes' (q8_maps.hpp).
+// ones. The maps: the built-in codes with every seventh one (but the 0 and the 1) moved a quarter of the way to the
+// code below, so that codes and decoded values differ from the built-in maps' (checked on the state's bytes).
 TEST(FastpathStep, KernelAgentOnTheHostMatchesTheCpuBackendWithGivenMaps) {
   Q8Codes codes;
   for (int m = 0; m < 2; ++m) {
@@ -435,7 +435,8 @@ TEST(FastpathStep, KernelAgentOnTheHostMatchesTheCpuBackendWithGivenMaps) {
     const Q8Map& map = dynamic_map(m == 0 ? Q8MapKind::signed_map : Q8MapKind::unsigned_map);
     for (int k = 0; k < kQ8Codes; ++k) {
       const bool fixed = map.code[k] == 0.0f || k == kQ8Codes - 1;
-      into[static_cast<std::size_t>(k)] = fixed || k % 7 != 3 ? map.code[k] : std::nextafter(map.code[k], 0.0f);
+      into[static_cast<std::size_t>(k)] =
+          fixed || k % 7 != 3 ? map.code[k] : map.code[k] - (map.code[k] - map.code[k - 1]) / 4;
     }
   }
   testing::KernelPaths paths;
@@ -443,6 +444,7 @@ TEST(FastpathStep, KernelAgentOnTheHostMatchesTheCpuBackendWithGivenMaps) {
     for (StepConfig config : configs_with_min_q8_size(kind)) {
       if (config.state != StateFormat::q8) continue;
       config.q8_codes = codes;
+      if (!config.min_q8_size) config.min_q8_size = 0;  // bnb's default 4096 would keep these tensors in fp32 state
       for (const auto& tensors : testing::tensor_layouts()) {
         const std::vector<Event> events = {{0, 0}, {0, 2}, {0, 5}};
         const auto cpu = cpu_steps(config, tensors, events);

@@ -122,7 +122,8 @@ class CpuGroup(Group):
 
     def export(self):
         """What the group's entry in state_dict()["param_groups"] carries besides torch's keys."""
-        return _state.counters_entry(self.spec["optimizer"], self.spec["seed"], self.engine.raw_counters())
+        return _state.counters_entry(self.spec["optimizer"], self.spec["seed"], self.engine.raw_counters(),
+                                     self.spec.get("q8_codes"))
 
     def check_load(self, saved, entry, where, spec):
         """Checks a state_dict's state for this group, changing nothing: ``saved[k]`` tensor k's entry (None: none
@@ -259,7 +260,7 @@ class CudaGroup(Group):
         return [values[self.begins[k]:self.begins[k + 1]] for k in range(len(self.begins) - 1)]
 
     def export(self):
-        entry = _state.counters_entry(self.spec["optimizer"], self.spec["seed"], {})
+        entry = _state.counters_entry(self.spec["optimizer"], self.spec["seed"], {}, self.spec.get("q8_codes"))
         entry["bytes"] = torch.frombuffer(bytearray(self.engine.save_bytes(self.stream())), dtype=torch.uint8)
         return entry
 

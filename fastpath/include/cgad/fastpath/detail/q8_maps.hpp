@@ -13,7 +13,10 @@
 // ATen picks (default, AVX2, AVX-512): the maps bitsandbytes builds differ by up to 2 ulps in 12 to 45 codes
 // between those three. cgad uses the element-by-element rule, which is the definition the vector paths
 // approximate and does not depend on the machine; fastpath/tools/bnb_dynamic_map.py prints the maps PyTorch
-// builds, and the q8 map test records how far each of them is from ours.
+// builds, and the q8 map test records how far each of them is from ours. These built-in maps are the default; a q8
+// optimizer can take its codes as data instead (StepConfig::q8_codes, config.hpp; cgad.torch's
+// q8_maps="bitsandbytes" passes the installed create_dynamic_map's), built into maps by the same q8_map_of_codes
+// (docs/design.md §5).
 //
 // The same codes serve both q8 semantics; what differs is the nearest-code rule, held in the map's thresholds
 // (q8.hpp counts the thresholds below x either way):
@@ -68,6 +71,8 @@ Q8Map q8_map_of_codes(std::span<const float, kQ8Codes> codes, bool zero_free, Q8
 void validate_q8_codes(const Q8Codes& codes);
 // Whether `codes` are, bit for bit, the built-in signed and unsigned maps.
 bool is_built_in(const Q8Codes& codes);
+// Whether two configurations quantize with the same codes (their q8_codes, else the built-in ones), bit for bit.
+bool same_q8_codes(const StepConfig& a, const StepConfig& b);
 
 // The two maps a q8 optimizer of `config` uses, for its semantics and v map: moment 0 (m, Nesterov's momentum) and
 // moment 1 (the second moment; unused by the Nesterov family). The built-in maps, or those of config.q8_codes,
