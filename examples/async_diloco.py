@@ -43,17 +43,21 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
-from example_args import SEED, TIMEOUT, Parser, integer, real
+from example_args import SEED, TIMEOUT, Parser, check_memory, integer, real
 
 PULL, PUSH, DONE = 0, 1, 2
 FEATURES = 16
+MAX_WORKERS = 256
 DEGRADED = 3  # the exit status of a run that finished without one of its workers (stalled or lost)
 
 
 def parse_args(argv):
     p = Parser(description=__doc__.split("\n\n")[0])
     positive = integer(at_least=1)
-    p.add_argument("--workers", type=positive, default=3, help="N worker processes (the server is one more)")
+    # Each worker is a process, a two-rank gloo group (its own TCP connection) and a thread on the server: a few
+    # hundred is already past what one machine serves, and far past a small-scale study.
+    p.add_argument("--workers", type=integer(at_least=1, at_most=MAX_WORKERS), default=3,
+                   help=f"N worker processes (the server is one more), at most {MAX_WORKERS}")
     p.add_argument("--rounds", type=positive, default=6, help="pseudo-gradients each worker sends")
     p.add_argument("--inner-steps", type=positive, default=10, help="H, local AdamW steps per round")
     p.add_argument("--inner-lr", type=real(at_least=0), default=3e-3, help="local AdamW learning rate")
@@ -66,7 +70,17 @@ def parse_args(argv):
     p.add_argument("--timeout", type=TIMEOUT, default=120.0,
                    help="seconds the server waits for a worker's next message before it reports the worker stalled "
                         "and goes on without it (also the connection set-up's)")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    # Every process (the server and each worker) holds the student's θ and, at least, its gradient, AdamW's two
+    # moments, the round's starting point and a pseudo-gradient: six float32 copies of its parameters.
+    check_memory(p, f"--width {args.width} with --workers {args.workers}",
+                 (args.workers + 1) * 6 * 4 * student_parameters(args.width))
+    return args
+
+
+def student_parameters(width):
+    """The parameter count of student(width): two hidden layers of `width` units."""
+    return FEATURES * width + width + width * width + width + width + 1
 
 
 def student(width):

@@ -100,6 +100,28 @@ def check_output(parser, option, path, inputs):
         parser.error(f"{option} {path}: its folder {folder} does not exist")
 
 
+def available_memory():
+    """Bytes the kernel reports it can give without swapping (/proc/meminfo's MemAvailable), or None where there is
+    no such file (not Linux): the memory checks below are then skipped."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def check_memory(parser, what, need):
+    """Refuses (through parser.error) a run whose peak, estimated from below as `need` bytes, exceeds the memory available now,
+    naming `what` set it, instead of letting it be killed, or swap, hours into its run."""
+    have = available_memory()
+    if have is not None and need > have:
+        parser.error(f"{what} would need at least {need / 2 ** 30:.3g} GiB, more than the {have / 2 ** 30:.3g} GiB "
+                     "available now")
+
+
 # A seed every example hands to torch.manual_seed, torch.Generator and random.Random, also after the arithmetic
 # they do on it (seed * 1000 + k): torch takes at most 2^64 - 1.
 SEED = integer(at_least=0, at_most=2 ** 32 - 1)

@@ -19,9 +19,10 @@ import time
 import numpy as np
 
 import cgad.peers as P
+from cgad import InputError
 
 import atomic_file
-from example_args import SEED, Parser, check_output, input_file, integer, real
+from example_args import SEED, Parser, check_memory, check_output, input_file, integer, real
 
 PEER_ROWS = ("bnb-adam8bit", "bnb-adamw8bit", "torchao-adamw8bit", "torchao-adamw4bit")
 
@@ -39,6 +40,18 @@ def main(argv):
     a = p.parse_args(argv)
     if a.json is not None:
         check_output(p, "--json", a.json, (a.stream,))
+    if a.stream is None:
+        # The synthetic stream is held as float32 arrays (4 bytes a value) and written to a temporary JSON-lines
+        # file that each run reads back as float32 arrays again: at least 8 bytes a value at the peak.
+        check_memory(p, f"--size {' '.join(map(str, a.size))} --steps {a.steps}", 8 * sum(a.size) * a.steps)
+    try:
+        return table(a)
+    except InputError as e:  # a malformed --stream, found by the reader that first parses it
+        print(f"peers_table: {e}", file=sys.stderr)
+        return 2
+
+
+def table(a):
     with tempfile.TemporaryDirectory() as d:
         path = a.stream
         if path is None:

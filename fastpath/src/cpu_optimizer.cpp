@@ -65,25 +65,12 @@ StepReport CpuOptimizer::step(std::span<bf16> params, std::span<const float> gra
   return stepper_.step_contiguous(nullptr, params.data(), params.size(), grad, entries_, tau, fragment);
 }
 
-namespace {
-// The owning optimizer's table must hold every pointer its step reads (a caller-owned state's step leaves out a
-// tensor of null gradient; this one's callers have no such tensor: tensor_table.hpp's check_table).
-template <class P>
-void check_full_table(const TableStepper& stepper, std::span<P* const> params, std::span<const float* const> grads,
-                      std::size_t fragment) {
-  const auto [first, last] = stepper.touched(fragment);
-  const std::size_t tensors = stepper.tensor_sizes().size();
-  check_table("gradient", grads, tensors, first, last, stepper.tensor_sizes());
-  check_table("parameter", params, tensors, first, last, stepper.tensor_sizes());
-}
-}  // namespace
-
 StepReport CpuOptimizer::step(std::span<float* const> params, std::span<const float* const> grads, std::int64_t tau,
                               std::size_t fragment) {
   if (config().params != ParamFormat::fp32) {
     throw core::InputError("this optimizer stores bf16 parameters; it was given fp32 ones");
   }
-  check_full_table(stepper_, params, grads, fragment);
+  check_full_table(params, grads, stepper_.tensor_sizes(), stepper_.touched(fragment));
   return stepper_.step(params, grads, entries_, tau, fragment);
 }
 
@@ -92,7 +79,7 @@ StepReport CpuOptimizer::step(std::span<bf16* const> params, std::span<const flo
   if (config().params != ParamFormat::bf16) {
     throw core::InputError("this optimizer stores fp32 parameters; it was given bf16 ones");
   }
-  check_full_table(stepper_, params, grads, fragment);
+  check_full_table(params, grads, stepper_.tensor_sizes(), stepper_.touched(fragment));
   return stepper_.step(params, grads, entries_, tau, fragment);
 }
 

@@ -139,6 +139,7 @@ __device__ void step_chunks(StepArgs step, const StepChunk* chunks, std::uint64_
   apply_schedule(step, record->scheduled);
   for (std::uint64_t c = blockIdx.x; c < chunk_count; c += gridDim.x) {
     const StepChunk chunk = chunks[c];
+    if (chunk_at.left_out(c)) continue;
     StepArgs a = chunk_at(step, chunk, c);
     agent::with_chunk_formats<F>(
         chunk, [&](auto formats) { step_chunk<typename decltype(formats)::type>(a, reduce, shared_absmax); });
@@ -147,15 +148,20 @@ __device__ void step_chunks(StepArgs step, const StepChunk* chunks, std::uint64_
 
 // The contiguous step's operands: the whole vector and the fragment's Δ slice.
 struct ContiguousChunk {
+  __device__ bool left_out(std::uint64_t) const { return false; }
   __device__ StepArgs operator()(const StepArgs& step, const StepChunk& chunk, std::uint64_t) const {
     return chunk_args(step, chunk);
   }
 };
 
-// The table step's: the pointers of the chunk's tensor in the launch's batch.
+// The table step's: the pointers of the chunk's tensor in the launch's batch (Δ, θ and its own state); a tensor
+// whose gradient pointer is null is left out of the step (table_stepper.hpp).
 struct TableChunk {
   const std::uint64_t* chunk_tensor;
   const agent::TensorBatch* batch;
+  __device__ bool left_out(std::uint64_t c) const {
+    return batch->grad[chunk_tensor[c] - batch->first_tensor] == nullptr;
+  }
   __device__ StepArgs operator()(const StepArgs& step, const StepChunk& chunk, std::uint64_t c) const {
     return agent::table_chunk_args(step, chunk, chunk_tensor[c], *batch);
   }
@@ -193,6 +199,7 @@ __global__ void __launch_bounds__(kScanThreads)
     const StepChunk chunk = chunks[c];
     if (threadIdx.x >= chunk.count) continue;
     const std::uint64_t k = chunk_tensor[c] - batch.first_tensor;
+    if (batch.grad[k] == nullptr) continue;  // left out of the step
     const float g = batch.grad[k][chunk.begin - batch.begin[k] + threadIdx.x];
     const unsigned long long i = chunk.begin - fragment_offset + threadIdx.x;
     if (!isfinite(g)) {

@@ -1,9 +1,10 @@
 // The CUDA backend's entry points in a build without CUDA (CGAD_ENABLE_CUDA off): nothing is available, and
-// constructing a CudaOptimizer or a CudaEventVeto is refused with one line (the same InputError), so no method can
-// be reached.
+// constructing a CudaOptimizer, a CudaTableStepper or a CudaEventVeto is refused with one line (the same InputError),
+// so no method can be reached.
 #include "cgad/fastpath/cuda_optimizer.hpp"
 
 #include "cgad/core/errors.hpp"
+#include "cgad/fastpath/detail/host_state.hpp"
 
 #include <stdexcept>
 
@@ -17,6 +18,7 @@ std::string cuda_unavailable_reason() {
 }
 
 struct CudaOptimizer::Impl {};
+struct CudaTableStepper::Impl {};
 struct CudaEventVeto::Impl {};
 
 namespace {
@@ -37,8 +39,12 @@ CudaOptimizer::CudaOptimizer(const StepConfig&, std::vector<std::size_t>, CUstre
   refuse();
 }
 CudaOptimizer::~CudaOptimizer() = default;
+CudaTableStepper::CudaTableStepper(const StepConfig&, std::vector<std::size_t>, CUstream_st*) {
+  refuse();
+}
+CudaTableStepper::~CudaTableStepper() = default;
 
-// Unreachable: no CudaOptimizer or CudaEventVeto can exist in this build.
+// Unreachable: no CudaOptimizer, CudaTableStepper or CudaEventVeto can exist in this build.
 namespace {
 [[noreturn]] void unreachable() {
   throw std::logic_error("CudaOptimizer without a CUDA backend");
@@ -123,6 +129,64 @@ void CudaOptimizer::save(const std::filesystem::path&, CUstream_st*) {
   unreachable();
 }
 void CudaOptimizer::load(const std::filesystem::path&, CUstream_st*) {
+  unreachable();
+}
+std::uint64_t CudaTableStepper::step(std::span<float* const>, std::span<const float* const>,
+                                     std::span<const TensorState>, std::int64_t, std::size_t, CUstream_st*) {
+  unreachable();
+}
+std::uint64_t CudaTableStepper::step(std::span<bf16* const>, std::span<const float* const>,
+                                     std::span<const TensorState>, std::int64_t, std::size_t, CUstream_st*) {
+  unreachable();
+}
+void CudaTableStepper::preview(std::span<const float* const>, std::int64_t, std::size_t, CudaEventVeto*, CUstream_st*) {
+  unreachable();
+}
+std::uint64_t CudaTableStepper::step_previewed(std::span<float* const>, std::span<const float* const>,
+                                               std::span<const TensorState>, const CudaEventVeto*, CUstream_st*) {
+  unreachable();
+}
+std::uint64_t CudaTableStepper::step_previewed(std::span<bf16* const>, std::span<const float* const>,
+                                               std::span<const TensorState>, const CudaEventVeto*, CUstream_st*) {
+  unreachable();
+}
+StepReport CudaTableStepper::report(CUstream_st*) {
+  unreachable();
+}
+CudaStepReport CudaTableStepper::report(std::uint64_t, CUstream_st*) {
+  unreachable();
+}
+std::uint64_t CudaTableStepper::last_ticket() const {
+  unreachable();
+}
+void CudaTableStepper::advance_round(CUstream_st*) {
+  unreachable();
+}
+TensorStateShape CudaTableStepper::shape(std::size_t) const {
+  unreachable();
+}
+TensorState CudaTableStepper::entry(std::size_t, std::span<void* const>) const {
+  unreachable();
+}
+const StepConfig& CudaTableStepper::config() const {
+  unreachable();
+}
+std::size_t CudaTableStepper::parameters() const {
+  unreachable();
+}
+const std::vector<std::size_t>& CudaTableStepper::tensor_sizes() const {
+  unreachable();
+}
+std::vector<core::StateCounter> CudaTableStepper::counters(CUstream_st*) {
+  unreachable();
+}
+StepCounters CudaTableStepper::raw_counters(CUstream_st*) {
+  unreachable();
+}
+void CudaTableStepper::set_raw_counters(StepCounters, CUstream_st*) {
+  unreachable();
+}
+void CudaTableStepper::set_hyperparameters(const StepConfig&, CUstream_st*) {
   unreachable();
 }
 

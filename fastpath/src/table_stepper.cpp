@@ -70,34 +70,15 @@ TableStepper::TableStepper(const StepConfig& config, std::vector<std::size_t> te
       chunk_tensor_(chunk_tensors(planner_, tensor_begin_)) {
   if (pool_ == nullptr) throw core::InputError("a table stepper needs a thread pool");
   const std::size_t tensors = planner_.tensor_sizes().size();
-  first_slot_.assign(tensors, 0);
-  first_chunk_.assign(tensors + 1, chunk_tensor_.size());
-  // Chunks come in element order, so each tensor's are consecutive, and so are their absmax or fallback slots.
-  for (std::size_t c = chunk_tensor_.size(); c-- > 0;) {
-    first_chunk_[chunk_tensor_[c]] = c;
-    first_slot_[chunk_tensor_[c]] = planner_.chunks()[c].slot;
-  }
-  for (std::size_t k = tensors; k-- > 0;) first_chunk_[k] = std::min(first_chunk_[k], first_chunk_[k + 1]);
+  first_slot_ = tensor_first_slots(planner_, chunk_tensor_, tensors);
+  first_chunk_ = tensor_first_chunks(chunk_tensor_, tensors);
 }
 
 template <class P>
 StepReport TableStepper::table_step(std::span<P* const> params, std::span<const float* const> grads,
                                     std::span<const TensorState> states, std::int64_t tau, std::size_t fragment,
                                     bool reuse_preview) {
-  const auto [first, last] = touched(fragment);
-  const std::size_t tensors = tensor_begin_.size() - 1;
-  check_table("parameter", params, tensors, 1, 0, planner_.tensor_sizes());
-  check_table("gradient", grads, tensors, 1, 0, planner_.tensor_sizes());
-  bool any = first > last;  // a fragment without elements is the planner's to judge
-  for (std::size_t k = first; k <= last && k < tensors; ++k) {
-    if (grads[k] == nullptr || planner_.tensor_sizes()[k] == 0) continue;
-    any = true;
-    if (params[k] == nullptr) {
-      throw core::InputError("the tensor table's parameter pointer for " + tensor_name(k) +
-                             " (stepped: its gradient is given) is null");
-    }
-  }
-  if (!any) throw core::InputError("every tensor of this step is left out (no gradient pointer is given)");
+  check_step_table(params, grads, planner_.tensor_sizes(), touched(fragment));
   Operands o;
   if constexpr (std::is_same_v<P, float>) {
     o.fp32 = params;
@@ -160,92 +141,17 @@ std::pair<std::size_t, std::size_t> TableStepper::touched(std::size_t fragment) 
 }
 
 TensorStateShape TableStepper::shape(std::size_t k) const {
-  const std::vector<std::size_t>& sizes = planner_.tensor_sizes();
-  if (k >= sizes.size()) {
-    throw core::InputError(tensor_name(k) + " does not exist (there are " + std::to_string(sizes.size()) + ")");
-  }
-  TensorStateShape out;
-  out.moments = planner_.moments();
-  out.values = sizes[k];
-  switch (config().state) {
-    case StateFormat::fp32:
-      out.kind = "fp32";
-      break;
-    case StateFormat::bf16:
-      out.kind = "bf16";
-      break;
-    case StateFormat::q8:
-      if (sizes[k] < effective_min_q8_size(config())) {
-        out.kind = "fp32-fallback";
-      } else {
-        out.kind = "q8";
-        out.absmax = first_chunk_[k + 1] - first_chunk_[k];
-        for (int m = 0; m < out.moments; ++m) out.initial_code[m] = initial_code(m, planner_);
-      }
-      break;
-  }
-  return out;
+  return tensor_state_shape(planner_, first_chunk_, k);
 }
 
 TensorState TableStepper::entry(std::size_t k, std::span<void* const> buffers) const {
-  const TensorStateShape s = shape(k);
-  if (buffers.size() != static_cast<std::size_t>(2 * s.moments)) {
-    throw core::InputError(tensor_name(k) + "'s state takes " + std::to_string(2 * s.moments) +
-                           " buffer pointers (values and absmax per moment), got " + std::to_string(buffers.size()));
-  }
-  const auto need = [&](void* p, std::size_t n) {
-    if (p == nullptr && n != 0) throw core::InputError(tensor_name(k) + "'s state has a null buffer");
-    return p;
-  };
-  TensorState out;
-  out.moments = s.moments;
-  out.fp32_fallback = s.kind == "fp32-fallback";
-  for (int m = 0; m < s.moments; ++m) {
-    void* values = need(buffers[2 * m], s.values);
-    switch (config().state) {
-      case StateFormat::fp32:
-        out.fp32[m] = {static_cast<float*>(values), s.values};
-        break;
-      case StateFormat::bf16:
-        out.bf16_values[m] = {static_cast<bf16*>(values), s.values};
-        break;
-      case StateFormat::q8:
-        if (out.fp32_fallback) {
-          out.fp32[m] = {static_cast<float*>(values), s.values};
-        } else {
-          out.codes[m] = {static_cast<std::uint8_t*>(values), s.values};
-          out.absmax[m] = {static_cast<float*>(need(buffers[2 * m + 1], s.absmax)), s.absmax};
-        }
-        break;
-    }
-  }
-  return out;
+  return tensor_state_entry(planner_, first_chunk_, k, buffers);
 }
 
 void TableStepper::check_entries(std::span<const TensorState> states, const Operands& operands,
                                  std::size_t fragment) const {
-  const std::size_t tensors = tensor_begin_.size() - 1;
-  if (states.size() != tensors) {
-    throw core::InputError("the tensor table has " + std::to_string(states.size()) + " states, the optimizer " +
-                           std::to_string(tensors) + " tensors");
-  }
-  const auto [first, last] = touched(fragment);
-  for (std::size_t k = first; k <= last && k < tensors; ++k) {
-    if (operands.per_tensor && operands.grads[k] == nullptr) continue;  // left out: its state is not read
-    const TensorStateShape s = shape(k);
-    const TensorState& e = states[k];
-    bool fits = e.moments == s.moments && e.fp32_fallback == (s.kind == "fp32-fallback");
-    for (int m = 0; fits && m < s.moments; ++m) {
-      const bool fp32 = config().state == StateFormat::fp32 || e.fp32_fallback;
-      const bool bf16_state = config().state == StateFormat::bf16;
-      fits = e.fp32[m].size() == (fp32 ? s.values : 0) && e.bf16_values[m].size() == (bf16_state ? s.values : 0) &&
-             e.codes[m].size() == (!fp32 && !bf16_state ? s.values : 0) && e.absmax[m].size() == s.absmax;
-    }
-    if (!fits) {
-      throw core::InputError(tensor_name(k) + "'s state is not of the shape its layout and state format give (" +
-                             std::string(s.kind) + ", " + std::to_string(s.values) + " values)");
-    }
-  }
+  check_state_shapes(planner_, first_chunk_, chunk_tensor_, states,
+                     operands.per_tensor ? operands.grads : std::span<const float* const>{}, fragment);
 }
 
 void TableStepper::check_states(std::span<const TensorState> states, std::span<const std::size_t> which) const {

@@ -1,7 +1,8 @@
 // CUDA backend against the CPU backend: the same bits and reports for every optimizer, format and rounding, over
 // sizes around the block, with a NaN event and a zero-gate event in the stream; the table step over separate
-// tensors; PA-CGAD's fragments, a caller's stream, two streams, a captured CUDA graph replayed, state files, and a
-// device fault. Skips, saying why, where this process sees no CUDA device (or the build has no CUDA backend).
+// tensors, also over per-tensor state the caller owns; PA-CGAD's fragments, a caller's stream, two streams, a captured
+// CUDA graph replayed, state files, and a device fault. Skips, saying why, where this process sees no CUDA device (or
+// the build has no CUDA backend).
 #include "support/fastpath_test_support.hpp"
 
 #include "cgad/fastpath/cuda_optimizer.hpp"
@@ -296,6 +297,121 @@ TEST(FastpathCuda, TableStepIsBitIdenticalToTheCpuTableStep) {
       ASSERT_EQ(host_state_bytes(gpu.download()), host_state_bytes(host_state_of(cpu))) << what << ": state differs";
       expect_same_counters(gpu, cpu, nullptr, what);
     }
+  }
+}
+
+// One tensor's state buffers (values, then absmax, per moment) as bytes, at the zero state its shape gives (q8
+// codes at the map's code of 0, as cgad.torch's fresh_state makes them).
+std::vector<std::vector<unsigned char>> zero_state(const TensorStateShape& s) {
+  const std::size_t width = s.kind == "bf16" ? 2 : s.kind == "q8" ? 1 : 4;
+  std::vector<std::vector<unsigned char>> out;
+  for (int m = 0; m < s.moments; ++m) {
+    out.emplace_back(s.values * width, s.kind == "q8" ? s.initial_code[m] : 0);
+    out.emplace_back(s.absmax * 4, 0);
+  }
+  return out;
+}
+
+// CudaTableStepper over state the caller owns in per-tensor device allocations (as cgad.torch's CUDA groups hold
+// it) against TableStepper over the same in host allocations: every format, PA-CGAD's fragments, a NaN event, an
+// overflow event and a tensor left out of one event (a null gradient): parameters, state, counters and reports bit
+// for bit.
+TEST(FastpathCuda, CallerOwnedStateTableStepIsBitIdenticalToTheCpuTableStepper) {
+  if (!cuda_device_available()) GTEST_SKIP() << "CUDA caller-owned state not checked: " << cuda_unavailable_reason();
+  const std::vector<std::size_t> sizes = {257, 256, 0, 300, 5};
+  std::vector<StepConfig> configs;
+  for (StepConfig config : all_format_configs(core::OptimizerKind::cgad)) {
+    configs.push_back(config);
+    config.min_q8_size = 300;
+    configs.push_back(config);
+  }
+  for (StepConfig config : all_format_configs(core::OptimizerKind::pa_cgad)) {
+    config.fragments = 3;
+    configs.push_back(config);
+  }
+  for (const StepConfig& config : configs) {
+    const std::string what = describe(config);
+    TableStepper cpu(config, sizes, std::make_shared<ThreadPool>(2));
+    CudaTableStepper gpu(config, sizes);
+    const std::size_t n = cpu.parameters();
+    std::vector<std::vector<std::vector<unsigned char>>> host_state;
+    std::vector<std::vector<void*>> device_state;
+    std::vector<TensorState> host_entries, device_entries;
+    std::vector<Params> host;
+    std::vector<std::unique_ptr<DeviceParams>> device;
+    const Params initial(config, random_vector(n, 43));
+    for (std::size_t k = 0, at = 0; k < sizes.size(); at += sizes[k], ++k) {
+      host_state.push_back(zero_state(cpu.shape(k)));
+      std::vector<void*> host_buffers, device_buffers;
+      for (auto& buffer : host_state.back()) {
+        host_buffers.push_back(buffer.data());
+        device_buffers.push_back(to_device(buffer));
+      }
+      device_state.push_back(device_buffers);
+      host_entries.push_back(cpu.entry(k, host_buffers));
+      device_entries.push_back(gpu.entry(k, device_buffers));
+      Params part = initial;
+      const auto cut = [&](auto& v) {
+        if (!v.empty())
+          v.assign(v.begin() + static_cast<std::ptrdiff_t>(at), v.begin() + static_cast<std::ptrdiff_t>(at + sizes[k]));
+      };
+      cut(part.fp32);
+      cut(part.bf16_values);
+      host.push_back(part);
+      device.push_back(std::make_unique<DeviceParams>(config, part));
+    }
+    for (std::size_t e = 0; e < 8; ++e) {
+      const std::size_t fragment = e % config.fragments;
+      std::vector<float> grad = random_vector(n, 60 + static_cast<std::uint32_t>(e));
+      if (e == 3) grad[n - 1] = std::numeric_limits<float>::quiet_NaN();
+      if (e == 5) grad[n / 2] = 0x1p100f;
+      std::vector<std::vector<float>> grads;
+      std::vector<float*> device_grads;
+      std::vector<const float*> host_grad_table, device_grad_table;
+      std::vector<float*> host_fp32, device_fp32;
+      std::vector<bf16*> host_bf16, device_half;
+      for (std::size_t k = 0, at = 0; k < sizes.size(); at += sizes[k], ++k) {
+        grads.emplace_back(grad.begin() + static_cast<std::ptrdiff_t>(at),
+                           grad.begin() + static_cast<std::ptrdiff_t>(at + sizes[k]));
+        device_grads.push_back(to_device(grads.back()));
+        const bool left_out = e == 2 && k == 0;  // a parameter without a gradient in this event
+        host_grad_table.push_back(grads.back().empty() || left_out ? nullptr : grads.back().data());
+        device_grad_table.push_back(left_out ? nullptr : device_grads.back());
+        host_fp32.push_back(host[k].fp32.empty() ? nullptr : host[k].fp32.data());
+        host_bf16.push_back(host[k].bf16_values.empty() ? nullptr : host[k].bf16_values.data());
+        device_fp32.push_back(static_cast<float*>(device[k]->data));
+        device_half.push_back(static_cast<bf16*>(device[k]->data));
+      }
+      const auto tau = static_cast<std::int64_t>(e % 4);
+      StepReport want;
+      std::uint64_t ticket = 0;
+      if (config.params == ParamFormat::fp32) {
+        want = cpu.step(std::span<float* const>(host_fp32), host_grad_table, host_entries, tau, fragment);
+        ticket =
+            gpu.step(std::span<float* const>(device_fp32), device_grad_table, device_entries, tau, fragment, nullptr);
+      } else {
+        want = cpu.step(std::span<bf16* const>(host_bf16), host_grad_table, host_entries, tau, fragment);
+        ticket =
+            gpu.step(std::span<bf16* const>(device_half), device_grad_table, device_entries, tau, fragment, nullptr);
+      }
+      expect_same_report(gpu.report(ticket).own, want, what + " event " + std::to_string(e));
+      for (float* g : device_grads) cudaFree(g);
+      cpu.advance_round();
+      gpu.advance_round();
+    }
+    for (std::size_t k = 0; k < sizes.size(); ++k) {
+      ASSERT_EQ(device[k]->back(host[k]).bytes(), host[k].bytes()) << what << ": tensor " << k << " differs";
+      for (std::size_t b = 0; b < host_state[k].size(); ++b) {
+        ASSERT_EQ(to_host(static_cast<unsigned char*>(device_state[k][b]), host_state[k][b].size()), host_state[k][b])
+            << what << ": tensor " << k << "'s state buffer " << b << " differs";
+        cudaFree(device_state[k][b]);
+      }
+    }
+    const StepCounters got = gpu.raw_counters(), expected = cpu.raw_counters();
+    EXPECT_EQ(got.t, expected.t) << what;
+    EXPECT_EQ(got.last_sync, expected.last_sync) << what;
+    EXPECT_EQ(got.round, expected.round) << what;
+    EXPECT_EQ(got.steps, expected.steps) << what;
   }
 }
 

@@ -197,52 +197,140 @@ TEST(FastpathTensorTable, PaCgadFragmentsAcrossTensorsMatchTheContiguousStep) {
   }
 }
 
-// The CUDA table step (cuda_optimizer.cpp's step_table and cuda_kernels.cu's table_step_kernel) on the host: the
-// launches table_launches cuts, each with the TensorBatch of the tensors' pointers the host fills, every chunk of a
-// launch at table_chunk_args's operands (through the chunk → tensor map) run by the agent's emulated block. One
-// event per fragment, applied (the scan, a plain elementwise check, is not part of the agent).
+// Per-tensor optimizer state in separate allocations, as cgad.torch allocates it on the parameter's device (one
+// buffer per moment's values, one per q8 absmax), starting from HostState::zeros' values, with the TensorState
+// entries tensor_state_entry makes over them (as CudaTableStepper::entry does); whole() puts it back into the whole
+// vector's buffers (values at the tensor's first element, absmax or fallback moments at its first slot) to compare
+// with a CpuOptimizer's HostState.
+struct OwnedStates {
+  std::vector<std::size_t> begin, chunk_tensor, first_chunk, first_slot;
+  std::vector<std::vector<unsigned char>> buffers;  // per tensor and moment: values, then absmax
+  std::vector<TensorState> entries;
+
+  explicit OwnedStates(const StepPlanner& planner)
+      : begin(tensor_begins(planner.tensor_sizes())),
+        chunk_tensor(chunk_tensors(planner, begin)),
+        first_chunk(tensor_first_chunks(chunk_tensor, planner.tensor_sizes().size())),
+        first_slot(tensor_first_slots(planner, chunk_tensor, planner.tensor_sizes().size())) {
+    const HostState zeros = HostState::zeros(planner);
+    const std::size_t tensors = planner.tensor_sizes().size();
+    buffers.reserve(4 * tensors);  // no reallocation: the entries point into the buffers
+    for (std::size_t k = 0; k < tensors; ++k) {
+      std::vector<void*> pointers;
+      for (int m = 0; m < planner.moments(); ++m) {
+        const auto [values, absmax] = regions(zeros, planner, k, m);
+        buffers.emplace_back(values.first, values.first + values.second);
+        buffers.emplace_back(absmax.first, absmax.first + absmax.second);
+        pointers.push_back(buffers[buffers.size() - 2].data());
+        pointers.push_back(buffers.back().data());
+      }
+      entries.push_back(tensor_state_entry(planner, first_chunk, k, pointers));
+    }
+  }
+  // Tensor k's moment m within the whole buffers of `s`: its values' and its absmax's bytes (start, length).
+  std::pair<std::pair<unsigned char*, std::size_t>, std::pair<unsigned char*, std::size_t>> regions(
+      const HostState& s, const StepPlanner& planner, std::size_t k, int m) const {
+    auto& w = const_cast<HostState&>(s);
+    const TensorStateShape shape = tensor_state_shape(planner, first_chunk, k);
+    const auto bytes = [](auto& v, std::size_t at, std::size_t n) {
+      return std::pair{reinterpret_cast<unsigned char*>(v.data() + at), n * sizeof(v[0])};
+    };
+    if (shape.kind == "fp32-fallback") return {bytes(w.fp32[m], first_slot[k], shape.values), {nullptr, 0}};
+    switch (planner.config().state) {
+      case StateFormat::fp32:
+        return {bytes(w.fp32[m], begin[k], shape.values), {nullptr, 0}};
+      case StateFormat::bf16:
+        return {bytes(w.bf16_values[m], begin[k], shape.values), {nullptr, 0}};
+      case StateFormat::q8:
+        break;
+    }
+    return {bytes(w.codes[m], begin[k], shape.values), bytes(w.absmax[m], first_slot[k], shape.absmax)};
+  }
+  HostState whole(const StepPlanner& planner) const {
+    HostState out = HostState::zeros(planner);
+    for (std::size_t k = 0, b = 0; k < entries.size(); ++k) {
+      for (int m = 0; m < planner.moments(); ++m, b += 2) {
+        const auto [values, absmax] = regions(out, planner, k, m);
+        std::copy(buffers[b].begin(), buffers[b].end(), values.first);
+        std::copy(buffers[b + 1].begin(), buffers[b + 1].end(), absmax.first);
+      }
+    }
+    return out;
+  }
+};
+
+// θ and Δ tables as the host passes them to table_batch: one pointer per tensor (null for an empty gradient).
+std::vector<void*> param_pointers(const StepConfig& config, Tensors& tensors) {
+  std::vector<void*> out;
+  for (std::size_t k = 0; k < tensors.fp32.size(); ++k) {
+    out.push_back(config.params == ParamFormat::fp32 ? static_cast<void*>(tensors.fp32[k].data())
+                                                     : static_cast<void*>(tensors.bf16_values[k].data()));
+  }
+  return out;
+}
+template <class T>
+std::vector<T*> pointers(std::vector<std::vector<T>>& tensors) {
+  std::vector<T*> out;
+  for (auto& t : tensors) out.push_back(t.data());
+  return out;
+}
+std::vector<const float*> grad_pointers(const std::vector<std::vector<float>>& grads) {
+  std::vector<const float*> out;
+  for (const auto& g : grads) out.push_back(g.empty() ? nullptr : g.data());
+  return out;
+}
+
+// Chunks [launch.first_chunk, launch.end_chunk) of a CUDA table launch run by the agent's emulated block, each at
+// table_chunk_args's operands from the batch the host forms (table_batch); θ, Δ and each tensor's own state lie in
+// their own 16-byte aligned allocations, so the agent must vectorize exactly the full chunks whose place in their
+// tensor (and fallback slot in the tensor's) is a multiple of 4.
+void emulate_launch(const StepPlanner& planner, const StepArgs& step, const TableLaunch& launch,
+                    const OwnedStates& owned, std::span<void* const> params, std::span<const float* const> grads,
+                    testing::KernelPaths& paths, const std::string& where) {
+  EXPECT_LE(launch.end_tensor - launch.first_tensor, static_cast<std::size_t>(agent::kTableBatch)) << where;
+  const agent::TensorBatch batch = table_batch(launch, owned.begin, owned.first_slot, params, grads, owned.entries);
+  for (std::size_t c = launch.first_chunk; c < launch.end_chunk; ++c) {
+    const StepChunk& chunk = planner.chunks()[c];
+    const std::size_t k = owned.chunk_tensor[c];
+    if (grads[k] == nullptr) continue;  // left out (table_step_kernel's left_out)
+    const StepArgs a = agent::table_chunk_args(step, chunk, k, batch);
+    const std::size_t at = chunk.begin - owned.begin[k];
+    const bool vectorized = testing::vectorizable(chunk, at, at, chunk.slot - owned.first_slot[k]);
+    testing::emulate_kernel_block(step, chunk, a, vectorized, paths, where);
+  }
+}
+
+// The CUDA table step (cuda_table_stepper.cpp's step_table and cuda_kernels.cu's table_step_kernel) on the host,
+// over caller-owned per-tensor state: the launches table_launches cuts, each with the TensorBatch of the tensors'
+// pointers (θ, Δ and state) the host fills, every chunk of a launch at table_chunk_args's operands (through the
+// chunk → tensor map) run by the agent's emulated block. One event per fragment, applied (the scan, a plain
+// elementwise check, is not part of the agent).
 std::pair<std::vector<unsigned char>, std::vector<unsigned char>> emulate_table_kernel(
     const StepConfig& config, const std::vector<std::size_t>& sizes, const std::vector<float>& initial,
     const std::vector<std::vector<std::vector<float>>>& events, testing::KernelPaths& paths, const std::string& where) {
   StepPlanner planner(config, sizes);
-  HostState state = HostState::zeros(planner);
+  OwnedStates owned(planner);
   Tensors tensors(config, sizes, initial);
-  const std::vector<std::size_t> begin = tensor_begins(sizes);
-  const std::vector<std::size_t> chunk_tensor = chunk_tensors(planner, begin);
   for (std::size_t e = 0; e < events.size(); ++e) {
     const std::size_t f = e % config.fragments;
     StepPlanner::Plan plan =
         planner.plan(planner.parameters(), planner.fragment_size(f), static_cast<std::int64_t>(e % 3), f);
     EXPECT_TRUE(plan.scheduled.applied) << where;
-    state.bind(plan);
+    const std::vector<void*> params = param_pointers(config, tensors);
+    const std::vector<const float*> grads = grad_pointers(events[e]);
     for (const TableLaunch& launch :
-         table_launches(chunk_tensor, planner.chunk_begin(f), planner.chunk_begin(f + 1), agent::kTableBatch)) {
-      EXPECT_LE(launch.end_tensor - launch.first_tensor, static_cast<std::size_t>(agent::kTableBatch)) << where;
-      agent::TensorBatch batch;
-      batch.first_tensor = launch.first_tensor;
-      for (std::size_t k = launch.first_tensor; k < launch.end_tensor; ++k) {
-        const std::size_t at = k - launch.first_tensor;
-        batch.begin[at] = begin[k];
-        batch.grad[at] = events[e][k].data();
-        batch.params[at] = config.params == ParamFormat::fp32 ? static_cast<void*>(tensors.fp32[k].data())
-                                                              : static_cast<void*>(tensors.bf16_values[k].data());
-      }
-      for (std::size_t c = launch.first_chunk; c < launch.end_chunk; ++c) {
-        const StepChunk& chunk = planner.chunks()[c];
-        const StepArgs a = agent::table_chunk_args(plan.args, chunk, chunk_tensor[c], batch);
-        // θ and Δ lie at the chunk's position in its own tensor, each tensor a 16-byte aligned allocation.
-        const bool vectorized = testing::vectorizable(chunk, chunk.begin - begin[chunk_tensor[c]]);
-        testing::emulate_kernel_block(plan.args, chunk, a, vectorized, paths, where);
-      }
+         table_launches(owned.chunk_tensor, planner.chunk_begin(f), planner.chunk_begin(f + 1), agent::kTableBatch)) {
+      emulate_launch(planner, plan.args, launch, owned, params, grads, paths, where);
     }
     planner.commit(plan, StepOutcome::applied);
     planner.advance_round();
   }
-  return {tensors.bytes(), testing::state_arrays(state)};
+  return {tensors.bytes(), testing::state_arrays(owned.whole(planner))};
 }
 
-// Against the CPU table step, bit for bit: every optimizer and format (both q8 semantics, with and without
-// min_q8_size), over layouts with more tensors than one launch holds (kTableBatch + 7, 2·kTableBatch + 1, so a step
+// Against the CPU table step, bit for bit, both over per-tensor state the caller owns: every optimizer and format
+// (both q8 semantics, with and without min_q8_size), a tensor left out of one event, over layouts with more tensors
+// than one launch holds (kTableBatch + 7, 2·kTableBatch + 1, so a step
 // spans two and three launches) and tensor boundaries off 16-byte multiples, and PA-CGAD fragments that cut
 // tensors. The emulation must reach the vectorized path, the guarded path of a full misaligned chunk and the tail.
 TEST(FastpathTensorTable, CudaTableKernelEmulatedOnTheHostMatchesTheCpuTableStep) {
@@ -258,21 +346,30 @@ TEST(FastpathTensorTable, CudaTableKernelEmulatedOnTheHostMatchesTheCpuTableStep
       config.fragments = fragments;
       for (const auto& sizes : many) {
         const std::string where = describe(config) + " tensors=" + std::to_string(sizes.size());
-        CpuOptimizer table(config, sizes, 2);
+        TableStepper table(config, sizes, std::make_shared<ThreadPool>(2));
+        OwnedStates states(table.planner());
         const std::size_t n = table.parameters();
         const std::vector<float> initial = random_vector(n, 29);
         std::vector<std::vector<std::vector<float>>> events;
         for (std::size_t e = 0; e < 2 * fragments + 1; ++e) {
           events.push_back(split(random_vector(n, 500 + static_cast<std::uint32_t>(e)), sizes));
         }
+        events[1][0].clear();  // a parameter without a gradient: left out of event 1 by both steps
         Tensors tensors(config, sizes, initial);
         for (std::size_t e = 0; e < events.size(); ++e) {
-          ASSERT_TRUE(tensors.step(table, events[e], static_cast<std::int64_t>(e % 3), e % fragments).applied);
+          const std::vector<const float*> grads = grad_pointers(events[e]);
+          const std::int64_t tau = static_cast<std::int64_t>(e % 3);
+          const StepReport r = config.params == ParamFormat::fp32
+                                   ? table.step(std::span<float* const>(pointers(tensors.fp32)), grads, states.entries,
+                                                tau, e % fragments)
+                                   : table.step(std::span<bf16* const>(pointers(tensors.bf16_values)), grads,
+                                                states.entries, tau, e % fragments);
+          ASSERT_TRUE(r.applied) << where;
           table.advance_round();
         }
         const auto [params, state] = emulate_table_kernel(config, sizes, initial, events, paths, where);
         ASSERT_EQ(params, tensors.bytes()) << where;
-        ASSERT_EQ(state, testing::state_arrays(host_state_of(table))) << where;
+        ASSERT_EQ(state, testing::state_arrays(states.whole(table.planner()))) << where;
       }
     }
   }
@@ -290,21 +387,16 @@ TEST(FastpathTensorTable, CudaTableKernelEmulatedOnTheHostMatchesTheCpuTableStep
 // veto, and the table launches' chunks run by the agent's emulated block.
 struct EmulatedCudaGroup {
   StepPlanner planner;
-  HostState state;
+  OwnedStates owned;  // the group's state, as cgad.torch allocates it per parameter
   Tensors tensors;
   std::vector<std::int64_t> counters;  // t[P], last_sync[P], round, steps: the device's layout
-  std::vector<std::size_t> begin, chunk_tensor;
   StepOutcome outcome = StepOutcome::applied;
   std::uint64_t refused_at = 0;
   ScheduledStep scheduled;
   StepEvent event;
 
   EmulatedCudaGroup(const StepConfig& config, const std::vector<std::size_t>& sizes, const std::vector<float>& initial)
-      : planner(config, sizes),
-        state(HostState::zeros(planner)),
-        tensors(config, sizes, initial),
-        begin(tensor_begins(sizes)),
-        chunk_tensor(chunk_tensors(planner, begin)) {
+      : planner(config, sizes), owned(planner), tensors(config, sizes, initial) {
     const std::size_t p = config.fragments;
     counters.assign(2 * p + 2, 0);
     std::fill(counters.begin() + static_cast<std::ptrdiff_t>(p), counters.begin() + static_cast<std::ptrdiff_t>(2 * p),
@@ -349,26 +441,12 @@ struct EmulatedCudaGroup {
     if (vetoed) return;
     StepPlanner::Plan plan = planner.prepare(planner.parameters(), planner.fragment_size(fragment), tau, fragment);
     if (outcome == StepOutcome::applied) {
-      state.bind(plan);
       apply_schedule(plan.args, scheduled);  // as step_chunks does with the record's schedule
-      for (const TableLaunch& launch : table_launches(chunk_tensor, planner.chunk_begin(fragment),
+      const std::vector<void*> params = param_pointers(planner.config(), tensors);
+      const std::vector<const float*> pointers = grad_pointers(grads);
+      for (const TableLaunch& launch : table_launches(owned.chunk_tensor, planner.chunk_begin(fragment),
                                                       planner.chunk_begin(fragment + 1), agent::kTableBatch)) {
-        agent::TensorBatch batch;
-        batch.first_tensor = launch.first_tensor;
-        for (std::size_t k = launch.first_tensor; k < launch.end_tensor; ++k) {
-          const std::size_t at = k - launch.first_tensor;
-          batch.begin[at] = begin[k];
-          batch.grad[at] = grads[k].data();
-          batch.params[at] = planner.config().params == ParamFormat::fp32
-                                 ? static_cast<void*>(tensors.fp32[k].data())
-                                 : static_cast<void*>(tensors.bf16_values[k].data());
-        }
-        for (std::size_t c = launch.first_chunk; c < launch.end_chunk; ++c) {
-          const StepChunk& chunk = planner.chunks()[c];
-          const StepArgs a = agent::table_chunk_args(plan.args, chunk, chunk_tensor[c], batch);
-          const bool vectorized = testing::vectorizable(chunk, chunk.begin - begin[chunk_tensor[c]]);
-          testing::emulate_kernel_block(plan.args, chunk, a, vectorized, paths, where);
-        }
+        emulate_launch(planner, plan.args, launch, owned, params, pointers, paths, where);
       }
     }
     commit_step(planner.schedule_constants(), view(), fragment, outcome);
@@ -471,7 +549,8 @@ TEST(FastpathTensorTable, ThreeCudaGroupsWithAnLrScheduleEmulatedOnTheHostMatchT
         }
         for (std::size_t g = 0; g < 3; ++g) {
           ASSERT_EQ(cuda[g]->tensors.bytes(), cpu_tensors[g].bytes()) << at << " group " << g;
-          ASSERT_EQ(testing::state_arrays(cuda[g]->state), testing::state_arrays(host_state_of(*cpu[g])))
+          ASSERT_EQ(testing::state_arrays(cuda[g]->owned.whole(cuda[g]->planner)),
+                    testing::state_arrays(host_state_of(*cpu[g])))
               << at << " group " << g;
           const StepCounters c = cuda[g]->raw_counters(), expected = cpu[g]->raw_counters();
           ASSERT_EQ(c.t, expected.t) << at;

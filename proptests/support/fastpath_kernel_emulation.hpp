@@ -8,7 +8,7 @@
 // folded in reverse thread order: a max is exact in any order), so where no GPU is available to compare the real
 // kernel, its logic — both arrangements, the alignment decision, the tail, the q8 absmax — is checked against the CPU
 // backend bit for bit (fastpath_step_test.cpp for the contiguous step, fastpath_tensor_table_test.cpp for the table
-// step's launches and chunk → tensor map).
+// step's launches, chunk → tensor map and caller-owned per-tensor state).
 #include "cgad/fastpath/detail/step_agent.hpp"
 #include "cgad/fastpath/detail/host_state.hpp"
 
@@ -42,12 +42,16 @@ inline std::vector<unsigned char> state_arrays(const HostState& s) {
 }
 
 // Whether the agent must vectorize `chunk` when every buffer starts 16-byte aligned (operator new): it is full, and
-// its state element, its Δ and θ positions in their buffers (`operands_at`) and (fp32 fallback) its slot are
-// multiples of 4.
-inline bool vectorizable(const StepChunk& chunk, std::size_t operands_at) {
+// its state element's position in its buffer (`state_at`), its Δ and θ positions in theirs (`operands_at`) and
+// (fp32 fallback) its slot's (`slot_at`) are multiples of 4.
+inline bool vectorizable(const StepChunk& chunk, std::size_t state_at, std::size_t operands_at, std::size_t slot_at) {
   constexpr std::size_t items = agent::TilePolicy::items;
-  return chunk.count == kQ8BlockSize && chunk.begin % items == 0 && operands_at % items == 0 &&
-         (chunk.fp32_state == 0 || chunk.slot % items == 0);
+  return chunk.count == kQ8BlockSize && state_at % items == 0 && operands_at % items == 0 &&
+         (chunk.fp32_state == 0 || slot_at % items == 0);
+}
+// The same for a state in buffers over the whole vector (the chunk's element and slot index them).
+inline bool vectorizable(const StepChunk& chunk, std::size_t operands_at) {
+  return vectorizable(chunk, chunk.begin, operands_at, chunk.slot);
 }
 
 // One block of the kernel (cuda_kernels.cu's step_chunk) on chunk `a`, every thread in turn, formats F; the agent's

@@ -72,5 +72,6 @@ void bind_cpu_optimizer(pybind11::module_& m);   // cpu_optimizer.cpp
 void bind_cuda_optimizer(pybind11::module_& m);  // cuda_optimizer.cpp
 void bind_gate(pybind11::module_& m);            // gate.cpp
 void bind_trap_counter(pybind11::module_& m);    // trap_counter.cpp
+void bind_state_keys(pybind11::module_& m);      // state_keys.cpp
 
 }  // namespace cgad::python

@@ -1,18 +1,16 @@
-// `CudaOptimizer`: fastpath::CudaOptimizer for torch parameters on a CUDA device, one per param group, stepping on
-// the caller's stream (torch's current stream, passed as an integer: 0 is the legacy default stream). Its steps take
-// the group's tensors where they lie: one device pointer per parameter and per pseudo-gradient (CudaOptimizer's table
-// step, nothing gathered or scattered). A step returns its ticket at once and report(ticket) reads its report when
-// asked (cuda_optimizer.hpp), so that cgad.torch's step waits for nothing (_groups.py's CudaGroup). The state moves
-// through state_file.hpp's bytes in memory and new hyperparameters go to the device optimizer as they are; nothing
-// touches a file. `CudaEventVeto` is the device word the param groups of one event share (a refusal in any changes
+// `CudaStepper`: fastpath::CudaTableStepper for torch parameters on a CUDA device, one per param group, over the
+// caller's tensors where they lie -- parameters, pseudo-gradients and optimizer state, all torch tensors allocated by
+// torch on the parameter's device (cgad.torch's param groups, the same as on the CPU: _groups.py) -- stepping on the
+// caller's stream (torch's current stream, passed as an integer: 0 is the legacy default stream). A step returns its
+// ticket at once and report(ticket) reads its report when asked (cuda_table_stepper.hpp), so that cgad.torch's step
+// waits for nothing. `CudaEventVeto` is the device word the param groups of one event share (a refusal in any changes
 // none). In a build without the CUDA backend, or with no device, constructing either is an InputError, and
 // cuda_available() / cuda_unavailable_reason() say so beforehand.
 #include "bindings.hpp"
 #include "pointers.hpp"
 
-#include "cgad/fastpath/cuda_optimizer.hpp"
+#include "cgad/fastpath/cuda_table_stepper.hpp"
 
-#include "arrays.hpp"
 #include <pybind11/stl.h>
 
 #include <memory>
@@ -23,32 +21,63 @@ namespace cgad::python {
 namespace {
 
 using fastpath::CudaEventVeto;
-using fastpath::CudaOptimizer;
+using fastpath::CudaTableStepper;
+using fastpath::TensorState;
 
 CUstream_st* as_stream(std::uintptr_t stream) {
   return reinterpret_cast<CUstream_st*>(stream);
 }
 
-const CudaEventVeto* as_veto(const py::object& veto) {
-  return veto.is_none() ? nullptr : &veto.cast<const CudaEventVeto&>();
+// Per tensor, its state's buffer pointers (CudaTableStepper::entry's order); an empty list for a tensor left out.
+std::vector<TensorState> entries(const CudaTableStepper& s, const std::vector<std::vector<std::uintptr_t>>& states) {
+  std::vector<TensorState> out(states.size());
+  for (std::size_t k = 0; k < states.size(); ++k) {
+    if (!states[k].empty()) out[k] = s.entry(k, pointers<void>(states[k]));
+  }
+  return out;
 }
 
-// The table step, or the second half of a previewed one, in the optimizer's parameter format.
-std::uint64_t step_table(CudaOptimizer& o, const std::vector<std::uintptr_t>& params,
-                         const std::vector<std::uintptr_t>& grads, const std::int64_t* tau, std::size_t fragment,
-                         const CudaEventVeto* veto, std::uintptr_t stream) {
+// The step, or the second half of a previewed one (tau null), in the stepper's parameter format.
+std::uint64_t step_table(CudaTableStepper& s, const std::vector<std::uintptr_t>& params,
+                         const std::vector<std::uintptr_t>& grads,
+                         const std::vector<std::vector<std::uintptr_t>>& states, const std::int64_t* tau,
+                         std::size_t fragment, const py::object& veto, std::uintptr_t stream) {
   const std::vector<const float*> g = pointers<const float>(grads);
+  const std::vector<TensorState> e = entries(s, states);
+  const CudaEventVeto* v = veto.is_none() ? nullptr : &veto.cast<const CudaEventVeto&>();
   const auto run = [&](auto p) {
     py::gil_scoped_release release;
-    return tau != nullptr ? o.step(p, std::span<const float* const>(g), *tau, fragment, as_stream(stream))
-                          : o.step_previewed(p, std::span<const float* const>(g), veto, as_stream(stream));
+    return tau != nullptr ? s.step(p, std::span<const float* const>(g), e, *tau, fragment, as_stream(stream))
+                          : s.step_previewed(p, std::span<const float* const>(g), e, v, as_stream(stream));
   };
-  if (o.config().params == fastpath::ParamFormat::fp32) {
+  if (s.config().params == fastpath::ParamFormat::fp32) {
     const std::vector<float*> p = pointers<float>(params);
     return run(std::span<float* const>(p));
   }
   const std::vector<fastpath::bf16*> p = pointers<fastpath::bf16>(params);
   return run(std::span<fastpath::bf16* const>(p));
+}
+
+py::dict raw_counters(CudaTableStepper& s, std::uintptr_t stream) {
+  const fastpath::StepCounters c = s.raw_counters(as_stream(stream));
+  py::dict out;
+  out["t"] = c.t;
+  out["last_sync"] = c.last_sync;
+  out["round"] = c.round;
+  out["steps"] = c.steps;
+  return out;
+}
+
+void set_raw_counters(CudaTableStepper& s, const py::dict& counters, std::uintptr_t stream) {
+  fastpath::StepCounters c;
+  for (const char* key : {"t", "last_sync", "round", "steps"}) {
+    if (!counters.contains(key)) throw core::InputError(std::string("the counters have no '") + key + "'");
+  }
+  c.t = option_value<std::vector<std::int64_t>>(counters["t"], "t");
+  c.last_sync = option_value<std::vector<std::int64_t>>(counters["last_sync"], "last_sync");
+  c.round = option_value<std::int64_t>(counters["round"], "round");
+  c.steps = option_value<std::uint64_t>(counters["steps"], "steps");
+  s.set_raw_counters(std::move(c), as_stream(stream));
 }
 
 }  // namespace
@@ -64,77 +93,68 @@ void bind_cuda_optimizer(py::module_& m) {
           "reset", [](CudaEventVeto& v, std::uintptr_t stream) { v.reset(as_stream(stream)); }, py::arg("stream"))
       .def(
           "finish", [](CudaEventVeto& v, std::uintptr_t stream) { v.finish(as_stream(stream)); }, py::arg("stream"));
-  py::class_<CudaOptimizer>(m, "CudaOptimizer")
-      .def(py::init([](const py::dict& spec, std::vector<std::size_t> sizes) {
-             return std::make_unique<CudaOptimizer>(step_config(spec), std::move(sizes));
+  py::class_<CudaTableStepper>(m, "CudaStepper")
+      .def(py::init([](const py::dict& spec, std::vector<std::size_t> sizes, std::uintptr_t stream) {
+             return std::make_unique<CudaTableStepper>(step_config(spec), std::move(sizes), as_stream(stream));
            }),
-           py::arg("spec"), py::arg("tensor_sizes"))
+           py::arg("spec"), py::arg("tensor_sizes"), py::arg("stream"))
       .def(
           "step",
-          [](CudaOptimizer& o, const std::vector<std::uintptr_t>& params, const std::vector<std::uintptr_t>& grads,
-             std::int64_t tau, std::size_t fragment,
-             std::uintptr_t stream) { return step_table(o, params, grads, &tau, fragment, nullptr, stream); },
-          py::arg("params"), py::arg("grads"), py::arg("tau"), py::arg("fragment"), py::arg("stream"))
+          [](CudaTableStepper& s, const std::vector<std::uintptr_t>& params, const std::vector<std::uintptr_t>& grads,
+             const std::vector<std::vector<std::uintptr_t>>& states, std::int64_t tau, std::size_t fragment,
+             std::uintptr_t stream) {
+            return step_table(s, params, grads, states, &tau, fragment, py::none(), stream);
+          },
+          py::arg("params"), py::arg("grads"), py::arg("states"), py::arg("tau"), py::arg("fragment"),
+          py::arg("stream"))
       .def(
           "preview",
-          [](CudaOptimizer& o, const std::vector<std::uintptr_t>& grads, std::int64_t tau, std::size_t fragment,
+          [](CudaTableStepper& s, const std::vector<std::uintptr_t>& grads, std::int64_t tau, std::size_t fragment,
              const py::object& veto, std::uintptr_t stream) {
             const std::vector<const float*> g = pointers<const float>(grads);
             auto* v = veto.is_none() ? nullptr : &veto.cast<CudaEventVeto&>();
             py::gil_scoped_release release;
-            o.preview(std::span<const float* const>(g), tau, fragment, v, as_stream(stream));
+            s.preview(std::span<const float* const>(g), tau, fragment, v, as_stream(stream));
           },
           py::arg("grads"), py::arg("tau"), py::arg("fragment"), py::arg("veto"), py::arg("stream"))
       .def(
           "step_previewed",
-          [](CudaOptimizer& o, const std::vector<std::uintptr_t>& params, const std::vector<std::uintptr_t>& grads,
-             const py::object& veto,
-             std::uintptr_t stream) { return step_table(o, params, grads, nullptr, 0, as_veto(veto), stream); },
-          py::arg("params"), py::arg("grads"), py::arg("veto"), py::arg("stream"))
+          [](CudaTableStepper& s, const std::vector<std::uintptr_t>& params, const std::vector<std::uintptr_t>& grads,
+             const std::vector<std::vector<std::uintptr_t>>& states, const py::object& veto,
+             std::uintptr_t stream) { return step_table(s, params, grads, states, nullptr, 0, veto, stream); },
+          py::arg("params"), py::arg("grads"), py::arg("states"), py::arg("veto"), py::arg("stream"))
       .def(
           "report",
-          [](CudaOptimizer& o, std::uint64_t ticket, std::uintptr_t stream) {
+          [](CudaTableStepper& s, std::uint64_t ticket, std::uintptr_t stream) {
             fastpath::CudaStepReport r;
             {
               py::gil_scoped_release release;
-              r = o.report(ticket, as_stream(stream));
+              r = s.report(ticket, as_stream(stream));
             }
             return py::make_tuple(report_dict(r.own), r.vetoed);
           },
           py::arg("ticket"), py::arg("stream"), "(the step's own report as a dict, whether a shared veto stopped it)")
       .def(
-          "advance_round", [](CudaOptimizer& o, std::uintptr_t stream) { o.advance_round(as_stream(stream)); },
-          py::arg("stream") = 0)
+          "advance_round", [](CudaTableStepper& s, std::uintptr_t stream) { s.advance_round(as_stream(stream)); },
+          py::arg("stream"))
       .def(
           "set_hyperparameters",
-          [](CudaOptimizer& o, const py::dict& spec, std::uintptr_t stream) {
-            o.set_hyperparameters(step_config(spec), as_stream(stream));
+          [](CudaTableStepper& s, const py::dict& spec, std::uintptr_t stream) {
+            s.set_hyperparameters(step_config(spec), as_stream(stream));
           },
-          py::arg("spec"), py::arg("stream") = 0)
+          py::arg("spec"), py::arg("stream"))
       .def(
-          "save_bytes",
-          [](CudaOptimizer& o, std::uintptr_t stream) {
-            const std::vector<unsigned char> bytes = o.save_bytes(as_stream(stream));
-            return py::bytes(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+          "counters",
+          [](CudaTableStepper& s, std::uintptr_t stream) {
+            py::dict out;
+            for (const auto& c : s.counters(as_stream(stream))) out[py::str(c.name)] = c.values;
+            return out;
           },
-          py::arg("stream") = 0)
-      .def(
-          "load_bytes",
-          [](CudaOptimizer& o, const py::buffer& bytes, std::uintptr_t stream) {
-            o.load_bytes(byte_span(bytes.request()), as_stream(stream));
-          },
-          py::arg("bytes"), py::arg("stream") = 0)
-      .def("read_buffer",
-           [](CudaOptimizer& o, const std::string& name) {
-             auto [out, values] = numpy_empty<float>(o.parameters());
-             o.read_buffer(name, values);
-             return out;
-           })
-      .def("counters", [](CudaOptimizer& o) {
-        py::dict out;
-        for (const auto& c : o.counters()) out[py::str(c.name)] = c.values;
-        return out;
-      });
+          py::arg("stream"))
+      .def("raw_counters", &raw_counters, py::arg("stream"))
+      .def("set_raw_counters", &set_raw_counters, py::arg("counters"), py::arg("stream"))
+      .def_property_readonly("parameters", &CudaTableStepper::parameters)
+      .def_property_readonly("tensor_sizes", [](const CudaTableStepper& s) { return s.tensor_sizes(); });
 }
 
 }  // namespace cgad::python

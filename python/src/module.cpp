@@ -20,4 +20,5 @@ PYBIND11_MODULE(_cgad, m) {
   cgad::python::bind_cuda_optimizer(m);
   cgad::python::bind_gate(m);
   cgad::python::bind_trap_counter(m);
+  cgad::python::bind_state_keys(m);
 }

@@ -25,6 +25,8 @@ CASES = [
     ("async_diloco.py", ["--outer-lr", "nan"], ["--outer-lr", "nan"]),
     ("async_diloco.py", ["--inner-lr", "-1"], ["--inner-lr", "-1"]),
     ("async_diloco.py", ["--workers", "0"], ["--workers", "0"]),
+    ("async_diloco.py", ["--workers", "257"], ["--workers", "<= 256", "257"]),
+    ("async_diloco.py", ["--width", "10000000"], ["--width 10000000", "GiB", "available"]),
     ("async_diloco.py", ["--rounds", "x"], ["--rounds", "'x'"]),
     ("trap_in_training.py", ["--context", "10000"], ["--context", "10000"]),
     ("trap_in_training.py", ["--text", "/nonexistent/text"], ["--text", "/nonexistent/text"]),
@@ -44,6 +46,7 @@ CASES = [
     ("torchft_diloco.py", ["--outer-lr", "inf"], ["--outer-lr", "inf"]),
     ("peers_table.py", ["--scale-range", "nan"], ["--scale-range", "nan"]),
     ("peers_table.py", ["--steps", "0"], ["--steps", "0"]),
+    ("peers_table.py", ["--size", "4096", "100000000", "--steps", "100000"], ["--size 4096 100000000", "GiB"]),
     ("peers_table.py", ["--delays", "uniform"], ["--delays", "uniform"]),
     ("peers_table.py", ["--stream", "/nonexistent/s.jsonl"], ["--stream", "/nonexistent/s.jsonl"]),
 ]
@@ -81,5 +84,22 @@ def test_a_bad_argument_is_one_line_and_exit_status_2(runs, script, args, words)
     assert status == 2, stderr
     lines = stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"{script[:-3]}: "), stderr
+    for word in words:
+        assert word in lines[0], stderr
+
+
+@pytest.mark.parametrize("text,words", [
+    ('{"params": [1, 2]}\n{"grad": [1, "x"], "tau": 0}\n', [":2:", "'x' is not a number"]),
+    ('{"params": [1, 2]}\n{"grad": [1, 2], "tau": 0}\n{"grad": [1, 2', [":3:", "JSON"]),
+], ids=["a string for a number", "a truncated last line"])
+def test_a_malformed_recorded_stream_is_one_line_and_exit_status_2(tmp_path, text, words):
+    """peers_table --stream: the stream's reader names the line and what is wrong; before, that refusal surfaced as
+    a traceback (and exit status 1)."""
+    stream = tmp_path / "s.jsonl"
+    stream.write_text(text)
+    status, stderr = _run("peers_table.py", ["--stream", str(stream)])
+    assert status == 2, stderr
+    lines = stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"peers_table: {stream}"), stderr
     for word in words:
         assert word in lines[0], stderr

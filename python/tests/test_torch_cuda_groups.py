@@ -1,6 +1,7 @@
 """CUDA param groups (docs/python.md): any number of them, stepped on the device as one event with no host sync
 (a NaN/Inf or overflow in any group changes none, decided on the device through one shared veto), reports read
-lazily, new hyperparameters (an lr schedule) and the state_dict through the fast path's state bytes in memory, and
+lazily, new hyperparameters (an lr schedule), the state torch tensors on the device that opt.state[p] and
+state_dict() hold as for CPU groups (the same keys, dtypes and shapes), a parameter without a gradient left out, and
 capturable=True. Each against the same optimizer over CPU copies of the parameters, bit for bit. Skips, saying why,
 where this process has no CUDA device (or this build no CUDA backend); the same paths are checked without a device by
 the host emulation of the kernels (proptests/fastpath/fastpath_tensor_table_test.cpp's
@@ -98,6 +99,68 @@ def test_a_cuda_state_dict_of_three_groups_resumes_bit_for_bit_and_moves_to_the_
         opt.step(staleness=1)
         resumed.step(staleness=1)
     assert everything(resumed, resumed_groups) == everything(opt, groups)
+
+
+def layout(opt):
+    """opt.state and state_dict()'s state as keys, dtypes and shapes (devices aside)."""
+    saved = opt.state_dict()
+    return ([sorted((name, t.dtype, tuple(t.shape)) for name, t in opt.state[p].items())
+             for group in opt.param_groups for p in group["params"]],
+            {i: sorted((name, t.dtype, tuple(t.shape)) for name, t in entry.items())
+             for i, entry in saved["state"].items()})
+
+
+@needs_cuda
+def test_cuda_state_is_torch_tensors_on_the_device_as_the_cpu_groups_state():
+    cpu_groups, cuda_groups = model("cpu"), model("cuda")
+    cpu, gpu = CGAD(cpu_groups), CGAD(cuda_groups)
+    feed(cpu_groups, 0)
+    feed(cuda_groups, 0)
+    cpu.step(staleness=1)
+    gpu.step(staleness=1).resolved()
+    assert layout(gpu) == layout(cpu)
+    for group in cuda_groups:
+        for p in group["params"]:
+            assert {t.device for name, t in gpu.state[p].items() if name != "step"} == {p.device}
+    # The live state: an edit of opt.state's tensor is what the next step reads, as on the CPU.
+    for opt, groups in ((cpu, cpu_groups), (gpu, cuda_groups)):
+        with torch.no_grad():
+            opt.state[groups[0]["params"][0]]["exp_avg"].zero_()
+        feed(groups, 1)
+        opt.step(staleness=0)
+    assert everything(gpu, cuda_groups) == everything(cpu, cpu_groups)
+
+
+@needs_cuda
+def test_a_cuda_parameter_without_a_gradient_is_left_out_as_on_the_cpu():
+    cpu_groups, cuda_groups = model("cpu"), model("cuda")
+    cpu, gpu = CGAD(cpu_groups), CGAD(cuda_groups)
+    for e in range(3):
+        feed(cpu_groups, e)
+        feed(cuda_groups, e)
+        if e == 1:
+            cpu_groups[0]["params"][1].grad = None
+            cuda_groups[0]["params"][1].grad = None
+        assert gpu.step(staleness=e).resolved() == cpu.step(staleness=e)
+    assert everything(gpu, cuda_groups) == everything(cpu, cpu_groups)
+    assert gpu.counters == cpu.counters
+
+
+@needs_cuda
+def test_a_cuda_state_dict_loads_into_cpu_groups_and_back_bit_for_bit():
+    cpu_groups, cuda_groups = model("cpu"), model("cuda")
+    cpu, gpu = CGAD(cpu_groups), CGAD(cuda_groups)
+    for e in range(2):
+        feed(cpu_groups, e)
+        feed(cuda_groups, e)
+        cpu.step(staleness=e)
+        gpu.step(staleness=e)
+    cpu.load_state_dict(gpu.state_dict())
+    gpu.load_state_dict(cpu.state_dict())
+    feed(cpu_groups, 5)
+    feed(cuda_groups, 5)
+    assert gpu.step(staleness=2).resolved() == cpu.step(staleness=2)
+    assert everything(gpu, cuda_groups) == everything(cpu, cpu_groups)
 
 
 @needs_cuda

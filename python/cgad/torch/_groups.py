@@ -1,8 +1,9 @@
 """One fast-path optimizer per torch param group (per dtype in a group mixing float32 and bfloat16 parameters), over
 the group's tensors, which both backends step where they lie (the fast path's tensor-table step: a pointer per
-parameter and per pseudo-gradient, and on the CPU per state tensor). On the CPU opt.state[p] is the state the steps
-use, torch tensors (_state.py, _live.py), and the groups of one optimizer share one thread pool; the CUDA backend runs
-on torch's current stream, its state on the device."""
+parameter, per pseudo-gradient and per state tensor; fastpath/table_stepper.hpp on the CPU, cuda_table_stepper.hpp on
+CUDA, one seam). opt.state[p] is the state the steps use on either backend: torch tensors allocated by torch on the
+parameter's device (_state.py, _live.py). The groups of one CPU optimizer share one thread pool; a CUDA group runs on
+torch's current stream and waits for nothing."""
 import torch
 
 from .. import _cgad
@@ -13,9 +14,13 @@ from ._tensors import (PARAM_FORMATS, backend, check_count, check_no_aliasing, g
 
 
 class Group:
-    """The fast-path optimizer of one param group. ``spec`` is its configuration as text (step_config.cpp)."""
+    """The fast-path optimizer of one param group, on the CPU or on CUDA. ``spec`` is its configuration as text
+    (step_config.cpp). Its state is opt.state's tensors (_live.py), read anew before each step; ``states`` the
+    initial entries. The state's values are checked and read by a CpuStepper of the group's layout (``host``: the
+    CPU group's own stepper), on host copies for a CUDA group. A parameter without a gradient is left out of the
+    step (a null table entry) on either backend."""
 
-    def __init__(self, spec, params, where):
+    def __init__(self, spec, params, pool, where):
         self.layout = group_layout(params, where)
         fmt, device, sizes = self.layout
         self.spec = dict(spec, params=fmt)
@@ -25,6 +30,42 @@ class Group:
         self.begins = [0]
         for size in sizes:
             self.begins.append(self.begins[-1] + size)
+        self.device = device
+        self.cuda = backend(device, where) == "cuda"
+        # The CPU steppers' thread pool: the optimizer's, shared by its CPU groups; a CUDA group's host checks run
+        # on the calling thread alone (a pool of one starts no worker).
+        self.host_pool = pool() if not self.cuda else _cgad.ThreadPool(1)
+        if self.cuda:
+            self.engine = _cgad.CudaStepper(self.spec, self.sizes, self.stream())
+            self.veto = _veto(self.device, self.stream())  # made here, outside any capture (it allocates)
+            self.host = _cgad.CpuStepper(self.spec, self.sizes, self.host_pool)
+        else:
+            self.engine = self.host = _cgad.CpuStepper(self.spec, self.sizes, self.host_pool)
+        self.live = _live.LiveState(self.host, params, self.adam_family)
+        self.states = [self.live.fresh(k) for k in range(len(params))]
+        for k, entry in enumerate(self.states):
+            self.live.record(k, entry)
+        self.first_fragments = [self.first_fragment(k) for k in range(len(self.sizes))]
+        self.entries = self.states  # opt.state's entries as the last step or state_dict() took them
+
+    def stream(self):
+        """torch's current stream on a CUDA group's device, as the integer the fast path takes (on torch's current
+        stream, not the legacy default one, which a capture on another stream forbids)."""
+        return torch.cuda.current_stream(self.device).cuda_stream
+
+    def raw_counters(self):
+        """The counters as the state file holds them (a CUDA group's wait for its steps)."""
+        return self.engine.raw_counters(self.stream()) if self.cuda else self.engine.raw_counters()
+
+    def counters(self):
+        """The fast path's named counters ("t", "age"; a CUDA group's wait for its steps)."""
+        return self.engine.counters(self.stream()) if self.cuda else self.engine.counters()
+
+    def set_raw_counters(self, counters):
+        if self.cuda:
+            self.engine.set_raw_counters(counters, self.stream())
+        else:
+            self.engine.set_raw_counters(counters)
 
     def tensors_in(self, fragment, where):
         """Indices of the non-empty tensors with elements in ``fragment``."""
@@ -48,54 +89,25 @@ class Group:
         return next((f for f, (offset, size) in enumerate(self.fragments) if begin < offset + size),
                     len(self.fragments) - 1)
 
-    def prepare(self, params, fragment, where):
-        """The event's operands (parameter and gradient pointers, with tensors that keep the memory they point to
-        alive until the step has ended), or None when the group has no pseudo-gradient to apply."""
-        views = held(params)
-        ptrs = param_pointers(views, self.layout, where)
-        gathered = gradients(params, self.tensors_in(fragment, where), where)
-        if gathered is None:
-            return None
-        grads, missing = gathered
-        if missing and not self.keeps_untouched:
-            _state.refuse(where, f"parameter {missing[0]} has no gradient (p.grad is None) while others in its group "
-                                 "do; a CUDA group's state lives on the device, where cgad.torch cannot keep it "
-                                 "untouched -- give it a pseudo-gradient, or put it in a param group of its own")
-        return ptrs, [0 if g is None else g.data_ptr() for g in grads], grads, views, missing
-
     def configure(self, spec, where):
         """Takes the group's hyperparameters for the next step (an lr schedule): a no-op when unchanged. A changed
         state format (_state.FORMAT_KEYS) is refused, by the fast path, since the state was made in the old one."""
         spec = dict(spec, params=self.spec["params"])
         if spec != self.spec:
             try:
-                self.set_hyperparameters(spec)
+                if self.cuda:
+                    self.engine.set_hyperparameters(spec, self.stream())
+                self.host.set_hyperparameters(spec)  # the state's reach (its checks) depends on the betas
             except _cgad.InputError as e:
                 raise _cgad.InputError(f"{where}: {e}") from None
             self.spec = spec
 
-    def set_hyperparameters(self, spec):
-        self.engine.set_hyperparameters(spec)
-
     def advance_round(self):
         """Ends an outer round for PA-CGAD's ages."""
-        self.engine.advance_round()
-
-
-class CpuGroup(Group):
-    """Its state is opt.state's tensors (_live.py), read anew before each step; ``states`` the initial entries."""
-
-    keeps_untouched = True  # a parameter without a gradient is left out of the step (a null table entry)
-
-    def __init__(self, spec, params, pool, where):
-        super().__init__(spec, params, where)
-        self.pool = pool  # the optimizer's, made when first needed
-        self.engine = _cgad.CpuStepper(self.spec, self.sizes, pool())
-        self.live = _live.LiveState(self.engine, params, self.adam_family)
-        self.states = [self.live.fresh(k) for k in range(len(params))]
-        for k, entry in enumerate(self.states):
-            self.live.record(k, entry)
-        self.first_fragments = [self.first_fragment(k) for k in range(len(self.sizes))]
+        if self.cuda:
+            self.engine.advance_round(self.stream())
+        else:
+            self.engine.advance_round()
 
     def _zero_counters(self):
         return {"t": [0] * len(self.fragments), "last_sync": [-1] * len(self.fragments), "round": 0, "steps": 0}
@@ -104,25 +116,39 @@ class CpuGroup(Group):
         """The entries of opt.state the next step reads, checked (_live.LiveState.entries); a group whose every
         entry was removed restarts from zero."""
         check_count(params, len(self.sizes), where)
-        return self.live.entries(state, params, where, lambda: self.engine.set_raw_counters(self._zero_counters()))
+        self.entries = self.live.entries(state, params, where, lambda: self.set_raw_counters(self._zero_counters()))
+        return self.entries
 
     def prepare(self, params, fragment, where, state):
+        """The event's operands (parameter, gradient and state pointers, with tensors that keep the memory they
+        point to alive until the step has ended), or None when the group has no pseudo-gradient to apply. A CUDA
+        group's "step" entries are not compared with the count here (that would wait for the device): state_dict()
+        and load_state_dict() bring them up to date."""
         entries = self.current(state, params, where)
-        _state.check_steps(entries, self.first_fragments, self.engine.raw_counters(), self.adam_family, where,
-                           self.live.steps_unchanged(entries))
-        prepared = super().prepare(params, fragment, where)
-        if prepared is None:
+        if not self.cuda:
+            _state.check_steps(entries, self.first_fragments, self.engine.raw_counters(), self.adam_family, where,
+                               self.live.steps_changed(entries))
+        views = held(params)
+        ptrs = param_pointers(views, self.layout, where)
+        gathered = gradients(params, self.tensors_in(fragment, where), where)
+        if gathered is None:
             return None
-        grads = prepared[2]
+        grads, missing = gathered
         buffers = [[] if g is None else self.live.pointers[k] for k, g in enumerate(grads)]
         # The entries' tensors as they are now: another thread may replace opt.state[p][...] while the step runs,
         # and these keep the memory the step writes alive.
         held_state = [dict(e) for e in entries]
-        return prepared + (buffers, entries, held_state)
+        return (ptrs, [0 if g is None else g.data_ptr() for g in grads], grads, views, missing, buffers, entries,
+                held_state)
 
     def export(self):
-        """What the group's entry in state_dict()["param_groups"] carries besides torch's keys."""
-        return _state.counters_entry(self.spec["optimizer"], self.spec["seed"], self.engine.raw_counters(),
+        """What the group's entry in state_dict()["param_groups"] carries besides torch's keys; a CUDA group's
+        "step" entries are brought up to date with it."""
+        counters = self.raw_counters()
+        if self.cuda:  # the entries current() took (state_dict() calls it first)
+            _state.refresh_steps(self.entries, self.first_fragments, counters, self.adam_family)
+            self.live.record_steps(self.entries)
+        return _state.counters_entry(self.spec["optimizer"], self.spec["seed"], counters,
                                      self.spec.get("q8_codes"))
 
     def check_load(self, saved, entry, where, spec):
@@ -131,7 +157,7 @@ class CpuGroup(Group):
         gives the counters), ``spec`` the hyperparameters it loads with (the state's reach depends on the betas).
         Returns what load() takes."""
         spec = dict(spec, params=self.spec["params"])
-        checker = self.engine if spec == self.spec else _cgad.CpuStepper(spec, self.sizes, self.pool())
+        checker = self.host if spec == self.spec else _cgad.CpuStepper(spec, self.sizes, self.host_pool)
         if entry is None:
             steps = {_state.integral_step(state.get("step", 0), f"{where} parameter {k}")
                      for k, state in enumerate(saved) if isinstance(state, dict)}
@@ -173,7 +199,7 @@ class CpuGroup(Group):
         """Takes what check_load() accepted: the moments copied into opt.state's tensors where they fit (so that
         references taken before stay live), new ones where an entry lost them."""
         counters, moments, users = checked
-        self.engine.set_raw_counters(counters)
+        self.set_raw_counters(counters)
         for k, p in enumerate(self.live.params):
             entry = state.get(p) if isinstance(state.get(p), dict) else {}
             fresh = self.live.fresh(k)
@@ -195,7 +221,7 @@ class CpuGroup(Group):
             state[p] = entry
             self.live.record(k, entry)
         entries = [state[p] for p in self.live.params]
-        _state.refresh_steps(entries, self.first_fragments, self.engine.raw_counters(), self.adam_family)
+        _state.refresh_steps(entries, self.first_fragments, counters, self.adam_family)
         self.live.record_steps(entries)
 
     def _fits(self, k, name, t):
@@ -212,80 +238,27 @@ class CpuGroup(Group):
         return [self.live.read(entries[k], k, name) for k in range(len(entries))]
 
     def preview(self, prepared, tau, fragment):
+        """A CPU group's look at the event, changing nothing (CUDA groups preview on the device: step_cuda_event)."""
         return self.engine.preview(prepared[1], tau, fragment)
 
     def step(self, params, prepared, tau, fragment, reuse_preview=False):
-        # A parameter without a gradient is left out (null pointers): its values and state stay as they are, as
-        # torch.optim leaves them. The group's step count still advances (one count per group).
-        report = self.engine.step(prepared[0], prepared[1], prepared[5], tau, fragment, reuse_preview)
+        """The group's step on its own, its report read at once (a CUDA group's waits for it). A parameter without a
+        gradient is left out (null pointers): its values and state stay as they are, as torch.optim leaves them.
+        The group's step count still advances (one count per group)."""
+        if self.cuda:
+            ticket = self.engine.step(prepared[0], prepared[1], prepared[5], tau, fragment, self.stream())
+            report = self.engine.report(ticket, self.stream())[0]
+        else:
+            report = self.engine.step(prepared[0], prepared[1], prepared[5], tau, fragment, reuse_preview)
         if report["applied"]:
-            _state.refresh_steps(prepared[6], self.first_fragments, self.engine.raw_counters(), self.adam_family)
+            _state.refresh_steps(prepared[6], self.first_fragments, self.raw_counters(), self.adam_family)
             self.live.record_steps(prepared[6])
         return report
 
 
-class CudaGroup(Group):
-    """Its state lives on the device: opt.state[p] holds nothing for it, and its state_dict entry carries a copy,
-    the fast path's checksummed state bytes (fastpath/state_file.hpp) as a uint8 tensor. Its steps run on torch's
-    current stream and wait for nothing: step_cuda_event's report is read when asked."""
-    states = ()
-    keeps_untouched = False
-
-    def __init__(self, spec, params, pool, where):
-        super().__init__(spec, params, where)
-        self.device = self.layout[1]
-        self.engine = _cgad.CudaOptimizer(self.spec, self.sizes)
-        self.veto = _veto(self.device, self.stream())  # made here, outside any capture (it allocates)
-
-    def stream(self):
-        """torch's current stream on the group's device, as the integer the fast path takes."""
-        return torch.cuda.current_stream(self.device).cuda_stream
-
-    # On torch's current stream, not the legacy default one (which a capture on another stream forbids).
-    def set_hyperparameters(self, spec):
-        self.engine.set_hyperparameters(spec, self.stream())
-
-    def advance_round(self):
-        self.engine.advance_round(self.stream())
-
-    def prepare(self, params, fragment, where, state):
-        return super().prepare(params, fragment, where)
-
-    def read_state(self, k, name, state):
-        """Tensor k's state buffer ``name`` dequantized to float32 (a NumPy copy from the device)."""
-        return self.engine.read_buffer(name)[self.begins[k]:self.begins[k + 1]].copy()
-
-    def read_states(self, name, state):
-        values = self.engine.read_buffer(name)
-        return [values[self.begins[k]:self.begins[k + 1]] for k in range(len(self.begins) - 1)]
-
-    def export(self):
-        entry = _state.counters_entry(self.spec["optimizer"], self.spec["seed"], {}, self.spec.get("q8_codes"))
-        entry["bytes"] = torch.frombuffer(bytearray(self.engine.save_bytes(self.stream())), dtype=torch.uint8)
-        return entry
-
-    def restore(self, saved, entry, where):
-        if entry is None:
-            _state.refuse(where, "a CUDA param group's state lives on the device and loads from a cgad.torch "
-                                 "state_dict only (no warm start from torch.optim's)")
-        state = entry.get("bytes") if isinstance(entry, dict) else None
-        if not isinstance(state, torch.Tensor) or state.dtype != torch.uint8 or state.dim() != 1:
-            _state.refuse(where, "a CUDA param group's state_dict entry must hold its state bytes (a one-dimensional "
-                                 "uint8 tensor)")
-        try:
-            self.engine.load_bytes(state.detach().cpu().contiguous().numpy(), self.stream())
-        except _cgad.InputError as e:
-            raise _cgad.InputError(f"{where}: {e}") from None
-
-    def step(self, params, prepared, tau, fragment, reuse_preview=False):
-        """One group's step on its own (the report read at once): for a caller that steps groups one by one."""
-        ticket = self.engine.step(prepared[0], prepared[1], tau, fragment, self.stream())
-        return self.engine.report(ticket, self.stream())[0]
-
-
 # One veto word per CUDA device, shared by every cgad.torch optimizer's events on it: an event clears it before its
 # previews and marks its end after its steps, and the veto orders each event after the previous one's end, on
-# whatever streams they ran (cuda_optimizer.hpp's CudaEventVeto).
+# whatever streams they ran (cuda_table_stepper.hpp's CudaEventVeto).
 _VETOES = {}
 
 
@@ -308,7 +281,7 @@ def step_cuda_event(groups, tau, fragment, first_param, loss):
     if len(stepped) == 1:
         fast, prepared = stepped[0]
         stream = fast.stream()
-        tickets[id(fast)] = fast.engine.step(prepared[0], prepared[1], tau, fragment, stream)
+        tickets[id(fast)] = fast.engine.step(prepared[0], prepared[1], prepared[5], tau, fragment, stream)
     elif stepped:
         stream = stepped[0][0].stream()
         veto = stepped[0][0].veto
@@ -316,10 +289,11 @@ def step_cuda_event(groups, tau, fragment, first_param, loss):
         for fast, prepared in stepped:
             fast.engine.preview(prepared[1], tau, fragment, veto, stream)
         for fast, prepared in stepped:
-            tickets[id(fast)] = fast.engine.step_previewed(prepared[0], prepared[1], veto, stream)
+            tickets[id(fast)] = fast.engine.step_previewed(prepared[0], prepared[1], prepared[5], veto, stream)
         veto.finish(stream)
-    # The report needs each group and its ticket, not the operands: their memory is torch's caching allocator's,
-    # freed in the order of the stream the steps were enqueued on, so it is not reused before they end.
+    # The report needs each group and its ticket, not the operands: their memory (parameters, gradients and the
+    # state tensors) is torch's caching allocator's, freed in the order of the stream the steps were enqueued on, so
+    # it is not reused before they end.
     pending = [(fast, tickets.get(id(fast))) for fast, _ in groups]
     several = len(stepped) > 1
 
@@ -337,7 +311,7 @@ def step_cuda_event(groups, tau, fragment, first_param, loss):
 
 class SplitGroup:
     """A param group mixing float32 and bfloat16 parameters (a bf16 model with fp32 LayerNorms): one fast-path
-    optimizer stores one parameter format, so the group is one CpuGroup per dtype, stepped as one event -- an
+    optimizer stores one parameter format, so the group is one Group per dtype, stepped as one event -- an
     event refused in either changes neither, as across param groups. Its counters() are its first dtype's. Not
     for PA-CGAD, whose fragments cut the group's tensors concatenated."""
 
@@ -352,8 +326,8 @@ class SplitGroup:
         for i, p in enumerate(params):
             members.setdefault(p.dtype, []).append(i)
         self.members = list(members.values())
-        self.parts = [CpuGroup(spec, [params[i] for i in m], pool, where) for m in self.members]
-        self.engine = self.parts[0].engine
+        self.parts = [Group(spec, [params[i] for i in m], pool, where) for m in self.members]
+        self.cuda = False
         self.adam_family = self.parts[0].adam_family
         self.states = [None] * len(params)
         self.offsets = [0]  # each part's first element in the parts' tensors one after the other
@@ -361,6 +335,9 @@ class SplitGroup:
             for i, state in zip(m, part.states):
                 self.states[i] = state
             self.offsets.append(self.offsets[-1] + sum(part.sizes))
+
+    def counters(self):
+        return self.parts[0].counters()
 
     def _each(self, params, prepared=None):
         for s, (m, part) in enumerate(zip(self.members, self.parts)):
@@ -387,7 +364,7 @@ class SplitGroup:
         return next((r for r in reports if r["reason"] in REFUSED), reports[0])
 
     def current(self, state, params, where):
-        """As CpuGroup.current over the whole group: its every parameter losing its state restarts every part,
+        """As Group.current over the whole group: its every parameter losing its state restarts every part,
         some losing it is refused (the parts alone would see only their own)."""
         check_count(params, len(self.states), where)
         kept = [isinstance(state.get(p), dict) and any(n in state[p] for n in _state.STATE_NAMES)
@@ -459,5 +436,4 @@ def make_group(spec, params, pool, where):
     if spec["optimizer"] != "pa-cgad" and len({getattr(p, "dtype", None) for p in params}) > 1 and \
             all(isinstance(p, torch.Tensor) and p.dtype in PARAM_FORMATS and p.device.type == "cpu" for p in params):
         return SplitGroup(spec, params, pool, where)
-    _, device, _ = group_layout(params, where)
-    return (CudaGroup if backend(device, where) == "cuda" else CpuGroup)(spec, params, pool, where)
+    return Group(spec, params, pool, where)

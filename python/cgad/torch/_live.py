@@ -1,9 +1,14 @@
-"""A CPU param group's state as it lives in ``opt.state``: torch tensors whose data pointers each step hands the fast
-path (fastpath/table_stepper.hpp), read anew from ``opt.state`` before every step. What torch ops did to them since
-the last step or load is seen through each tensor's identity, data pointer and version counter (``_version``,
-which every in-place op, ``set_`` and ``resize_`` advance), and only a changed tensor is checked -- its dtype,
-size, device and layout, and its values by the state file's rules (CpuStepper.check_states) -- so an impossible
-state is refused before anything changes, and an unchanged one costs three attribute reads."""
+"""A param group's state as it lives in ``opt.state``: torch tensors on the parameters' device (CPU or CUDA) whose
+data pointers each step hands the fast path (fastpath/table_stepper.hpp, cuda_table_stepper.hpp), read anew from
+``opt.state`` before every step. What torch ops did to them since the last step or load is seen through each
+tensor's identity, data pointer and version counter (``_version``, which every in-place op, ``set_`` and ``resize_``
+advance), compared for all tensors at once by the compiled module (``_cgad.StateKeys``, python/src/state_keys.cpp:
+no Python bytecode per tensor on a step where nothing changed), and only a changed tensor is checked -- its dtype,
+size, device and layout, and its values by the state file's rules (CpuStepper.check_states, on host copies of a
+CUDA group's) -- so an impossible state is refused before anything changes.
+"""
+import operator
+
 import torch
 
 from .. import _cgad
@@ -24,8 +29,8 @@ class LiveState:
         self.shapes = [engine.shape(k) for k in range(len(self.params))]
         self.names = [_state.moment_names(s["kind"], adam_family) for s in self.shapes]
         self.own = [sorted(n for pair in names for n in pair if n is not None) for names in self.names]
-        self.seen = [None] * len(self.params)  # per tensor: {name: (id, data_ptr, _version)} when last taken
-        self.step_seen = [None] * len(self.params)  # per tensor: its "step" tensor's key when last filled
+        self.seen = _cgad.StateKeys(self.own, torch.Tensor, True)  # the state tensors when last taken
+        self.step_seen = _cgad.StateKeys([["step"]] * len(self.params), torch.Tensor, False)  # when last filled
         self.pointers = [None] * len(self.params)  # per tensor: buffers() of the entry last taken
 
     def fresh(self, k):
@@ -49,36 +54,43 @@ class LiveState:
 
     def record(self, k, entry):
         """Takes tensor k's entry as checked: its tensors' keys, and their pointers (pointers(k) until it changes)."""
-        self.seen[k] = {name: _key(entry[name]) for name in self.own[k]}
+        self.seen.record(k, entry, self.params[k])
         self.pointers[k] = self.buffers(k, entry)
 
     def record_steps(self, entries):
         """After the "step" tensors were filled with the counts (_state.refresh_steps)."""
-        self.step_seen = [_key(e.get("step")) for e in entries]
+        self.step_seen.record_all(entries, self.params)
 
-    def steps_unchanged(self, entries):
-        """The tensors whose "step" is the tensor last filled, untouched since: _state.check_steps need not compare
-        it with the count (a comparison of a tensor per parameter, the largest cost of a step on small tensors)."""
-        return {k for k, e in enumerate(entries) if _key(e.get("step")) == self.step_seen[k]}
+    def steps_changed(self, entries):
+        """The tensors whose "step" is not the tensor last filled, untouched since: only these _state.check_steps
+        compares with the count (a comparison of a tensor per parameter, the largest cost of a step on small
+        tensors)."""
+        return self.step_seen.stale(entries, self.params)
 
     def entries(self, state, group_params, where, counters_reset):
         """Tensor k's entry of ``state`` (opt.state) for every k, checked, after taking what changed since the last
         step or load: the state the next step reads. ``counters_reset`` restarts the counts (a group reset)."""
-        for k, p in enumerate(group_params):
-            if p is not self.params[k]:
-                refuse(where, f"parameter {k} is another tensor than the one its optimizer state was made for (a "
-                              "tensor put into param_groups by hand); cgad.torch keeps the state of the tensors it "
-                              "was given -- update a parameter in place (p.data = ..., p.copy_(...)) or make a new "
-                              "optimizer for new ones")
-        got = [state.get(p) if isinstance(state, dict) else None for p in self.params]
-        present = [[n for n in self.own[k] if isinstance(e, dict) and n in e] for k, e in enumerate(got)]
-        lost = [k for k in range(len(got)) if not present[k]]
-        for k in range(len(got)):
+        if not all(map(operator.is_, group_params, self.params)):
+            k = next(k for k, (p, q) in enumerate(zip(group_params, self.params)) if p is not q)
+            refuse(where, f"parameter {k} is another tensor than the one its optimizer state was made for (a "
+                          "tensor put into param_groups by hand); cgad.torch keeps the state of the tensors it was "
+                          "given -- update a parameter in place (p.data = ..., p.copy_(...)) or make a new optimizer "
+                          "for new ones")
+        got = list(map(state.get, self.params)) if isinstance(state, dict) else [None] * len(self.params)
+        # Changed: an entry not as last taken -- another tensor, memory or version, a name removed, or a parameter
+        # reshaped since (p.data = p.data.view(...)), whose moments then follow it. Every test below looks at these
+        # only: an entry unchanged since it was taken passed them then.
+        changed = self.seen.stale(got, self.params)
+        if not changed:
+            return got
+        present = {k: [n for n in self.own[k] if isinstance(got[k], dict) and n in got[k]] for k in changed}
+        for k in changed:
             if present[k] and len(present[k]) != len(self.own[k]):
                 missing = [n for n in self.own[k] if n not in present[k]]
                 refuse(where, f"parameter {k}'s state has no {missing} (removed from opt.state[p]); its format "
                               f"holds {self.own[k]} -- nothing was stepped (opt.state.clear() restarts the whole "
                               "optimizer from zero)")
+        lost = [k for k in changed if not present[k]]
         if lost and len(lost) != len(got):
             refuse(where, f"the state of parameter(s) {lost} was removed from opt.state while the others of the "
                           "param group keep theirs; cgad steps a group's tensors with one step count, so it cannot "
@@ -92,17 +104,11 @@ class LiveState:
                 self.record(k, entry)
             counters_reset()
             return got
-        # Changed: another tensor, memory or version since last taken, or a parameter reshaped since (p.data =
-        # p.data.view(...)), whose moments then follow it.
-        changed = [k for k, e in enumerate(got) if self.seen[k] is None or
-                   any(_key(e[n]) != self.seen[k][n] for n in self.own[k]) or
-                   getattr(e[self.own[k][-1]], "shape", None) != self.params[k].shape]
-        if changed:
-            for k in changed:
-                self._check_tensors(k, got[k], where)
-            self._check_values(changed, got, where)
-            for k in changed:
-                self.record(k, got[k])
+        for k in changed:
+            self._check_tensors(k, got[k], where)
+        self._check_values(changed, got, where)
+        for k in changed:
+            self.record(k, got[k])
         return got
 
     def _check_tensors(self, k, entry, where):
@@ -125,7 +131,8 @@ class LiveState:
                 entry[name] = t.view(self.shape(k, name))  # (a parameter of another size is refused by the step)
 
     def _check_values(self, which, entries, where):
-        buffers = [self.buffers(k, entries[k]) if k in which else [] for k in range(len(entries))]
+        host = {k: self.on_host(k, entries[k]) for k in which}  # held while the check reads them
+        buffers = [self.buffers(k, host[k]) if k in which else [] for k in range(len(entries))]
         _check_buffers(self.engine, buffers, which, where, self._labels(which))
 
     def _labels(self, which):
@@ -137,11 +144,14 @@ class LiveState:
         if moment is None or (name == "b") == self.adam_family:
             raise _cgad.InputError(f"no state buffer {name!r} (this optimizer has "
                                    f"{['m', 'v'] if self.adam_family else ['b']})")
-        return self.engine.read_state(self.buffers(k, entry), k, moment)
+        return self.engine.read_state(self.buffers(k, self.on_host(k, entry)), k, moment)
 
-
-def _key(t):
-    return (id(t), t.data_ptr(), t._version) if isinstance(t, torch.Tensor) else (id(t), None, None)
+    def on_host(self, k, entry):
+        """Tensor k's state tensors where the fast path's checks and reads (CpuStepper) can read them: as they are
+        on the CPU, copies of a CUDA parameter's (which wait for the device)."""
+        if self.params[k].device.type == "cpu":
+            return entry
+        return {name: entry[name].to("cpu") for name in self.own[k]}
 
 
 def _check_buffers(engine, buffers, which, where, labels):

@@ -11,7 +11,7 @@ import torch
 from .. import _cgad
 from . import _hooks, _q8_maps, _state, _trap_stats
 from .._arguments import INT64_MAX, UINT32_MAX, UINT64_MAX, integer
-from ._groups import CudaGroup, make_group, step_cuda_event
+from ._groups import make_group, step_cuda_event
 from ._tensors import check_no_aliasing, mark_modified
 from ._protocol import Counters, check_flags, check_group_flags, check_policy, count, new_counts, report_refusal
 from ._protocol import staleness as as_staleness
@@ -56,7 +56,7 @@ def _plain_settings(group):
 
 # A CUDA step's report waits on the device until read (LazyStepReport); the optimizer's counts of steps by outcome
 # read them when asked, or once this many are pending, below the CUDA optimizer's kReportHistory (64) reports kept
-# per param group (cuda_optimizer.hpp): one host sync per 32 steps for a loop that never looks.
+# per param group (cuda_table_stepper.hpp): one host sync per 32 steps for a loop that never looks.
 _PENDING_REPORTS = 32
 
 # The optimizers alive in this process, for the fork handler below.
@@ -288,17 +288,17 @@ class _FastpathOptimizer(torch.optim.Optimizer):
         """One backend and one CUDA device for all the param groups: an event refused in any group changes none,
         which CUDA groups decide on their device through one shared veto (_groups.step_cuda_event), CPU groups by
         previewing on the host."""
-        if self._capturable and not isinstance(made, CudaGroup):
+        if self._capturable and not made.cuda:
             raise _cgad.InputError(f"{where}: capturable=True is not supported (these parameters are on the CPU; a "
                                    "CUDA graph captures the step of CUDA parameters); None or False is taken")
         if not self._groups:
             return
         first = self._groups[0]
-        if isinstance(made, CudaGroup) != isinstance(first, CudaGroup):
+        if made.cuda != first.cuda:
             raise _cgad.InputError(f"{where}: parameters on the CPU and on CUDA go in separate optimizers (an event "
                                    "refused in one param group must change none, which each backend decides on its "
                                    "own side)")
-        if isinstance(made, CudaGroup) and made.device != first.device:
+        if made.cuda and made.device != first.device:
             raise _cgad.InputError(f"{where}: CUDA param groups of one optimizer share a device (their events are "
                                    f"refused together on it); param group 0 is on {first.device}, this one on "
                                    f"{made.device}")
@@ -378,7 +378,7 @@ class _FastpathOptimizer(torch.optim.Optimizer):
             events.append((group, fast, spec, fast.prepare(group["params"], fragment, where, self.state)))
         for index, (group, fast, spec, prepared) in zip(targets, events):
             fast.configure(spec, self._where(index))
-        if self._groups and isinstance(self._groups[0], CudaGroup):
+        if self._groups and self._groups[0].cuda:
             stepped = [group for group, fast, spec, prepared in events if prepared is not None]
             report = _trap_stats.event(self, stepped, lambda: step_cuda_event(
                 [(fast, prepared) for group, fast, spec, prepared in events], tau, fragment,
@@ -465,7 +465,7 @@ class _FastpathOptimizer(torch.optim.Optimizer):
                                    f"{len(self.param_groups)} dicts, one per param group of this optimizer), as "
                                    "torch.optim's state_dict() makes them")
         _check_indices(groups, [len(g["params"]) for g in self.param_groups], name)
-        # Everything is checked for every group before anything changes; then each CPU group's state is copied into
+        # Everything is checked for every group before anything changes; then each group's state is copied into
         # opt.state's tensors, so that references to them (a state_dict() taken before) stay the live state.
         param_groups, rebuilt, checked = [], [], []
         for index, (group, loaded) in enumerate(zip(self.param_groups, groups)):
@@ -488,26 +488,18 @@ class _FastpathOptimizer(torch.optim.Optimizer):
             spec = self._spec(merged, where)
             _cgad.check_spec(spec)
             kept = self._groups[index] if index < len(self._groups) else None
-            fast = kept if kept is not None and not isinstance(kept, CudaGroup) else \
-                make_group(spec, params, self._thread_pool, where)
+            fast = kept if kept is not None else make_group(spec, params, self._thread_pool, where)
             if entry is None and not fast.adam_family:
                 raise _cgad.InputError(f"{where}: a state_dict of torch.optim (no '{_state.COUNTERS}') is a warm "
                                        "start for the Adam family only")
             saved = [states.get(i) for i in indices]
-            if isinstance(fast, CudaGroup):
-                fast.restore(saved, entry, where)  # into a new group's device state
-                checked.append(None)
-            else:
-                checked.append(fast.check_load(saved, entry, where, spec))
+            checked.append(fast.check_load(saved, entry, where, spec))
             param_groups.append((merged, spec, where))
             rebuilt.append(fast)
         state = self.state if isinstance(self.state, dict) else collections.defaultdict(dict)
         for (merged, spec, where), fast, each in zip(param_groups, rebuilt, checked):
-            if each is not None:
-                fast.configure(spec, where)
-                fast.load(each, state)
-            else:
-                state.update(zip(merged["params"], fast.states))
+            fast.configure(spec, where)
+            fast.load(each, state)
         self.param_groups = [merged for merged, _, _ in param_groups]
         self._groups = rebuilt
         self.state = state
@@ -572,7 +564,7 @@ class _FastpathOptimizer(torch.optim.Optimizer):
         (PACGAD: outer rounds since each fragment was last synchronized)."""
         with self._exclusive():
             index = _integer(group, "group", type(self).__name__, 0, len(self._groups) - 1)
-            return self._groups[index].engine.counters()
+            return self._groups[index].counters()
 
 
 class _AdamFamily(_FastpathOptimizer):

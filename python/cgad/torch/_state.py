@@ -80,15 +80,15 @@ def step_count(counters, fragment, adam_family):
     return counters["t"][fragment] if adam_family else counters["steps"]
 
 
-def check_steps(states, first_fragments, counters, adam_family, where, unchanged=()):
+def check_steps(states, first_fragments, counters, adam_family, where, which):
     """Before a step changes anything: each tensor's "step" must still say the fast path's count (refresh_steps
     fills it after the step). A Python number equal to it (bitsandbytes keeps an int) is taken, as the 0-dim
     float32 tensor torch keeps; a removed entry, another value or another kind is refused with the reason, since
-    the count is the fast path's and only load_state_dict() changes it."""
-    for k, (state, fragment) in enumerate(zip(states, first_fragments)):
-        if k in unchanged:  # the tensor refresh_steps filled, untouched since (_live.LiveState.steps_unchanged)
-            continue
-        want = step_count(counters, fragment, adam_family)
+    the count is the fast path's and only load_state_dict() changes it. Only the tensors in ``which`` are looked
+    at: the others' "step" is the tensor refresh_steps filled, untouched since (_live.LiveState.steps_changed)."""
+    for k in which:
+        state = states[k]
+        want = step_count(counters, first_fragments[k], adam_family)
         step = state.get("step")
         if isinstance(step, torch.Tensor) and step.dim() == 0 and step.dtype.is_floating_point and step == want:
             continue
