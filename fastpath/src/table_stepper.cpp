@@ -239,7 +239,7 @@ void TableStepper::Impl::read_state(const TensorState& state, std::size_t k, int
     throw core::InputError(tensor_name(k) + ": no moment " + std::to_string(moment) + " of " +
                            std::to_string(out.size()) + " values");
   }
-  const Q8Map& map = dynamic_map(moment_map_kind(moment, planner_), config().q8_semantics);
+  const Q8Map& map = planner_.q8_map(moment);
   const std::size_t begin = tensor_begin_[k];
   for (std::size_t n = first_chunk_[k]; n < first_chunk_[k + 1]; ++n) {
     const StepChunk& c = planner_.chunks()[n];
@@ -380,7 +380,8 @@ void require_same_state_layout(const StepConfig& now, const StepConfig& next) {
   if (next.rounding != now.rounding) differs("rounding");
   if (next.seed != now.seed) differs("seed");
   if (next.q8_semantics != now.q8_semantics) differs("q8 semantics");
-  if (next.v_map != now.v_map) differs("v map");  // v's codes decode through it (state_file.cpp records it)
+  if (next.v_map != now.v_map) differs("v map");      // v's codes decode through it (state_file.cpp records it)
+  if (!same_q8_codes(next, now)) differs("q8 maps");  // so do both moments' (and CUDA's are on the device)
   if (effective_min_q8_size(next) != effective_min_q8_size(now)) differs("min_q8_size");
   if (next.fragments != now.fragments) differs("fragments");
 }

@@ -10,6 +10,10 @@
 //   u64 applied steps, i64 rounds, fragments × (i64 t, i64 round of the last synchronization or −1)
 //   per moment: fp32 → parameters × f32 | bf16 → parameters × u16 |
 //               q8 → parameters × u8, q8 chunks × f32 absmax, fallback × f32 (tensors under min_q8_size)
+// Version 4 is version 3 with, after the v map word, the q8 maps' codes the state was quantized with: 256 × f32
+// signed, 256 × f32 unsigned (StepConfig::q8_codes, as given). It is written only for codes other than the built-in
+// ones (q8_maps.hpp), so an optimizer of built-in maps -- given or by default -- writes version 3 as before; a file is
+// refused unless its maps (version 4's, else the built-in ones) are the loading optimizer's bit for bit.
 // Version 2 is version 3 without the v map word, and loads as the dynamic map (the only one it had); a file of the
 // other map than the loading optimizer's is refused, naming both. Version 1 (before q8 semantics, tensor layouts
 // and synchronization rounds) is refused: its ages cannot be turned into synchronization rounds.
@@ -34,5 +38,6 @@
 namespace cgad::fastpath {
 
 inline constexpr std::uint32_t kStateFileVersion = 3;
+inline constexpr std::uint32_t kStateFileVersionWithMaps = 4;  // version 3 and the q8 maps (above)
 
 }  // namespace cgad::fastpath

@@ -51,8 +51,8 @@ struct TensorStateShape {
 };
 
 // Refuses (InputError) new hyperparameters `next` for an optimizer configured as `now` unless they keep what its
-// state's shape and meaning depend on: the optimizer, formats, rounding, seed, q8 semantics, v map, min_q8_size
-// and fragments (set_hyperparameters of either backend).
+// state's shape and meaning depend on: the optimizer, formats, rounding, seed, q8 semantics, v map, q8 maps,
+// min_q8_size and fragments (set_hyperparameters of either backend).
 void require_same_state_layout(const StepConfig& now, const StepConfig& next);
 
 class TableStepper {

@@ -62,12 +62,10 @@ void bind_moments(State& state, StepArgs& args) {
   }
 }
 
-// The map index of 0 in each q8 map; in the zero-free map, which has none, the index of its smallest code (an
-// all-zero state has absmax 0, so every code decodes to 0 there).
-std::uint8_t zero_code(Q8MapKind kind);
-// The q8 map moment `moment` of `planner`'s optimizer is stored in, and the code its all-zero state starts from
-// (HostState::zeros; a caller-owned state starts from the same: table_stepper.hpp).
-Q8MapKind moment_map_kind(int moment, const StepPlanner& planner);
+// The code moment `moment` of `planner`'s optimizer starts from in its all-zero state (HostState::zeros; a
+// caller-owned state starts from the same: table_stepper.hpp): with cgad semantics the index of 0 in the moment's
+// q8 map (StepPlanner::q8_map) or, in the zero-free map, which has none, of its smallest code (an all-zero state
+// has absmax 0, so every code decodes to 0 there); with bnb's, 0.
 std::uint8_t initial_code(int moment, const StepPlanner& planner);
 
 // The state's bytes in the state file's format (state_file.hpp), and the file (written atomically).
