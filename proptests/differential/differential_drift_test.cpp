@@ -55,7 +55,7 @@ TEST(DifferentialDrift, ThreeHundredEventsWithoutResyncEveryFormat) {
   for (const std::string optimizer : {"cgad", "cgad-skip", "adam-decay", "adam"}) {
     for (const ParamFormat params : {ParamFormat::fp32, ParamFormat::bf16}) {
       for (const StateFormat state : {StateFormat::fp32, StateFormat::bf16, StateFormat::q8}) {
-        for (const auto [rounding, semantics] : {std::pair{Rounding::nearest, fastpath::Q8Semantics::cgad},
+        for (const auto& [rounding, semantics] : {std::pair{Rounding::nearest, fastpath::Q8Semantics::cgad},
                                                  std::pair{Rounding::stochastic, fastpath::Q8Semantics::cgad},
                                                  std::pair{Rounding::nearest, fastpath::Q8Semantics::bnb}}) {
           if (semantics == fastpath::Q8Semantics::bnb && state == StateFormat::bf16) continue;  // bnb has no bf16 state

@@ -54,13 +54,17 @@ struct MlpShape {
   // Their names, for per-tensor reports: W1, b1, ..., W<depth>, b<depth>, then the readout as layer depth + 1
   // (depth 1: W1, b1, w2, b2).
   std::vector<std::string> tensor_names() const {
+    // Each name built by append: GCC 12 warns (-Wrestrict, a false positive) on "W" + std::to_string(l).
+    const auto name = [](char letter, std::size_t layer) {
+      return std::string(1, letter).append(std::to_string(layer));
+    };
     std::vector<std::string> names;
     for (std::size_t l = 1; l <= depth; ++l) {
-      names.push_back("W" + std::to_string(l));
-      names.push_back("b" + std::to_string(l));
+      names.push_back(name('W', l));
+      names.push_back(name('b', l));
     }
-    names.push_back("w" + std::to_string(depth + 1));
-    names.push_back("b" + std::to_string(depth + 1));
+    names.push_back(name('w', depth + 1));
+    names.push_back(name('b', depth + 1));
     return names;
   }
 };
