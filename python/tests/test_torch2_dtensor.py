@@ -153,6 +153,18 @@ def test_a_state_tensor_that_is_not_a_dtensor_of_the_placements_is_refused(mesh)
         opt.step(staleness=0)
 
 
+def test_backward_through_a_graph_that_saved_a_dtensor_parameter_before_the_step_raises(mesh):
+    """As for a plain parameter (test_torch_autograd.py): the step changes the DTensor's values in place, so a
+    graph that saved it before must not use the new values."""
+    dparams, plain = _models(mesh, _placement("Shard(0)"), torch.float32)
+    opt = CGAD(dparams)
+    loss = (dparams[0] * dparams[0]).sum()
+    _give_gradients(dparams, plain, seed=1)
+    assert opt.step(staleness=0).applied
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()
+
+
 def test_a_gradient_of_other_placements_is_refused(mesh):
     from torch.distributed.tensor import Replicate, distribute_tensor
     dparams, plain = _models(mesh, _placement("Shard(0)"), torch.float32)

@@ -112,9 +112,14 @@ def mark_modified(params):
     graph that saved a parameter before the step raises torch's "modified by an inplace operation" instead of
     using the new values. torch 1.13 has no call for it; ``p.set_(p)`` is the cheapest in-place operation that
     changes nothing and touches no memory (p.add_(0) reads and writes every element, an in-place op on an empty
-    view costs two operations)."""
-    for p in map(local, params):  # a DTensor parameter's memory, which the step wrote, is its local shard's
-        p.set_(p)
+    view costs two operations). A DTensor has no set_ (no sharding strategy): its local shard's counter and its
+    own (which autograd checks for a graph that saved the DTensor) are advanced apart (torch 2.x has
+    increment_version, and every torch with DTensors is 2.x)."""
+    for p in params:
+        shard = local(p)
+        shard.set_(shard)
+        if shard is not p:
+            torch.autograd.graph.increment_version(p)
 
 
 def grad_as_float32(p, i, where):
