@@ -249,3 +249,45 @@ def test_the_refusal_is_every_ranks_on_two_ranks():
     for rank in range(2):
         assert seen[rank] == {"refused": (False, "nonfinite-gradient"), "unchanged": True, "applied": True,
                               "moved": True}, rank
+
+
+@pytest.mark.parametrize("state", ["fp32", "q8"])
+def test_dtensor_state_through_dcp_save_and_load_resumes_bit_for_bit(mesh, tmp_path, state):
+    """torch.distributed.checkpoint writes and reads the state DTensors (get_optimizer_state_dict over a module
+    with DTensor parameters, dcp.save, dcp.load in place into a new optimizer's, set_optimizer_state_dict)."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict, set_optimizer_state_dict
+    from torch.distributed.tensor import DTensor, distribute_tensor
+
+    def model(seed):
+        m = torch.nn.Linear(40, 24)
+        gen = torch.Generator().manual_seed(seed)
+        for name, p in list(m.named_parameters()):
+            values = torch.randn(p.shape, generator=gen)
+            setattr(m, name, torch.nn.Parameter(distribute_tensor(values, mesh, [_placement("Shard(0)")])))
+        return m
+
+    def step(m, opt, seed):
+        gen = torch.Generator().manual_seed(seed)
+        for p in m.parameters():
+            p.grad = distribute_tensor(torch.randn(p.shape, generator=gen), mesh, p.placements)
+        assert opt.step(staleness=0).applied
+
+    first = model(3)
+    opt = CGAD(first.parameters(), state=state)
+    step(first, opt, 1)
+    saved = get_optimizer_state_dict(first, opt)
+    assert all(isinstance(t, DTensor) for entry in saved["state"].values() for n, t in entry.items() if n != "step")
+    dcp.save({"optim": saved}, checkpoint_id=str(tmp_path))
+    second = model(3)
+    with torch.no_grad():  # the parameters as the first optimizer's step left them
+        for a, b in zip(first.parameters(), second.parameters()):
+            b.to_local().copy_(a.to_local())
+    resumed = CGAD(second.parameters(), state=state)
+    loaded = {"optim": get_optimizer_state_dict(second, resumed)}
+    dcp.load(loaded, checkpoint_id=str(tmp_path))
+    set_optimizer_state_dict(second, resumed, loaded["optim"])
+    step(first, opt, 2)
+    step(second, resumed, 2)
+    for a, b in zip(first.parameters(), second.parameters()):
+        assert torch.equal(_bits(a.to_local()), _bits(b.to_local()))
