@@ -230,16 +230,24 @@ def _two_ranks(rank, path, results):
         unchanged = torch.equal(p.to_local(), values[8 * rank:8 * rank + 8])
         p.grad = distribute_tensor(torch.ones(16), mesh, [Shard(0)])
         applied = opt.step(staleness=0)
+        # q8 state of a parameter sharded unevenly (15 elements: 8 and 7) is refused on every rank.
+        uneven = torch.nn.Parameter(distribute_tensor(torch.ones(15), mesh, [Shard(0)]))
+        try:
+            CGAD([uneven], state="q8")
+            q8_uneven = "taken"
+        except cgad.InputError as e:
+            q8_uneven = str(e)
         torch.save({"refused": (refused.applied, refused.reason), "unchanged": unchanged,
-                    "applied": applied.applied, "moved": not torch.equal(p.to_local(), values[8 * rank:8 * rank + 8])},
-                   f"{results}.{rank}")
+                    "applied": applied.applied, "moved": not torch.equal(p.to_local(), values[8 * rank:8 * rank + 8]),
+                    "q8_uneven": q8_uneven}, f"{results}.{rank}")
     finally:
         dist.destroy_process_group()
 
 
 def test_the_refusal_is_every_ranks_on_two_ranks():
     """Only rank 1's shard holds a NaN: both ranks refuse the step and keep their shards; the next finite step is
-    applied on both (the ranks agree through one all_reduce per step)."""
+    applied on both (the ranks agree through one all_reduce per step). q8 state of an unevenly sharded parameter
+    is refused on both."""
     require_torch(*NEEDS)
     import torch.multiprocessing as mp
     with tempfile.TemporaryDirectory() as directory:
@@ -248,7 +256,11 @@ def test_the_refusal_is_every_ranks_on_two_ranks():
         seen = [torch.load(f"{results}.{rank}") for rank in range(2)]
     for rank in range(2):
         assert seen[rank] == {"refused": (False, "nonfinite-gradient"), "unchanged": True, "applied": True,
-                              "moved": True}, rank
+                              "moved": True, "q8_uneven": seen[rank]["q8_uneven"]}, rank
+        assert seen[rank]["q8_uneven"] == ("CGAD param group 0: parameter 0 is a DTensor sharded unevenly (dimension "
+                                           "0 of length 15 over 2 shards); its q8 state's absmax blocks and state "
+                                           "format are each shard's own, which a checkpoint places only for shards "
+                                           "of one size -- use fp32 or bf16 state, or an even sharding"), rank
 
 
 @pytest.mark.parametrize("state", ["fp32", "q8"])

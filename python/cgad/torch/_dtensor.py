@@ -63,11 +63,30 @@ def group_mesh(params, where):
     return meshes.pop()
 
 
+def check_even(params, where):
+    """q8 state of DTensor parameters needs every rank's shard of a parameter to have as many elements: the
+    absmax DTensors (wrap) take the global shape DTensor.from_local infers from the local one (local length times
+    the shard count), which is the true one only then, and min_q8_size must give every rank's shard the same state
+    format (names), or a checkpoint would mix them."""
+    for i, p in enumerate(params):
+        split = [1] * p.dim()
+        for size, placement in zip(p.device_mesh.shape, p.placements):
+            if isinstance(placement, Shard):
+                split[placement.dim] *= size
+        uneven = [(d, p.shape[d], n) for d, n in enumerate(split) if p.shape[d] % n]
+        if uneven:
+            d, length, n = uneven[0]
+            refuse(where, f"parameter {i} is a DTensor sharded unevenly (dimension {d} of length {length} over {n} "
+                          "shards); its q8 state's absmax blocks and state format are each shard's own, which a "
+                          "checkpoint places only for shards of one size -- use fp32 or bf16 state, or an even "
+                          "sharding")
+
+
 def wrap(t, param):
     """State tensor ``t`` of the local shard of ``param`` as a DTensor in ``param``'s mesh (plain ``t`` for a plain
     ``param``). Tensors of the parameter's local shape take its placements and global shape and stride, as
     torchao's state; q8's absmax (one per 256-element block of the local shard) are each rank's own blocks, sharded
-    along dimension 0 where the parameter is sharded and replicated where it is replicated."""
+    along dimension 0 where the parameter is sharded and replicated where it is replicated (check_even)."""
     if not is_dtensor(param):
         return t
     if t.shape == local(param).shape:

@@ -25,6 +25,8 @@ class Group:
         self.layout = group_layout([_dtensor.local(p) for p in params], where)
         fmt, device, sizes = self.layout
         self.spec = dict(spec, params=fmt)
+        if self.mesh is not None and self.spec["state"] == "q8":
+            _dtensor.check_even(params, where)
         self.adam_family = self.spec["optimizer"] not in ("nesterov", "sdm")
         self.sizes = sizes
         self.fragments = _cgad.fragment_bounds(self.spec, sizes)  # [(offset, size)], as the fast path cuts
