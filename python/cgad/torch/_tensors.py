@@ -34,8 +34,9 @@ def check_param(p, i, where):
     if type(p.data) is not torch.Tensor:
         # A tensor subclass whose data pointer is not its values: the fast path would step memory that is not the
         # parameter. DTensors reach this check as their local shards (_dtensor.py).
-        refuse(where, f"parameter {i} is a {type(p.data).__name__}, not a plain tensor or a DTensor; cgad.torch "
-                      "steps plain CPU (and CUDA) tensors and DTensors' local shards, not other tensor subclasses")
+        refuse(where, f"parameter {i} is a {type(p.data).__name__}, not a plain tensor; cgad.torch steps plain CPU "
+                      "(and CUDA) tensors and, under torch >= 2.4, DTensors' local shards, not other tensor "
+                      "subclasses")
     if p.dtype not in PARAM_FORMATS:
         refuse(where, f"parameter {i} has dtype {p.dtype}; cgad.torch steps float32 and bfloat16 parameters")
     if p.layout != torch.strided:
