@@ -3,7 +3,7 @@
 #include "commands.hpp"
 
 #include "cgad/bench/summary.hpp"
-#include "cgad/fastpath/detail/thread_pool.hpp"
+#include "cgad/fastpath/thread_pool.hpp"
 #include "cgad/core/errors.hpp"
 
 #include <iostream>

@@ -1,5 +1,8 @@
 #include "optimizer_flags.hpp"
 
+#include "cgad/differential/q8_codes_file.hpp"
+#include "cgad/io/input_file.hpp"
+
 namespace cgad::cli {
 
 void add_optimizer_options(CLI::App& command, core::OptimizerOptions& options) {
@@ -41,6 +44,14 @@ std::vector<CLI::Option*> add_fastpath_options(CLI::App& command, fastpath::Fast
       command.add_option(
           "--min-q8-size", options.min_q8_size,
           "fast path: tensors under this many elements keep fp32 state (default 4096 with bnb, 0 with cgad)"),
+      command.add_option_function<std::string>(
+          "--q8-maps",
+          [&options](const std::string& path) {
+            io::InputFile file(path);  // cli_support's rule: a regular file, pipe or FIFO, never a wait without end
+            options.q8_codes = differential::read_q8_codes(file.stream(), "q8 maps file " + path);
+          },
+          "fast path: q8 state's signed and unsigned maps as data, a JSON file of the shape `cgad codebook --json` "
+          "prints (e.g. the maps an installed bitsandbytes builds); default: the built-in maps"),
   };
 }
 

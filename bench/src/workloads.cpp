@@ -1,5 +1,7 @@
 #include "cgad/bench/workloads.hpp"
 
+#include "cgad/fastpath/detail/block_step.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>

@@ -2,6 +2,7 @@
 
 #include "cgad/core/errors.hpp"
 #include "cgad/core/gate.hpp"
+#include "cgad/fastpath/detail/q8_maps.hpp"
 
 #include <bit>
 #include <cstdint>
@@ -71,6 +72,13 @@ void validate(const StepConfig& config) {
         "v map zero-free is a map of q8 second moments: it needs state q8 and an Adam-family "
         "optimizer (got state " +
         std::string(to_string(config.state)) + ", " + std::string(core::to_string(config.optimizer)) + ")");
+  }
+  if (config.q8_codes) {
+    if (config.state != StateFormat::q8) {
+      throw core::InputError("q8 maps are the codes of q8 state: they need state q8 (got state " +
+                             std::string(to_string(config.state)) + ")");
+    }
+    validate_q8_codes(*config.q8_codes);
   }
 }
 

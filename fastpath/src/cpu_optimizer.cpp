@@ -1,8 +1,11 @@
 #include "cgad/fastpath/fastpath.hpp"
 
-#include "cgad/fastpath/state_file.hpp"
 #include "cgad/core/errors.hpp"
+#include "cgad/fastpath/detail/cpu_optimizer_internals.hpp"
+#include "cgad/fastpath/detail/host_state.hpp"
+#include "cgad/fastpath/detail/table_stepper_internals.hpp"
 #include "cgad/fastpath/detail/tensor_table.hpp"
+#include "cgad/fastpath/thread_pool.hpp"
 
 #include <algorithm>
 #include <memory>
@@ -40,21 +43,38 @@ TensorState entry_of(HostState& state, const TableStepper& stepper, std::size_t 
 
 }  // namespace
 
+// Its own state, stepped through the same table step as a caller's (table_stepper.hpp): one entry per tensor over
+// state's buffers, made once (no step or load reallocates them).
+struct CpuOptimizer::Impl {
+  Impl(const StepConfig& config, std::vector<std::size_t> tensor_sizes, unsigned threads)
+      : stepper(config, std::move(tensor_sizes), std::make_shared<ThreadPool>(threads)),
+        state(HostState::zeros(planner())) {
+    for (std::size_t k = 0; k < stepper.tensor_sizes().size(); ++k) entries.push_back(entry_of(state, stepper, k));
+  }
+  const StepPlanner& planner() const { return detail::TableStepperInternals::planner(stepper); }
+  void adopt(LoadedState&& loaded);
+
+  TableStepper stepper;
+  HostState state;
+  std::vector<TensorState> entries;
+};
+
 CpuOptimizer::CpuOptimizer(const StepConfig& config, std::size_t parameters, unsigned threads)
     : CpuOptimizer(config, std::vector<std::size_t>{parameters}, threads) {}
 
 CpuOptimizer::CpuOptimizer(const StepConfig& config, std::vector<std::size_t> tensor_sizes, unsigned threads)
-    : stepper_(config, std::move(tensor_sizes), std::make_shared<ThreadPool>(threads)),
-      state_(HostState::zeros(stepper_.planner())) {
-  for (std::size_t k = 0; k < stepper_.tensor_sizes().size(); ++k) entries_.push_back(entry_of(state_, stepper_, k));
-}
+    : impl_(std::make_unique<Impl>(config, std::move(tensor_sizes), threads)) {}
+
+CpuOptimizer::CpuOptimizer(CpuOptimizer&&) noexcept = default;
+CpuOptimizer& CpuOptimizer::operator=(CpuOptimizer&&) noexcept = default;
+CpuOptimizer::~CpuOptimizer() = default;
 
 StepReport CpuOptimizer::step(std::span<float> params, std::span<const float> grad, std::int64_t tau,
                               std::size_t fragment) {
   if (config().params != ParamFormat::fp32) {
     throw core::InputError("this optimizer stores bf16 parameters; it was given fp32 ones");
   }
-  return stepper_.step_contiguous(params.data(), nullptr, params.size(), grad, entries_, tau, fragment);
+  return impl_->stepper.step_contiguous(params.data(), nullptr, params.size(), grad, impl_->entries, tau, fragment);
 }
 
 StepReport CpuOptimizer::step(std::span<bf16> params, std::span<const float> grad, std::int64_t tau,
@@ -62,7 +82,7 @@ StepReport CpuOptimizer::step(std::span<bf16> params, std::span<const float> gra
   if (config().params != ParamFormat::bf16) {
     throw core::InputError("this optimizer stores fp32 parameters; it was given bf16 ones");
   }
-  return stepper_.step_contiguous(nullptr, params.data(), params.size(), grad, entries_, tau, fragment);
+  return impl_->stepper.step_contiguous(nullptr, params.data(), params.size(), grad, impl_->entries, tau, fragment);
 }
 
 StepReport CpuOptimizer::step(std::span<float* const> params, std::span<const float* const> grads, std::int64_t tau,
@@ -70,8 +90,8 @@ StepReport CpuOptimizer::step(std::span<float* const> params, std::span<const fl
   if (config().params != ParamFormat::fp32) {
     throw core::InputError("this optimizer stores bf16 parameters; it was given fp32 ones");
   }
-  check_full_table(params, grads, stepper_.tensor_sizes(), stepper_.touched(fragment));
-  return stepper_.step(params, grads, entries_, tau, fragment);
+  check_full_table(params, grads, impl_->stepper.tensor_sizes(), impl_->stepper.touched(fragment));
+  return impl_->stepper.step(params, grads, impl_->entries, tau, fragment);
 }
 
 StepReport CpuOptimizer::step(std::span<bf16* const> params, std::span<const float* const> grads, std::int64_t tau,
@@ -79,62 +99,103 @@ StepReport CpuOptimizer::step(std::span<bf16* const> params, std::span<const flo
   if (config().params != ParamFormat::bf16) {
     throw core::InputError("this optimizer stores fp32 parameters; it was given bf16 ones");
   }
-  check_full_table(params, grads, stepper_.tensor_sizes(), stepper_.touched(fragment));
-  return stepper_.step(params, grads, entries_, tau, fragment);
+  check_full_table(params, grads, impl_->stepper.tensor_sizes(), impl_->stepper.touched(fragment));
+  return impl_->stepper.step(params, grads, impl_->entries, tau, fragment);
 }
 
 StepReport CpuOptimizer::preview(std::span<const float* const> grads, std::int64_t tau, std::size_t fragment) {
-  const auto [first, last] = stepper_.touched(fragment);
-  check_table("gradient", grads, stepper_.tensor_sizes().size(), first, last, stepper_.tensor_sizes());
-  return stepper_.preview(grads, tau, fragment);
+  const auto [first, last] = impl_->stepper.touched(fragment);
+  check_table("gradient", grads, impl_->stepper.tensor_sizes().size(), first, last, impl_->stepper.tensor_sizes());
+  return impl_->stepper.preview(grads, tau, fragment);
 }
 
 std::vector<std::string> CpuOptimizer::buffer_names() const {
-  return stepper_.planner().buffer_names();
+  return impl_->planner().buffer_names();
 }
 
 void CpuOptimizer::read_buffer(std::string_view name, std::span<float> out) const {
-  state_.read(stepper_.planner(), stepper_.planner().buffer_to_read(name, out.size()), out);
+  impl_->state.read(impl_->planner(), impl_->planner().buffer_to_read(name, out.size()), out);
 }
 
 void CpuOptimizer::set_hyperparameters(const StepConfig& config) {
-  stepper_.set_hyperparameters(config);
+  impl_->stepper.set_hyperparameters(config);
 }
 
 void CpuOptimizer::save(const std::filesystem::path& path) const {
-  write_state_file(path, stepper_.planner(), state_);
+  write_state_file(path, impl_->planner(), impl_->state);
 }
 
 void CpuOptimizer::load(const std::filesystem::path& path) {
-  adopt(read_state_file(path, stepper_.planner(), state_));
+  impl_->adopt(read_state_file(path, impl_->planner(), impl_->state));
 }
 
 std::vector<unsigned char> CpuOptimizer::save_bytes() const {
-  return state_bytes(stepper_.planner(), state_);
+  return state_bytes(impl_->planner(), impl_->state);
 }
 
 void CpuOptimizer::load_bytes(std::span<const unsigned char> bytes) {
-  adopt(parse_state_bytes(bytes, "the fast-path state", stepper_.planner(), state_));
+  impl_->adopt(parse_state_bytes(bytes, "the fast-path state", impl_->planner(), impl_->state));
 }
 
 TensorState CpuOptimizer::tensor_state(std::size_t k) {
-  if (k >= entries_.size()) {
+  if (k >= impl_->entries.size()) {
     throw core::InputError("tensor " + std::to_string(k) + " does not exist (there are " +
-                           std::to_string(entries_.size()) + ")");
+                           std::to_string(impl_->entries.size()) + ")");
   }
-  return entries_[k];
+  return impl_->entries[k];
 }
 
-void CpuOptimizer::adopt(LoadedState&& loaded) {
-  stepper_.set_raw_counters(std::move(loaded.counters));
+void CpuOptimizer::Impl::adopt(LoadedState&& loaded) {
+  stepper.set_raw_counters(std::move(loaded.counters));
   // Into the buffers there are (the loaded state has their shape: parse_state_bytes), so that the entries and the
   // spans tensor_state() gave out stay valid.
   for (int m = 0; m < 2; ++m) {
-    std::copy(loaded.state.fp32[m].begin(), loaded.state.fp32[m].end(), state_.fp32[m].begin());
-    std::copy(loaded.state.bf16_values[m].begin(), loaded.state.bf16_values[m].end(), state_.bf16_values[m].begin());
-    std::copy(loaded.state.codes[m].begin(), loaded.state.codes[m].end(), state_.codes[m].begin());
-    std::copy(loaded.state.absmax[m].begin(), loaded.state.absmax[m].end(), state_.absmax[m].begin());
+    std::copy(loaded.state.fp32[m].begin(), loaded.state.fp32[m].end(), state.fp32[m].begin());
+    std::copy(loaded.state.bf16_values[m].begin(), loaded.state.bf16_values[m].end(), state.bf16_values[m].begin());
+    std::copy(loaded.state.codes[m].begin(), loaded.state.codes[m].end(), state.codes[m].begin());
+    std::copy(loaded.state.absmax[m].begin(), loaded.state.absmax[m].end(), state.absmax[m].begin());
   }
+}
+
+void CpuOptimizer::advance_round() {
+  impl_->stepper.advance_round();
+}
+const StepConfig& CpuOptimizer::config() const {
+  return impl_->stepper.config();
+}
+std::size_t CpuOptimizer::parameters() const {
+  return impl_->stepper.parameters();
+}
+unsigned CpuOptimizer::threads() const {
+  return impl_->stepper.threads();
+}
+CpuIsa CpuOptimizer::isa() const {
+  return impl_->stepper.isa();
+}
+std::vector<core::StateCounter> CpuOptimizer::counters() const {
+  return impl_->stepper.counters();
+}
+const StepCounters& CpuOptimizer::raw_counters() const {
+  return impl_->stepper.raw_counters();
+}
+void CpuOptimizer::set_raw_counters(StepCounters counters) {
+  impl_->stepper.set_raw_counters(std::move(counters));
+}
+const core::FragmentLayout& CpuOptimizer::layout() const {
+  return impl_->stepper.layout();
+}
+std::size_t CpuOptimizer::fragment_size(std::size_t fragment) const {
+  return impl_->stepper.fragment_size(fragment);
+}
+const std::vector<std::size_t>& CpuOptimizer::tensor_sizes() const {
+  return impl_->stepper.tensor_sizes();
+}
+
+const HostState& detail::CpuOptimizerInternals::state(const CpuOptimizer& optimizer) {
+  return optimizer.impl_->state;
+}
+const StepPlanner& detail::CpuOptimizerInternals::planner(const CpuOptimizer& optimizer) {
+  return optimizer.impl_->planner();
 }
 
 }  // namespace cgad::fastpath

@@ -71,11 +71,7 @@ StepCounters unpack(const std::vector<std::int64_t>& packed, std::size_t fragmen
 
 CudaTableStepper::Impl::Impl(const StepConfig& config, std::vector<std::size_t> tensor_sizes, cudaStream_t stream)
     : planner(config, std::move(tensor_sizes)) {
-  const Q8Semantics semantics = config.q8_semantics;
-  guard(maps.upload_async(
-            {dynamic_map(Q8MapKind::signed_map, semantics), dynamic_map(second_moment_map(config.v_map), semantics)},
-            stream),
-        "map upload");
+  guard(maps.upload_async({planner.q8_map(0), planner.q8_map(1)}, stream), "map upload");  // the optimizer's own
   chunks = DeviceBuffer<StepChunk>(planner.chunks().size());
   guard(chunks.upload_async(planner.chunks(), stream), "chunk upload");
   tensor_begin = tensor_begins(planner.tensor_sizes());

@@ -4,21 +4,19 @@
 
 namespace cgad::fastpath {
 
-std::uint8_t zero_code(Q8MapKind kind) {
-  const Q8Map& map = dynamic_map(kind);
+namespace {
+
+std::uint8_t zero_code(const Q8Map& map) {
   for (int k = 0; k < kQ8Codes; ++k) {
     if (map.code[k] == 0.0f) return static_cast<std::uint8_t>(k);
   }
   return q8_nearest(0.0f, map);  // the zero-free map: index 0, its smallest code
 }
 
-Q8MapKind moment_map_kind(int moment, const StepPlanner& planner) {
-  return planner.adam_family() && moment == 1 ? second_moment_map(planner.config().v_map) : Q8MapKind::signed_map;
-}
+}  // namespace
 
 std::uint8_t initial_code(int moment, const StepPlanner& planner) {
-  return planner.config().q8_semantics == Q8Semantics::bnb ? std::uint8_t{0}
-                                                           : zero_code(moment_map_kind(moment, planner));
+  return planner.config().q8_semantics == Q8Semantics::bnb ? std::uint8_t{0} : zero_code(planner.q8_map(moment));
 }
 
 HostState HostState::zeros(const StepPlanner& planner) {
@@ -50,7 +48,7 @@ void HostState::bind(StepPlanner::Plan& plan) {
 }
 
 void HostState::read(const StepPlanner& planner, int k, std::span<float> out) const {
-  const Q8Map& map = dynamic_map(moment_map_kind(k, planner), planner.config().q8_semantics);
+  const Q8Map& map = planner.q8_map(k);
   for (const StepChunk& c : planner.chunks()) {
     for (std::size_t i = 0; i < c.count; ++i) {
       const std::size_t j = c.begin + i;

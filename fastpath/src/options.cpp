@@ -20,6 +20,7 @@ void apply_fastpath_options(const FastpathOptions& options, StepConfig& config) 
   config.q8_semantics = parse_q8_semantics(options.q8_semantics);
   config.v_map = parse_v_map(options.v_map);
   config.min_q8_size = options.min_q8_size;
+  config.q8_codes = options.q8_codes;
   validate(config);
 }
 

@@ -1,9 +1,14 @@
 #include "cgad/fastpath/detail/q8_maps.hpp"
 
+#include "cgad/core/errors.hpp"
+
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <cstdint>
 #include <cmath>
+#include <cstring>
+#include <string>
 #include <limits>
 #include <stdexcept>
 #include <vector>
@@ -46,7 +51,9 @@ void fill_buckets(Q8Map& map) {
       const float x_min = sign == 0 ? a : -b, x_max = sign == 0 ? b : -a;
       const int below = thresholds_below(map, x_min);
       if (thresholds_below(map, x_max) - below > kQ8BucketSearch) {
-        throw std::logic_error("dynamic map: more thresholds in one nearest-code bucket than kQ8BucketSearch");
+        throw core::InputError(
+            "q8 map: codes too close together for the nearest-code table (more than one boundary between codes in "
+            "1/256 of a binade, q8.hpp)");
       }
       map.below[sign * kQ8BucketsPerSign + bucket] = below;
     }
@@ -118,7 +125,8 @@ void fill_model(Q8Map& map) {
   map.has_model = 1;
 }
 
-Q8Map build_dynamic_map(bool is_signed, bool zero_free, Q8Semantics semantics) {
+// The built-in codes (q8_maps.hpp): bitsandbytes' formula with the element-by-element linspace.
+std::array<float, kQ8Codes> built_in_codes(bool is_signed) {
   std::vector<float> values;
   for (int i = 0; i < 7; ++i) {
     const int points = is_signed ? (1 << i) + 1 : (1 << (i + 1)) + 1;
@@ -138,9 +146,17 @@ Q8Map build_dynamic_map(bool is_signed, bool zero_free, Q8Semantics semantics) {
   if (values.size() != kQ8Codes || std::adjacent_find(values.begin(), values.end()) != values.end()) {
     throw std::logic_error("dynamic map: expected 256 distinct codes");
   }
-  if (zero_free) values.front() = values[1];  // DE-0 (q8_maps.hpp): the 0 at index 0 becomes the smallest code
+  std::array<float, kQ8Codes> codes;
+  std::copy(values.begin(), values.end(), codes.begin());
+  return codes;
+}
+
+}  // namespace
+
+Q8Map q8_map_of_codes(std::span<const float, kQ8Codes> codes, bool zero_free, Q8Semantics semantics) {
   Q8Map map{};
-  for (int k = 0; k < kQ8Codes; ++k) map.code[k] = values[static_cast<std::size_t>(k)];
+  std::copy(codes.begin(), codes.end(), map.code);
+  if (zero_free) map.code[0] = map.code[1];  // DE-0 (q8_maps.hpp): the 0 at index 0 becomes the smallest code
   constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
   for (int k = 0; k + 1 < kQ8Codes; ++k) {
     if (semantics == Q8Semantics::cgad) {
@@ -163,15 +179,75 @@ Q8Map build_dynamic_map(bool is_signed, bool zero_free, Q8Semantics semantics) {
   return map;
 }
 
-}  // namespace
-
 const Q8Map& dynamic_map(Q8MapKind kind, Q8Semantics semantics) {
   const auto build = [](Q8Semantics s) {
-    return std::array<Q8Map, 3>{build_dynamic_map(true, false, s), build_dynamic_map(false, false, s),
-                                build_dynamic_map(false, true, s)};
+    const std::array<float, kQ8Codes> signed_codes = built_in_codes(true), unsigned_codes = built_in_codes(false);
+    return std::array<Q8Map, 3>{q8_map_of_codes(signed_codes, false, s), q8_map_of_codes(unsigned_codes, false, s),
+                                q8_map_of_codes(unsigned_codes, true, s)};
   };
   static const std::array<Q8Map, 3> maps[2] = {build(Q8Semantics::cgad), build(Q8Semantics::bnb)};
   return maps[semantics == Q8Semantics::bnb][static_cast<std::size_t>(kind)];
+}
+
+void validate_q8_codes(const Q8Codes& codes) {
+  const auto check = [](const std::array<float, kQ8Codes>& c, const char* name, int zero_index) {
+    const auto fail = [&](const std::string& why) {
+      throw core::InputError(std::string("q8 maps: the ") + name + " map " + why);
+    };
+    for (int k = 0; k < kQ8Codes; ++k) {
+      if (!std::isfinite(c[k])) fail("has a code that is not finite (code " + std::to_string(k) + ")");
+      if (k > 0 && !(c[k - 1] < c[k])) {
+        fail("is not strictly increasing (code " + std::to_string(k - 1) + " = " + core::show(c[k - 1]) + ", code " +
+             std::to_string(k) + " = " + core::show(c[k]) + ")");
+      }
+    }
+    if (std::bit_cast<std::uint32_t>(c[zero_index]) != 0u) {
+      fail("must hold +0 at code " + std::to_string(zero_index) + ", not " + core::show(c[zero_index]));
+    }
+    if (c[kQ8Codes - 1] != 1.0f) fail("must end at 1, not " + core::show(c[kQ8Codes - 1]));
+    if (!(c[0] >= -1.0f)) fail("must start at -1 or above, not " + core::show(c[0]));
+  };
+  check(codes.signed_codes, "signed", 127);
+  check(codes.unsigned_codes, "unsigned", 0);
+  // The nearest-code table's bound (fill_buckets), under both rules and the zero-free map alike.
+  for (const Q8Semantics semantics : {Q8Semantics::cgad, Q8Semantics::bnb}) {
+    q8_map_of_codes(codes.signed_codes, false, semantics);
+    q8_map_of_codes(codes.unsigned_codes, false, semantics);
+    q8_map_of_codes(codes.unsigned_codes, true, semantics);
+  }
+}
+
+bool is_built_in(const Q8Codes& codes) {
+  const auto same = [](const std::array<float, kQ8Codes>& c, const Q8Map& map) {
+    return std::memcmp(c.data(), map.code, sizeof map.code) == 0;
+  };
+  return same(codes.signed_codes, dynamic_map(Q8MapKind::signed_map)) &&
+         same(codes.unsigned_codes, dynamic_map(Q8MapKind::unsigned_map));
+}
+
+bool same_q8_codes(const StepConfig& a, const StepConfig& b) {
+  if (a.q8_codes && b.q8_codes) {
+    return std::memcmp(a.q8_codes->signed_codes.data(), b.q8_codes->signed_codes.data(), sizeof(float) * kQ8Codes) ==
+               0 &&
+           std::memcmp(a.q8_codes->unsigned_codes.data(), b.q8_codes->unsigned_codes.data(),
+                       sizeof(float) * kQ8Codes) == 0;
+  }
+  if (a.q8_codes) return is_built_in(*a.q8_codes);
+  return !b.q8_codes || is_built_in(*b.q8_codes);
+}
+
+Q8Maps::Q8Maps(const StepConfig& config) {
+  const Q8Semantics semantics = config.q8_semantics;
+  if (!config.q8_codes) {
+    moment_ = {&dynamic_map(Q8MapKind::signed_map, semantics),
+               &dynamic_map(second_moment_map(config.v_map), semantics)};
+    return;
+  }
+  const Q8Codes& codes = *config.q8_codes;
+  owned_ = std::make_shared<const std::array<Q8Map, 2>>(
+      std::array<Q8Map, 2>{q8_map_of_codes(codes.signed_codes, false, semantics),
+                           q8_map_of_codes(codes.unsigned_codes, config.v_map == VMap::zero_free, semantics)});
+  moment_ = {&(*owned_)[0], &(*owned_)[1]};
 }
 
 Q8MapKind second_moment_map(VMap map) {

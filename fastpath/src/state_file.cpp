@@ -1,6 +1,8 @@
 #include "cgad/fastpath/state_file.hpp"
+#include "cgad/fastpath/detail/host_state.hpp"
 
 #include "cgad/core/errors.hpp"
+#include "cgad/fastpath/detail/q8_maps.hpp"
 #include "cgad/fastpath/detail/state_contents.hpp"
 
 #include <boost/crc.hpp>
@@ -105,10 +107,18 @@ constexpr const char* kConfigNames[16] = {
     "optimizer", "parameter format", "state format", "rounding", "on_zero_gate", "lr",      "beta1",        "beta2",
     "eps",       "weight_decay",     "nesterov lr",  "momentum", "alpha",        "tau_cut", "q8 semantics", "v map"};
 
-// The exact size of a file for this optimizer: what write_state_file writes.
-std::size_t expected_size(const StepPlanner& planner, const HostState& state) {
-  std::size_t size = sizeof kMagic + 4 + 16 * 4 + 8 + 8 + 8 + 8 + 8 + 8 * planner.tensor_sizes().size() + 8 + 8 +
-                     16 * planner.config().fragments + 4;
+// The q8 maps a state was quantized with, when they are not the built-in ones (q8_maps.hpp): a version 4 file
+// records them, so that a state is never decoded with other codes than it was encoded with.
+constexpr std::size_t kMapBytes = 2 * kQ8MapCodes * sizeof(float);
+bool records_maps(const StepConfig& c) {
+  return c.q8_codes && !is_built_in(*c.q8_codes);
+}
+
+// The largest file for this optimizer: what write_state_file writes, and a maps section (a file of other maps than
+// this optimizer's is read, and refused by what it holds rather than by its size).
+std::size_t size_bound(const StepPlanner& planner, const HostState& state) {
+  std::size_t size = sizeof kMagic + 4 + 16 * 4 + kMapBytes + 8 + 8 + 8 + 8 + 8 + 8 * planner.tensor_sizes().size() +
+                     8 + 8 + 16 * planner.config().fragments + 4;
   for (int k = 0; k < state.moments; ++k) {
     size +=
         4 * state.fp32[k].size() + 2 * state.bf16_values[k].size() + state.codes[k].size() + 4 * state.absmax[k].size();
@@ -155,15 +165,47 @@ std::vector<unsigned char> read_bounded(const std::filesystem::path& path, const
   return bytes;
 }
 
+// The file's q8 maps (a version 4 file's section, else the built-in ones) must be this optimizer's, bit for bit.
+void check_maps(Reader& r, bool recorded, const StepConfig& config) {
+  const bool mine = records_maps(config);
+  if (!recorded) {
+    if (mine) r.fail("was saved with the built-in q8 maps, this optimizer has its own (q8_codes)");
+    return;
+  }
+  const std::vector<float> signed_codes = r.get_all<float>(kQ8MapCodes), unsigned_codes = r.get_all<float>(kQ8MapCodes);
+  if (!mine) r.fail("was saved with its own q8 maps (q8_codes), this optimizer has the built-in ones");
+  const auto first_difference = [](const std::vector<float>& file, const std::array<float, kQ8MapCodes>& own) {
+    for (std::size_t k = 0; k < kQ8MapCodes; ++k) {
+      if (bits(file[k]) != bits(own[k])) return static_cast<int>(k);
+    }
+    return -1;
+  };
+  const int s = first_difference(signed_codes, config.q8_codes->signed_codes);
+  const int u = first_difference(unsigned_codes, config.q8_codes->unsigned_codes);
+  if (s >= 0 || u >= 0) {
+    const bool in_signed = s >= 0;
+    const int k = in_signed ? s : u;
+    const float file = (in_signed ? signed_codes : unsigned_codes)[static_cast<std::size_t>(k)];
+    const float own = (in_signed ? config.q8_codes->signed_codes : config.q8_codes->unsigned_codes)[k];
+    r.fail(std::string("was saved with other q8 maps than this optimizer's (") + (in_signed ? "signed" : "unsigned") +
+           " code " + std::to_string(k) + ": " + core::show(file) + " in the file, " + core::show(own) + " here)");
+  }
+}
+
 }  // namespace
 
 std::vector<unsigned char> state_bytes(const StepPlanner& planner, const HostState& state) {
   const StepConfig& config = planner.config();
   Writer w;
   w.append(kMagic, sizeof kMagic);
-  w.put(kStateFileVersion);
+  const bool maps = records_maps(config);
+  w.put(maps ? kStateFileVersionWithMaps : kStateFileVersion);
   const ConfigWords words = config_words(config);
   for (std::uint32_t word : words.words) w.put(word);
+  if (maps) {
+    w.append(config.q8_codes->signed_codes.data(), kMapBytes / 2);
+    w.append(config.q8_codes->unsigned_codes.data(), kMapBytes / 2);
+  }
   w.put(config.seed);
   w.put(static_cast<std::uint64_t>(effective_min_q8_size(config)));
   w.put(static_cast<std::uint64_t>(planner.parameters()));
@@ -203,7 +245,7 @@ void write_state_file(const std::filesystem::path& path, const StepPlanner& plan
 
 LoadedState read_state_file(const std::filesystem::path& path, const StepPlanner& planner, const HostState& current) {
   const std::string what = "state file " + path.string();
-  return parse_state_bytes(read_bounded(path, what, expected_size(planner, current)), what, planner, current);
+  return parse_state_bytes(read_bounded(path, what, size_bound(planner, current)), what, planner, current);
 }
 
 LoadedState parse_state_bytes(std::span<const unsigned char> bytes, const std::string& what, const StepPlanner& planner,
@@ -219,9 +261,9 @@ LoadedState parse_state_bytes(std::span<const unsigned char> bytes, const std::s
   Reader r(bytes, body, what);
   r.get_all<char>(sizeof kMagic);
   const auto version = r.get<std::uint32_t>();
-  if (version != kStateFileVersion && version != 2) {
-    r.fail("has format version " + std::to_string(version) + ", this build reads versions 2 and " +
-           std::to_string(kStateFileVersion));
+  if (version != kStateFileVersion && version != kStateFileVersionWithMaps && version != 2) {
+    r.fail("has format version " + std::to_string(version) + ", this build reads versions 2 to " +
+           std::to_string(kStateFileVersionWithMaps));
   }
   if (crc32(bytes.data(), body) != stored_crc) r.fail("is corrupt (checksum mismatch)");
 
@@ -239,6 +281,7 @@ LoadedState parse_state_bytes(std::span<const unsigned char> bytes, const std::s
                       : std::string()));
     }
   }
+  check_maps(r, version == kStateFileVersionWithMaps, config);
   if (r.get<std::uint64_t>() != config.seed) r.fail("was saved with another seed than this optimizer's");
   if (r.get<std::uint64_t>() != effective_min_q8_size(config)) {
     r.fail("was saved with another min_q8_size than this optimizer's");

@@ -38,6 +38,7 @@ StepPlanner::StepPlanner(const StepConfig& config, std::vector<std::size_t> tens
     : config_((validate(config), config)),
       gate_(long_double_gate(config)),
       betas_(beta_constants(config)),
+      maps_(config),
       layout_(layout_over(checked_sum(tensor_sizes), config.fragments)),
       empty_(checked_sum(tensor_sizes) == 0),
       tensors_(std::move(tensor_sizes)) {
@@ -115,15 +116,15 @@ StepPlanner::Plan StepPlanner::prepare(std::size_t params_size, std::size_t grad
     // decides it; a σ that only rounds to 0 in float (Adam-Decay past ατ ≈ 104) is applied.
     e.zero_gate_tau = config_.on_zero_gate == core::ZeroGatePolicy::skip && gate_is_zero(gate_, tau);
     a.family = UpdateFamily::adam;
-    a.moment[0].map = &dynamic_map(Q8MapKind::signed_map, config_.q8_semantics);
+    a.moment[0].map = &q8_map(0);
     a.moment[0].random_word = kWordFirstMoment;
-    a.moment[1].map = &dynamic_map(second_moment_map(config_.v_map), config_.q8_semantics);
+    a.moment[1].map = &q8_map(1);
     a.moment[1].random_word = kWordSecondMoment;
   } else {
     // SDM: Δ scaled by 1/(1 + τ) (reference/detail/nesterov.hpp); Nesterov is staleness-blind.
     e.sigma_tau = config_.optimizer == core::OptimizerKind::sdm ? sdm_scale(tau) : 1.0f;
     a.family = UpdateFamily::nesterov;
-    a.moment[0].map = &dynamic_map(Q8MapKind::signed_map);
+    a.moment[0].map = &q8_map(0);  // the signed map; validate() keeps the Nesterov family on cgad semantics
     a.moment[0].random_word = kWordFirstMoment;
   }
   return plan;

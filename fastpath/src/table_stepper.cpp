@@ -9,11 +9,14 @@
 #include "cgad/fastpath/detail/replan.hpp"
 #include "cgad/fastpath/detail/state_contents.hpp"
 #include "cgad/fastpath/detail/tensor_table.hpp"
+#include "cgad/fastpath/detail/table_stepper_internals.hpp"
+#include "cgad/fastpath/thread_pool.hpp"
 
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <string>
 
 namespace cgad::fastpath {
@@ -33,12 +36,67 @@ std::string tensor_name(std::size_t k) {
 
 }  // namespace
 
+// Everything a stepper holds: the public class is a pointer to this (table_stepper.hpp), so that its header needs
+// no detail/ header; a call costs one indirection more, nothing per element.
+struct TableStepper::Impl {
+  Impl(const StepConfig& config, std::vector<std::size_t> tensor_sizes, std::shared_ptr<ThreadPool> pool);
+
+  StepReport step(std::span<float* const> params, std::span<const float* const> grads,
+                  std::span<const TensorState> states, std::int64_t tau, std::size_t fragment, bool reuse_preview);
+  StepReport step(std::span<bf16* const> params, std::span<const float* const> grads,
+                  std::span<const TensorState> states, std::int64_t tau, std::size_t fragment, bool reuse_preview);
+  StepReport preview(std::span<const float* const> grads, std::int64_t tau, std::size_t fragment);
+  TensorStateShape shape(std::size_t k) const;
+  TensorState entry(std::size_t k, std::span<void* const> buffers) const;
+  void check_states(std::span<const TensorState> states, std::span<const std::size_t> which) const;
+  void read_state(const TensorState& state, std::size_t k, int moment, std::span<float> out) const;
+  void advance_round();
+  void set_hyperparameters(const StepConfig& config);
+  void set_raw_counters(StepCounters counters);
+  const StepConfig& config() const { return planner_.config(); }
+  StepReport step_contiguous(float* params_fp32, bf16* params_bf16, std::size_t params_size,
+                             std::span<const float> grad, std::span<const TensorState> states, std::int64_t tau,
+                             std::size_t fragment);
+  std::pair<std::size_t, std::size_t> touched(std::size_t fragment) const;
+
+  // Where a step's chunks find Δ and θ.
+  struct Operands;
+  StepReport run(const Operands& operands, std::span<const TensorState> states, std::size_t params_size,
+                 std::size_t grad_size, std::int64_t tau, std::size_t fragment, bool reuse_preview);
+  std::pair<StepOutcome, std::uint64_t> scan(const Operands& operands, const StepPlanner::Plan& plan);
+  void check_entries(std::span<const TensorState> states, const Operands& operands, std::size_t fragment) const;
+  template <class P>
+  StepReport table_step(std::span<P* const> params, std::span<const float* const> grads,
+                        std::span<const TensorState> states, std::int64_t tau, std::size_t fragment,
+                        bool reuse_preview);
+
+  StepPlanner planner_;
+  std::shared_ptr<ThreadPool> pool_;
+  CpuIsa isa_;
+  std::vector<std::size_t> tensor_begin_;  // tensor k's first element; one entry more than tensors
+  std::vector<std::size_t> chunk_tensor_;  // the tensor holding each chunk of planner_.chunks()
+  std::vector<std::size_t> first_slot_;    // tensor k's first absmax or fallback slot (0 for a tensor of no chunk)
+  std::vector<std::size_t> first_chunk_;   // tensor k's first chunk; one entry more than tensors
+  // The last preview's event and outcome, and the counters' generation it saw (a commit, load, new round or new
+  // hyperparameters moves the generation, so that reuse_preview then scans again).
+  struct Previewed {
+    std::uint64_t generation = 0;
+    std::int64_t tau = 0;
+    std::size_t fragment = 0;
+    StepOutcome outcome = StepOutcome::applied;
+    std::uint64_t index = 0;
+    bool valid = false;
+  };
+  Previewed previewed_;
+  std::uint64_t generation_ = 0;
+};
+
 // Where the chunks of one step find their pseudo-gradient and parameters, as segments: the contiguous step has one
 // (θ the whole vector from element 0, Δ the fragment's slice from the fragment's first element), the table step one
 // per tensor (θ and Δ both from the tensor's first element). Because no chunk crosses a tensor boundary, each
 // chunk lies in one segment, and its operands are that segment's pointers moved to the chunk. The state is always
 // one entry per tensor (TensorState).
-struct TableStepper::Operands {
+struct TableStepper::Impl::Operands {
   std::span<float* const> fp32;        // one θ pointer per segment (empty for bf16 parameters, and for a preview)
   std::span<bf16* const> bf16_values;  // likewise for bf16 parameters
   std::span<const float* const> grads;
@@ -61,8 +119,8 @@ struct TableStepper::Operands {
   }
 };
 
-TableStepper::TableStepper(const StepConfig& config, std::vector<std::size_t> tensor_sizes,
-                           std::shared_ptr<ThreadPool> pool)
+TableStepper::Impl::Impl(const StepConfig& config, std::vector<std::size_t> tensor_sizes,
+                         std::shared_ptr<ThreadPool> pool)
     : planner_(config, std::move(tensor_sizes)),
       pool_(std::move(pool)),
       isa_(selected_cpu_isa()),
@@ -75,9 +133,9 @@ TableStepper::TableStepper(const StepConfig& config, std::vector<std::size_t> te
 }
 
 template <class P>
-StepReport TableStepper::table_step(std::span<P* const> params, std::span<const float* const> grads,
-                                    std::span<const TensorState> states, std::int64_t tau, std::size_t fragment,
-                                    bool reuse_preview) {
+StepReport TableStepper::Impl::table_step(std::span<P* const> params, std::span<const float* const> grads,
+                                          std::span<const TensorState> states, std::int64_t tau, std::size_t fragment,
+                                          bool reuse_preview) {
   check_step_table(params, grads, planner_.tensor_sizes(), touched(fragment));
   Operands o;
   if constexpr (std::is_same_v<P, float>) {
@@ -92,27 +150,27 @@ StepReport TableStepper::table_step(std::span<P* const> params, std::span<const 
   return run(o, states, planner_.parameters(), grad_size, tau, fragment, reuse_preview);
 }
 
-StepReport TableStepper::step(std::span<float* const> params, std::span<const float* const> grads,
-                              std::span<const TensorState> states, std::int64_t tau, std::size_t fragment,
-                              bool reuse_preview) {
+StepReport TableStepper::Impl::step(std::span<float* const> params, std::span<const float* const> grads,
+                                    std::span<const TensorState> states, std::int64_t tau, std::size_t fragment,
+                                    bool reuse_preview) {
   if (config().params != ParamFormat::fp32) {
     throw core::InputError("this optimizer stores bf16 parameters; it was given fp32 ones");
   }
   return table_step(params, grads, states, tau, fragment, reuse_preview);
 }
 
-StepReport TableStepper::step(std::span<bf16* const> params, std::span<const float* const> grads,
-                              std::span<const TensorState> states, std::int64_t tau, std::size_t fragment,
-                              bool reuse_preview) {
+StepReport TableStepper::Impl::step(std::span<bf16* const> params, std::span<const float* const> grads,
+                                    std::span<const TensorState> states, std::int64_t tau, std::size_t fragment,
+                                    bool reuse_preview) {
   if (config().params != ParamFormat::bf16) {
     throw core::InputError("this optimizer stores fp32 parameters; it was given bf16 ones");
   }
   return table_step(params, grads, states, tau, fragment, reuse_preview);
 }
 
-StepReport TableStepper::step_contiguous(float* params_fp32, bf16* params_bf16, std::size_t params_size,
-                                         std::span<const float> grad, std::span<const TensorState> states,
-                                         std::int64_t tau, std::size_t fragment) {
+StepReport TableStepper::Impl::step_contiguous(float* params_fp32, bf16* params_bf16, std::size_t params_size,
+                                               std::span<const float> grad, std::span<const TensorState> states,
+                                               std::int64_t tau, std::size_t fragment) {
   const float* const slice = grad.data();
   Operands o;
   if (params_fp32 != nullptr) o.fp32 = {&params_fp32, 1};
@@ -123,7 +181,7 @@ StepReport TableStepper::step_contiguous(float* params_fp32, bf16* params_bf16, 
   return run(o, states, params_size, grad.size(), tau, fragment, false);
 }
 
-StepReport TableStepper::preview(std::span<const float* const> grads, std::int64_t tau, std::size_t fragment) {
+StepReport TableStepper::Impl::preview(std::span<const float* const> grads, std::int64_t tau, std::size_t fragment) {
   const std::size_t tensors = tensor_begin_.size() - 1;
   check_table("gradient", grads, tensors, 1, 0, planner_.tensor_sizes());
   Operands o;
@@ -136,25 +194,25 @@ StepReport TableStepper::preview(std::span<const float* const> grads, std::int64
   return StepPlanner::report_of(plan.event, plan.scheduled, outcome, index);
 }
 
-std::pair<std::size_t, std::size_t> TableStepper::touched(std::size_t fragment) const {
+std::pair<std::size_t, std::size_t> TableStepper::Impl::touched(std::size_t fragment) const {
   return touched_tensors(planner_, chunk_tensor_, fragment);
 }
 
-TensorStateShape TableStepper::shape(std::size_t k) const {
+TensorStateShape TableStepper::Impl::shape(std::size_t k) const {
   return tensor_state_shape(planner_, first_chunk_, k);
 }
 
-TensorState TableStepper::entry(std::size_t k, std::span<void* const> buffers) const {
+TensorState TableStepper::Impl::entry(std::size_t k, std::span<void* const> buffers) const {
   return tensor_state_entry(planner_, first_chunk_, k, buffers);
 }
 
-void TableStepper::check_entries(std::span<const TensorState> states, const Operands& operands,
-                                 std::size_t fragment) const {
+void TableStepper::Impl::check_entries(std::span<const TensorState> states, const Operands& operands,
+                                       std::size_t fragment) const {
   check_state_shapes(planner_, first_chunk_, chunk_tensor_, states,
                      operands.per_tensor ? operands.grads : std::span<const float* const>{}, fragment);
 }
 
-void TableStepper::check_states(std::span<const TensorState> states, std::span<const std::size_t> which) const {
+void TableStepper::Impl::check_states(std::span<const TensorState> states, std::span<const std::size_t> which) const {
   const std::size_t tensors = tensor_begin_.size() - 1;
   if (states.size() != tensors) {
     throw core::InputError("the tensor table has " + std::to_string(states.size()) + " states, the optimizer " +
@@ -175,13 +233,13 @@ void TableStepper::check_states(std::span<const TensorState> states, std::span<c
   }
 }
 
-void TableStepper::read_state(const TensorState& state, std::size_t k, int moment, std::span<float> out) const {
+void TableStepper::Impl::read_state(const TensorState& state, std::size_t k, int moment, std::span<float> out) const {
   const TensorStateShape s = shape(k);
   if (moment < 0 || moment >= s.moments || out.size() != s.values) {
     throw core::InputError(tensor_name(k) + ": no moment " + std::to_string(moment) + " of " +
                            std::to_string(out.size()) + " values");
   }
-  const Q8Map& map = dynamic_map(moment_map_kind(moment, planner_), config().q8_semantics);
+  const Q8Map& map = planner_.q8_map(moment);
   const std::size_t begin = tensor_begin_[k];
   for (std::size_t n = first_chunk_[k]; n < first_chunk_[k + 1]; ++n) {
     const StepChunk& c = planner_.chunks()[n];
@@ -206,7 +264,8 @@ void TableStepper::read_state(const TensorState& state, std::size_t k, int momen
   }
 }
 
-std::pair<StepOutcome, std::uint64_t> TableStepper::scan(const Operands& operands, const StepPlanner::Plan& plan) {
+std::pair<StepOutcome, std::uint64_t> TableStepper::Impl::scan(const Operands& operands,
+                                                               const StepPlanner::Plan& plan) {
   // One scan finds the first NaN/Inf and the first overflowing element; outcome_of (step_schedule.hpp) orders
   // them as the reference reports them.
   constexpr std::uint64_t kNone = std::numeric_limits<std::uint64_t>::max();
@@ -262,8 +321,9 @@ void bind_entry(const TensorState& s, StepArgs& args) {
 
 }  // namespace
 
-StepReport TableStepper::run(const Operands& operands, std::span<const TensorState> states, std::size_t params_size,
-                             std::size_t grad_size, std::int64_t tau, std::size_t fragment, bool reuse_preview) {
+StepReport TableStepper::Impl::run(const Operands& operands, std::span<const TensorState> states,
+                                   std::size_t params_size, std::size_t grad_size, std::int64_t tau,
+                                   std::size_t fragment, bool reuse_preview) {
   StepPlanner::Plan plan = planner_.plan(params_size, grad_size, tau, fragment);
   const bool reuse = reuse_preview && previewed_.valid && previewed_.generation == generation_ &&
                      previewed_.tau == tau && previewed_.fragment == fragment;
@@ -320,24 +380,112 @@ void require_same_state_layout(const StepConfig& now, const StepConfig& next) {
   if (next.rounding != now.rounding) differs("rounding");
   if (next.seed != now.seed) differs("seed");
   if (next.q8_semantics != now.q8_semantics) differs("q8 semantics");
-  if (next.v_map != now.v_map) differs("v map");  // v's codes decode through it (state_file.cpp records it)
+  if (next.v_map != now.v_map) differs("v map");      // v's codes decode through it (state_file.cpp records it)
+  if (!same_q8_codes(next, now)) differs("q8 maps");  // so do both moments' (and CUDA's are on the device)
   if (effective_min_q8_size(next) != effective_min_q8_size(now)) differs("min_q8_size");
   if (next.fragments != now.fragments) differs("fragments");
 }
 
-void TableStepper::advance_round() {
+void TableStepper::Impl::advance_round() {
   planner_.advance_round();
   ++generation_;
 }
 
-void TableStepper::set_hyperparameters(const StepConfig& config) {
+void TableStepper::Impl::set_hyperparameters(const StepConfig& config) {
   planner_ = replan(planner_, config);  // the same chunks: tensor_begin_, chunk_tensor_ and the slots stay valid
   ++generation_;
 }
 
-void TableStepper::set_raw_counters(StepCounters counters) {
+void TableStepper::Impl::set_raw_counters(StepCounters counters) {
   planner_.set_raw_counters(std::move(counters));
   ++generation_;
+}
+
+TableStepper::TableStepper(const StepConfig& config, std::vector<std::size_t> tensor_sizes,
+                           std::shared_ptr<ThreadPool> pool)
+    : impl_(std::make_unique<Impl>(config, std::move(tensor_sizes), std::move(pool))) {}
+TableStepper::~TableStepper() = default;
+TableStepper::TableStepper(TableStepper&&) noexcept = default;
+TableStepper& TableStepper::operator=(TableStepper&&) noexcept = default;
+
+StepReport TableStepper::step(std::span<float* const> params, std::span<const float* const> grads,
+                              std::span<const TensorState> states, std::int64_t tau, std::size_t fragment,
+                              bool reuse_preview) {
+  return impl_->step(params, grads, states, tau, fragment, reuse_preview);
+}
+StepReport TableStepper::step(std::span<bf16* const> params, std::span<const float* const> grads,
+                              std::span<const TensorState> states, std::int64_t tau, std::size_t fragment,
+                              bool reuse_preview) {
+  return impl_->step(params, grads, states, tau, fragment, reuse_preview);
+}
+StepReport TableStepper::preview(std::span<const float* const> grads, std::int64_t tau, std::size_t fragment) {
+  return impl_->preview(grads, tau, fragment);
+}
+TensorStateShape TableStepper::shape(std::size_t k) const {
+  return impl_->shape(k);
+}
+TensorState TableStepper::entry(std::size_t k, std::span<void* const> buffers) const {
+  return impl_->entry(k, buffers);
+}
+void TableStepper::check_states(std::span<const TensorState> states, std::span<const std::size_t> which) const {
+  impl_->check_states(states, which);
+}
+void TableStepper::read_state(const TensorState& state, std::size_t k, int moment, std::span<float> out) const {
+  impl_->read_state(state, k, moment, out);
+}
+void TableStepper::advance_round() {
+  impl_->advance_round();
+}
+void TableStepper::set_hyperparameters(const StepConfig& config) {
+  impl_->set_hyperparameters(config);
+}
+const StepConfig& TableStepper::config() const {
+  return impl_->config();
+}
+std::size_t TableStepper::parameters() const {
+  return impl_->planner_.parameters();
+}
+unsigned TableStepper::threads() const {
+  return impl_->pool_->threads();
+}
+CpuIsa TableStepper::isa() const {
+  return impl_->isa_;
+}
+std::vector<core::StateCounter> TableStepper::counters() const {
+  return impl_->planner_.counters();
+}
+const StepCounters& TableStepper::raw_counters() const {
+  return impl_->planner_.raw_counters();
+}
+void TableStepper::set_raw_counters(StepCounters counters) {
+  impl_->set_raw_counters(std::move(counters));
+}
+const core::FragmentLayout& TableStepper::layout() const {
+  return impl_->planner_.layout();
+}
+std::size_t TableStepper::fragment_size(std::size_t fragment) const {
+  return impl_->planner_.fragment_size(fragment);
+}
+const std::vector<std::size_t>& TableStepper::tensor_sizes() const {
+  return impl_->planner_.tensor_sizes();
+}
+const std::vector<std::size_t>& TableStepper::tensor_begin() const {
+  return impl_->tensor_begin_;
+}
+std::size_t TableStepper::first_slot(std::size_t k) const {
+  return impl_->first_slot_[k];
+}
+StepReport TableStepper::step_contiguous(float* params_fp32, bf16* params_bf16, std::size_t params_size,
+                                         std::span<const float> grad, std::span<const TensorState> states,
+                                         std::int64_t tau, std::size_t fragment) {
+  return impl_->step_contiguous(params_fp32, params_bf16, params_size, grad, states, tau, fragment);
+}
+std::pair<std::size_t, std::size_t> TableStepper::touched(std::size_t fragment) const {
+  return impl_->touched(fragment);
+}
+
+const StepPlanner& detail::TableStepperInternals::planner(const TableStepper& stepper) {
+  return stepper.impl_->planner_;
 }
 
 }  // namespace cgad::fastpath

@@ -1,4 +1,4 @@
-#include "cgad/fastpath/detail/thread_pool.hpp"
+#include "cgad/fastpath/thread_pool.hpp"
 
 #include "cgad/core/errors.hpp"
 

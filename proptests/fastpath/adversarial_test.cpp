@@ -12,7 +12,7 @@
 #include "cgad/io/input_file.hpp"
 #include "cgad/fastpath/cuda_optimizer.hpp"
 #include "cgad/fastpath/fastpath.hpp"
-#include "cgad/fastpath/detail/thread_pool.hpp"
+#include "cgad/fastpath/thread_pool.hpp"
 #include "cgad/core/errors.hpp"
 #include "cgad/reference/optimizers.hpp"
 

@@ -7,6 +7,7 @@
 
 #include "cgad/core/errors.hpp"
 #include "cgad/fastpath/detail/host_state.hpp"
+#include "cgad/fastpath/thread_pool.hpp"
 #include "cgad/fastpath/table_stepper.hpp"
 
 #include <gtest/gtest.h>

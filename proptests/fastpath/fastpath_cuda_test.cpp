@@ -7,6 +7,7 @@
 
 #include "cgad/fastpath/cuda_optimizer.hpp"
 #include "cgad/fastpath/detail/cpu_optimizer_internals.hpp"
+#include "cgad/fastpath/thread_pool.hpp"
 
 #include <gtest/gtest.h>
 

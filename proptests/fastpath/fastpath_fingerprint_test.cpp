@@ -10,9 +10,11 @@
 #include "support/fastpath_test_support.hpp"
 
 #include "cgad/fastpath/cpu_isa.hpp"
+#include "cgad/fastpath/detail/q8_maps.hpp"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
@@ -100,6 +102,28 @@ TEST(FastpathFingerprint, ZeroFreeVMapStepsDependOnNeitherThreadsNorIsaAndAreThe
                 static_cast<unsigned long long>(total));
     EXPECT_EQ(total, kRecordedZeroFreeTotal) << "under " << to_string(isa) << std::hex << ": TOTAL " << total;
   }
+}
+
+// The built-in maps' codes given as data (StepConfig::q8_codes, q8_maps.hpp) to every q8 configuration give the
+// recorded totals: a map built from given codes is the built-in one, bit for bit, in every step and state byte.
+TEST(FastpathFingerprint, TheBuiltInCodesGivenAsDataGiveTheRecordedTotals) {
+  Q8Codes codes;
+  std::copy_n(dynamic_map(Q8MapKind::signed_map).code, kQ8Codes, codes.signed_codes.begin());
+  std::copy_n(dynamic_map(Q8MapKind::unsigned_map).code, kQ8Codes, codes.unsigned_codes.begin());
+  std::uint64_t total = 0xcbf29ce484222325ull, zero_free_total = 0xcbf29ce484222325ull;
+  for (auto kind : {core::OptimizerKind::cgad, core::OptimizerKind::pa_cgad, core::OptimizerKind::adam_decay,
+                    core::OptimizerKind::adam, core::OptimizerKind::nesterov, core::OptimizerKind::sdm}) {
+    for (const bool zero_free : {false, true}) {
+      for (StepConfig c : zero_free ? zero_free_configs(kind) : all_format_configs(kind)) {
+        if (kind == core::OptimizerKind::pa_cgad) c.fragments = 3;
+        if (c.state == StateFormat::q8) c.q8_codes = codes;
+        std::uint64_t& into = zero_free ? zero_free_total : total;
+        into = into * 31 + fingerprint(c, 1);
+      }
+    }
+  }
+  EXPECT_EQ(total, kRecordedTotal) << std::hex << "TOTAL " << total;
+  EXPECT_EQ(zero_free_total, kRecordedZeroFreeTotal) << std::hex << "TOTAL " << zero_free_total;
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include "cgad/core/errors.hpp"
 #include "cgad/reference/optimizers.hpp"
 #include "cgad/fastpath/detail/cpu_optimizer_internals.hpp"
+#include "cgad/fastpath/thread_pool.hpp"
 
 #include <gtest/gtest.h>
 
@@ -423,6 +424,39 @@ TEST(FastpathStep, KernelAgentOnTheHostMatchesTheCpuBackend) {
   EXPECT_GT(paths.tail, 0u);
   std::printf("kernel paths emulated: %zu vectorized, %zu guarded full, %zu tail chunks\n", paths.vectorized,
               paths.guarded_full, paths.tail);
+}
+
+// The same with q8 maps given as data (StepConfig::q8_codes): the kernel reads the optimizer's maps, not the built-in
+// ones. The maps: the built-in codes with every seventh one (but the 0 and the 1) moved a quarter of the way to the
+// code below, so that codes and decoded values differ from the built-in maps' (checked on the state's bytes).
+TEST(FastpathStep, KernelAgentOnTheHostMatchesTheCpuBackendWithGivenMaps) {
+  Q8Codes codes;
+  for (int m = 0; m < 2; ++m) {
+    auto& into = m == 0 ? codes.signed_codes : codes.unsigned_codes;
+    const Q8Map& map = dynamic_map(m == 0 ? Q8MapKind::signed_map : Q8MapKind::unsigned_map);
+    for (int k = 0; k < kQ8Codes; ++k) {
+      const bool fixed = map.code[k] == 0.0f || k == kQ8Codes - 1;
+      into[static_cast<std::size_t>(k)] =
+          fixed || k % 7 != 3 ? map.code[k] : map.code[k] - (map.code[k] - map.code[k - 1]) / 4;
+    }
+  }
+  testing::KernelPaths paths;
+  for (const OptimizerKind kind : kKinds) {
+    for (StepConfig config : configs_with_min_q8_size(kind)) {
+      if (config.state != StateFormat::q8) continue;
+      config.q8_codes = codes;
+      if (!config.min_q8_size) config.min_q8_size = 0;  // bnb's default 4096 would keep these tensors in fp32 state
+      for (const auto& tensors : testing::tensor_layouts()) {
+        const std::vector<Event> events = {{0, 0}, {0, 2}, {0, 5}};
+        const auto cpu = cpu_steps(config, tensors, events);
+        ASSERT_EQ(emulate_kernel_steps(config, tensors, events, paths), cpu)
+            << describe(config) << " tensors=" << tensors.size() << " first=" << tensors[0];
+        StepConfig built_in = config;
+        built_in.q8_codes.reset();
+        EXPECT_NE(cpu_steps(built_in, tensors, events), cpu) << describe(config) << ": the given maps changed nothing";
+      }
+    }
+  }
 }
 
 // The v = 0 guard (element_update.hpp): a second moment quantized to 0 under a nonzero first moment. After one

@@ -9,6 +9,8 @@
 #include "cgad/fastpath/detail/tensor_batch.hpp"
 #include "cgad/fastpath/detail/replan.hpp"
 #include "cgad/fastpath/detail/tensor_table.hpp"
+#include "cgad/fastpath/detail/table_stepper_internals.hpp"
+#include "cgad/fastpath/thread_pool.hpp"
 
 #include "cgad/fastpath/state_file.hpp"
 #include "cgad/core/errors.hpp"
@@ -347,7 +349,7 @@ TEST(FastpathTensorTable, CudaTableKernelEmulatedOnTheHostMatchesTheCpuTableStep
       for (const auto& sizes : many) {
         const std::string where = describe(config) + " tensors=" + std::to_string(sizes.size());
         TableStepper table(config, sizes, std::make_shared<ThreadPool>(2));
-        OwnedStates states(table.planner());
+        OwnedStates states(detail::TableStepperInternals::planner(table));
         const std::size_t n = table.parameters();
         const std::vector<float> initial = random_vector(n, 29);
         std::vector<std::vector<std::vector<float>>> events;
@@ -369,7 +371,7 @@ TEST(FastpathTensorTable, CudaTableKernelEmulatedOnTheHostMatchesTheCpuTableStep
         }
         const auto [params, state] = emulate_table_kernel(config, sizes, initial, events, paths, where);
         ASSERT_EQ(params, tensors.bytes()) << where;
-        ASSERT_EQ(state, testing::state_arrays(states.whole(table.planner()))) << where;
+        ASSERT_EQ(state, testing::state_arrays(states.whole(detail::TableStepperInternals::planner(table)))) << where;
       }
     }
   }

@@ -6,6 +6,7 @@
 #include "pointers.hpp"
 
 #include "cgad/fastpath/fastpath.hpp"
+#include "cgad/fastpath/thread_pool.hpp"
 
 #include "arrays.hpp"
 #include <pybind11/stl.h>

@@ -5,6 +5,7 @@
 
 #include <pybind11/stl.h>
 
+#include <cmath>
 #include <optional>
 #include <string>
 
@@ -28,6 +29,33 @@ core::OptimizerOptions optimizer_options(const py::dict& o) {
   return out;
 }
 
+namespace {
+
+// The q8 maps' codes from a pair (signed, unsigned) of sequences of 256 floats (cgad.torch passes each map's float32
+// values as Python floats, which hold them exactly); validate() checks what the codes are.
+fastpath::Q8Codes q8_codes(const py::handle& value) {
+  const auto refuse = [] {
+    throw core::InputError("q8_codes must be a pair (signed, unsigned) of sequences of 256 float32 values");
+  };
+  if (!py::isinstance<py::sequence>(value) || py::isinstance<py::str>(value) || py::len(value) != 2) refuse();
+  fastpath::Q8Codes out;
+  const py::sequence pair = py::reinterpret_borrow<py::sequence>(value);
+  for (int m = 0; m < 2; ++m) {
+    const py::handle codes = pair[static_cast<std::size_t>(m)];
+    if (!py::isinstance<py::sequence>(codes) || py::len(codes) != fastpath::kQ8MapCodes) refuse();
+    auto& into = m == 0 ? out.signed_codes : out.unsigned_codes;
+    const py::sequence values = py::reinterpret_borrow<py::sequence>(codes);
+    for (std::size_t k = 0; k < fastpath::kQ8MapCodes; ++k) {
+      const double x = option_value<double>(values[k], "a q8 code");
+      into[k] = static_cast<float>(x);
+      if (static_cast<double>(into[k]) != x && !std::isnan(x)) refuse();  // not a float32 value
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 fastpath::FastpathOptions fastpath_options(const py::dict& o) {
   fastpath::FastpathOptions out;
   take(o, "params", out.params);
@@ -38,6 +66,7 @@ fastpath::FastpathOptions fastpath_options(const py::dict& o) {
   take(o, "q8_semantics", out.q8_semantics);
   take(o, "v_map", out.v_map);
   take(o, "min_q8_size", out.min_q8_size);
+  if (o.contains("q8_codes") && !o["q8_codes"].is_none()) out.q8_codes = q8_codes(o["q8_codes"]);
   return out;
 }
 

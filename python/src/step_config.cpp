@@ -26,9 +26,10 @@ namespace py = pybind11;
 namespace cgad::python {
 namespace {
 
-const std::set<std::string> kKeys{"optimizer", "lr",       "beta1",   "beta2",        "eps",       "weight_decay",
-                                  "momentum",  "alpha",    "tau_cut", "on_zero_gate", "fragments", "params",
-                                  "state",     "rounding", "seed",    "q8_semantics", "v_map",     "min_q8_size"};
+const std::set<std::string> kKeys{"optimizer",    "lr",       "beta1",       "beta2",    "eps",
+                                  "weight_decay", "momentum", "alpha",       "tau_cut",  "on_zero_gate",
+                                  "fragments",    "params",   "state",       "rounding", "seed",
+                                  "q8_semantics", "v_map",    "min_q8_size", "q8_codes"};
 
 }  // namespace
 

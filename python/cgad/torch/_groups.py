@@ -155,7 +155,8 @@ class Group:
         if self.cuda:  # the entries current() took (state_dict() calls it first)
             _state.refresh_steps(self.entries, self.first_fragments, counters, self.adam_family)
             self.live.record_steps(self.entries)
-        return _state.counters_entry(self.spec["optimizer"], self.spec["seed"], counters)
+        return _state.counters_entry(self.spec["optimizer"], self.spec["seed"], counters,
+                                     self.spec.get("q8_codes"))
 
     def check_load(self, saved, entry, where, spec):
         """Checks a state_dict's state for this group, changing nothing: ``saved[k]`` tensor k's entry (None: none

@@ -9,7 +9,7 @@ import weakref
 import torch
 
 from .. import _cgad
-from . import _dtensor, _hooks, _state, _trap_stats
+from . import _dtensor, _hooks, _q8_maps, _state, _trap_stats
 from .._arguments import INT64_MAX, UINT32_MAX, UINT64_MAX, integer
 from ._groups import make_group, step_cuda_event
 from ._tensors import check_no_aliasing, mark_modified
@@ -117,7 +117,7 @@ class _FastpathOptimizer(torch.optim.Optimizer):
     _neutral_group_keys = {}
 
     def __init__(self, params, defaults, *, state, rounding, seed, q8_semantics, min_q8_size, threads,
-                 fragments=1, unsupported=None, v_map="dynamic"):
+                 fragments=1, unsupported=None, v_map="dynamic", q8_maps=None):
         name = type(self).__name__
         unsupported = dict(unsupported or {})
         # Every optimizer's keyword on_nonfinite="skip" | "warn" | "raise": what a step refused for a NaN/Inf (or
@@ -142,6 +142,7 @@ class _FastpathOptimizer(torch.optim.Optimizer):
             "optimizer": self._optimizer, "state": state, "rounding": rounding,
             "seed": _integer(seed, "seed", name, 0, UINT64_MAX), "q8_semantics": q8_semantics, "v_map": v_map,
             "min_q8_size": min_q8_size, "fragments": _integer(fragments, "fragments", name, 1, UINT64_MAX),
+            "q8_codes": _q8_maps.q8_codes(q8_maps, name),
         }
         self._threads = _integer(threads, "threads", name, 0, UINT32_MAX)
         # One thread pool for every CPU param group of the optimizer, made with its first one (_thread_pool): a
@@ -166,6 +167,9 @@ class _FastpathOptimizer(torch.optim.Optimizer):
         if v_map == "zero-free" and not any(self._reads_v_map(s) and s["v_map"] == v_map for s in structures):
             raise _cgad.InputError(f"{name}: v map {v_map} is a map of q8 second moments: it needs state q8 in some "
                                    f"param group and an Adam-family optimizer (got state {state}, {self._optimizer})")
+        if self._structure["q8_codes"] is not None and not any(s["state"] == "q8" for s in structures):
+            raise _cgad.InputError(f"{name}: q8_maps are the codes of q8 state: they need state q8 in some param "
+                                   f"group (got state {state})")
 
     @contextlib.contextmanager
     def _exclusive(self):
@@ -205,6 +209,7 @@ class _FastpathOptimizer(torch.optim.Optimizer):
         # The group keeps the key as given (its state_dict carries it, and loads where the same key was given).
         if spec["v_map"] == "zero-free" and not self._reads_v_map(spec):
             spec["v_map"] = "dynamic"
+        spec["q8_codes"] = self._group_q8_codes(spec)
         for key in self._hyperparameters:
             if key not in group:
                 raise _cgad.InputError(f"{where}: the param group has no '{key}'")
@@ -247,6 +252,12 @@ class _FastpathOptimizer(torch.optim.Optimizer):
             else:
                 spec[key] = value
         return spec
+
+    @staticmethod
+    def _group_q8_codes(structure):
+        """The q8 codes a param group of this structure quantizes with: the optimizer's (None: the built-in maps)
+        in a q8 group; a group of other state has none (as its state_dict entry records none)."""
+        return structure["q8_codes"] if structure["state"] == "q8" else None
 
     def _reads_v_map(self, structure):
         """Whether a param group of this structure has a q8 second moment, the only state a v map is read by."""
@@ -485,7 +496,8 @@ class _FastpathOptimizer(torch.optim.Optimizer):
             if entry is None:
                 merged = _state.warm_start_group(loaded, ours, where)
             else:
-                _state.check_saved_group(loaded, ours, self._optimizer, self._structure["seed"], where)
+                _state.check_saved_group(loaded, ours, self._optimizer, self._structure["seed"], where,
+                                         self._group_q8_codes(structure))
                 merged = {k: v for k, v in loaded.items() if k != _state.COUNTERS}
             merged["params"] = params
             merged[_state.COUNTERS] = None
@@ -578,10 +590,10 @@ class _AdamFamily(_FastpathOptimizer):
     _hyperparameters = ("lr", "betas", "eps", "weight_decay", "alpha", "tau_cut", "on_zero_gate")
 
     def __init__(self, params, defaults, state, rounding, seed, q8_semantics, min_q8_size, threads, fragments=1,
-                 unsupported=None, v_map="dynamic"):
+                 unsupported=None, v_map="dynamic", q8_maps=None):
         super().__init__(params, defaults, state=state, rounding=rounding, seed=seed, q8_semantics=q8_semantics,
                          min_q8_size=min_q8_size, threads=threads, fragments=fragments, unsupported=unsupported,
-                         v_map=v_map)
+                         v_map=v_map, q8_maps=q8_maps)
 
 
 class CGAD(_AdamFamily):
@@ -593,16 +605,18 @@ class CGAD(_AdamFamily):
     (bitsandbytes' 8-bit Adam formula by formula); min_q8_size: tensors under it keep fp32 state (default 4096
     with bnb semantics, 0 with cgad's); threads: 0 for every core; v_map (q8 state): "dynamic" (bitsandbytes'
     map, which stores a v below ~1.6e-7 of its block's absmax as 0) or "zero-free" (no code at 0, Li, Chen & Zhu's
-    DE-0)."""
+    DE-0); q8_maps (q8 state): None (bitsandbytes' maps as cgad builds them, the same on every machine),
+    "bitsandbytes" (the maps the installed bitsandbytes builds, whose last bits depend on its torch) or a pair
+    (signed map, unsigned map) of 256-element float32 tensors or arrays."""
     _optimizer = "cgad"
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, alpha=0.2, tau_cut=32,
                  on_zero_gate="apply", state="fp32", rounding="nearest", seed=0, q8_semantics="cgad",
-                 min_q8_size=None, threads=0, v_map="dynamic", **unsupported):
+                 min_q8_size=None, threads=0, v_map="dynamic", q8_maps=None, **unsupported):
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, alpha=alpha,
                                       tau_cut=tau_cut, on_zero_gate=on_zero_gate),
                          state, rounding, seed, q8_semantics, min_q8_size, threads, unsupported=unsupported,
-                         v_map=v_map)
+                         v_map=v_map, q8_maps=q8_maps)
 
 
 class PACGAD(_AdamFamily):
@@ -621,13 +635,14 @@ class PACGAD(_AdamFamily):
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, alpha=0.2, tau_cut=32,
                  on_zero_gate="apply", fragments=1, state="fp32", rounding="nearest", seed=0, q8_semantics="cgad",
-                 min_q8_size=None, threads=0, v_map="dynamic", **unsupported):
+                 min_q8_size=None, threads=0, v_map="dynamic", q8_maps=None, **unsupported):
         self.fragment = 0  # what a bare step() uses
         self._by_groups = isinstance(fragments, str) and fragments == "groups"
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, alpha=alpha,
                                       tau_cut=tau_cut, on_zero_gate=on_zero_gate),
                          state, rounding, seed, q8_semantics, min_q8_size, threads,
-                         fragments=1 if self._by_groups else fragments, unsupported=unsupported, v_map=v_map)
+                         fragments=1 if self._by_groups else fragments, unsupported=unsupported, v_map=v_map,
+                         q8_maps=q8_maps)
 
     def add_param_group(self, param_group):
         if self.param_groups and not self._by_groups:
@@ -689,10 +704,11 @@ class AdamDecay(_AdamFamily):
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, alpha=0.2, state="fp32",
                  rounding="nearest", seed=0, q8_semantics="cgad", min_q8_size=None, threads=0, v_map="dynamic",
-                 **unsupported):
+                 q8_maps=None, **unsupported):
         # No gate: no tau_cut or on_zero_gate in its param groups, where no step would read them.
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, alpha=alpha), state,
-                         rounding, seed, q8_semantics, min_q8_size, threads, unsupported=unsupported, v_map=v_map)
+                         rounding, seed, q8_semantics, min_q8_size, threads, unsupported=unsupported, v_map=v_map,
+                         q8_maps=q8_maps)
 
 
 class Adam(_AdamFamily):
@@ -702,10 +718,11 @@ class Adam(_AdamFamily):
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, state="fp32",
                  rounding="nearest", seed=0, q8_semantics="cgad", min_q8_size=None, threads=0, v_map="dynamic",
-                 **unsupported):
+                 q8_maps=None, **unsupported):
         # sigma = 1: no alpha, tau_cut or on_zero_gate in its param groups, where no step would read them.
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay), state, rounding,
-                         seed, q8_semantics, min_q8_size, threads, unsupported=unsupported, v_map=v_map)
+                         seed, q8_semantics, min_q8_size, threads, unsupported=unsupported, v_map=v_map,
+                         q8_maps=q8_maps)
 
 
 class _NesterovFamily(_FastpathOptimizer):

@@ -26,6 +26,7 @@ import numbers
 import torch
 
 from .. import _cgad
+from . import _q8_maps
 
 # Each param group's key for its counters. A live param group holds it as None (state_dict() fills in the
 # counters): torch.distributed.checkpoint's flattened optimizer state_dict (flatten_optimizer_state_dict=True, as
@@ -105,16 +106,22 @@ def refresh_steps(states, first_fragments, counters, adam_family):
         state["step"].fill_(step_count(counters, fragment, adam_family))
 
 
-def counters_entry(optimizer_name, seed, counters):
-    return {"optimizer": optimizer_name, "seed": seed, **counters}
+def counters_entry(optimizer_name, seed, counters, q8_codes=None):
+    """A param group's entry: the optimizer and seed its state was made by, its counters and, where they are not the
+    built-in ones, the q8 maps its codes are codes of (cgad.torch's q8_maps=), as two lists of 256 floats."""
+    entry = {"optimizer": optimizer_name, "seed": seed, **counters}
+    if q8_codes is not None:
+        entry["q8_maps"] = [list(m) for m in q8_codes]
+    return entry
 
 
 def refuse(where, why):
     raise _cgad.InputError(f"{where}: {why}")
 
 
-def check_saved_group(saved, ours, optimizer_name, seed, where):
-    """Refuses a saved param group whose state another optimizer, format or seed made."""
+def check_saved_group(saved, ours, optimizer_name, seed, where, q8_codes=None):
+    """Refuses a saved param group whose state another optimizer, format, seed or q8 maps (``q8_codes``: this
+    group's, None for the built-in maps) made."""
     entry = saved[COUNTERS]
     if not isinstance(entry, dict):
         refuse(where, f"the state_dict's '{COUNTERS}' must be a dict, got {type(entry).__name__}")
@@ -122,6 +129,14 @@ def check_saved_group(saved, ours, optimizer_name, seed, where):
         refuse(where, f"the state_dict was saved by a {entry.get('optimizer')} optimizer, this is {optimizer_name}")
     if entry.get("seed") != seed:
         refuse(where, f"the state_dict's state was made with seed {entry.get('seed')!r}, this optimizer's is {seed}")
+    saved_codes = _q8_maps.saved_codes(entry)
+    if saved_codes != q8_codes:
+        if saved_codes is None or q8_codes is None:
+            named = {True: "the built-in q8 maps", False: "q8 maps of its own (q8_maps=)"}
+            why = f"was quantized with {named[saved_codes is None]}, this optimizer has {named[q8_codes is None]}"
+        else:
+            why = "was quantized with other q8 maps than this optimizer's (q8_maps=)"
+        refuse(where, f"the state_dict's state {why}; make the optimizer with the maps it was saved with")
     for key in FORMAT_KEYS:
         if saved.get(key) != ours.get(key):
             refuse(where, f"the state_dict's param group has {key}={saved.get(key)!r}, this one {key}="

@@ -5,6 +5,7 @@
 // arithmetic. bench/*_bench.cpp time them with Google Benchmark; `cgad bench`
 // times them with measure() for its summary. Both count bytes and parameters the same way, here.
 #include "cgad/fastpath/fastpath.hpp"
+#include "cgad/fastpath/thread_pool.hpp"
 #include "cgad/reference/optimizers.hpp"
 
 #include <cstddef>

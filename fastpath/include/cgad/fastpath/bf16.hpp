@@ -12,7 +12,7 @@
 // (Connolly, Higham & Mary, "Stochastic rounding and its probabilistic backward error analysis", 2021).
 // NaN stays NaN (quieted, sign kept) under both modes; ±Inf stays ±Inf (its low 16 bits are zero and the
 // added bits never carry).
-#include "cgad/fastpath/detail/portable.hpp"
+#include "cgad/fastpath/portable.hpp"
 
 #include <cstdint>
 

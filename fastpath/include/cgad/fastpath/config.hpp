@@ -9,6 +9,7 @@
 #include "cgad/core/optimizer_config.hpp"
 #include "cgad/core/step_report.hpp"
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -35,6 +36,17 @@ enum class Q8Semantics { cgad, bnb };
 // Either works with either q8 semantics; m keeps the signed dynamic map.
 enum class VMap { dynamic, zero_free };
 
+// The codes of the two q8 maps, given at run time instead of the built-in ones (q8_maps.hpp, docs/design.md §5): the
+// signed map (first moments, Nesterov's momentum) and the unsigned one (second moments), 256 floats each, e.g. the
+// maps the user's bitsandbytes install builds (its torch.linspace's last bits depend on the machine). validate()
+// takes what bitsandbytes' create_dynamic_map gives: finite, strictly increasing, the signed map's code 127 +0, the
+// unsigned map's code 0 +0, both ending at 1. The zero-free v map is made of the unsigned codes given as of the
+// built-in ones (code 0 takes code 1's value); both nearest-code rules derive their thresholds from the codes.
+inline constexpr std::size_t kQ8MapCodes = 256;
+struct Q8Codes {
+  std::array<float, kQ8MapCodes> signed_codes{}, unsigned_codes{};
+};
+
 // What one step of either backend reports: applied or why not, the first refused element, the staleness and σ.
 using StepReport = core::StepReport<float>;
 
@@ -51,6 +63,8 @@ struct StepConfig : core::OptimizerConfig<float, double> {
   // With q8 state, a tensor of fewer elements keeps fp32 state (bitsandbytes' min_8bit_size). Unset: 4096 (bnb's
   // default) with bnb semantics, 0 with cgad's.
   std::optional<std::size_t> min_q8_size;
+  // The q8 maps' codes (see Q8Codes); unset: the built-in maps (q8_maps.hpp), machine-independent.
+  std::optional<Q8Codes> q8_codes;
   // The decimals the user wrote for β1 and β2, where the caller has them (fastpath_step_config, options.hpp: `cgad
   // replay`, cgad.torch). cgad semantics forms 1 − β and the bias corrections' β^t from the decimal β means, not from
   // the float nearest it (beta_decimals, derived_constants.hpp); unset, the decimal is the shortest one that reads
@@ -101,7 +115,8 @@ core::OptimizerConfig<Real> reference_config(const StepConfig& config) {
 // Throws core::InputError for an unsupported optimizer (delayed-nesterov), invalid hyperparameters or
 // gate, fragments on an optimizer other than PA-CGAD, P ≥ τ_cut for PA-CGAD, bnb semantics where bnb has no
 // such kernel (see Q8Semantics), the zero-free v map without a q8 second moment (fp32 or bf16 state, Nesterov), or a
-// beta1_decimal (beta2_decimal) that is not a decimal reading back to adam.beta1 (adam.beta2).
+// beta1_decimal (beta2_decimal) that is not a decimal reading back to adam.beta1 (adam.beta2), or q8_codes that are
+// not maps of the shape Q8Codes describes.
 void validate(const StepConfig& config);
 
 std::string_view to_string(ParamFormat format);

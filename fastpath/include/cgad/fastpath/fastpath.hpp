@@ -33,14 +33,14 @@
 #include "cgad/fastpath/bf16.hpp"
 #include "cgad/fastpath/config.hpp"
 #include "cgad/fastpath/cpu_isa.hpp"
-#include "cgad/fastpath/detail/host_state.hpp"
+#include "cgad/fastpath/step_counters.hpp"
 #include "cgad/fastpath/table_stepper.hpp"
 
 #include <filesystem>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
-#include <utility>
 #include <vector>
 
 namespace cgad::fastpath {
@@ -49,12 +49,15 @@ namespace detail {
 struct CpuOptimizerInternals;
 }  // namespace detail
 
-struct LoadedState;  // state_file.hpp
-
 class CpuOptimizer {
  public:
   CpuOptimizer(const StepConfig& config, std::size_t parameters, unsigned threads = 0);
   CpuOptimizer(const StepConfig& config, std::vector<std::size_t> tensor_sizes, unsigned threads = 0);
+  // Movable, not copyable. A move keeps the state where it lies, so the spans tensor_state() gave out stay valid
+  // (they follow the optimizer moved to); a moved-from one may only be destroyed or assigned to.
+  CpuOptimizer(CpuOptimizer&&) noexcept;
+  CpuOptimizer& operator=(CpuOptimizer&&) noexcept;
+  ~CpuOptimizer();
 
   StepReport step(std::span<float> params, std::span<const float> grad, std::int64_t tau, std::size_t fragment = 0);
   StepReport step(std::span<bf16> params, std::span<const float> grad, std::int64_t tau, std::size_t fragment = 0);
@@ -74,7 +77,7 @@ class CpuOptimizer {
   // one event (one per torch param group) refuses a NaN/Inf or overflowing pseudo-gradient in any of them before
   // any steps, so that such an event changes nothing anywhere.
   StepReport preview(std::span<const float* const> grads, std::int64_t tau, std::size_t fragment = 0);
-  void advance_round() { stepper_.advance_round(); }
+  void advance_round();
 
   // New hyperparameters (lr, betas, eps, weight decay, momentum, alpha, tau_cut, on_zero_gate) for the steps to
   // come, keeping the state and the counters: an lr schedule. The optimizer, formats, rounding, seed, q8
@@ -82,23 +85,23 @@ class CpuOptimizer {
   // InputError otherwise, or for invalid values, and then nothing changes.
   void set_hyperparameters(const StepConfig& config);
 
-  const StepConfig& config() const { return stepper_.config(); }
-  std::size_t parameters() const { return stepper_.parameters(); }
-  unsigned threads() const { return stepper_.threads(); }
+  const StepConfig& config() const;
+  std::size_t parameters() const;
+  unsigned threads() const;
   // The instruction set its block loops run (selected_cpu_isa() when it was made; the bits do not depend on it).
-  CpuIsa isa() const { return stepper_.isa(); }
+  CpuIsa isa() const;
 
   std::vector<std::string> buffer_names() const;
   // Writes the named buffer, dequantized to float, into `out` (parameters() elements); InputError otherwise.
   void read_buffer(std::string_view name, std::span<float> out) const;
-  std::vector<core::StateCounter> counters() const { return stepper_.counters(); }
+  std::vector<core::StateCounter> counters() const;
   // Tensor k's slice of the live state, which its steps update in place and no step or load reallocates (valid as
   // long as the optimizer; InputError for a k outside the layout): the entry its own steps hand the stepper.
   TensorState tensor_state(std::size_t k);
   // The step counts, synchronizations and round as the state file stores them, and their restore (InputError, and
   // nothing changes, for impossible ones: StepPlanner::set_raw_counters).
-  const StepCounters& raw_counters() const { return stepper_.raw_counters(); }
-  void set_raw_counters(StepCounters counters) { stepper_.set_raw_counters(std::move(counters)); }
+  const StepCounters& raw_counters() const;
+  void set_raw_counters(StepCounters counters);
 
   void save(const std::filesystem::path& path) const;
   // Refuses (InputError) a truncated, corrupt, other-version or other-configuration file; the state in memory
@@ -111,21 +114,19 @@ class CpuOptimizer {
   // The layout of the parameters: their fragments (PA-CGAD's P, else one) and tensors (one, for the contiguous
   // constructor). fragment_size(f) is what a step of fragment f takes as its pseudo-gradient (0 when there are no
   // parameters).
-  const core::FragmentLayout& layout() const { return stepper_.layout(); }
-  std::size_t fragment_size(std::size_t fragment) const { return stepper_.fragment_size(fragment); }
-  const std::vector<std::size_t>& tensor_sizes() const { return stepper_.tensor_sizes(); }
+  const core::FragmentLayout& layout() const;
+  std::size_t fragment_size(std::size_t fragment) const;
+  const std::vector<std::size_t>& tensor_sizes() const;
 
  private:
   friend struct detail::CpuOptimizerInternals;  // the tests' view of the whole state
                                                 // (detail/cpu_optimizer_internals.hpp)
 
-  void adopt(LoadedState&& loaded);
-
-  // Its own state, stepped through the same table step as a caller's (table_stepper.hpp): one entry per tensor
-  // over state_'s buffers, made once (no step or load reallocates them).
-  TableStepper stepper_;
-  HostState state_;
-  std::vector<TensorState> entries_;
+  // Its stepper, host state and the entries over that state (cpu_optimizer.cpp), as CudaOptimizer holds its device
+  // state: one pointer, so that this header includes no detail/ header. Each call costs one indirection more,
+  // nothing per element.
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace cgad::fastpath

@@ -23,6 +23,7 @@ struct FastpathOptions {
   std::string q8_semantics = "cgad";
   std::string v_map = "dynamic";
   std::optional<std::size_t> min_q8_size;
+  std::optional<Q8Codes> q8_codes;  // the q8 maps' codes, as data (StepConfig::q8_codes); unset: the built-in ones
 };
 
 // The optimizer and its hyperparameters as the fast path takes them: each parsed straight to float (one correct

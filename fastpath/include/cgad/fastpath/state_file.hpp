@@ -10,6 +10,10 @@
 //   u64 applied steps, i64 rounds, fragments × (i64 t, i64 round of the last synchronization or −1)
 //   per moment: fp32 → parameters × f32 | bf16 → parameters × u16 |
 //               q8 → parameters × u8, q8 chunks × f32 absmax, fallback × f32 (tensors under min_q8_size)
+// Version 4 is version 3 with, after the v map word, the q8 maps' codes the state was quantized with: 256 × f32
+// signed, 256 × f32 unsigned (StepConfig::q8_codes, as given). It is written only for codes other than the built-in
+// ones (q8_maps.hpp), so an optimizer of built-in maps -- given or by default -- writes version 3 as before; a file is
+// refused unless its maps (version 4's, else the built-in ones) are the loading optimizer's bit for bit.
 // Version 2 is version 3 without the v map word, and loads as the dynamic map (the only one it had); a file of the
 // other map than the loading optimizer's is refused, naming both. Version 1 (before q8 semantics, tensor layouts
 // and synchronization rounds) is refused: its ages cannot be turned into synchronization rounds.
@@ -24,34 +28,16 @@
 // configuration and size match the optimizer loading it, and that the contents are a state a step can reach
 // (finite moments, v >= 0, finite absmax >= 0). Any failure is an InputError, and nothing in memory changes.
 //
-// The same bytes also live in memory (state_bytes / parse_state_bytes), for callers that keep the state inside
-// their own containers — the Python package's state_dict(), which torch.save pickles — with the same checks: a
-// file is read into bytes and parsed by parse_state_bytes, and written from state_bytes, so there is one format
-// and one parser.
-#include "cgad/fastpath/detail/host_state.hpp"
-#include "cgad/fastpath/detail/step_planner.hpp"
-
-#include <filesystem>
-#include <span>
-#include <string>
-#include <vector>
+// The same bytes also live in memory (save_bytes / load_bytes of either optimizer), for callers that keep the state
+// inside their own containers -- the Python package's state_dict(), which torch.save pickles -- with the same checks:
+// a file is read into bytes and parsed as those are, and written from them, so there is one format and one parser.
+// Users reach it through the optimizers' save/load and save_bytes/load_bytes (fastpath.hpp, cuda_optimizer.hpp);
+// the functions behind them, over the planner and the host state, are internals (detail/host_state.hpp).
+#include <cstdint>
 
 namespace cgad::fastpath {
 
 inline constexpr std::uint32_t kStateFileVersion = 3;
-
-// The state's bytes in the format above.
-std::vector<unsigned char> state_bytes(const StepPlanner& planner, const HostState& state);
-void write_state_file(const std::filesystem::path& path, const StepPlanner& planner, const HostState& state);
-
-struct LoadedState {
-  StepCounters counters;
-  HostState state;
-};
-// `planner` and `current` give the configuration and the shape the bytes must have; `what` names them in errors
-// ("state file /tmp/x", "the fast-path state").
-LoadedState parse_state_bytes(std::span<const unsigned char> bytes, const std::string& what, const StepPlanner& planner,
-                              const HostState& current);
-LoadedState read_state_file(const std::filesystem::path& path, const StepPlanner& planner, const HostState& current);
+inline constexpr std::uint32_t kStateFileVersionWithMaps = 4;  // version 3 and the q8 maps (above)
 
 }  // namespace cgad::fastpath

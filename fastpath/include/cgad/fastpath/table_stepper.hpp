@@ -7,8 +7,9 @@
 #include "cgad/fastpath/bf16.hpp"
 #include "cgad/fastpath/config.hpp"
 #include "cgad/fastpath/cpu_isa.hpp"
-#include "cgad/fastpath/detail/step_planner.hpp"
-#include "cgad/fastpath/detail/thread_pool.hpp"
+#include "cgad/fastpath/step_counters.hpp"
+#include "cgad/core/fragments.hpp"
+#include "cgad/core/step_report.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -19,6 +20,12 @@
 #include <vector>
 
 namespace cgad::fastpath {
+
+class ThreadPool;  // thread_pool.hpp: made by whoever shares it among steppers (cgad's Python module, the tests)
+
+namespace detail {
+struct TableStepperInternals;
+}  // namespace detail
 
 // One tensor's optimizer state: per moment (m, v; or b), the fp32 or bf16 values (one per element), or in a q8
 // configuration the codes (one per element) and the absmax of each of the tensor's chunks -- or, for a tensor under
@@ -44,8 +51,8 @@ struct TensorStateShape {
 };
 
 // Refuses (InputError) new hyperparameters `next` for an optimizer configured as `now` unless they keep what its
-// state's shape and meaning depend on: the optimizer, formats, rounding, seed, q8 semantics, v map, min_q8_size
-// and fragments (set_hyperparameters of either backend).
+// state's shape and meaning depend on: the optimizer, formats, rounding, seed, q8 semantics, v map, q8 maps,
+// min_q8_size and fragments (set_hyperparameters of either backend).
 void require_same_state_layout(const StepConfig& now, const StepConfig& next);
 
 class TableStepper {
@@ -86,20 +93,19 @@ class TableStepper {
   void advance_round();
   // As CpuOptimizer::set_hyperparameters.
   void set_hyperparameters(const StepConfig& config);
-  const StepConfig& config() const { return planner_.config(); }
-  std::size_t parameters() const { return planner_.parameters(); }
-  unsigned threads() const { return pool_->threads(); }
-  CpuIsa isa() const { return isa_; }
-  std::vector<core::StateCounter> counters() const { return planner_.counters(); }
-  const StepCounters& raw_counters() const { return planner_.raw_counters(); }
+  const StepConfig& config() const;
+  std::size_t parameters() const;
+  unsigned threads() const;
+  CpuIsa isa() const;
+  std::vector<core::StateCounter> counters() const;
+  const StepCounters& raw_counters() const;
   void set_raw_counters(StepCounters counters);
-  const core::FragmentLayout& layout() const { return planner_.layout(); }
-  std::size_t fragment_size(std::size_t fragment) const { return planner_.fragment_size(fragment); }
-  const std::vector<std::size_t>& tensor_sizes() const { return planner_.tensor_sizes(); }
-  const StepPlanner& planner() const { return planner_; }
-  const std::vector<std::size_t>& tensor_begin() const { return tensor_begin_; }
+  const core::FragmentLayout& layout() const;
+  std::size_t fragment_size(std::size_t fragment) const;
+  const std::vector<std::size_t>& tensor_sizes() const;
+  const std::vector<std::size_t>& tensor_begin() const;
   // Tensor k's first absmax slot (q8) or fallback moment (under min_q8_size) in buffers over the whole vector.
-  std::size_t first_slot(std::size_t k) const { return first_slot_[k]; }
+  std::size_t first_slot(std::size_t k) const;
 
   // CpuOptimizer's contiguous step: θ the whole vector (params_fp32 or params_bf16, the other null), Δ the
   // fragment's slice, the state one entry per tensor.
@@ -109,37 +115,18 @@ class TableStepper {
   // The first and last tensor with elements in `fragment` (first > last when there are none).
   std::pair<std::size_t, std::size_t> touched(std::size_t fragment) const;
 
- private:
-  // Where a step's chunks find Δ and θ (table_stepper.cpp).
-  struct Operands;
-  StepReport run(const Operands& operands, std::span<const TensorState> states, std::size_t params_size,
-                 std::size_t grad_size, std::int64_t tau, std::size_t fragment, bool reuse_preview);
-  std::pair<StepOutcome, std::uint64_t> scan(const Operands& operands, const StepPlanner::Plan& plan);
-  void check_entries(std::span<const TensorState> states, const Operands& operands, std::size_t fragment) const;
-  template <class P>
-  StepReport table_step(std::span<P* const> params, std::span<const float* const> grads,
-                        std::span<const TensorState> states, std::int64_t tau, std::size_t fragment,
-                        bool reuse_preview);
+  ~TableStepper();
+  TableStepper(TableStepper&&) noexcept;
+  TableStepper& operator=(TableStepper&&) noexcept;
 
-  StepPlanner planner_;
-  std::shared_ptr<ThreadPool> pool_;
-  CpuIsa isa_;
-  std::vector<std::size_t> tensor_begin_;  // tensor k's first element; one entry more than tensors
-  std::vector<std::size_t> chunk_tensor_;  // the tensor holding each chunk of planner_.chunks()
-  std::vector<std::size_t> first_slot_;    // tensor k's first absmax or fallback slot (0 for a tensor of no chunk)
-  std::vector<std::size_t> first_chunk_;   // tensor k's first chunk; one entry more than tensors
-  // The last preview's event and outcome, and the counters' generation it saw (a commit, load, new round or new
-  // hyperparameters moves the generation, so that reuse_preview then scans again).
-  struct Previewed {
-    std::uint64_t generation = 0;
-    std::int64_t tau = 0;
-    std::size_t fragment = 0;
-    StepOutcome outcome = StepOutcome::applied;
-    std::uint64_t index = 0;
-    bool valid = false;
-  };
-  Previewed previewed_;
-  std::uint64_t generation_ = 0;
+ private:
+  friend struct detail::TableStepperInternals;  // its planner, for CpuOptimizer's state file and the tests
+                                                // (detail/table_stepper_internals.hpp)
+
+  // The planner (layout, chunks, counters), the pool and the chunk tables, in table_stepper.cpp: one pointer, so
+  // that this header includes no detail/ header. Each call costs one indirection more; nothing per element.
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace cgad::fastpath

@@ -11,7 +11,7 @@
 #include "cgad/fastpath/bf16.hpp"
 #include "cgad/fastpath/detail/element_update.hpp"
 #include "cgad/fastpath/formats.hpp"
-#include "cgad/fastpath/detail/portable.hpp"
+#include "cgad/fastpath/portable.hpp"
 #include "cgad/fastpath/detail/q8.hpp"
 #include "cgad/fastpath/detail/random_bits.hpp"
 

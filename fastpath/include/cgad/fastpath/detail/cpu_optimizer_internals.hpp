@@ -1,13 +1,15 @@
 #pragma once
 // The whole state and planner of a CpuOptimizer, for the tests that compare it bit for bit (against the CUDA
 // backend, a reloaded file, another configuration) -- not part of the public API (docs/design.md §2).
+#include "cgad/fastpath/detail/host_state.hpp"
+#include "cgad/fastpath/detail/step_planner.hpp"
 #include "cgad/fastpath/fastpath.hpp"
 
 namespace cgad::fastpath::detail {
 
 struct CpuOptimizerInternals {
-  static const HostState& state(const CpuOptimizer& optimizer) { return optimizer.state_; }
-  static const StepPlanner& planner(const CpuOptimizer& optimizer) { return optimizer.stepper_.planner(); }
+  static const HostState& state(const CpuOptimizer& optimizer);
+  static const StepPlanner& planner(const CpuOptimizer& optimizer);
 };
 
 inline const HostState& host_state_of(const CpuOptimizer& optimizer) {

@@ -38,7 +38,7 @@
 //
 // Nesterov (DiLoCo outer recipe) and SDM (σ = 1/(1+τ)):
 //   d = σ·Δ;  b = μ·b + d;  θ = θ − η·(d + μ·b)
-#include "cgad/fastpath/detail/portable.hpp"
+#include "cgad/fastpath/portable.hpp"
 #include "cgad/core/overflow_rule.hpp"
 
 #include <cstdint>

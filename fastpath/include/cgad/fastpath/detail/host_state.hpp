@@ -1,8 +1,8 @@
 #pragma once
 // The optimizer state as it lives in host memory: one or two moment buffers (m, v for the Adam family; b for
 // Nesterov) in fp32, bf16 or q8 (codes + one fp32 absmax per q8 chunk, and fp32 moments for the tensors under
-// min_q8_size in `fp32`). The CPU backend steps it in place; save/load serialize it; the CUDA backend mirrors it
-// on the device.
+// min_q8_size in `fp32`). The CPU backend steps it in place; save/load serialize it in the state file's format
+// (state_file.hpp; the functions at the end, fastpath/src/state_file.cpp); the CUDA backend mirrors it on the device.
 #include "cgad/fastpath/detail/block_step.hpp"
 #include "cgad/fastpath/config.hpp"
 #include "cgad/fastpath/detail/q8_maps.hpp"
@@ -10,7 +10,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace cgad::fastpath {
@@ -60,12 +62,24 @@ void bind_moments(State& state, StepArgs& args) {
   }
 }
 
-// The map index of 0 in each q8 map; in the zero-free map, which has none, the index of its smallest code (an
-// all-zero state has absmax 0, so every code decodes to 0 there).
-std::uint8_t zero_code(Q8MapKind kind);
-// The q8 map moment `moment` of `planner`'s optimizer is stored in, and the code its all-zero state starts from
-// (HostState::zeros; a caller-owned state starts from the same: table_stepper.hpp).
-Q8MapKind moment_map_kind(int moment, const StepPlanner& planner);
+// The code moment `moment` of `planner`'s optimizer starts from in its all-zero state (HostState::zeros; a
+// caller-owned state starts from the same: table_stepper.hpp): with cgad semantics the index of 0 in the moment's
+// q8 map (StepPlanner::q8_map) or, in the zero-free map, which has none, of its smallest code (an all-zero state
+// has absmax 0, so every code decodes to 0 there); with bnb's, 0.
 std::uint8_t initial_code(int moment, const StepPlanner& planner);
+
+// The state's bytes in the state file's format (state_file.hpp), and the file (written atomically).
+std::vector<unsigned char> state_bytes(const StepPlanner& planner, const HostState& state);
+void write_state_file(const std::filesystem::path& path, const StepPlanner& planner, const HostState& state);
+
+struct LoadedState {
+  StepCounters counters;
+  HostState state;
+};
+// `planner` and `current` give the configuration and the shape the bytes must have; `what` names them in errors
+// ("state file /tmp/x", "the fast-path state").
+LoadedState parse_state_bytes(std::span<const unsigned char> bytes, const std::string& what, const StepPlanner& planner,
+                              const HostState& current);
+LoadedState read_state_file(const std::filesystem::path& path, const StepPlanner& planner, const HostState& current);
 
 }  // namespace cgad::fastpath

@@ -45,7 +45,7 @@
 // ⌈2^24·(x − c_lo)/(c_hi − c_lo)⌉/2^24: the comparison u·(c_hi − c_lo) < x − c_lo with u = k·2^-24 is exact
 // in double (a 24-bit k times a gap of at most 25 significant bits), so the only bias is that ≤ 2^-24
 // quantization of the probability. Values outside [code[0], code[255]] clamp to the end codes.
-#include "cgad/fastpath/detail/portable.hpp"
+#include "cgad/fastpath/portable.hpp"
 
 #include <cstddef>
 #include <cstdint>

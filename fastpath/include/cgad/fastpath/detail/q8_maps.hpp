@@ -13,7 +13,10 @@
 // ATen picks (default, AVX2, AVX-512): the maps bitsandbytes builds differ by up to 2 ulps in 12 to 45 codes
 // between those three. cgad uses the element-by-element rule, which is the definition the vector paths
 // approximate and does not depend on the machine; fastpath/tools/bnb_dynamic_map.py prints the maps PyTorch
-// builds, and the q8 map test records how far each of them is from ours.
+// builds, and the q8 map test records how far each of them is from ours. These built-in maps are the default; a q8
+// optimizer can take its codes as data instead (StepConfig::q8_codes, config.hpp; cgad.torch's
+// q8_maps="bitsandbytes" passes the installed create_dynamic_map's), built into maps by the same q8_map_of_codes
+// (docs/design.md §5).
 //
 // The same codes serve both q8 semantics; what differs is the nearest-code rule, held in the map's thresholds
 // (q8.hpp counts the thresholds below x either way):
@@ -42,7 +45,13 @@
 #include "cgad/fastpath/config.hpp"
 #include "cgad/fastpath/detail/q8.hpp"
 
+#include <array>
+#include <memory>
+#include <span>
+
 namespace cgad::fastpath {
+
+static_assert(kQ8MapCodes == kQ8Codes);
 
 enum class Q8MapKind { signed_map, unsigned_map, unsigned_zero_free };
 
@@ -51,6 +60,32 @@ const Q8Map& dynamic_map(Q8MapKind kind, Q8Semantics semantics = Q8Semantics::cg
 
 // The map of a q8 second moment under `map`.
 Q8MapKind second_moment_map(VMap map);
+
+// The map of `codes` (kQ8Codes floats, increasing) under `semantics`: the thresholds of its nearest-code rule, the
+// bucket table and the line model where it holds; zero_free first sets code 0 to code 1 (DE-0 above). Every map,
+// built-in or given (StepConfig::q8_codes), is built here. InputError where the codes are too close for the bucket
+// table (q8.hpp).
+Q8Map q8_map_of_codes(std::span<const float, kQ8Codes> codes, bool zero_free, Q8Semantics semantics);
+
+// InputError, one line, unless `codes` are maps of the shape StepConfig::q8_codes takes (config.hpp).
+void validate_q8_codes(const Q8Codes& codes);
+// Whether `codes` are, bit for bit, the built-in signed and unsigned maps.
+bool is_built_in(const Q8Codes& codes);
+// Whether two configurations quantize with the same codes (their q8_codes, else the built-in ones), bit for bit.
+bool same_q8_codes(const StepConfig& a, const StepConfig& b);
+
+// The two maps a q8 optimizer of `config` uses, for its semantics and v map: moment 0 (m, Nesterov's momentum) and
+// moment 1 (the second moment; unused by the Nesterov family). The built-in maps, or those of config.q8_codes,
+// owned here (a copy shares them: the references stay valid as long as any copy lives).
+class Q8Maps {
+ public:
+  explicit Q8Maps(const StepConfig& config);
+  const Q8Map& moment(int k) const { return *moment_[k == 0 ? 0 : 1]; }
+
+ private:
+  std::array<const Q8Map*, 2> moment_{};
+  std::shared_ptr<const std::array<Q8Map, 2>> owned_;
+};
 
 // torch.linspace(start, end, points) in float32, element-by-element rule (see above). Exposed for tests.
 void torch_linspace_f32(float start, float end, int points, float* out);

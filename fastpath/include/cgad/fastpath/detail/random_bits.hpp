@@ -4,7 +4,7 @@
 // and the key is the user's seed, so the bits for one element at one step are a pure function of
 // (seed, step, index): identical on the CPU and the GPU, for any thread count, and reproducible.
 // One call gives four 32-bit words; each stored quantity takes its own word, so they are independent.
-#include "cgad/fastpath/detail/portable.hpp"
+#include "cgad/fastpath/portable.hpp"
 
 #include <Random123/philox.h>
 

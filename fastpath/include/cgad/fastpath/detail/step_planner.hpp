@@ -16,6 +16,7 @@
 #include "cgad/fastpath/detail/block_step.hpp"
 #include "cgad/fastpath/config.hpp"
 #include "cgad/fastpath/detail/derived_constants.hpp"
+#include "cgad/fastpath/detail/q8_maps.hpp"
 #include "cgad/fastpath/step_counters.hpp"
 #include "cgad/fastpath/detail/staleness.hpp"
 #include "cgad/fastpath/detail/step_schedule.hpp"
@@ -61,6 +62,8 @@ class StepPlanner {
   const std::vector<float>& age_sigma() const { return age_sigma_; }
 
   const StepConfig& config() const { return config_; }
+  // The q8 map of moment k (HostState's order): the built-in maps or the configuration's q8_codes (q8_maps.hpp).
+  const Q8Map& q8_map(int k) const { return maps_.moment(k); }
   const core::FragmentLayout& layout() const { return layout_; }
   bool adam_family() const { return core::is_adam_family(config_.optimizer); }
   int moments() const { return adam_family() ? 2 : 1; }
@@ -93,6 +96,7 @@ class StepPlanner {
   StepConfig config_;
   core::GateParams<long double> gate_;  // built once: the step itself parses and allocates nothing
   BetaConstants betas_;                 // built once, from the decimals (derived_constants.hpp)
+  Q8Maps maps_;
   core::FragmentLayout layout_;
   bool empty_ = false;  // zero parameters (the layout is then built over one)
   std::vector<std::size_t> tensors_;

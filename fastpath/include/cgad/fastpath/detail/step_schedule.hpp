@@ -26,7 +26,7 @@
 // event for fragment f synchronizes f whether it is applied or skipped for a zero gate; an event refused for a NaN/Inf
 // or overflowing pseudo-gradient changes nothing.
 #include "cgad/fastpath/detail/block_step.hpp"
-#include "cgad/fastpath/detail/portable.hpp"
+#include "cgad/fastpath/portable.hpp"
 
 #include <cstdint>
 

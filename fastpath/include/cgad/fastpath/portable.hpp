@@ -1,6 +1,7 @@
 #pragma once
 // What lets one header compile both as plain C++ (g++, the CPU backend) and as CUDA (nvcc, the kernel):
 // CGAD_HD marks the per-element functions __host__ __device__ under nvcc and expands to nothing otherwise.
+// Public, beside bf16.hpp, whose conversions the kernel and the users' code both call (docs/design.md §2).
 #include <cstdint>
 #include <cstring>
 
