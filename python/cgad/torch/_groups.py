@@ -7,7 +7,7 @@ torch's current stream and waits for nothing."""
 import torch
 
 from .. import _cgad
-from . import _live, _state
+from . import _dtensor, _live, _state
 from ._report import REFUSED, GroupReport, LazyStepReport, combine, group_report, no_gradient
 from ._tensors import (PARAM_FORMATS, backend, check_count, check_no_aliasing, gradients, group_layout, held, named,
                        param_pointers)
@@ -21,9 +21,12 @@ class Group:
     step (a null table entry) on either backend."""
 
     def __init__(self, spec, params, pool, where):
-        self.layout = group_layout(params, where)
+        self.mesh = _dtensor.group_mesh(params, where)  # DTensor parameters': their local shards are stepped
+        self.layout = group_layout([_dtensor.local(p) for p in params], where)
         fmt, device, sizes = self.layout
         self.spec = dict(spec, params=fmt)
+        if self.mesh is not None and self.spec["state"] == "q8":
+            _dtensor.check_even(params, where)
         self.adam_family = self.spec["optimizer"] not in ("nesterov", "sdm")
         self.sizes = sizes
         self.fragments = _cgad.fragment_bounds(self.spec, sizes)  # [(offset, size)], as the fast path cuts
@@ -128,9 +131,13 @@ class Group:
         if not self.cuda:
             _state.check_steps(entries, self.first_fragments, self.engine.raw_counters(), self.adam_family, where,
                                self.live.steps_changed(entries))
-        views = held(params)
+        if self.mesh is not None:  # a "step" check_steps replaced went into the local view of the entry
+            for p, entry in zip(params, entries):
+                state[p]["step"] = entry["step"]
+        views = held([_dtensor.local(p) for p in params])
         ptrs = param_pointers(views, self.layout, where)
-        gathered = gradients(params, self.tensors_in(fragment, where), where)
+        sources = params if self.mesh is None else _dtensor.gradient_sources(params, where)
+        gathered = gradients(sources, self.tensors_in(fragment, where), where)
         if gathered is None:
             return None
         grads, missing = gathered
@@ -186,6 +193,12 @@ class Group:
                                          "parameters, keyed otherwise, or cut short); nothing was loaded")
                 moments.append(None)
                 continue
+            state = self.live.local(k, state)  # a DTensor parameter's saved state by its local tensors
+            for name in self.live.own[k] if self.mesh is not None else ():
+                if _dtensor.is_dtensor(state.get(name)):
+                    _state.refuse(f"{where} parameter {k}", f"the state's {name} is a DTensor with placements "
+                                  f"{list(state[name].placements)}, the parameter's state has placements "
+                                  f"{list(self.live.params[k].placements)} (redistribute it first)")
             dtypes = {n: self.live.dtype(k, n) for n in self.live.own[k]}
             shapes = {n: self.live.shape(k, n) for n in self.live.own[k]}
             moments.append(_state.saved_entry(self.live.own[k], dtypes, shapes, state, f"{where} parameter {k}"))
@@ -202,9 +215,10 @@ class Group:
         self.set_raw_counters(counters)
         for k, p in enumerate(self.live.params):
             entry = state.get(p) if isinstance(state.get(p), dict) else {}
-            fresh = self.live.fresh(k)
+            fresh = self.live.local(k, self.live.fresh(k))
+            taken = self.live.local(k, entry)  # a DTensor parameter's state by its local tensors
             for name in self.live.own[k]:
-                target = entry.get(name)
+                target = taken.get(name)
                 if not self._fits(k, name, target):
                     target = fresh[name]
                 if tuple(target.shape) != self.live.shape(k, name):
@@ -213,7 +227,8 @@ class Group:
                     target.copy_(fresh[name])
                 else:
                     target.copy_(moments[k][name])
-                entry[name] = target
+                if target is not taken.get(name):
+                    entry[name] = _dtensor.wrap(target, p)
             if not (isinstance(entry.get("step"), torch.Tensor) and entry["step"].dim() == 0 and
                     entry["step"].dtype.is_floating_point):
                 entry["step"] = torch.tensor(0.0)
@@ -226,7 +241,7 @@ class Group:
 
     def _fits(self, k, name, t):
         return type(t) is torch.Tensor and t.dtype == self.live.dtype(k, name) and \
-            t.numel() == self.live.size(k, name) and t.device == self.live.params[k].device and t.is_contiguous()
+            t.numel() == self.live.size(k, name) and t.device == self.live.shards[k].device and t.is_contiguous()
 
     def read_state(self, k, name, state):
         """Tensor k's state buffer ``name`` ("m", "v", "b") dequantized to float32 (a NumPy array)."""
@@ -328,6 +343,7 @@ class SplitGroup:
         self.members = list(members.values())
         self.parts = [Group(spec, [params[i] for i in m], pool, where) for m in self.members]
         self.cuda = False
+        self.mesh = self.parts[0].mesh
         self.adam_family = self.parts[0].adam_family
         self.states = [None] * len(params)
         self.offsets = [0]  # each part's first element in the parts' tensors one after the other

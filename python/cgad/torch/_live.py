@@ -12,7 +12,7 @@ import operator
 import torch
 
 from .. import _cgad
-from . import _state
+from . import _dtensor, _state
 
 
 def refuse(where, why):
@@ -20,11 +20,15 @@ def refuse(where, why):
 
 
 class LiveState:
-    """The state of one fast-path optimizer's tensors (``params``, in its layout) in ``opt.state``."""
+    """The state of one fast-path optimizer's tensors (``params``, in its layout) in ``opt.state``. A DTensor
+    parameter's entry holds DTensors (_dtensor.wrap); every check and every pointer is its local tensors'
+    (_dtensor.local_state), so an edit of a state DTensor is seen as an edit of a plain state tensor."""
 
     def __init__(self, engine, params, adam_family):
         self.engine = engine
-        self.params = list(params)  # the tensors the state was made for
+        self.params = list(params)  # the tensors the state was made for: opt.state's keys
+        self.shards = [_dtensor.local(p) for p in self.params]  # what the fast path steps of each
+        self.dtensor = any(map(_dtensor.is_dtensor, self.params))
         self.adam_family = adam_family
         self.shapes = [engine.shape(k) for k in range(len(self.params))]
         self.names = [_state.moment_names(s["kind"], adam_family) for s in self.shapes]
@@ -32,9 +36,15 @@ class LiveState:
         self.seen = _cgad.StateKeys(self.own, torch.Tensor, True)  # the state tensors when last taken
         self.step_seen = _cgad.StateKeys([["step"]] * len(self.params), torch.Tensor, False)  # when last filled
         self.pointers = [None] * len(self.params)  # per tensor: buffers() of the entry last taken
+        self.versions = [None] * len(self.params)  # per tensor: its state DTensors' _dtensor.versions() when taken
 
     def fresh(self, k):
-        return _state.fresh_state(self.shapes[k], self.params[k], self.adam_family)
+        state = _state.fresh_state(self.shapes[k], self.shards[k], self.adam_family)
+        return {name: t if name == "step" else _dtensor.wrap(t, self.params[k]) for name, t in state.items()}
+
+    def local(self, k, entry):
+        """Tensor k's entry with its state DTensors by their local tensors (the entry itself for a plain one)."""
+        return _dtensor.local_state(entry, self.params[k], self.own[k])
 
     def dtype(self, k, name):
         return _state.dtype_of(self.shapes[k]["kind"], name)
@@ -43,7 +53,7 @@ class LiveState:
         return self.shapes[k]["absmax"] if name.startswith("absmax") else self.shapes[k]["values"]
 
     def shape(self, k, name):
-        return (self.shapes[k]["absmax"],) if name.startswith("absmax") else tuple(self.params[k].shape)
+        return (self.shapes[k]["absmax"],) if name.startswith("absmax") else tuple(self.shards[k].shape)
 
     def buffers(self, k, entry):
         """Tensor k's state buffer pointers in the order CpuStepper takes them (values, absmax per moment)."""
@@ -53,19 +63,23 @@ class LiveState:
         return out
 
     def record(self, k, entry):
-        """Takes tensor k's entry as checked: its tensors' keys, and their pointers (pointers(k) until it changes)."""
-        self.seen.record(k, entry, self.params[k])
+        """Takes tensor k's entry (as opt.state holds it) as checked: its tensors' keys, and their pointers
+        (pointers(k) until it changes)."""
+        if self.dtensor:
+            self.versions[k] = _dtensor.versions(entry, self.own[k])
+            entry = self.local(k, entry)
+        self.seen.record(k, entry, self.shards[k])
         self.pointers[k] = self.buffers(k, entry)
 
     def record_steps(self, entries):
         """After the "step" tensors were filled with the counts (_state.refresh_steps)."""
-        self.step_seen.record_all(entries, self.params)
+        self.step_seen.record_all(entries, self.shards)
 
     def steps_changed(self, entries):
         """The tensors whose "step" is not the tensor last filled, untouched since: only these _state.check_steps
         compares with the count (a comparison of a tensor per parameter, the largest cost of a step on small
         tensors)."""
-        return self.step_seen.stale(entries, self.params)
+        return self.step_seen.stale(entries, self.shards)
 
     def entries(self, state, group_params, where, counters_reset):
         """Tensor k's entry of ``state`` (opt.state) for every k, checked, after taking what changed since the last
@@ -76,11 +90,15 @@ class LiveState:
                           "tensor put into param_groups by hand); cgad.torch keeps the state of the tensors it was "
                           "given -- update a parameter in place (p.data = ..., p.copy_(...)) or make a new optimizer "
                           "for new ones")
-        got = list(map(state.get, self.params)) if isinstance(state, dict) else [None] * len(self.params)
+        raw = list(map(state.get, self.params)) if isinstance(state, dict) else [None] * len(self.params)
+        got = [self.local(k, entry) for k, entry in enumerate(raw)] if self.dtensor else raw
         # Changed: an entry not as last taken -- another tensor, memory or version, a name removed, or a parameter
         # reshaped since (p.data = p.data.view(...)), whose moments then follow it. Every test below looks at these
         # only: an entry unchanged since it was taken passed them then.
-        changed = self.seen.stale(got, self.params)
+        changed = self.seen.stale(got, self.shards)
+        if self.dtensor:  # an in-place op on a state DTensor advances its version, not its local tensor's
+            changed = sorted(set(changed).union(k for k, entry in enumerate(raw)
+                                                if _dtensor.versions(entry, self.own[k]) != self.versions[k]))
         if not changed:
             return got
         present = {k: [n for n in self.own[k] if isinstance(got[k], dict) and n in got[k]] for k in changed}
@@ -97,28 +115,34 @@ class LiveState:
                           "restart some of them -- nothing was stepped (opt.state.clear() restarts every group)")
         if lost:
             for k, p in enumerate(self.params):
-                entry = got[k] if isinstance(got[k], dict) else {}
+                entry = raw[k] if isinstance(raw[k], dict) else {}
                 entry.update(self.fresh(k))
                 state[p] = entry
-                got[k] = entry
+                got[k] = self.local(k, entry)
                 self.record(k, entry)
             counters_reset()
             return got
         for k in changed:
-            self._check_tensors(k, got[k], where)
+            self._check_tensors(k, got[k], raw[k], where)
         self._check_values(changed, got, where)
         for k in changed:
-            self.record(k, got[k])
+            self.record(k, raw[k])
         return got
 
-    def _check_tensors(self, k, entry, where):
-        """Tensor k's state tensors have the dtype, size, device and layout its format gives; one of the
-        parameter's size and another shape is replaced by a view of the parameter's shape (the parameter was
-        reshaped: p.data = p.data.view(...))."""
-        p = self.params[k]
+    def _check_tensors(self, k, entry, raw, where):
+        """Tensor k's state tensors (``entry``: by their local tensors; ``raw``: as opt.state holds them) have the
+        dtype, size, device and layout its format gives, and a DTensor parameter's are DTensors of its mesh and
+        placements; one of the parameter's size and another shape is replaced by a view of the parameter's shape
+        (the parameter was reshaped: p.data = p.data.view(...))."""
+        p = self.shards[k]
         for name in self.own[k]:
             t = entry[name]
             label = f"parameter {k}'s opt.state[p][{name!r}]"
+            if self.dtensor and t is raw[name]:  # not a DTensor of the parameter's mesh and placements
+                given = f"a DTensor with placements {list(t.placements)}" if _dtensor.is_dtensor(t) else \
+                    f"a {type(t).__name__}"
+                refuse(where, f"{label} is {given}; a DTensor parameter's state is DTensors of its mesh and "
+                              f"placements {list(self.params[k].placements)} -- nothing was stepped")
             if not isinstance(t, torch.Tensor) or type(t) is not torch.Tensor:
                 refuse(where, f"{label} is a {type(t).__name__}, not a plain tensor -- nothing was stepped")
             if t.dtype != self.dtype(k, name) or t.numel() != self.size(k, name) or t.device != p.device or \
@@ -149,7 +173,7 @@ class LiveState:
     def on_host(self, k, entry):
         """Tensor k's state tensors where the fast path's checks and reads (CpuStepper) can read them: as they are
         on the CPU, copies of a CUDA parameter's (which wait for the device)."""
-        if self.params[k].device.type == "cpu":
+        if self.shards[k].device.type == "cpu":
             return entry
         return {name: entry[name].to("cpu") for name in self.own[k]}
 

@@ -9,7 +9,7 @@ import weakref
 import torch
 
 from .. import _cgad
-from . import _hooks, _q8_maps, _state, _trap_stats
+from . import _dtensor, _hooks, _q8_maps, _state, _trap_stats
 from .._arguments import INT64_MAX, UINT32_MAX, UINT64_MAX, integer
 from ._groups import make_group, step_cuda_event
 from ._tensors import check_no_aliasing, mark_modified
@@ -96,6 +96,10 @@ def _check_indices(groups, sizes, name):
                                        "a state_dict lists each parameter once, by an integer index or a name (a "
                                        "state_dict edited by hand?)")
             seen.add(i)
+
+
+def _mesh_words(mesh):
+    return "plain tensors" if mesh is None else f"DTensors of device mesh {mesh}"
 
 
 class _FastpathOptimizer(torch.optim.Optimizer):
@@ -294,6 +298,10 @@ class _FastpathOptimizer(torch.optim.Optimizer):
         if not self._groups:
             return
         first = self._groups[0]
+        if made.mesh != first.mesh:
+            raise _cgad.InputError(f"{where}: param group 0's parameters are {_mesh_words(first.mesh)}, this one's "
+                                   f"{_mesh_words(made.mesh)}; one optimizer's parameters are all plain or all "
+                                   "DTensors of one device mesh (its refusal is all-reduced over that mesh)")
         if made.cuda != first.cuda:
             raise _cgad.InputError(f"{where}: parameters on the CPU and on CUDA go in separate optimizers (an event "
                                    "refused in one param group must change none, which each backend decides on its "
@@ -387,16 +395,26 @@ class _FastpathOptimizer(torch.optim.Optimizer):
                 mark_modified(group["params"])
             return report
         stepped = [e for e in events if e[3] is not None]
-        previewed = len(stepped) > 1
+        mesh = self._groups[0].mesh if self._groups else None
+        previewed = len(stepped) > 1 or mesh is not None
         if previewed:
-            # A refused event in any group must leave every group untouched: look before stepping any.
+            # A refused event in any group must leave every group untouched: look before stepping any. DTensor
+            # parameters' refusal is every rank's of the mesh (_dtensor.agree, on every step, whatever this rank's
+            # groups hold: the ranks call it alike).
+            refused, found = "none", None
             for group, fast, spec, prepared in stepped:
                 preview = group_report(fast.preview(prepared, tau, fragment), fast, fragment)
                 if preview.reason in REFUSED:
-                    # The other groups were refused with it: not applied, for the same reason, located here.
-                    others = GroupReport(False, preview.reason, 0.0, tau, None, None)
-                    reports = [preview if e[1] is fast else others for e in events]
-                    return combine(reports, first_params(self.param_groups, targets), loss)
+                    refused, found = preview.reason, (fast, preview)
+                    break
+            if mesh is not None:
+                refused = _dtensor.agree(mesh, refused)
+            if refused in REFUSED:
+                # The other groups (and every group of the other ranks) were refused with it: not applied, for the
+                # same reason, located in the group that found it.
+                others = GroupReport(False, refused, 0.0, tau, None, None)
+                reports = [found[1] if found is not None and e[1] is found[0] else others for e in events]
+                return combine(reports, first_params(self.param_groups, targets), loss)
         reports = []
         for group, fast, spec, prepared in events:
             if prepared is None:
@@ -542,7 +560,8 @@ class _FastpathOptimizer(torch.optim.Optimizer):
             for group, fast in zip(self.param_groups, self._groups):
                 for k, p in enumerate(group["params"]):
                     if p is param:
-                        return torch.from_numpy(fast.read_state(k, name, self.state)).reshape(p.shape)
+                        values = torch.from_numpy(fast.read_state(k, name, self.state))
+                        return values.reshape(_dtensor.local(p).shape)  # a DTensor's: its local shard's
         raise _cgad.InputError(f"{type(self).__name__}: the tensor is not one of this optimizer's parameters")
 
     def watch_traps(self):

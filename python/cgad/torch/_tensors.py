@@ -4,6 +4,7 @@ parameter's pseudo-gradient (``p.grad``)."""
 import torch
 
 from .. import _cgad
+from ._dtensor import local
 
 # The parameter dtypes the fast path stores, by its format names.
 PARAM_FORMATS = {torch.float32: "fp32", torch.bfloat16: "bf16"}
@@ -31,10 +32,11 @@ def check_param(p, i, where):
     if not isinstance(p, torch.Tensor):
         refuse(where, f"parameter {i} is a {type(p).__name__}, not a tensor")
     if type(p.data) is not torch.Tensor:
-        # A DTensor (FSDP2, tensor parallelism) or another tensor subclass whose data pointer is not its values:
-        # the fast path would step memory that is not the parameter, and a NaN/Inf refusal would be one shard's.
+        # A tensor subclass whose data pointer is not its values: the fast path would step memory that is not the
+        # parameter. DTensors reach this check as their local shards (_dtensor.py).
         refuse(where, f"parameter {i} is a {type(p.data).__name__}, not a plain tensor; cgad.torch steps plain CPU "
-                      "(and CUDA) tensors, not DTensors or other tensor subclasses (docs/python.md, \"torchft\")")
+                      "(and CUDA) tensors and, under torch >= 2.4, DTensors' local shards, not other tensor "
+                      "subclasses")
     if p.dtype not in PARAM_FORMATS:
         refuse(where, f"parameter {i} has dtype {p.dtype}; cgad.torch steps float32 and bfloat16 parameters")
     if p.layout != torch.strided:
@@ -64,8 +66,9 @@ def group_layout(params, where):
 def check_no_aliasing(labelled, where):
     """Two parameters sharing memory would be updated twice, each time from the other's half-updated values.
     ``labelled``: (name for the message, tensor) pairs -- one group's parameters, or every group's."""
+    shards = [(name, local(p)) for name, p in labelled]  # a DTensor's memory is its local shard's
     spans = sorted((p.data_ptr(), p.data_ptr() + p.numel() * p.element_size(), k)
-                   for k, (_, p) in enumerate(labelled) if p.numel() > 0)
+                   for k, (_, p) in enumerate(shards) if p.numel() > 0)
     for (_, end, i), (begin, _, j) in zip(spans, spans[1:]):
         if begin < end:
             first, second = sorted((i, j))
@@ -110,9 +113,14 @@ def mark_modified(params):
     graph that saved a parameter before the step raises torch's "modified by an inplace operation" instead of
     using the new values. torch 1.13 has no call for it; ``p.set_(p)`` is the cheapest in-place operation that
     changes nothing and touches no memory (p.add_(0) reads and writes every element, an in-place op on an empty
-    view costs two operations)."""
+    view costs two operations). A DTensor has no set_ (no sharding strategy): its local shard's counter and its
+    own (which autograd checks for a graph that saved the DTensor) are advanced apart (torch 2.x has
+    increment_version, and every torch with DTensors is 2.x)."""
     for p in params:
-        p.set_(p)
+        shard = local(p)
+        shard.set_(shard)
+        if shard is not p:
+            torch.autograd.graph.increment_version(p)
 
 
 def grad_as_float32(p, i, where):

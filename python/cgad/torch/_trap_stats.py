@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from .. import _cgad
+from ._dtensor import local
 
 _STEP_FIELDS = ("step_over_5lr_fraction", "max_step_over_lr")
 _EMPTY = np.zeros(0, dtype=np.float32)
@@ -20,7 +21,7 @@ _EMPTY = np.zeros(0, dtype=np.float32)
 def host_float32(p):
     """A parameter's values as a one-dimensional float32 NumPy array on the host, a copy of its own (float32 holds
     every bfloat16 and float16 value exactly)."""
-    return p.detach().to("cpu", torch.float32, copy=True).reshape(-1).numpy()
+    return local(p).detach().to("cpu", torch.float32, copy=True).reshape(-1).numpy()  # a DTensor's: its shard
 
 
 def step_fractions(tally):
