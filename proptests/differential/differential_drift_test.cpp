@@ -56,8 +56,8 @@ TEST(DifferentialDrift, ThreeHundredEventsWithoutResyncEveryFormat) {
     for (const ParamFormat params : {ParamFormat::fp32, ParamFormat::bf16}) {
       for (const StateFormat state : {StateFormat::fp32, StateFormat::bf16, StateFormat::q8}) {
         for (const auto& [rounding, semantics] : {std::pair{Rounding::nearest, fastpath::Q8Semantics::cgad},
-                                                 std::pair{Rounding::stochastic, fastpath::Q8Semantics::cgad},
-                                                 std::pair{Rounding::nearest, fastpath::Q8Semantics::bnb}}) {
+                                                  std::pair{Rounding::stochastic, fastpath::Q8Semantics::cgad},
+                                                  std::pair{Rounding::nearest, fastpath::Q8Semantics::bnb}}) {
           if (semantics == fastpath::Q8Semantics::bnb && state == StateFormat::bf16) continue;  // bnb has no bf16 state
           differential::NoiseScenario s;
           differential::parse_study_optimizer(optimizer, s);
