@@ -9,7 +9,7 @@ import types
 
 import torch
 
-from .. import _cgad
+from ._state import refuse
 
 try:
     from torch.distributed.tensor import DTensor, Replicate, Shard
@@ -19,10 +19,6 @@ except ImportError:  # torch 1.13 (no torch.distributed.tensor), or a torch buil
 # The refusal reasons a rank shares with the others, by code (0: not refused); where ranks refused for
 # different reasons, MAX reports the later listed.
 _REASONS = ("nonfinite-gradient", "overflowing-gradient")
-
-
-def refuse(where, why):
-    raise _cgad.InputError(f"{where}: {why}")
 
 
 def is_dtensor(t):
