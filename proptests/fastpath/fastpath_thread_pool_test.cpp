@@ -1,4 +1,4 @@
-// The fast path's thread pool (fastpath/detail/thread_pool.hpp) beyond one caller: several threads running jobs on one
+// The fast path's thread pool (fastpath/thread_pool.hpp) beyond one caller: several threads running jobs on one
 // pool at once each get their own whole range, and a forked child's first job runs instead of waiting forever for
 // workers that exist only in the parent. (The Python binding steps one optimizer from whichever thread calls it.)
 #include "cgad/fastpath/thread_pool.hpp"

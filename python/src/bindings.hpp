@@ -6,6 +6,7 @@
 #include "cgad/fastpath/config.hpp"
 #include "cgad/fastpath/detail/step_planner.hpp"
 #include "cgad/fastpath/options.hpp"
+#include "cgad/fastpath/step_counters.hpp"
 
 #include "cgad/core/errors.hpp"
 
@@ -63,6 +64,11 @@ fastpath::FastpathOptions fastpath_options(const pybind11::dict& options);
 
 // A fast-path configuration from a cgad.torch optimizer's options (step_config.cpp).
 fastpath::StepConfig step_config(const pybind11::dict& spec);
+
+// The counters as the state file holds them, {"t", "last_sync", "round", "steps"}, and back (InputError naming a
+// missing or ill-typed key), for both backends' steppers (counters.cpp).
+pybind11::dict counters_dict(const fastpath::StepCounters& counters);
+fastpath::StepCounters counters_from_dict(const pybind11::dict& counters);
 
 // {"applied", "reason", "nonfinite_index", "tau_effective", "sigma"}: the report of one step.
 pybind11::dict report_dict(const fastpath::StepReport& report);

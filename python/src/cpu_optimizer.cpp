@@ -73,26 +73,12 @@ StepReport step(CpuOptimizer& o, const std::vector<std::uintptr_t>& params, cons
 
 template <class O>
 py::dict raw_counters(const O& o) {
-  const fastpath::StepCounters& c = o.raw_counters();
-  py::dict out;
-  out["t"] = c.t;
-  out["last_sync"] = c.last_sync;
-  out["round"] = c.round;
-  out["steps"] = c.steps;
-  return out;
+  return counters_dict(o.raw_counters());
 }
 
 template <class O>
 void set_raw_counters(O& o, const py::dict& counters) {
-  fastpath::StepCounters c;
-  for (const char* key : {"t", "last_sync", "round", "steps"}) {
-    if (!counters.contains(key)) throw core::InputError(std::string("the counters have no '") + key + "'");
-  }
-  c.t = option_value<std::vector<std::int64_t>>(counters["t"], "t");
-  c.last_sync = option_value<std::vector<std::int64_t>>(counters["last_sync"], "last_sync");
-  c.round = option_value<std::int64_t>(counters["round"], "round");
-  c.steps = option_value<std::uint64_t>(counters["steps"], "steps");
-  o.set_raw_counters(std::move(c));
+  o.set_raw_counters(counters_from_dict(counters));
 }
 
 }  // namespace

@@ -59,25 +59,11 @@ std::uint64_t step_table(CudaTableStepper& s, const std::vector<std::uintptr_t>&
 }
 
 py::dict raw_counters(CudaTableStepper& s, std::uintptr_t stream) {
-  const fastpath::StepCounters c = s.raw_counters(as_stream(stream));
-  py::dict out;
-  out["t"] = c.t;
-  out["last_sync"] = c.last_sync;
-  out["round"] = c.round;
-  out["steps"] = c.steps;
-  return out;
+  return counters_dict(s.raw_counters(as_stream(stream)));
 }
 
 void set_raw_counters(CudaTableStepper& s, const py::dict& counters, std::uintptr_t stream) {
-  fastpath::StepCounters c;
-  for (const char* key : {"t", "last_sync", "round", "steps"}) {
-    if (!counters.contains(key)) throw core::InputError(std::string("the counters have no '") + key + "'");
-  }
-  c.t = option_value<std::vector<std::int64_t>>(counters["t"], "t");
-  c.last_sync = option_value<std::vector<std::int64_t>>(counters["last_sync"], "last_sync");
-  c.round = option_value<std::int64_t>(counters["round"], "round");
-  c.steps = option_value<std::uint64_t>(counters["steps"], "steps");
-  s.set_raw_counters(std::move(c), as_stream(stream));
+  s.set_raw_counters(counters_from_dict(counters), as_stream(stream));
 }
 
 }  // namespace

@@ -67,7 +67,7 @@ def _after_fork_in_child():
     """A forked child has only the thread that forked. An optimizer that another thread was stepping (or loading)
     at that moment is half updated in the child, and its lock is held by a thread that does not exist here: it is
     marked so that it refuses to be used, rather than waiting forever. Every other one gets a fresh lock and works
-    as it did (the fast path's thread pool starts new workers in the child: fastpath/detail/thread_pool.hpp)."""
+    as it did (the fast path's thread pool starts new workers in the child: fastpath/thread_pool.hpp)."""
     me = threading.get_ident()
     for optimizer in list(_LIVE):
         if optimizer._holder is not None and optimizer._holder != me:
