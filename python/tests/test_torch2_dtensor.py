@@ -100,6 +100,21 @@ def test_dtensor_steps_bit_for_bit_as_the_plain_local_tensors(mesh, placement, d
             assert torch.equal(_bits(t.to_local()), _bits(plain_state[name]))
 
 
+def test_an_empty_param_group_beside_dtensor_ones_steps_nothing(mesh):
+    """An empty group (torch takes one) has no mesh of its own: the DTensor groups step as without it, first or
+    added later, and its state_dict loads."""
+    dparams, plain = _models(mesh, _placement("Shard(0)"), torch.float32)
+    ours = CGAD([{"params": []}, {"params": dparams}])
+    ours.add_param_group({"params": []})
+    theirs = CGAD(plain)
+    for step in range(2):
+        _give_gradients(dparams, plain, seed=step)
+        assert ours.step(staleness=step).applied and theirs.step(staleness=step).applied
+    assert all(torch.equal(_bits(d.to_local()), _bits(p)) for d, p in zip(dparams, plain))
+    copies = [torch.nn.Parameter(d.detach().clone()) for d in dparams]
+    CGAD([{"params": []}, {"params": copies}, {"params": []}]).load_state_dict(ours.state_dict())
+
+
 @pytest.mark.parametrize("placement", ["Shard(0)", "Replicate()"])
 @pytest.mark.parametrize("state", ["fp32", "q8"])
 def test_dtensor_state_dict_round_trip_resumes_bit_for_bit(mesh, placement, state):

@@ -41,8 +41,11 @@ def spec(t):
 
 def group_mesh(params, where):
     """The device mesh of a param group's DTensor parameters, None for plain ones. One optimizer's parameters are
-    all DTensors of one mesh or all plain: its refusal is all-reduced over that one mesh."""
+    all DTensors of one mesh or all plain: its refusal is all-reduced over that one mesh. An empty group (torch
+    takes one) has no mesh of its own: None, which the optimizer's other groups do not have to match."""
     kinds = {is_dtensor(p) for p in params}
+    if not kinds:
+        return None
     if len(kinds) > 1:
         refuse(where, "the param group mixes DTensor and plain parameters; put them in separate optimizers (a "
                       "DTensor optimizer's refusal is decided by every rank of its mesh together)")

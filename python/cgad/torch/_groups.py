@@ -22,6 +22,7 @@ class Group:
 
     def __init__(self, spec, params, pool, where):
         self.mesh = _dtensor.group_mesh(params, where)  # DTensor parameters': their local shards are stepped
+        self.empty = not params  # torch takes an empty group: it steps nothing and fixes no backend or mesh
         self.layout = group_layout([_dtensor.local(p) for p in params], where)
         fmt, device, sizes = self.layout
         self.spec = dict(spec, params=fmt)
@@ -29,7 +30,10 @@ class Group:
             _dtensor.check_even(params, where)
         self.adam_family = self.spec["optimizer"] not in ("nesterov", "sdm")
         self.sizes = sizes
-        self.fragments = _cgad.fragment_bounds(self.spec, sizes)  # [(offset, size)], as the fast path cuts
+        try:  # [(offset, size)], as the fast path cuts; P non-empty ranges (none for an empty group's P >= 2)
+            self.fragments = _cgad.fragment_bounds(self.spec, sizes)
+        except _cgad.InputError as e:
+            raise _cgad.InputError(f"{where}: {e}") from None
         self.begins = [0]
         for size in sizes:
             self.begins.append(self.begins[-1] + size)
@@ -343,6 +347,7 @@ class SplitGroup:
         self.members = list(members.values())
         self.parts = [Group(spec, [params[i] for i in m], pool, where) for m in self.members]
         self.cuda = False
+        self.empty = False
         self.mesh = self.parts[0].mesh
         self.adam_family = self.parts[0].adam_family
         self.states = [None] * len(params)

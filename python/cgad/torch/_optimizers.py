@@ -292,14 +292,17 @@ class _FastpathOptimizer(torch.optim.Optimizer):
         """One backend and one CUDA device for all the param groups: an event refused in any group changes none,
         which CUDA groups decide on their device through one shared veto (_groups.step_cuda_event), CPU groups by
         previewing on the host."""
+        if made.empty:  # steps nothing, on no backend and no mesh of its own (_tensors.group_layout)
+            return
         if self._capturable and not made.cuda:
             raise _cgad.InputError(f"{where}: capturable=True is not supported (these parameters are on the CPU; a "
                                    "CUDA graph captures the step of CUDA parameters); None or False is taken")
-        if not self._groups:
+        first = self._lead()
+        if first is None:
             return
-        first = self._groups[0]
+        lead = f"param group {self._groups.index(first)}"
         if made.mesh != first.mesh:
-            raise _cgad.InputError(f"{where}: param group 0's parameters are {_mesh_words(first.mesh)}, this one's "
+            raise _cgad.InputError(f"{where}: {lead}'s parameters are {_mesh_words(first.mesh)}, this one's "
                                    f"{_mesh_words(made.mesh)}; one optimizer's parameters are all plain or all "
                                    "DTensors of one device mesh (its refusal is all-reduced over that mesh)")
         if made.cuda != first.cuda:
@@ -308,8 +311,13 @@ class _FastpathOptimizer(torch.optim.Optimizer):
                                    "own side)")
         if made.cuda and made.device != first.device:
             raise _cgad.InputError(f"{where}: CUDA param groups of one optimizer share a device (their events are "
-                                   f"refused together on it); param group 0 is on {first.device}, this one on "
+                                   f"refused together on it); {lead} is on {first.device}, this one on "
                                    f"{made.device}")
+
+    def _lead(self):
+        """The first param group holding parameters, whose backend and mesh are every such group's (None while
+        every group is empty)."""
+        return next((fast for fast in self._groups if not fast.empty), None)
 
     def _check_disjoint_groups(self, where):
         """No parameter may share memory with one of another group (torch refuses only the same tensor twice; a
@@ -386,7 +394,8 @@ class _FastpathOptimizer(torch.optim.Optimizer):
             events.append((group, fast, spec, fast.prepare(group["params"], fragment, where, self.state)))
         for index, (group, fast, spec, prepared) in zip(targets, events):
             fast.configure(spec, self._where(index))
-        if self._groups and self._groups[0].cuda:
+        lead = self._lead()
+        if lead is not None and lead.cuda:
             stepped = [group for group, fast, spec, prepared in events if prepared is not None]
             report = _trap_stats.event(self, stepped, lambda: step_cuda_event(
                 [(fast, prepared) for group, fast, spec, prepared in events], tau, fragment,
@@ -395,7 +404,7 @@ class _FastpathOptimizer(torch.optim.Optimizer):
                 mark_modified(group["params"])
             return report
         stepped = [e for e in events if e[3] is not None]
-        mesh = self._groups[0].mesh if self._groups else None
+        mesh = lead.mesh if lead is not None else None
         previewed = len(stepped) > 1 or mesh is not None
         if previewed:
             # A refused event in any group must leave every group untouched: look before stepping any. DTensor

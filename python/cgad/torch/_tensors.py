@@ -47,9 +47,12 @@ def check_param(p, i, where):
 
 
 def group_layout(params, where):
-    """(parameter format, device, tensor sizes) of a param group, refusing what the fast path cannot step."""
+    """(parameter format, device, tensor sizes) of a param group, refusing what the fast path cannot step. An empty
+    group (torch takes one: the no-decay side of a decay/no-decay split may hold nothing) steps nothing; it is
+    given float32 on the CPU, a fast-path optimizer of no tensors, which its optimizer's other groups need not
+    match (_optimizers.py, _check_backend)."""
     if not params:
-        refuse(where, "the param group has no parameters")
+        return PARAM_FORMATS[torch.float32], torch.device("cpu"), []
     for i, p in enumerate(params):
         check_param(p, i, where)
     dtypes = {p.dtype for p in params}
