@@ -6,6 +6,7 @@ import pickle
 import pytest
 import torch
 
+import cgad
 from cgad.torch import CGAD, PACGAD, Nesterov
 from conftest import bits, state_bits
 
@@ -72,3 +73,29 @@ def test_an_unpickled_optimizer_holds_the_state_and_steps(name):
     for p in loaded.param_groups[0]["params"]:
         p.grad = torch.ones_like(p)
     assert outer_step(loaded, 1).applied
+
+
+@pytest.mark.parametrize("copier", ["deepcopy", "pickle"])
+def test_an_optimizer_watching_its_traps_copies_and_the_copy_watches_nothing_until_asked(copier):
+    """watch_traps()'s tallies watch the original's steps: a copy carries none, as a copy of a torch optimizer
+    carries no hooks, and watches its own steps from its own watch_traps()."""
+    model, opt = make("cgad-q8-two-groups")
+    opt.watch_traps()
+    feed(model, 0)
+    outer_step(opt, 0)
+    stats = opt.trap_stats()
+    if copier == "deepcopy":
+        twin_model, twin = copy.deepcopy((model, opt))
+    else:
+        twin_model, twin = pickle.loads(pickle.dumps((model, opt)))
+    assert snapshot(model, opt) == snapshot(twin_model, twin)
+    assert opt.trap_stats() == stats  # the original still watches
+    with pytest.raises(cgad.InputError, match="watch_traps"):
+        twin.trap_stats()
+    twin.watch_traps()
+    for e in (1, 2):
+        feed(model, e)
+        feed(twin_model, e)
+        assert outer_step(opt, e) == outer_step(twin, e)
+    assert snapshot(model, opt) == snapshot(twin_model, twin)
+    assert [s["last"] for s in twin.trap_stats().values()] == [s["last"] for s in opt.trap_stats().values()]

@@ -537,10 +537,11 @@ class _FastpathOptimizer(torch.optim.Optimizer):
 
     # --- copies: copy.deepcopy and pickle -----------------------------------------------------------------------
 
-    # What a copy does not take: the fast-path engines (rebuilt from the state_dict), the lock and its holder, and
-    # torch 2.x's hooks (a copy of a torch optimizer has none: _hooks.py).
-    _NOT_COPIED = ("_groups", "_lock", "_holder", "_forked_mid_call", "state", "_pool", "_spec_cache") + \
-        _hooks.HOOK_TABLES
+    # What a copy does not take: the fast-path engines (rebuilt from the state_dict), the lock and its holder,
+    # torch 2.x's hooks (a copy of a torch optimizer has none: _hooks.py) and, like them, what watches the steps:
+    # watch_traps()'s tallies (the copy watches nothing until its own watch_traps(); docs/python.md, "Copies").
+    _NOT_COPIED = ("_groups", "_lock", "_holder", "_forked_mid_call", "state", "_pool", "_spec_cache",
+                   "_trap_watch") + _hooks.HOOK_TABLES
 
     def __getstate__(self):
         with self._exclusive():
