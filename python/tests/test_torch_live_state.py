@@ -10,6 +10,7 @@ import torch
 
 import cgad
 from cgad.torch import CGAD, Adam, Nesterov
+from conftest import state_bits
 
 SIZES = (300, 17, 260)
 FORMATS = ["fp32", "bf16", "q8"]
@@ -251,6 +252,75 @@ def test_impossible_nesterov_state_is_refused():
     feed(params, 8)
     with pytest.raises(cgad.InputError, match="impossible"):
         opt.step()
+
+
+# --- a state written past its version counter is checked all the same (fourth pass, class 7) -----------------------
+
+
+def _fill(t, value):
+    t.data.fill_(value)
+
+
+def _copy(t, value):
+    t.data.copy_(torch.full_like(t, value))
+
+
+def _numpy(t, value):
+    t.numpy()[:] = value  # a float32 tensor's memory, written by NumPy
+
+
+def _item_of_data(t, value):
+    with torch.no_grad():
+        t.data[0] = value
+
+
+# (optimizer options, state name, value, write): every write path leaves the tensor's _version as it was, so the
+# entry looks untouched; before the fix each step put NaN into parameter 2 and reported applied. The q8 state's, whose
+# check costs next to nothing beside the step (_live.LiveState.checked_each_step).
+BYPASSING_WRITES = {
+    "absmax2-nan-numpy": (dict(state="q8"), "absmax2", float("nan"), _numpy),
+    "absmax2-negative-fill": (dict(state="q8"), "absmax2", -1.0, _fill),
+    "absmax1-inf-copy": (dict(state="q8"), "absmax1", float("inf"), _copy),
+    "absmax1-nan-data-item": (dict(state="q8"), "absmax1", float("nan"), _item_of_data),
+    "bnb-absmax2-inf-fill": (dict(state="q8", q8_semantics="bnb", min_q8_size=0), "absmax2", float("inf"), _fill),
+    "fp32-fallback-v-negative-numpy": (dict(state="q8", min_q8_size=1 << 20), "state2", -1.0, _numpy),
+    "fp32-fallback-m-nan-copy": (dict(state="q8", min_q8_size=1 << 20), "state1", float("nan"), _copy),
+    "nesterov-absmax1-nan-fill": (dict(state="q8", cls=Nesterov), "absmax1", float("nan"), _fill),
+}
+
+
+@pytest.mark.parametrize("case", list(BYPASSING_WRITES))
+def test_a_state_written_past_its_version_counter_is_refused_before_anything_changes(case):
+    options, name, value, write = BYPASSING_WRITES[case]
+    params, opt = stepped(**options)
+    target = opt.state[params[2]][name]
+    version = target._version
+    write(target, value)
+    assert target._version == version  # what made the write invisible before
+    before = [p.detach().clone() for p in params]
+    state_before = state_bits(opt)
+    feed(params, 8)
+    with pytest.raises(cgad.InputError, match="parameter 2's state holds an impossible"):
+        opt.step()
+    assert all(torch.equal(p, b) for p, b in zip(params, before))
+    assert state_bits(opt) == state_before
+
+
+def test_a_state_written_past_its_version_counter_and_put_right_steps_on():
+    params, opt = stepped("q8")
+    twin_params, twin = stepped("q8")
+    v = opt.state[params[0]]["absmax2"]
+    good = v.clone()
+    v.data.fill_(-1.0)
+    feed(params, 8)
+    with pytest.raises(cgad.InputError):
+        opt.step()
+    v.data.copy_(good)  # the restore idiom, itself past the counter
+    for e in (8, 9):
+        a, b = step_both(params, opt, twin_params, twin, e)
+        assert a.applied and b.applied
+    assert all(torch.equal(p, q) for p, q in zip(params, twin_params))
+    assert state_bits(opt) == state_bits(twin)
 
 
 # --- class 14: a reshaped parameter's state follows its shape -------------------------------------------------------

@@ -146,6 +146,8 @@ class Group:
             return None
         grads, missing = gathered
         buffers = [[] if g is None else self.live.pointers[k] for k, g in enumerate(grads)]
+        if not self.cuda:  # every state the step reads is checked, however it was written
+            self.live.check_stepped(buffers, where)
         # The entries' tensors as they are now: another thread may replace opt.state[p][...] while the step runs,
         # and these keep the memory the step writes alive.
         held_state = [dict(e) for e in entries]

@@ -33,6 +33,11 @@ class LiveState:
         self.shapes = [engine.shape(k) for k in range(len(self.params))]
         self.names = [_state.moment_names(s["kind"], adam_family) for s in self.shapes]
         self.own = [sorted(n for pair in names for n in pair if n is not None) for names in self.names]
+        # The tensors whose state check_stepped() reads before every step: those whose check costs next to nothing
+        # beside the step -- q8 codes (any byte is valid: only the absmax, one per 256-element block, are read)
+        # and a q8 configuration's fp32 fallback (tensors under min_q8_size). A tensor of fp32 or bf16 state is
+        # not: checking its every (m, v) pair took 13 times the step (docs/python.md, "Edits of opt.state").
+        self.checked_each_step = [s["kind"] in ("q8", "fp32-fallback") for s in self.shapes]
         self.seen = _cgad.StateKeys(self.own, torch.Tensor, True)  # the state tensors when last taken
         self.step_seen = _cgad.StateKeys([["step"]] * len(self.params), torch.Tensor, False)  # when last filled
         self.pointers = [None] * len(self.params)  # per tensor: buffers() of the entry last taken
@@ -153,6 +158,18 @@ class LiveState:
                               "nothing was stepped")
             if tuple(t.shape) != self.shape(k, name) and p.numel() == self.shapes[k]["values"]:
                 entry[name] = t.view(self.shape(k, name))  # (a parameter of another size is refused by the step)
+
+    def check_stepped(self, buffers, where):
+        """Before every CPU step: the values of the q8 state it reads (``buffers``: per tensor, pointers() of its
+        entry, or [] for a tensor left out; checked_each_step says which tensors), by the state file's rules as an
+        edit is, whether or not the entry changed. A write that advances no version counter -- ``.data.fill_()``,
+        ``.data.copy_()``, ``.numpy()[:] = ...``, an in-place op on ``.data`` -- leaves the entry looking untouched
+        (entries() takes it as it was), and an absmax made NaN or negative that way would turn the step's
+        parameters into NaN while it reports "applied": refused here instead, before anything changes. No Python
+        call per tensor (the compiled check walks the tensors)."""
+        which = [k for k, b in enumerate(buffers) if b and self.checked_each_step[k]]
+        if which:
+            _check_buffers(self.engine, buffers, which, where, self._labels(which))
 
     def _check_values(self, which, entries, where):
         host = {k: self.on_host(k, entries[k]) for k in which}  # held while the check reads them
