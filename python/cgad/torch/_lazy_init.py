@@ -1,5 +1,5 @@
 """torch.distributed.checkpoint's lazy initialisation of an optimizer's state, recognised (docs/python.md, "torch 2.x
-protocol"; docs/design.md, "cgad.torch"). get_optimizer_state_dict and set_optimizer_state_dict call
+protocol"; docs/design.md §7). get_optimizer_state_dict and set_optimizer_state_dict call
 _init_optim_state (torch/distributed/checkpoint/state_dict.py, torch 2.13) on an optimizer whose ``state`` is empty:
 it gives every parameter that requires a gradient a zero one, sets every group's lr to 0, calls ``step(closure=None)``
 and then takes the gradients away again. torch's own optimizers come out of it with their state allocated and
