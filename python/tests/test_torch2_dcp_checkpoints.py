@@ -24,7 +24,7 @@ import pytest
 import torch
 
 import cgad
-from cgad.torch import CGAD, PACGAD, Gated
+from cgad.torch import CGAD, PACGAD, Adam, Gated
 from conftest import require_torch
 from optimizer_cases import CASES, feed
 from test_torch2_dtensor import NEEDS, _init, mesh  # noqa: F401 (mesh: the one-rank gloo mesh fixture)
@@ -258,6 +258,28 @@ def test_a_checkpoint_of_a_reset_optimizer_steps_nothing(cls, kwargs):
             assert opt.counters() == cls(Net(0).parameters(), **kwargs).counters()
         feed(ps, 1)
         opt.step(staleness=2)
+        runs.append(fingerprint(m, opt))
+    assert runs[0] == runs[1]
+
+
+@pytest.mark.parametrize("fragments", [None, "groups"])
+@pytest.mark.parametrize("wrapped", [torch.optim.AdamW, Adam], ids=["torch-AdamW", "cgad-Adam"])
+def test_a_checkpoint_of_a_reset_gated_steps_nothing(wrapped, fragments):
+    """As for cgad.torch's optimizers: Gated over torch's AdamW or cgad.torch's Adam, after opt.state.clear(); two
+    events after it, so that every fragment has stepped (the lazy initialisation allocates each one's state, as a
+    fragment's first step would)."""
+    from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
+    kind = "Gated-AdamW-groups" if fragments else "Gated-AdamW"
+    runs = []
+    for checkpoint in (False, True):
+        m = Net(0)
+        opt = Gated(wrapped([{"params": [m.a]}, {"params": [m.b]}], lr=1e-2), fragments=fragments)
+        event(kind, opt, m, 0)
+        opt.state.clear()
+        if checkpoint:
+            get_optimizer_state_dict(m, opt)
+        event(kind, opt, m, 1)
+        event(kind, opt, m, 2)
         runs.append(fingerprint(m, opt))
     assert runs[0] == runs[1]
 
