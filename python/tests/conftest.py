@@ -119,7 +119,11 @@ def state_bits(opt):
             t = t.detach().contiguous().reshape(-1)
             raw = t.view(torch.int16) if t.dtype == torch.bfloat16 else t
             tensors.append((index, name, str(t.dtype), raw.numpy().tobytes()))
-    return tensors, [repr(g.get("cgad_counters")) for g in sd["param_groups"]]
+    # The counts of steps by outcome (opt.counters, saved as "counts") are left out: a refused step counts itself
+    # and changes nothing else.
+    counters = [g.get("cgad_counters") for g in sd["param_groups"]]
+    return tensors, [repr({k: v for k, v in c.items() if k != "counts"} if isinstance(c, dict) else c)
+                     for c in counters]
 
 
 def _neighbours(value, dtype):

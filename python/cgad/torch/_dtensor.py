@@ -81,6 +81,33 @@ def check_even(params, where):
                           "sharding")
 
 
+def block_layout(param):
+    """What decides which elements a rank's q8 absmax blocks cover (each block is 256 elements of the rank's local
+    shard, check_even): [mesh size, sharded dimension] per mesh dimension that splits the parameter, None where
+    none does (a plain parameter, a replicated one, a one-rank mesh), whose shard is the whole tensor. Plain lists
+    of ints: the form a state_dict carries through torch.distributed.checkpoint."""
+    if not is_dtensor(param):
+        return None
+    split = [[int(n), int(pl.dim)] for n, pl in zip(param.device_mesh.shape, param.placements)
+             if isinstance(pl, Shard) and n > 1]
+    return split or None
+
+
+def check_block_layout(saved, param, where):
+    """Refuses q8 state whose absmax blocks were made under another sharding than ``param``'s: DCP reshards the
+    codes as the parameter's DTensor, but each rank's absmax DTensor holds the blocks of the shard it was saved
+    from (wrap), so under another sharding every code would decode against another region's scale."""
+    ours = block_layout(param)
+    if saved != ours:
+        def said(layout):
+            if layout is None:
+                return "unsplit (a plain, replicated or one-rank parameter)"
+            return ", ".join(f"dimension {d} over {n} ranks" for n, d in layout)
+        refuse(where, f"its q8 state was saved sharded as {said(saved)}, the parameter is sharded as {said(ours)}; "
+                      "q8's absmax blocks are each shard's own, so the codes cannot be resharded -- load it with the "
+                      "sharding it was saved with, or reshard a checkpoint of fp32 or bf16 state")
+
+
 def wrap(t, param):
     """State tensor ``t`` of the local shard of ``param`` as a DTensor in ``param``'s mesh (plain ``t`` for a plain
     ``param``). Tensors of the parameter's local shape take its placements and global shape and stride, as

@@ -9,7 +9,7 @@ import numbers
 import torch
 
 from .. import _cgad
-from . import _gated_state, _hooks, _pseudo_gradient
+from . import _gated_state, _hooks, _lazy_init, _pseudo_gradient
 from ._gated_config import WHERE, GateConfig
 from ._optimizers import PACGAD, SDM, AdamDecay, CGAD
 from ._protocol import Counters, check_policy, count, new_counts, report_refusal
@@ -52,6 +52,7 @@ class Gated(torch.optim.Optimizer):
         self._round = 0
         self._last_sync = [-1] * len(optimizer.param_groups)
         self._check_fragment_count(WHERE)
+        _gated_state.hold_keys(optimizer.param_groups)
         # torch.optim.Optimizer's protocol without its __init__, which would build param groups of its own: the
         # hook tables, and the step wrapped so that step pre/post hooks (torch >= 2.0) and the profiler see it.
         for table in _hooks.HOOK_TABLES:
@@ -110,6 +111,7 @@ class Gated(torch.optim.Optimizer):
     def add_param_group(self, param_group):
         """Adds the group to the wrapped optimizer. With fragments="groups" it is a new fragment, of age 0 now."""
         self.optimizer.add_param_group(param_group)
+        _gated_state.hold_keys(self.optimizer.param_groups)
         self._last_sync.append(self._round - 1)
         try:
             self._check_fragment_count(WHERE)
@@ -175,6 +177,8 @@ class Gated(torch.optim.Optimizer):
         ``self.staleness``) through the wrapped optimizer's step, and returns the StepReport (the closure's loss
         when given a closure, as torch.optim; the report is then ``self.last_report``). A NaN/Inf pseudo-gradient
         anywhere, or |σ·Δ| >= 2^63, refuses the whole event before anything changes."""
+        if _lazy_init.requested(self, closure, staleness, fragment):
+            return self._allocate_state()
         loss = None
         if closure is not None:
             with torch.enable_grad():
@@ -189,6 +193,22 @@ class Gated(torch.optim.Optimizer):
         if report.reason in ("nonfinite-gradient", "overflowing-gradient"):
             report_refusal(report, check_policy(self.on_nonfinite, WHERE), WHERE)
         return loss if closure is not None else report
+
+    def _allocate_state(self):
+        """torch.distributed.checkpoint's lazy initialisation (_lazy_init.py): the wrapped optimizer's step on DCP's
+        zero gradients at lr 0, every param group at once (each fragment's state allocated, so that a checkpoint
+        of fragments="groups" loads into every one), then each state entry's "step" count put back to 0 (a tensor
+        in place, a number as a number): torch's Adam family then holds the state of a never-stepped optimizer, bit
+        for bit. The gate is not stepped: no count, no report, no round ended, no fragment synchronized. Returns
+        None, as torch.optim's step() without a closure."""
+        self.optimizer.step()
+        for entry in self.optimizer.state.values():
+            step = entry.get("step") if isinstance(entry, dict) else None
+            if isinstance(step, torch.Tensor):
+                step.zero_()
+            elif isinstance(step, numbers.Number) and not isinstance(step, bool):
+                entry["step"] = type(step)(0)
+        return None
 
     def _event(self, targets, tau, loss):
         first_param = first_params(self.param_groups, targets)
@@ -284,6 +304,7 @@ class Gated(torch.optim.Optimizer):
         return _hooks.state_dict(self, self._pack)
 
     def _pack(self):
+        _gated_state.hold_keys(self.param_groups)  # a group the user loaded or replaced in the wrapped optimizer
         out = dict(self.optimizer.state_dict())
         entries = _gated_state.entries(self._config, self._round, self._last_sync, self._step_counts)
         out["param_groups"] = [dict(g, **{_gated_state.KEY: e}) for g, e in zip(out["param_groups"], entries)]
@@ -299,6 +320,7 @@ class Gated(torch.optim.Optimizer):
     def _load(self, state_dict):
         parsed = _gated_state.parse(state_dict, self._config, len(self.param_groups), WHERE)
         self.optimizer.load_state_dict(_gated_state.without_entries(state_dict) if parsed else state_dict)
+        _gated_state.hold_keys(self.param_groups)  # torch's load put the saved groups in place, without the key
         if parsed:
             self._config, self._round, self._last_sync, counts = parsed
             self._step_counts = dict(counts)

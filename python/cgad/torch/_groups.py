@@ -161,8 +161,17 @@ class Group:
         if self.cuda:  # the entries current() took (state_dict() calls it first)
             _state.refresh_steps(self.entries, self.first_fragments, counters, self.adam_family)
             self.live.record_steps(self.entries)
-        return _state.counters_entry(self.spec["optimizer"], self.spec["seed"], counters,
-                                     self.spec.get("q8_codes"))
+        entry = _state.counters_entry(self.spec["optimizer"], self.spec["seed"], counters, self.spec.get("q8_codes"))
+        layouts = self._q8_layouts()
+        if any(layouts):  # q8 state of sharded DTensors: the sharding its absmax blocks were made under
+            entry[_Q8_SHARDS] = layouts
+        return entry
+
+    def _q8_layouts(self):
+        """Per tensor: the sharding its q8 codes' absmax blocks follow (_dtensor.block_layout), None for another
+        state format (fp32, bf16, a tensor under min_q8_size) or an unsplit parameter."""
+        return [_dtensor.block_layout(p) if shape["kind"] == "q8" else None
+                for p, shape in zip(self.live.params, self.live.shapes)]
 
     def check_load(self, saved, entry, where, spec):
         """Checks a state_dict's state for this group, changing nothing: ``saved[k]`` tensor k's entry (None: none
@@ -190,6 +199,11 @@ class Group:
         finally:
             checker.set_raw_counters(before)
         counted = counters["steps"] != 0 or any(counters["t"])
+        # The sharding q8 state was made under (absent: unsplit; a warm start from torch.optim is fp32 state).
+        layouts = (entry or {}).get(_Q8_SHARDS) or [None] * len(saved)
+        if not isinstance(layouts, list) or len(layouts) != len(saved):
+            _state.refuse(where, f"the state_dict's '{_Q8_SHARDS}' must be a list of {len(saved)} entries, got "
+                                 f"{layouts!r}")
         moments = []
         for k, state in enumerate(saved):
             if state is None:
@@ -200,11 +214,19 @@ class Group:
                 moments.append(None)
                 continue
             state = self.live.local(k, state)  # a DTensor parameter's saved state by its local tensors
-            for name in self.live.own[k] if self.mesh is not None else ():
-                if _dtensor.is_dtensor(state.get(name)):
+            for name in self.live.own[k]:
+                if not _dtensor.is_dtensor(state.get(name)):
+                    continue
+                if self.mesh is None:
                     _state.refuse(f"{where} parameter {k}", f"the state's {name} is a DTensor with placements "
-                                  f"{list(state[name].placements)}, the parameter's state has placements "
-                                  f"{list(self.live.params[k].placements)} (redistribute it first)")
+                                  f"{list(state[name].placements)} and the parameter a plain tensor; load it into "
+                                  "DTensor parameters of that mesh and placements, or give plain state (the "
+                                  "DTensor's full_tensor())")
+                _state.refuse(f"{where} parameter {k}", f"the state's {name} is a DTensor with placements "
+                              f"{list(state[name].placements)}, the parameter's state has placements "
+                              f"{list(self.live.params[k].placements)} (redistribute it first)")
+            if self.live.shapes[k]["kind"] == "q8":
+                _dtensor.check_block_layout(layouts[k], self.live.params[k], f"{where} parameter {k}")
             dtypes = {n: self.live.dtype(k, n) for n in self.live.own[k]}
             shapes = {n: self.live.shape(k, n) for n in self.live.own[k]}
             moments.append(_state.saved_entry(self.live.own[k], dtypes, shapes, state, f"{where} parameter {k}"))
@@ -281,6 +303,9 @@ class Group:
 # previews and marks its end after its steps, and the veto orders each event after the previous one's end, on
 # whatever streams they ran (cuda_table_stepper.hpp's CudaEventVeto).
 _VETOES = {}
+# The key of a group's counters entry (export) that records, per tensor, the sharding its q8 state's absmax blocks
+# were made under (_dtensor.block_layout); present only where some tensor's is not None.
+_Q8_SHARDS = "q8_shards"
 
 
 def _veto(device, stream):

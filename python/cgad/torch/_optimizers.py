@@ -9,11 +9,12 @@ import weakref
 import torch
 
 from .. import _cgad
-from . import _dtensor, _hooks, _q8_maps, _state, _trap_stats
+from . import _dtensor, _hooks, _lazy_init, _q8_maps, _state, _trap_stats
 from .._arguments import INT64_MAX, UINT32_MAX, UINT64_MAX, integer
 from ._groups import make_group, step_cuda_event
 from ._tensors import check_no_aliasing, mark_modified
 from ._protocol import Counters, check_flags, check_group_flags, check_policy, count, new_counts, report_refusal
+from ._protocol import saved_counts
 from ._protocol import staleness as as_staleness
 from ._report import REFUSED, GroupReport, LazyStepReport, StepReport, combine, first_params, group_report, no_gradient
 from ._report import resolved
@@ -100,6 +101,10 @@ def _check_indices(groups, sizes, name):
 
 def _mesh_words(mesh):
     return "plain tensors" if mesh is None else f"DTensors of device mesh {mesh}"
+
+
+# The key of each param group's _state.COUNTERS entry that carries the optimizer's counts of steps by outcome.
+_COUNTS = "counts"
 
 
 class _FastpathOptimizer(torch.optim.Optimizer):
@@ -341,7 +346,18 @@ class _FastpathOptimizer(torch.optim.Optimizer):
         closure, as torch.optim does, and otherwise the StepReport; either way the report is ``self.last_report``
         and counted in ``self.counters``. Steps from several threads take turns."""
         with self._exclusive():
+            if _lazy_init.requested(self, closure, staleness, fragment):
+                return self._allocate_state()
             return self._outcome(self._step(closure, staleness, self._fragment(fragment)), closure)
+
+    def _allocate_state(self):
+        """torch.distributed.checkpoint's lazy initialisation (_lazy_init.py): opt.state as the next step would take
+        it (a group whose every entry was removed restarts from zero, as that step would restart it), and no step:
+        no count, no report, no round ended. Returns None, as torch.optim's step() without a closure."""
+        for index, (group, fast) in enumerate(zip(self.param_groups, self._groups)):
+            if hasattr(fast, "current"):
+                fast.current(self.state, group["params"], self._where(index))
+        return None
 
     def _outcome(self, report, closure):
         """Records a step's report (last_report, counters, on_nonfinite) and returns what step() returns."""
@@ -466,11 +482,13 @@ class _FastpathOptimizer(torch.optim.Optimizer):
                 fast.current(self.state, group["params"], self._where(index))
         out = _state.pack(self.param_groups, self.state)
         # By identity: a group listed twice (param_groups extended by hand, which the next step refuses) is packed
-        # twice with the same counters, as torch packs it twice alike.
+        # twice with the same counters, as torch packs it twice alike. Each carries the optimizer's counts of steps
+        # by outcome too (opt.counters), as Gated's entries carry its own: a resumed run counts on.
+        self._count_pending()
         fast_of = {id(group): fast for group, fast in zip(self.param_groups, self._groups)}
         for entry, group in zip(out["param_groups"], self.param_groups):
             if id(group) in fast_of:
-                entry[_state.COUNTERS] = fast_of[id(group)].export()
+                entry[_state.COUNTERS] = dict(fast_of[id(group)].export(), **{_COUNTS: dict(self._step_counts)})
         return out
 
     def load_state_dict(self, state_dict):
@@ -492,6 +510,7 @@ class _FastpathOptimizer(torch.optim.Optimizer):
                                    f"{len(self.param_groups)} dicts, one per param group of this optimizer), as "
                                    "torch.optim's state_dict() makes them")
         _check_indices(groups, [len(g["params"]) for g in self.param_groups], name)
+        counts = saved_counts([g.get(_state.COUNTERS) for g in groups], _COUNTS, name)
         # Everything is checked for every group before anything changes; then each group's state is copied into
         # opt.state's tensors, so that references to them (a state_dict() taken before) stay the live state.
         param_groups, rebuilt, checked = [], [], []
@@ -530,6 +549,8 @@ class _FastpathOptimizer(torch.optim.Optimizer):
         self.param_groups = [merged for merged, _, _ in param_groups]
         self._groups = rebuilt
         self.state = state
+        if counts is not None:  # else a state_dict without them (torch's, or older): the counts go on from ours
+            self._pending, self._step_counts = [], counts
         # What torch keeps as it is: state under a key that is no parameter's index (torch's hook tests put
         # opt.state["test"] = 1 there).
         indices = {i for loaded in groups for i in loaded["params"]}
@@ -695,6 +716,8 @@ class PACGAD(_AdamFamily):
     @torch.no_grad()
     def step(self, closure=None, *, staleness=None, fragment=None, end_round=True):
         with self._exclusive():
+            if _lazy_init.requested(self, closure, staleness, fragment):
+                return self._allocate_state()
             report = self._step(closure, staleness, self._fragment(fragment))
             if end_round:
                 self.advance_round()

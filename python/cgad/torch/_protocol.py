@@ -95,6 +95,23 @@ def new_counts():
     return {reason: 0 for reason in COUNTED}
 
 
+def saved_counts(entries, key, where):
+    """The counts of steps by outcome that a state_dict's param-group entries carry under ``key`` (each group's
+    alike, as state_dict() writes them), checked: None where no entry has them (a state_dict from before they were
+    saved, or torch's), else a dict of COUNTED. Refuses (InputError) ones only some groups carry, groups that
+    differ, and values no run reaches."""
+    present = [isinstance(e, dict) and key in e for e in entries]
+    if not any(present):
+        return None
+    if not all(present) or any(e[key] != entries[0][key] for e in entries):
+        raise _cgad.InputError(f"{where}: the param groups' '{key}' must be present in each and alike (the "
+                               "optimizer's counts of steps by outcome)")
+    counts = entries[0][key]
+    if not isinstance(counts, dict) or set(counts) != set(COUNTED):
+        raise _cgad.InputError(f"{where}: '{key}' must be a dict of {', '.join(COUNTED)}, got {counts!r}")
+    return {k: integer(counts[k], f"{key}[{k!r}]", 0, INT64_MAX, where) for k in COUNTED}
+
+
 def count(counts, report):
     counts["applied" if report.reason == "none" else report.reason] += 1
 
