@@ -43,7 +43,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
-from example_args import SEED, TIMEOUT, Parser, check_memory, integer, real
+from example_args import SEED, TIMEOUT, Parser, check_cgad, check_memory, entry_point, integer, real
 
 PULL, PUSH, DONE = 0, 1, 2
 FEATURES = 16
@@ -78,7 +78,16 @@ def parse_args(argv):
     # moments, the round's starting point and a pseudo-gradient: six float32 copies of its parameters.
     check_memory(p, f"--width {args.width} with --workers {args.workers}",
                  (args.workers + 1) * 6 * 4 * student_parameters(args.width))
+    check_cgad(p, lambda: server_optimizer([nn.Parameter(torch.zeros(1))], args))
     return args
+
+
+def server_optimizer(params, args):
+    """The server's outer optimizer; parse_args builds one over a placeholder first, so that what cgad refuses
+    (--outer-lr 1e12) is refused before any process starts, not in a traceback from the server's process."""
+    import cgad.torch
+
+    return cgad.torch.CGAD(params, lr=args.outer_lr, state=args.state)
 
 
 def student_parameters(width):
@@ -148,14 +157,12 @@ class Server:
     the order they arrive."""
 
     def __init__(self, args):
-        import cgad.torch
-
         torch.manual_seed(args.seed)
         self.args = args
         self.timeout = datetime.timedelta(seconds=args.timeout)
         self.model = student(args.width)
         self.params = list(self.model.parameters())
-        self.opt = cgad.torch.CGAD(self.params, lr=args.outer_lr, state=args.state)
+        self.opt = server_optimizer(self.params, args)
         self.lock = threading.Lock()
         self.version = 0
         self.histogram = collections.Counter()
@@ -320,4 +327,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    entry_point(main)

@@ -28,7 +28,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import cgad.torch as outer
-from example_args import SEED, Parser, integer, read_corpus, real
+from example_args import (SEED, Parser, check_cgad, check_memory, entry_point, integer, quadratic_count, read_corpus,
+                          real)
 
 TEXT = "/usr/share/common-licenses/GPL-3"
 OUTER = {"cgad": outer.CGAD, "pa-cgad": outer.PACGAD, "adam-decay": outer.AdamDecay, "adam": outer.Adam,
@@ -66,7 +67,38 @@ def parse_args(argv):
     p.add_argument("--quiet", action="store_true", help="print the summary only")
     args = p.parse_args(argv)
     args.corpus = read_corpus(p, TEXT, args.context, args.workers)
+    # The server and each worker hold a model and its gradients, each worker AdamW's two moments, the outer
+    # optimizer two more: at least 4 + 4 K float32 copies of the parameters.
+    vocab = len(set(args.corpus))
+
+    def parameters(width):
+        return sum(q.numel() for q in CharLM(vocab, width, args.layers, args.context).parameters())
+    check_memory(p, f"--width {args.width} with --layers {args.layers} and --workers {args.workers}",
+                 (4 + 4 * args.workers) * 4 * quadratic_count(args.width, parameters))
+    dtype = torch.float32 if args.params == "fp32" else torch.bfloat16
+    check_cgad(p, lambda: make_outer([nn.Parameter(torch.zeros(1, dtype=dtype)) for _ in range(args.fragments)], args))
     return args
+
+
+def outer_lr(args):
+    """--outer-lr, or the default of the outer optimizer's family."""
+    if args.outer_lr is not None:
+        return args.outer_lr
+    return 0.7 if args.outer in ("nesterov", "sdm") else 3e-3
+
+
+def make_outer(params, args):
+    """The outer optimizer over the global parameters, with the options the command line chose."""
+    kwargs = dict(state=args.state, threads=args.threads, lr=outer_lr(args))
+    if args.outer not in ("nesterov", "sdm"):
+        kwargs["q8_semantics"] = args.q8_semantics
+        # bitsandbytes' default keeps tensors under 4096 elements in fp32; in a model this small that would be
+        # almost every tensor, so the 8-bit state is asked for on all of them.
+        if args.q8_semantics == "bnb":
+            kwargs["min_q8_size"] = 0
+    if args.outer == "pa-cgad":
+        kwargs["fragments"] = args.fragments
+    return OUTER[args.outer](params, **kwargs)
 
 
 class CharLM(nn.Module):
@@ -123,19 +155,7 @@ def main(argv):
     inner = [torch.optim.AdamW(w.parameters(), lr=args.inner_lr, weight_decay=0.0) for w in workers]
     generators = [torch.Generator().manual_seed(args.seed * 1000 + k) for k in range(args.workers)]
 
-    kwargs = dict(state=args.state, threads=args.threads)
-    if args.outer in ("nesterov", "sdm"):
-        kwargs["lr"] = args.outer_lr if args.outer_lr is not None else 0.7
-    else:
-        kwargs["lr"] = args.outer_lr if args.outer_lr is not None else 3e-3
-        kwargs["q8_semantics"] = args.q8_semantics
-        # bitsandbytes' default keeps tensors under 4096 elements in fp32; in a model this small that would be
-        # almost every tensor, so the 8-bit state is asked for on all of them.
-        if args.q8_semantics == "bnb":
-            kwargs["min_q8_size"] = 0
-    if args.outer == "pa-cgad":
-        kwargs["fragments"] = args.fragments
-    opt = OUTER[args.outer](global_params, **kwargs)
+    opt = make_outer(global_params, args)
 
     def evaluate():
         server_fp32 = CharLM(len(vocab), args.width, args.layers, args.context)
@@ -183,7 +203,7 @@ def main(argv):
         if not math.isfinite(losses[-1]):
             break
     elapsed = time.time() - start
-    print(f"summary: outer {args.outer} (state {args.state}, lr {kwargs['lr']}), tau {args.tau} ({args.delay}), "
+    print(f"summary: outer {args.outer} (state {args.state}, lr {outer_lr(args)}), tau {args.tau} ({args.delay}), "
           f"K {args.workers}, H {args.inner_steps}, rounds {args.rounds}: held-out loss {losses[0]:.4f} -> "
           f"{losses[-1]:.4f} (best {min(losses):.4f}); {counts['events']} outer events, {counts['applied']} applied, "
           f"{counts['zero-gate']} at a zero gate, {counts['refused']} refused; {elapsed:.1f} s")
@@ -191,4 +211,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    entry_point(main)

@@ -14,6 +14,7 @@ import math
 import os
 import stat
 import sys
+from fractions import Fraction
 
 
 class Parser(argparse.ArgumentParser):
@@ -120,6 +121,45 @@ def check_memory(parser, what, need):
     if have is not None and need > have:
         parser.error(f"{what} would need at least {need / 2 ** 30:.3g} GiB, more than the {have / 2 ** 30:.3g} GiB "
                      "available now")
+
+
+def quadratic_count(width, count, widths=(1, 2, 3)):
+    """count(width) for a count quadratic in the width -- the parameters of every example's model: width x width
+    weights, width-long biases and embeddings, constants -- from count at three small widths (exact, by Lagrange's
+    formula), so that a model too large to build is measured without building it."""
+    total = Fraction(0)
+    for i, w_i in enumerate(widths):
+        term = Fraction(count(w_i))
+        for j, w_j in enumerate(widths):
+            if j != i:
+                term *= Fraction(width - w_j, w_i - w_j)
+        total += term
+    return int(total)
+
+
+def check_cgad(parser, build):
+    """Refuses (through parser.error) what cgad refuses, before any work: `build()` makes the run's cgad optimizer
+    with the run's values over a placeholder parameter, so that cgad's own checks (cgad.InputError: an --outer-lr
+    or --alpha past cgad's range, a --tau-cut past 2^24) end the run in one line now, not in a traceback from a
+    worker minutes into it."""
+    from cgad import InputError
+    try:
+        build()
+    except InputError as e:
+        parser.error(str(e))
+
+
+def entry_point(main):
+    """The examples' entry point: exits with main(sys.argv[1:])'s status. A cgad.InputError that reaches it -- a
+    value or a file cgad refuses that only the run finds -- is one line, `NAME: MESSAGE`, and exit status 2, as
+    the `cgad` command's refusals are, not a traceback."""
+    from cgad import InputError
+    try:
+        status = main(sys.argv[1:])
+    except InputError as e:
+        print(f"{os.path.splitext(os.path.basename(sys.argv[0]))[0]}: {e}", file=sys.stderr)
+        sys.exit(2)
+    sys.exit(status)
 
 
 # A seed every example hands to torch.manual_seed, torch.Generator and random.Random, also after the arithmetic

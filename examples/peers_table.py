@@ -19,10 +19,9 @@ import time
 import numpy as np
 
 import cgad.peers as P
-from cgad import InputError
 
 import atomic_file
-from example_args import SEED, Parser, check_memory, check_output, input_file, integer, real
+from example_args import SEED, Parser, check_memory, check_output, entry_point, input_file, integer, real
 
 PEER_ROWS = ("bnb-adam8bit", "bnb-adamw8bit", "torchao-adamw8bit", "torchao-adamw4bit")
 
@@ -44,11 +43,7 @@ def main(argv):
         # The synthetic stream is held as float32 arrays (4 bytes a value) and written to a temporary JSON-lines
         # file that each run reads back as float32 arrays again: at least 8 bytes a value at the peak.
         check_memory(p, f"--size {' '.join(map(str, a.size))} --steps {a.steps}", 8 * sum(a.size) * a.steps)
-    try:
-        return table(a)
-    except InputError as e:  # a malformed --stream, found by the reader that first parses it
-        print(f"peers_table: {e}", file=sys.stderr)
-        return 2
+    return table(a)  # a malformed --stream is found by the reader that first parses it: entry_point says so in one line
 
 
 def table(a):
@@ -103,4 +98,4 @@ def table(a):
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    entry_point(main)

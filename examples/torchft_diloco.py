@@ -27,6 +27,7 @@ healing of group 1, whether the two groups agree bit for bit at every outer step
     PYTHONPATH=build/python python examples/torchft_diloco.py --outer pa-cgad --fragments 2 \
         --fragment-sync-delay 1 --restart-at 3
 """
+import argparse
 import logging
 import os
 import random
@@ -51,7 +52,8 @@ except Exception as e:  # torchft needs torch 2.x; Debian's torch 1.13 cannot im
     TORCHFT_ERROR = f"{type(e).__name__}: {e}"
 
 import cgad.torch
-from example_args import SEED, TIMEOUT, Parser, integer, real
+from example_args import (SEED, TIMEOUT, Parser, check_cgad, check_memory, entry_point, integer, quadratic_count,
+                          real)
 
 FEATURES = 8
 OUTER = ("cgad", "gated", "pa-cgad")
@@ -102,6 +104,15 @@ def parse_args(argv):
     if args.restart_at >= args.outer_steps or args.restart_at < -1 or args.restart_at == 0:
         p.error("--restart-at must be -1 or in 1..--outer-steps - 1 (a group stopped before the first commit has "
                 "nothing to heal)")
+    # Each of the two replica groups holds the model, its gradients, AdamW's two moments, DiLoCo's backup of the
+    # global parameters and the outer optimizer's two moments: seven float32 copies; the held-out loss runs 1024
+    # examples through a hidden layer, two activations of 1024 x --width floats at least.
+    def parameters(width):
+        return sum(q.numel() for q in make_model(argparse.Namespace(**{**vars(args), "width": width})).parameters())
+    check_memory(p, f"--width {args.width} with --fragments {args.fragments}",
+                 2 * 7 * 4 * quadratic_count(args.width, parameters) + 2 * 1024 * 4 * args.width)
+    if args.outer != "gated" or hasattr(cgad.torch, "Gated"):
+        check_cgad(p, lambda: make_outer(args, [nn.Linear(1, 1) for _ in range(args.fragments)]))
     return args
 
 
@@ -414,4 +425,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    entry_point(main)

@@ -24,6 +24,7 @@ heavy-tailed (70 % fresh, 30 % floor(8/U), capped at --tau-max and at r). The se
 1 when the training diverged (the stream is not written) or the study failed; 2 for bad arguments or a stream
 that could not be written, with one line on stderr.
 """
+import argparse
 import json
 import math
 import os
@@ -38,7 +39,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import atomic_file
-from example_args import SEED, Parser, check_output, input_file, integer, read_corpus, real
+from example_args import (SEED, Parser, check_memory, check_output, entry_point, input_file, integer, quadratic_count,
+                          read_corpus, real)
 
 TEXT = "/usr/share/common-licenses/GPL-3"
 KINDS = (("embed", "embedding"), ("attn", "attention"), ("mlp", "MLP"), ("head", "readout"))
@@ -80,6 +82,15 @@ def parse_args(argv):
     if args.stream is not None:
         check_output(p, "--stream", args.stream, (args.text, args.cgad))
     args.corpus = read_corpus(p, args.text, args.context, args.workers)
+    # The server and each worker hold a model and its gradients, the server's Adam two moments: at least 4 + 2 K
+    # float32 copies of the parameters (AdamW workers two more each, the round snapshots more still).
+    vocab = len(set(args.corpus))
+
+    def parameters(width):
+        return sum(q.numel() for q in GPT(vocab, argparse.Namespace(**{**vars(args), "width": width})).parameters())
+    check_memory(p, f"--width {args.width} with --layers {args.layers} and --workers {args.workers}",
+                 (4 + 2 * args.workers) * 4 * quadratic_count(args.width, parameters,
+                                                              tuple(k * args.heads for k in (1, 2, 3))))
     return args
 
 
@@ -295,4 +306,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    entry_point(main)

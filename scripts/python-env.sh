@@ -6,7 +6,12 @@
 # beside Debian's torch 1.13; docs/testing.md.
 #
 #   scripts/python-env.sh [DIR]   creates or updates DIR; prints the path of DIR/bin/python on stdout and its
-#                                 progress on stderr
+#                                 progress on stderr. A relative DIR is the caller's, taken before anything else.
+#   scripts/python-env.sh --help  prints this usage
+#
+# Only a folder this script made is ever replaced: DIR may be missing, empty, or a venv holding the script's mark
+# (.cgad-python-env, written as the venv is made, or the requirements stamp of a finished one); anything else --
+# a user's own venv, any other folder -- is refused (exit status 2) and left as it is, before pip or rm runs.
 #
 # A second run reinstalls nothing from PyPI while the requirements files are unchanged (a stamp inside the venv
 # records their hash), and rebuilds cgad incrementally (pyproject.toml's build-wheel/, through ccache where the
@@ -14,14 +19,45 @@
 # wheel of the pinned release lies in one of pip's find-links folders (these build machines keep one there), the
 # script stops and says so; CGAD_TORCH_DOWNLOAD=1 lets pip fetch whatever PyPI serves.
 set -euo pipefail
+die() { echo "python-env: $*" >&2; exit 2; }
+usage() { sed -n '2,/^set -euo/{/^set -euo/d; s/^# \{0,1\}//; p}' "$0"; }
+
+venv= given=
+take() {
+  [ -z "$given" ] || die "one folder only, got '$venv' and '$1' (usage: scripts/python-env.sh [DIR])"
+  [ -n "$1" ] || die "the folder is an empty name"
+  venv=$1 given=1
+}
+while [ $# -gt 0 ]; do
+  case $1 in
+    -h | --help) usage; exit 0 ;;
+    --) shift; for arg; do take "$arg"; done; break ;;
+    -*) die "unknown option '$1' (usage: scripts/python-env.sh [DIR]; --help says more)" ;;
+    *) take "$1" ;;
+  esac
+  shift
+done
+# The caller's relative DIR, resolved before the cd below (which would put it inside the checkout).
+case $venv in
+  "" | /*) ;;
+  *) venv=$PWD/$venv ;;
+esac
 cd "$(dirname "$0")/.."
 source=$PWD
-venv=${1:-build-venv}
+venv=${venv:-$source/build-venv}
 requirements=python/requirements/peers.txt
 backend=python/requirements/build.txt
 python=/usr/bin/python3
+mark="$venv/.cgad-python-env"
+stamp="$venv/.cgad-requirements.sha256"
 
-die() { echo "python-env: $*" >&2; exit 2; }
+# Whether DIR may be (re)made here: it is missing or empty, or this script made it.
+ours() {
+  [ ! -e "$venv" ] && [ ! -L "$venv" ] && return 0
+  [ -d "$venv" ] && [ ! -L "$venv" ] || return 1
+  [ -z "$(ls -A "$venv")" ] || [ -f "$mark" ] || [ -f "$stamp" ]
+}
+
 [ -x "$python" ] || die "$python is missing (scripts/bootstrap.sh installs Debian's python3, python3-venv)"
 
 torch_pin=$(sed -n 's/^torch==\([^ #]*\).*/\1/p' "$requirements")
@@ -41,20 +77,19 @@ cpu_wheel_present() {
   return 1
 }
 
-stamp="$venv/.cgad-requirements.sha256"
 wanted=$(cat "$requirements" "$backend" | sha256sum | cut -d' ' -f1)
 if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
+  # Only a venv of ours is replaced: a user's venv (a pyvenv.cfg without our mark) or any other folder stays.
+  ours || die "$venv exists and was not made by scripts/python-env.sh (no $(basename "$mark")); it is left as it \
+is: name another folder, or remove it yourself"
   if ! cpu_wheel_present && [ "${CGAD_TORCH_DOWNLOAD:-}" != 1 ]; then
     die "no CPU wheel of torch ${torch_pin} in pip's find-links; PyPI's is a CUDA build of several GB. Put \
 torch-${torch_pin}+cpu-*.whl in a folder named by PIP_FIND_LINKS, or set CGAD_TORCH_DOWNLOAD=1 to download it"
   fi
   echo "[python-env] creating $venv from $requirements and $backend" >&2
-  # Only a venv of ours is replaced: a folder of anything else is the user's and stays.
-  if [ -e "$venv" ] && [ -n "$(ls -A "$venv" 2>/dev/null)" ] && [ ! -f "$venv/pyvenv.cfg" ]; then
-    die "$venv exists and is not a venv; name another folder"
-  fi
-  rm -rf "$venv"
-  "$python" -m venv "$venv"
+  rm -rf -- "$venv"
+  "$python" -m venv -- "$venv"
+  : > "$mark"
   start=$SECONDS
   "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$requirements" -r "$backend" 2>&1 >&2 \
     | { grep -v "^WARNING: Location 'file://.*' is ignored" >&2 || true; }

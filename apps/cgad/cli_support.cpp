@@ -145,11 +145,20 @@ bool names_standard_output(const std::string& path) {
          named.st_ino == out.st_ino;
 }
 
-void refuse_standard_output_onto(const io::InputFile& input, const std::string& path) {
-  if (standard_output_is(input.device(), input.inode())) {
-    throw InputError("standard output is the input file '" + path + "' (a redirection such as >> " + path +
-                     "): the output would be written into the file being read");
+void refuse_output_onto_inputs(const OutputFile& output, const std::string& output_name,
+                               const std::vector<InputIdentity>& inputs) {
+  for (const InputIdentity& input : inputs) {
+    if (!output.replaces(input.device, input.inode)) continue;
+    if (output.standard_output()) {
+      throw InputError("standard output is " + input.name + " ('-' or a redirection such as >> FILE): the output " +
+                       "would be written into the file being read");
+    }
+    throw InputError(output_name + " is " + input.name + ": writing it would destroy what the command reads");
   }
+}
+
+void refuse_standard_output_onto(const io::InputFile& input, const std::string& path) {
+  refuse_output_onto_inputs(OutputFile("-"), "-", {{"the input file '" + path + "'", input.device(), input.inode()}});
 }
 
 // --- OutputFile -------------------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace cgad::io {
 class AtomicFile;
@@ -43,6 +44,7 @@ class OutputFile {
   std::ostream& stream();
   // Whether committing would overwrite, or "-" append to, the file with this identity (a command's own input).
   bool replaces(dev_t device, ino_t inode) const;
+  bool standard_output() const { return !file_; }
   void commit();
 
  private:
@@ -90,13 +92,28 @@ void route_standard_output();
 // status 0 with a truncated or missing result.
 void finish_standard_output();
 
-// Whether standard output is the regular file with this identity, and InputError if it is the input `input`
-// (cgad replay --input s.jsonl --output - >> s.jsonl would append to the stream it reads, without end).
+// An input file of a command, as its outputs are checked against it: its name in messages, as the user gave it
+// ("the input file 's.jsonl'", "the --q8-maps file 'maps.json'"), and its identity (io::InputFile's).
+struct InputIdentity {
+  std::string name;
+  dev_t device = 0;
+  ino_t inode = 0;
+};
+// The one rule for a command's outputs and inputs (docs/design.md §7): no output may name any input -- the same
+// path, a symbolic or a hard link to it, or standard output being that file ("-", /dev/stdout, or a redirection
+// such as >> FILE) -- since writing it would destroy, or append to, what the command reads. InputError for the
+// first input `output` (a path shown as `output_name`, e.g. "--output 'out.jsonl'") would replace or append to.
+void refuse_output_onto_inputs(const OutputFile& output, const std::string& output_name,
+                               const std::vector<InputIdentity>& inputs);
+
+// Whether standard output is the regular file with this identity.
 bool standard_output_is(dev_t device, ino_t inode);
 // Whether an output path is standard output: "-", or a name of the very file (pipe, terminal) descriptor 1 is
 // (/dev/stdout, /proc/self/fd/1, or the file a > redirection opened), so that a command that prints on standard
 // output can refuse a second output into it (the two would be interleaved, or one replaced under the other).
 bool names_standard_output(const std::string& path);
+// refuse_output_onto_inputs for a command that prints on standard output and reads the file `input`, named `path`
+// (cgad noise --stream s.jsonl >> s.jsonl would append to the stream it reads).
 void refuse_standard_output_onto(const io::InputFile& input, const std::string& path);
 
 }  // namespace cgad::cli

@@ -22,6 +22,7 @@ struct ReplayOptions {
   core::OptimizerOptions optimizer;
   fastpath::FastpathOptions fastpath;
   std::vector<CLI::Option*> fastpath_flags;
+  std::vector<InputIdentity> inputs;  // the files read while the options were parsed (--q8-maps)
 };
 
 void run_replay(const ReplayOptions& options) {
@@ -35,15 +36,10 @@ void run_replay(const ReplayOptions& options) {
   // checked before any work (a directory, a device node, "" are refused now, not after the last event).
   io::InputFile input(options.input);
   OutputFile output(options.output);
-  // Replacing the input by the output would destroy it (the same path, a symlink or a hard link to it).
-  if (output.replaces(input.device(), input.inode())) {
-    throw core::InputError((options.output == "-"
-                                ? "standard output (--output -, a redirection such as >> " + options.input + ")"
-                                : "--output '" + options.output + "'") +
-                           " is the input file '" + options.input + "': " +
-                           (options.output == "-" ? "the records would be written into the stream being read"
-                                                  : "it would be overwritten by the replay"));
-  }
+  // Writing any input would destroy it (the same path, a symlink or a hard link to it, or standard output).
+  std::vector<InputIdentity> inputs = options.inputs;
+  inputs.push_back({"the input file '" + options.input + "'", input.device(), input.inode()});
+  refuse_output_onto_inputs(output, "--output '" + options.output + "'", inputs);
   differential::StreamReader reader(input.stream(), options.input);
   // Each record goes to the output's temporary as soon as it is computed (memory does not grow with the stream),
   // and the temporary replaces the output only when every event has run: an error on event 900 leaves no
@@ -87,10 +83,10 @@ void add_replay_command(CLI::App& app) {
   command
       ->add_option("--output", options->output,
                    "JSON-lines result, one line per event ('-' for stdout); replaces a regular file atomically "
-                   "(through a symlink), never a device, FIFO, directory or the input")
+                   "(through a symlink), never a device, FIFO, directory or an input (--input, --q8-maps)")
       ->required();
   add_optimizer_options(*command, options->optimizer);
-  options->fastpath_flags = add_fastpath_options(*command, options->fastpath);
+  options->fastpath_flags = add_fastpath_options(*command, options->fastpath, options->inputs);
   add_precision_option(*command, options->precision);
   command->callback([options] { run_replay(*options); });
 }

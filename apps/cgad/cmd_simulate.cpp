@@ -10,6 +10,7 @@
 #include "simulate_output.hpp"
 
 #include "cgad/core/errors.hpp"
+#include "cgad/differential/strict_json.hpp"
 #include "cgad/reference/real.hpp"
 #include "cgad/simulate/part_lock.hpp"
 #include "cgad/simulate/sweep_json.hpp"
@@ -282,7 +283,13 @@ std::string replay_flags(const simulate::SimulationSpec& spec, std::string& why)
 void refuse_replacing_another_shard(const std::string& out, const simulate::SweepGrid& grid, simulate::Shard shard) {
   std::ifstream in(out);
   if (!in) return;
-  const nlohmann::json existing = nlohmann::json::parse(in, nullptr, false);
+  nlohmann::json existing;
+  try {
+    // The rule for every JSON input (strict_json.hpp): a file nested too deep to quote is no part either.
+    existing = differential::parse_json_document(in, out);
+  } catch (const InputError&) {
+    return;
+  }
   if (!existing.is_object() || !existing.contains("fingerprint") || !existing.contains("shard")) return;
   const nlohmann::json& held = existing["shard"];
   if (existing["fingerprint"] != simulate::grid_fingerprint(grid) || !held.is_object()) return;

@@ -24,7 +24,8 @@ void add_optimizer_options(CLI::App& command, core::OptimizerOptions& options) {
       ->capture_default_str();
 }
 
-std::vector<CLI::Option*> add_fastpath_options(CLI::App& command, fastpath::FastpathOptions& options) {
+std::vector<CLI::Option*> add_fastpath_options(CLI::App& command, fastpath::FastpathOptions& options,
+                                               std::vector<InputIdentity>& inputs) {
   return {
       command.add_option("--params", options.params, "fast path: parameter format, fp32 or bf16")
           ->capture_default_str(),
@@ -46,9 +47,10 @@ std::vector<CLI::Option*> add_fastpath_options(CLI::App& command, fastpath::Fast
           "fast path: tensors under this many elements keep fp32 state (default 4096 with bnb, 0 with cgad)"),
       command.add_option_function<std::string>(
           "--q8-maps",
-          [&options](const std::string& path) {
+          [&options, &inputs](const std::string& path) {
             io::InputFile file(path);  // cli_support's rule: a regular file, pipe or FIFO, never a wait without end
             options.q8_codes = differential::read_q8_codes(file.stream(), "q8 maps file " + path);
+            inputs.push_back({"the --q8-maps file '" + path + "'", file.device(), file.inode()});
           },
           "fast path: q8 state's signed and unsigned maps as data, a JSON file of the shape `cgad codebook --json` "
           "prints (e.g. the maps an installed bitsandbytes builds); default: the built-in maps"),

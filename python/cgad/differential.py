@@ -12,7 +12,7 @@ from ._arguments import Number
 from ._arguments import number_text as _text
 from .numerics import _precision
 
-_FASTPATH_ONLY = ("params", "state", "rounding", "seed", "device", "q8_semantics", "v_map", "min_q8_size")
+_FASTPATH_ONLY = ("params", "state", "rounding", "seed", "device", "q8_semantics", "v_map", "min_q8_size", "q8_maps")
 
 
 class Replay:
@@ -100,18 +100,27 @@ def replay(stream: Union[str, os.PathLike, dict[str, Any]], backend: str = "refe
            alpha: Number = "0.2", tau_cut: int = 32, buffer: int = 4, fragments: int = 1, on_zero_gate: str = "apply",
            params: Optional[str] = None, state: Optional[str] = None, rounding: Optional[str] = None,
            seed: Optional[int] = None, device: Optional[str] = None, q8_semantics: Optional[str] = None,
-           v_map: Optional[str] = None, min_q8_size: Optional[int] = None, precision: int = 256) -> Replay:
+           v_map: Optional[str] = None, min_q8_size: Optional[int] = None,
+           q8_maps: Optional[Union[str, os.PathLike]] = None, precision: int = 256) -> Replay:
     """Replays a pseudo-gradient stream as `cgad replay` does, through the MPFR reference (backend="reference",
     at ``precision`` bits) or the fast path (backend="fastpath": params "bf16" (default) or "fp32", state "fp32"
     (default), "bf16" or "q8", rounding, seed, device "cpu" or "cuda", q8_semantics, v_map ("dynamic" or "zero-free",
-    q8 state's second-moment map), min_q8_size -- options the
-    reference backend refuses). ``stream``: the path of a JSON-lines file, or a dict (see _stream_text).
-    Hyperparameters as in `cgad replay --help` (None: the optimizer's default). Returns a Replay."""
+    q8 state's second-moment map), min_q8_size, q8_maps (the path of a JSON file of q8 state's maps, as
+    `cgad replay --q8-maps` reads it) -- options the reference backend refuses). ``stream``: the path of a JSON-lines
+    file, or a dict (see _stream_text). Every option of `cgad replay` is a parameter here, with its name
+    (--input is ``stream``; the records --output writes are the Replay's). Hyperparameters as in `cgad replay
+    --help` (None: the optimizer's default). Returns a Replay."""
     fast = dict(params=params, state=state, rounding=rounding, seed=seed, device=device, q8_semantics=q8_semantics,
-                v_map=v_map, min_q8_size=min_q8_size)
+                v_map=v_map, min_q8_size=min_q8_size, q8_maps=q8_maps)
     given = [k for k in _FASTPATH_ONLY if fast[k] is not None]
     if backend == "reference" and given:
         raise _cgad.InputError(f"replay: {given[0]} applies to backend='fastpath' only")
+    maps = fast.pop("q8_maps")
+    if maps is not None:
+        if not isinstance(maps, (str, os.PathLike)):
+            raise _cgad.InputError("replay: q8_maps must be the path of a JSON file of q8 maps (as `cgad replay "
+                                   f"--q8-maps` takes), got {type(maps).__name__}")
+        maps = os.fspath(maps)
     opts = {"optimizer": optimizer, "alpha": _text(alpha, "alpha"), "tau_cut": tau_cut, "buffer": buffer,
             "fragments": fragments, "on_zero_gate": on_zero_gate}  # each converted by the module, or refused
     for key, value in (("lr", lr), ("beta1", beta1), ("beta2", beta2), ("eps", eps),
@@ -120,9 +129,9 @@ def replay(stream: Union[str, os.PathLike, dict[str, Any]], backend: str = "refe
             opts[key] = _text(value, key)
     fast = {k: v for k, v in fast.items() if v is not None}
     if isinstance(stream, (str, os.PathLike)):
-        raw = _numerics.replay(os.fspath(stream), None, backend, opts, fast, _precision(precision))
+        raw = _numerics.replay(os.fspath(stream), None, backend, opts, fast, _precision(precision), maps)
     else:
-        raw = _numerics.replay(None, _stream_text(stream), backend, opts, fast, _precision(precision))
+        raw = _numerics.replay(None, _stream_text(stream), backend, opts, fast, _precision(precision), maps)
     return Replay(raw)
 
 

@@ -8,6 +8,7 @@
 #include "numerics_bindings.hpp"
 
 #include "cgad/differential/noise_lockstep.hpp"
+#include "cgad/differential/q8_codes_file.hpp"
 #include "cgad/differential/replay_fastpath.hpp"
 #include "cgad/differential/replay_reference.hpp"
 #include "cgad/differential/replay_stream.hpp"
@@ -34,13 +35,20 @@ void check_signals() {
   if (PyErr_CheckSignals() != 0) throw py::error_already_set();
 }
 
-// `cgad replay` over a stream given as a file (`path`, under the command's rule for inputs) or as JSON-lines text.
+// `cgad replay` over a stream given as a file (`path`, under the command's rule for inputs) or as JSON-lines text;
+// `q8_maps`, the file `cgad replay --q8-maps` reads, read by the same reader under the same rule.
 py::dict replay(const std::optional<std::string>& path, const std::optional<std::string>& text,
-                const std::string& backend, const py::dict& optimizer, const py::dict& fastpath, unsigned precision) {
+                const std::string& backend, const py::dict& optimizer, const py::dict& fastpath, unsigned precision,
+                const std::optional<std::string>& q8_maps) {
   if (backend != "reference" && backend != "fastpath") {
     throw core::InputError("backend must be 'reference' or 'fastpath', got '" + backend + "'");
   }
   const unsigned bits = reference::set_working_precision_bits(precision);  // also the precision of the parse
+  fastpath::FastpathOptions fast = fastpath_options(fastpath);
+  if (q8_maps) {
+    io::InputFile maps(*q8_maps);
+    fast.q8_codes = differential::read_q8_codes(maps.stream(), "q8 maps file " + *q8_maps);
+  }
   std::unique_ptr<io::InputFile> file;
   std::istringstream memory(text.value_or(""));
   std::istream* in = &memory;
@@ -60,8 +68,8 @@ py::dict replay(const std::optional<std::string>& path, const std::optional<std:
   const differential::ReplayCounts counts =
       backend == "reference"
           ? differential::replay_reference(reader.header(), next, source, optimizer_options(optimizer), notes, sink)
-          : differential::replay_fastpath(reader.header(), next, source, optimizer_options(optimizer),
-                                          fastpath_options(fastpath), notes, sink);
+          : differential::replay_fastpath(reader.header(), next, source, optimizer_options(optimizer), fast, notes,
+                                          sink);
   py::dict out;
   out["records"] = records;
   out["events"] = counts.events;
@@ -195,7 +203,7 @@ py::dict noise(const py::dict& o, unsigned precision) {
 
 void bind_differential(py::module_& m) {
   m.def("replay", &replay, py::arg("path"), py::arg("text"), py::arg("backend"), py::arg("optimizer"),
-        py::arg("fastpath"), py::arg("precision"));
+        py::arg("fastpath"), py::arg("precision"), py::arg("q8_maps"));
   m.def("noise", &noise, py::arg("options"), py::arg("precision"));
 }
 
