@@ -134,7 +134,8 @@ def resume(kind, flatten, disk, resumed, path, source, target):
     """Runs an uninterrupted optimizer U and a checkpointed one S (the same events; S's state taken with
     get_optimizer_state_dict after 0 or 3 of them), and T, a fresh optimizer over S's parameter values loaded from
     that checkpoint (in memory, or through dcp.save and dcp.load in place, as DCP loads); then three more events on
-    each. ``source()``/``target()`` make the Nets. Returns ("refused", message) or ("resumed", U == S, U == T)."""
+    each. ``source()``/``target()`` make the Nets. Returns ("refused", message, what T's next step said) or
+    ("resumed", U == S, U == T)."""
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_optimizer_state_dict,
                                                          set_optimizer_state_dict)
@@ -161,7 +162,13 @@ def resume(kind, flatten, disk, resumed, path, source, target):
             saved = copy.deepcopy(saved)  # takes the saved tensors themselves, which S's next steps would move
         set_optimizer_state_dict(net_t, t, saved, options=options)
     except cgad.InputError as e:
-        return ("refused", str(e))
+        # dcp.load filled T's own state tensors before the refusal: T must not step (or save) them as its state.
+        try:
+            event(kind, t, net_t, before)
+            after = "stepped"
+        except cgad.InputError as later:
+            after = str(later)
+        return ("refused", str(e), after)
     for e in range(before, before + 3):
         for opt, m in ((u, net_u), (s, net_s), (t, net_t)):
             event(kind, opt, m, e)
@@ -231,6 +238,8 @@ def test_dtensor_parameters_on_two_ranks_resume_or_refuse_a_change_of_sharding()
                 assert outcome[0] == "refused" and SHARDED in outcome[1], case
                 assert "saved sharded as dimension 1 over 2 ranks, the parameter is sharded as dimension 0 over " \
                        "2 ranks" in outcome[1], case
+                if form[1]:  # dcp.load wrote into T's state in place: T steps nothing until a load or a reset
+                    assert "opt.state may hold what was loaded into its tensors" in outcome[2], case
             else:
                 assert outcome == ("resumed", True, True), case
 

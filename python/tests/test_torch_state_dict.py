@@ -192,3 +192,42 @@ def test_v_map_is_checked_at_construction():
         CGAD(model(torch.bfloat16), state="fp32", v_map="zero-free")
     with pytest.raises(cgad.InputError, match="v_map must be a string"):
         CGAD(model(torch.bfloat16), state="q8", v_map=1)
+
+
+@pytest.mark.parametrize("fmt", ["fp32", "q8"])
+def test_a_refused_load_of_the_optimizers_own_tensors_steps_and_saves_nothing_until_a_load_or_a_reset(fmt):
+    """A state_dict whose tensors are opt.state's own (state_dict() and DCP's get_optimizer_state_dict hand them
+    out by reference; dcp.load fills them in place) may already have written its bytes into the live state when its
+    load is refused: the optimizer then neither steps nor saves that state until a load is taken or opt.state is
+    cleared. A refused copy (no shared tensor) changes nothing and blocks nothing."""
+    params = model(torch.float32)
+    opt = CGAD(params, state=fmt, min_q8_size=0)
+    feed(params, 0, torch.float32)
+    opt.step(staleness=1)
+    good = copy.deepcopy(opt.state_dict())
+    bad_copy = copy.deepcopy(good)
+    bad_copy["param_groups"][0]["lr"] = -1.0
+    with pytest.raises(cgad.InputError):
+        opt.load_state_dict(bad_copy)
+    feed(params, 1, torch.float32)
+    assert opt.step(staleness=1).applied  # a refused copy blocked nothing
+    shared = opt.state_dict()
+    shared["param_groups"][0]["lr"] = -1.0
+    with pytest.raises(cgad.InputError):
+        opt.load_state_dict(shared)
+    def live():  # the parameters and opt.state's tensors as they are (state_dict() is refused now)
+        tensors = list(params) + [t for p in params for _, t in sorted(opt.state[p].items())]
+        return [t.detach().reshape(-1).view(torch.uint8).clone() for t in tensors]
+    before = live()
+    for call in (lambda: opt.step(staleness=1), opt.state_dict):
+        with pytest.raises(cgad.InputError, match="may hold what was loaded into its tensors"):
+            call()
+    assert all(torch.equal(x, y) for x, y in zip(live(), before))
+    opt.load_state_dict(good)  # a load taken ends it
+    assert opt.step(staleness=1).applied
+    shared = opt.state_dict()
+    shared["param_groups"][0]["lr"] = -1.0
+    with pytest.raises(cgad.InputError):
+        opt.load_state_dict(shared)
+    opt.state.clear()  # and so does the documented reset
+    assert opt.step(staleness=1).applied

@@ -138,6 +138,7 @@ class _FastpathOptimizer(torch.optim.Optimizer):
         self._step_counts = new_counts()
         self._pending = []  # CUDA steps' reports not yet counted (LazyStepReport)
         self.last_report = None  # the last step's StepReport
+        self._overwritten = None  # why opt.state cannot be trusted after a refused in-place load (load_state_dict)
         for key, value in (("state", state), ("rounding", rounding), ("q8_semantics", q8_semantics), ("v_map", v_map)):
             if not isinstance(value, str):
                 raise _cgad.InputError(f"{name}: {key} must be a string, got {value!r}")
@@ -348,7 +349,17 @@ class _FastpathOptimizer(torch.optim.Optimizer):
         with self._exclusive():
             if _lazy_init.requested(self, closure, staleness, fragment):
                 return self._allocate_state()
+            self._check_not_overwritten()
             return self._outcome(self._step(closure, staleness, self._fragment(fragment)), closure)
+
+    def _check_not_overwritten(self):
+        """Refuses to step or save state that a refused load left behind (load_state_dict); opt.state.clear(), the
+        documented reset, or a load that is taken ends the refusal."""
+        if self._overwritten is not None:
+            if not self.state:
+                self._overwritten = None
+            else:
+                raise _cgad.InputError(self._overwritten)
 
     def _allocate_state(self):
         """torch.distributed.checkpoint's lazy initialisation (_lazy_init.py): opt.state as the next step would take
@@ -471,6 +482,7 @@ class _FastpathOptimizer(torch.optim.Optimizer):
         _state.COUNTERS. torch 2.x's state_dict pre- and post-hooks run around it, the post-hooks on the finished
         state_dict (counters included), as torch's run on its own (_hooks.py)."""
         with self._exclusive():
+            self._check_not_overwritten()
             return _hooks.state_dict(self, self._state_dict)
 
     def _state_dict(self):
@@ -498,7 +510,22 @@ class _FastpathOptimizer(torch.optim.Optimizer):
         checked as a step checks them, so a bad one is refused here, not at the next step. torch 2.x's
         load_state_dict pre-hooks (which may replace the state_dict) and post-hooks run around it (_hooks.py)."""
         with self._exclusive():
-            _hooks.load_state_dict(self, state_dict, self._load_state_dict)
+            try:
+                _hooks.load_state_dict(self, state_dict, self._load_state_dict)
+            except _cgad.InputError as e:
+                # A refused load changes nothing -- unless the state_dict's tensors are opt.state's own, as DCP's
+                # get_optimizer_state_dict returns them and dcp.load then fills them in place: those bytes are in
+                # opt.state already, and the next step would take them as an edit of the state. So nothing steps
+                # or saves that state until a load is taken or the state is reset.
+                if _state.shares_tensors(state_dict, self.state):
+                    self._overwritten = (f"{type(self).__name__}: opt.state may hold what was loaded into its "
+                                         "tensors for a load_state_dict that was refused (that state_dict's tensors "
+                                         "are opt.state's own, as get_optimizer_state_dict hands them out and "
+                                         f"dcp.load fills them in place); the load was refused: {e}. Load a "
+                                         "state_dict this optimizer takes, or call opt.state.clear() to start its "
+                                         "state afresh")
+                raise
+            self._overwritten = None
 
     def _load_state_dict(self, state_dict):
         name = type(self).__name__

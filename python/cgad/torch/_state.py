@@ -199,6 +199,25 @@ def user_keys(saved):
     return {name: value for name, value in saved.items() if name != "step" and name not in STATE_NAMES}
 
 
+def shares_tensors(state_dict, state):
+    """Whether any tensor of a state_dict's "state" shares memory with a tensor of ``state`` (opt.state): DCP's
+    get_optimizer_state_dict hands out opt.state's own tensors (a DTensor's local shard is its memory), so what
+    dcp.load fills in place is already live."""
+    def pointers(entries):
+        out = set()
+        for entry in entries:
+            for t in (entry.values() if isinstance(entry, dict) else ()):
+                if isinstance(t, torch.Tensor):
+                    t = t.to_local() if hasattr(t, "to_local") else t
+                    if t.numel() > 0:
+                        out.add(t.data_ptr())
+        return out
+    saved = state_dict.get("state") if isinstance(state_dict, dict) else None
+    if not isinstance(saved, dict):
+        return False
+    return not pointers(saved.values()).isdisjoint(pointers(state.values()))
+
+
 def pack(param_groups, state):
     """torch.optim.Optimizer.state_dict()'s layout without its hooks (_hooks.py runs them): each group with its
     parameters as indices in order of appearance, and the state by those indices -- the entries themselves, so
