@@ -8,7 +8,7 @@ from typing import Any, Optional, Union
 import numpy as np
 
 from . import _cgad, _numerics
-from ._arguments import Number
+from ._arguments import INT64_MAX, Number, integer
 from ._arguments import number_text as _text
 from .numerics import _precision
 
@@ -121,7 +121,8 @@ def replay(stream: Union[str, os.PathLike, dict[str, Any]], backend: str = "refe
             raise _cgad.InputError("replay: q8_maps must be the path of a JSON file of q8 maps (as `cgad replay "
                                    f"--q8-maps` takes), got {type(maps).__name__}")
         maps = os.fspath(maps)
-    opts = {"optimizer": optimizer, "alpha": _text(alpha, "alpha"), "tau_cut": tau_cut, "buffer": buffer,
+    opts = {"optimizer": optimizer, "alpha": _text(alpha, "alpha"),
+            "tau_cut": integer(tau_cut, "tau_cut", -INT64_MAX - 1, INT64_MAX, text=True), "buffer": buffer,
             "fragments": fragments, "on_zero_gate": on_zero_gate}  # each converted by the module, or refused
     for key, value in (("lr", lr), ("beta1", beta1), ("beta2", beta2), ("eps", eps),
                        ("weight_decay", weight_decay), ("momentum", momentum)):

@@ -69,7 +69,7 @@ def gate_table(alpha: Number = "0.2", tau_cut: int = 32, precision: int = 256,
     """The rows of ``cgad gate``: for tau = 0 .. tau_cut + 1, a dict with the integer ``tau``, ``gamma`` and
     ``sigma`` as exact decimal strings (MPFR at ``precision`` bits) and ``sigma_float`` (the MPFR value rounded
     to the nearest double)."""
-    tau_cut = integer(tau_cut, "tau_cut", 1, MAX_TABLE_TAU_CUT)
+    tau_cut = integer(tau_cut, "tau_cut", 1, MAX_TABLE_TAU_CUT, text=True)
     rows = []
     for tau in range(tau_cut + 2):
         s = _numerics.sigma_exact(str(tau), _text(alpha, "alpha"), str(tau_cut), "cosine", _precision(precision),
@@ -88,5 +88,5 @@ def bound_constants(alpha: Number = "0.2", tau_cut: int = 32, precision: int = 2
     rounded outward so the printed interval still contains the constant); B1 and B2 also with their maximizer and
     the integer-tau maxima; ``inequalities``: every claimed inequality (B1 <= 1/(e*alpha), ...) with both sides'
     enclosures and its ``verdict`` (``proved`` is True when certified); ``precision_bits`` in effect."""
-    tau_cut = integer(tau_cut, "tau_cut", -INT64_MAX - 1, INT64_MAX)  # the library's range check
+    tau_cut = integer(tau_cut, "tau_cut", -INT64_MAX - 1, INT64_MAX, text=True)  # the library's range check
     return _numerics.bound_constants(_text(alpha, "alpha"), tau_cut, _precision(precision), _digits(digits))

@@ -10,7 +10,8 @@ import pytest
 import torch
 
 import cgad
-from cgad.torch import CGAD
+from cgad.torch import CGAD, Gated
+from cgad.torch._hooks import HOOK_TABLES
 from conftest import bits, require_torch, state_bits
 from optimizer_cases import CASES, feed, params
 
@@ -106,3 +107,33 @@ def test_copies_carry_no_hooks_and_a_lambda_hook_does_not_stop_pickle(copier):
     opt.step(staleness=2)
     assert fired == ["step"]
     assert [bits(p).tobytes() for p in ps] == [bits(p).tobytes() for p in copied_params]
+
+
+@pytest.mark.parametrize("copier", [copy.deepcopy, lambda o: pickle.loads(pickle.dumps(o))], ids=["deepcopy", "pickle"])
+def test_a_gated_copy_carries_no_hooks_as_a_copy_of_torchs_optimizer(copier):
+    """Gated follows torch's rule for copies (the wrapped torch.optim.Adam's own copy shows it): the torchft
+    recipe's lambda pre-hook that supplies the staleness does not stop pickle, and the copy steps without it."""
+    torch_copy = copier(_with_hooks(torch.optim.Adam(params(sizes=(8,)), lr=1e-2), []))
+    assert all(not getattr(torch_copy, table) for table in HOOK_TABLES)
+    ps = params(sizes=(8, 3))
+    fired = []
+    opt = _with_hooks(Gated(torch.optim.Adam(ps, lr=1e-2)), fired)
+    copied = copier(opt)
+    assert fired == [] and all(not getattr(copied, table) for table in HOOK_TABLES)
+    copied_params = copied.param_groups[0]["params"]
+    feed(copied_params, 0)
+    copied.step(staleness=3)  # the staleness the original's pre-hook supplies
+    copied.load_state_dict(copied.state_dict())
+    assert fired == [] and copied.last_report.tau_effective == 3
+    feed(ps, 0)
+    opt.step()
+    assert fired == ["post"] and opt.last_report.tau_effective == 3
+    assert [bits(p).tobytes() for p in ps] == [bits(p).tobytes() for p in copied_params]
+
+
+def _with_hooks(opt, fired):
+    opt.register_step_pre_hook(lambda o, a, k: (a, dict(k, staleness=3)) if isinstance(o, Gated) else None)
+    opt.register_step_post_hook(lambda o, a, k: fired.append("post"))
+    opt.register_state_dict_post_hook(lambda o, sd: fired.append("state_dict"))
+    opt.register_load_state_dict_pre_hook(lambda o, sd: fired.append("load"))
+    return opt

@@ -401,7 +401,7 @@ def test_a_mismatched_state_dict_is_refused_changing_nothing(change, message):
     ({"method": "adam"}, "method must be one of cgad, adam-decay, sdm"),
     ({"alpha": -0.1}, "alpha must be finite and >= 0"),
     ({"alpha": "x"}, "alpha"),
-    ({"tau_cut": 0}, "tau-cut must be an integer in"),
+    ({"tau_cut": 0}, "tau_cut must be an integer in \\[1, "),
     ({"tau_cut": 2.5}, "tau_cut must be an integer"),
     ({"on_zero_gate": "drop"}, "on_zero_gate must be one of apply, skip"),
     ({"fragments": 3}, "fragments must be None or 'groups'"),

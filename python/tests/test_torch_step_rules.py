@@ -207,7 +207,7 @@ BAD_CONSTRUCTIONS = [
     (lambda ps: CGAD(ps, threads=-2), "threads must be an integer in \\[0, "),
     (lambda ps: CGAD(ps, threads=100000), "threads|thread"),
     (lambda ps: CGAD(ps, min_q8_size=-1), "min_q8_size must be an integer in \\[0, "),
-    (lambda ps: CGAD(ps, lr="fast"), "lr must be a real number"),
+    (lambda ps: CGAD(ps, lr="fast"), "lr: 'fast' is not a number"),  # text is read by the library's grammar
     (lambda ps: PACGAD(ps, fragments=40), "pa-cgad needs at most tau_cut fragments"),
     (lambda ps: PACGAD(ps, fragments=0), "fragments must be an integer in \\[1, "),
     (lambda ps: PACGAD([{"params": ps[:1]}, {"params": ps[1:]}]), "PACGAD takes one param group"),

@@ -3,7 +3,6 @@
 float the fast path's own step uses -- and handed to the wrapped optimizer's step, which does the rest: torch's
 fused AdamW on a GPU, bitsandbytes' AdamW8bit, torchao's low-bit AdamW, cgad.torch.Adam. docs/design.md §3 is
 the gate, the zero-gate policy, PA-CGAD's ages and the refusal of NaN/Inf and overflowing pseudo-gradients."""
-import collections
 import numbers
 
 import torch
@@ -55,12 +54,7 @@ class Gated(torch.optim.Optimizer):
         _gated_state.hold_keys(optimizer.param_groups)
         # torch.optim.Optimizer's protocol without its __init__, which would build param groups of its own: the
         # hook tables, and the step wrapped so that step pre/post hooks (torch >= 2.0) and the profiler see it.
-        for table in _hooks.HOOK_TABLES:
-            setattr(self, table, collections.OrderedDict())
-        if hasattr(self, "_patch_step_function"):
-            self._patch_step_function()
-        else:
-            self._hook_for_profile()
+        _hooks.start_without_hooks(self)
         self._warned_capturable_if_run_uncaptured = True
 
     # --- the wrapped optimizer's objects, shared ----------------------------------------------------------------
@@ -330,11 +324,14 @@ class Gated(torch.optim.Optimizer):
     def __getstate__(self):
         # torch.optim.Optimizer's would keep only defaults, state and param_groups (here the wrapped optimizer's).
         # An LR scheduler's instance-level wrapper of step (torch.optim.lr_scheduler) points at this object, not
-        # at the copy, and cannot be pickled: a scheduler made for the copy wraps it again.
-        return {k: v for k, v in self.__dict__.items() if k != "step"}
+        # at the copy, and cannot be pickled: a scheduler made for the copy wraps it again. The hook tables are not
+        # copied either, as a copy of torch's optimizers (and of cgad's) starts without hooks: a hook is often a
+        # lambda or a closure over the original (the torchft recipe's staleness pre-hook), which pickle cannot take.
+        return {k: v for k, v in self.__dict__.items() if k != "step" and k not in _hooks.HOOK_TABLES}
 
     def __setstate__(self, state):
         self.__dict__.update(state)
+        _hooks.start_without_hooks(self)
 
 
 def _first_refused(order, tensors, predicate):

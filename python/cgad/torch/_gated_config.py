@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from .. import _cgad
-from .._arguments import number_text as _text
+from ._hyperparameters import number, tau_cut as parse_tau_cut
 from ._report import gate_is_zero
 
 # method -> the fast path's optimizer whose σ it is: CGAD's γ(τ)e^{-ατ}, Adam-Decay's e^{-ατ}, SDM's 1/(1 + τ).
@@ -16,15 +16,6 @@ WHERE = "Gated"
 
 def _refuse(message):
     raise _cgad.InputError(f"{WHERE}: {message}")
-
-
-def _tau_cut(value):
-    """τ_cut as the int the fast path takes: an int, or the decimal text of one (the user's "32")."""
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value.strip())
-    if isinstance(value, bool) or not isinstance(value, int):
-        _refuse(f"tau_cut must be an integer number of outer rounds (or its decimal text), got {value!r}")
-    return value
 
 
 @dataclass(frozen=True)
@@ -39,17 +30,15 @@ class GateConfig:
     def make(method, alpha, tau_cut, on_zero_gate, fragments):
         if not isinstance(method, str) or method not in METHODS:
             _refuse(f"method must be one of {', '.join(METHODS)}, got {method!r}")
-        try:
-            alpha = _text(alpha, "alpha")
-        except _cgad.InputError as e:
-            _refuse(str(e))
+        # α and τ_cut by the parser of every cgad.torch class's hyperparameters (np.int64(32) and "32" alike).
+        alpha = number(alpha, "alpha", WHERE)
         if not isinstance(on_zero_gate, str) or on_zero_gate not in ZERO_GATE_POLICIES:
             _refuse(f"on_zero_gate must be one of {', '.join(ZERO_GATE_POLICIES)}, got {on_zero_gate!r}")
         if fragments is not None and not (isinstance(fragments, str) and fragments == "groups"):
             _refuse(f"fragments must be None or 'groups' (each param group a fragment), got {fragments!r}")
         if fragments is not None and method != "cgad":
             _refuse(f"fragments='groups' is PA-CGAD, CGAD's per-fragment gate; method={method!r} has no ages")
-        config = GateConfig(method, alpha, _tau_cut(tau_cut), on_zero_gate, fragments)
+        config = GateConfig(method, alpha, parse_tau_cut(tau_cut, WHERE), on_zero_gate, fragments)
         # α and τ_cut are the gate's whatever the method (SDM reads neither): checked by the library's own rule,
         # the one `cgad replay --alpha` and cgad.torch go through (core/hyperparams.hpp validate).
         try:

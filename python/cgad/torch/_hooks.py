@@ -6,6 +6,8 @@ Optimizer subclass's step() in the function that runs them (Optimizer._patch_ste
 
 torch 1.13 has none of these hooks (nor their attributes); there every function here does nothing more than the
 method it stands in for."""
+import collections
+
 import torch
 
 # The hook tables torch 2.x's Optimizer keeps per instance. A copy (deepcopy, pickle) starts without hooks, as a
@@ -57,3 +59,15 @@ def restore_copy(optimizer, copied):
     torch.optim.Optimizer.__setstate__(optimizer, copied)
     if not had_flag:
         optimizer.defaults.pop("differentiable", None)
+
+
+def start_without_hooks(optimizer):
+    """torch.optim.Optimizer's per-instance protocol for an optimizer that does not run its __init__ (cgad.torch.Gated,
+    whose param groups are the wrapped optimizer's) or that is a copy: empty hook tables (torch 2.x), and the step
+    wrapped with the hook runner (torch 2.x) or for the profiler (torch 1.13)."""
+    for table in HOOK_TABLES:
+        setattr(optimizer, table, collections.OrderedDict())
+    if hasattr(optimizer, "_patch_step_function"):
+        optimizer._patch_step_function()
+    else:
+        optimizer._hook_for_profile()

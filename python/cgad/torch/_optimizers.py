@@ -9,7 +9,7 @@ import weakref
 import torch
 
 from .. import _cgad
-from . import _dtensor, _hooks, _lazy_init, _q8_maps, _state, _trap_stats
+from . import _dtensor, _hooks, _hyperparameters, _lazy_init, _q8_maps, _state, _trap_stats
 from .._arguments import INT64_MAX, UINT32_MAX, UINT64_MAX, integer
 from ._groups import make_group, step_cuda_event
 from ._tensors import check_no_aliasing, mark_modified
@@ -18,20 +18,6 @@ from ._protocol import saved_counts
 from ._protocol import staleness as as_staleness
 from ._report import REFUSED, GroupReport, LazyStepReport, StepReport, combine, first_params, group_report, no_gradient
 from ._report import resolved
-
-
-def _number(value, name, where):
-    """A hyperparameter as the shortest decimal of its float value (step_config.cpp rounds it once to float)."""
-    if isinstance(value, torch.Tensor) and value.numel() == 1:
-        value = value.item()
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise _cgad.InputError(f"{where}: {name} must be a real number, got {value!r}")
-    if isinstance(value, numbers.Integral):
-        return str(int(value))  # exact, however large: the library's range check then refuses it with the range
-    try:
-        return repr(float(value))
-    except OverflowError:
-        raise _cgad.InputError(f"{where}: {name} = {value} is beyond the range of a double") from None
 
 
 def _integer(value, name, where, least, most=INT64_MAX):
@@ -166,6 +152,10 @@ class _FastpathOptimizer(torch.optim.Optimizer):
         self._holder = None   # the thread inside _exclusive(), for the fork handler
         self._forked_mid_call = False
         _LIVE.add(self)
+        # The hyperparameters are checked before torch.optim.Optimizer.__init__ reads the params, as torch's own
+        # optimizers check theirs: a bad lr is refused as such whatever the params are (torch's test_optim gives
+        # None), and an iterator of params is not used up by a refused construction.
+        _cgad.check_spec(self._spec(defaults, name))
         super().__init__(params, defaults)
         # The v map is read by q8 groups only (_spec); one that no param group reads is refused, as
         # `cgad simulate --v-map zero-free` without q8 state is (a map asked for and never used is a mistake).
@@ -216,20 +206,7 @@ class _FastpathOptimizer(torch.optim.Optimizer):
         if spec["v_map"] == "zero-free" and not self._reads_v_map(spec):
             spec["v_map"] = "dynamic"
         spec["q8_codes"] = self._group_q8_codes(spec)
-        for key in self._hyperparameters:
-            if key not in group:
-                raise _cgad.InputError(f"{where}: the param group has no '{key}'")
-            value = group[key]
-            if key == "betas":
-                if not isinstance(value, (tuple, list)) or len(value) != 2:
-                    raise _cgad.InputError(f"{where}: betas must be a pair (beta1, beta2), got {value!r}")
-                spec["beta1"], spec["beta2"] = (_number(b, f"beta{i + 1}", where) for i, b in enumerate(value))
-            elif key == "tau_cut":
-                spec["tau_cut"] = _integer(value, "tau_cut", where, 1)
-            elif key == "on_zero_gate":
-                spec["on_zero_gate"] = value if isinstance(value, str) else repr(value)
-            else:
-                spec[key] = _number(value, key, where)
+        spec.update(_hyperparameters.parse(group, self._hyperparameters, where))
         return spec
 
     def _checked_spec(self, group, where):
@@ -716,7 +693,11 @@ class PACGAD(_AdamFamily):
         A tau_cut that is not an integer is left to the fast path's check, which names it."""
         for group in groups:
             cut = group.get("tau_cut", self.defaults["tau_cut"]) if isinstance(group, dict) else self.defaults["tau_cut"]
-            if isinstance(cut, numbers.Integral) and not isinstance(cut, bool) and len(groups) > cut:
+            try:
+                cut = _hyperparameters.tau_cut(cut, where)
+            except _cgad.InputError:
+                continue
+            if len(groups) > cut:
                 raise _cgad.InputError(f"{where}: fragments='groups' with {len(groups)} param groups needs tau_cut >= "
                                        f"{len(groups)}, got {cut} (a round-robin fragment misses P - 1 rounds)")
 
