@@ -23,7 +23,7 @@ from conftest import SOURCE_DIR, peer
 sys.path.insert(0, str(SOURCE_DIR / "examples"))
 import torchtitan_diloco as example  # noqa: E402
 
-FAST = ["--fragments", "2", "--sync-every", "2", "--outer-steps", "4", "--tau", "6", "--quiet"]
+FAST = ["--fragments", "2", "--sync-every", "2", "--outer-steps", "3", "--tau", "6", "--quiet"]
 
 
 @pytest.fixture(scope="module")
