@@ -218,8 +218,9 @@ def main(argv):
     warnings.filterwarnings("ignore", message="The given buffer is not writable")
     try:
         _, losses = run(args)
-    except cgad.InputError as e:  # a refusal of the recipe's (Gated over --fsdp's DTensors), one line
-        sys.exit(f"{WHERE}: {e}")
+    except cgad.InputError as e:  # a refusal of the recipe's or cgad's (Gated given --fsdp's DTensors): one line
+        print(f"{WHERE}: error: {e}", file=sys.stderr)
+        return 2
     print(f"summary: {args.outer} outer over {args.fragments} torchtitan fragment(s), {args.outer_steps} outer "
           f"steps, {len(losses)} inner steps, training loss {losses[0]:.4f} -> {losses[-1]:.4f}")
     return 0
