@@ -188,8 +188,10 @@ def synced_fragment(manager, fragments):
     return (manager.current_step() - 1) % fragments
 
 
-def supply_staleness(outer, manager, args):
-    """Registers the step pre-hook that gives torchft's bare outer_optimizer.step() its keywords.
+def supply_staleness(outer, manager, staleness):
+    """Registers the step pre-hook that gives torchft's bare outer_optimizer.step() its keywords: the staleness
+    ``staleness(step)`` of the outer step that completes manager step ``step`` (a function of what every replica
+    group shares), and for PA-CGAD the fragment torchft is syncing.
 
     torchft's Manager.should_commit() counts the commit before DiLoCo calls step(), so manager.current_step()
     inside the hook is the number of the step this outer update completes: 1 for the first.
@@ -207,7 +209,7 @@ def supply_staleness(outer, manager, args):
     by_fragment = isinstance(outer, cgad.torch.PACGAD) or getattr(outer, "fragments", None) == "groups"
 
     def pre_hook(opt, hook_args, kwargs):
-        kwargs = dict(kwargs, staleness=staleness_of(args.seed, args.tau, manager.current_step()))
+        kwargs = dict(kwargs, staleness=staleness(manager.current_step()))
         if by_fragment:
             kwargs["fragment"] = synced_fragment(manager, len(opt.param_groups))
         return hook_args, kwargs
@@ -312,7 +314,7 @@ def run_group(group, incarnation, lighthouse, args, stop_at=None, log=print):
                       world_size=1, lighthouse_addr=lighthouse, hostname="127.0.0.1", timeout=timeout,
                       quorum_timeout=timeout, connect_timeout=timeout)
     try:
-        supply_staleness(outer, manager, args)
+        supply_staleness(outer, manager, lambda step: staleness_of(args.seed, args.tau, step))
         recorder = Recorder(outer, manager, names, incarnation)
         x, y = task(args.seed, 4096, group)
         batches = torch.Generator().manual_seed(args.seed * 1000 + 10 * group + incarnation)
