@@ -23,6 +23,7 @@ outlasted --timeout, 2 for bad arguments (one line).
 """
 import argparse
 import collections
+import importlib
 import json
 import multiprocessing
 import os
@@ -79,7 +80,7 @@ def parse_args(argv):
     args.corpus = read_corpus(p, TEXT, args.context, args.workers)
     if args.role is None:
         try:
-            import torchft  # noqa: F401 (torch 2.x's; the forked processes need it)
+            importlib.import_module("torchft")  # torch 2.x's; the forked processes need it
         except Exception as e:
             p.error(f"needs torchft (pip install torchft, torch 2.x): {type(e).__name__}: {e}")
     return args

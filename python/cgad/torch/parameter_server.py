@@ -56,10 +56,11 @@ def _header(*values):
 class OuterServer(ParameterServer):
     """torchft's ParameterServer holding θ (``params``, stepped in place by ``optimizer``), its version and a
     checkpoint at ``checkpoint`` (resumed from when it exists). ``port``: the HTTP port (0: any free one; a server
-    restarted for the same workers takes the one it had). ``timeout``: seconds a session waits for its peer.
-    ``events``: a folder where every stepped push is written (Δ, τ), or None."""
+    restarted for the same workers takes the one it had). ``events``: a folder where every stepped push is written
+    (Δ, τ), or None. ``OuterServer.timeout``: how long a session waits for its peer, a class attribute (set it on a
+    subclass) because torchft makes both ends' process groups in a classmethod, new_process_group."""
 
-    timeout = timedelta(seconds=60)  # new_process_group is torchft's classmethod: the groups' timeout is the class's
+    timeout = timedelta(seconds=60)
 
     def __init__(self, params, optimizer, checkpoint, *, port=0, events=None):
         self.params = list(params)
@@ -69,7 +70,7 @@ class OuterServer(ParameterServer):
         self.version = 0      # pseudo-gradients that changed θ
         self.stepped = 0      # pushes stepped (applied or refused by the optimizer)
         self.log = []         # (worker, session, version started from, τ, the step's reason), in order
-        self.finished = set() # the workers that said they are done (a worker numbers itself)
+        self.finished = set()  # the workers that said they are done (a worker numbers itself)
         self._lock = threading.Lock()
         self.resumed = os.path.exists(checkpoint)
         if self.resumed:
