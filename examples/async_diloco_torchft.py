@@ -33,9 +33,12 @@ import time
 import torch
 
 import atomic_file
-from diloco_torch import OUTER, TEXT, CharLM, batches, loss_of
+import diloco_torch
+import trap_in_training
+from diloco_torch import OUTER, TEXT, CharLM
 from example_args import SEED, TIMEOUT, Parser, integer, read_corpus, real
 
+GPT_HEADS = 4
 POLL = 0.2  # seconds between the launcher's looks at the server's checkpoint (a load of it), and the server's
 
 
@@ -54,8 +57,11 @@ def parse_args(argv):
     p.add_argument("--inner-lr", type=real(at_least=0), default=3e-3, help="inner AdamW learning rate")
     p.add_argument("--batch", type=positive, default=32, help="windows per inner step")
     p.add_argument("--context", type=positive, default=16, help="characters the model sees")
-    p.add_argument("--width", type=positive, default=128, help="hidden units per layer")
-    p.add_argument("--layers", type=positive, default=2, help="hidden layers")
+    p.add_argument("--model", choices=["charlm", "gpt"], default="charlm",
+                   help="the examples' character-level models: diloco_torch.py's CharLM (an MLP over --context "
+                        "characters) or trap_in_training.py's GPT (pre-LayerNorm blocks of 4 heads)")
+    p.add_argument("--width", type=positive, default=128, help="hidden units per layer (the GPT's d_model)")
+    p.add_argument("--layers", type=positive, default=2, help="hidden layers (the GPT's blocks)")
     p.add_argument("--slow", type=real(at_least=0, at_most=60.0), default=0.005,
                    help="worker k sleeps (k + 1) times this many seconds per inner step")
     p.add_argument("--kill-worker-at", type=positive,
@@ -70,6 +76,8 @@ def parse_args(argv):
     p.add_argument("--worker", type=integer(at_least=0), default=0, help=argparse.SUPPRESS)
     p.add_argument("--port", type=integer(at_least=1, at_most=65535), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.model == "gpt" and args.width % GPT_HEADS:
+        p.error(f"--width must be a multiple of {GPT_HEADS} (the GPT's heads), got {args.width}")
     if not os.path.isdir(args.dir):
         p.error(f"--dir {args.dir}: not a folder")
     if args.role is None and os.path.exists(paths(args)[0]):
@@ -96,13 +104,26 @@ def task(args):
     split = len(data) * 9 // 10
     train, held_out = data[:split], data[split:]
     shards = [train[k * len(train) // args.workers:(k + 1) * len(train) // args.workers] for k in range(args.workers)]
-    evals = [batches(held_out, 256, args.context, torch.Generator().manual_seed(1000 + i)) for i in range(4)]
+    evals = [draw(args, held_out, 256, torch.Generator().manual_seed(1000 + i)) for i in range(4)]
     return len(vocab), shards, evals
 
 
 def initial_model(args, vocab):
     torch.manual_seed(args.seed)
+    if args.model == "gpt":  # trap_in_training.py's, without its outlier features
+        return trap_in_training.GPT(vocab, argparse.Namespace(width=args.width, heads=GPT_HEADS, context=args.context,
+                                                              layers=args.layers, outlier_dims=0, outlier_scale=1.0))
     return CharLM(vocab, args.width, args.layers, args.context)
+
+
+def draw(args, data, batch, generator):
+    """A batch of the model's kind: next characters after --context ones (CharLM), or sequences (GPT)."""
+    module = trap_in_training if args.model == "gpt" else diloco_torch
+    return (module.sequences if args.model == "gpt" else module.batches)(data, batch, args.context, generator)
+
+
+def loss_of(args, model, x, y):
+    return (trap_in_training if args.model == "gpt" else diloco_torch).loss_of(model, x, y)
 
 
 def outer_optimizer(args, params):
@@ -116,9 +137,9 @@ def outer_optimizer(args, params):
     return OUTER[args.outer](params, **kwargs)
 
 
-def held_out(model, evals):
+def held_out(args, model, evals):
     with torch.no_grad():
-        return sum(loss_of(model, x, y).item() for x, y in evals) / len(evals)
+        return sum(loss_of(args, model, x, y).item() for x, y in evals) / len(evals)
 
 
 def paths(args):
@@ -165,9 +186,9 @@ def worker(args):
                         # A copy: vector_to_parameters makes the parameters views of the vector it is given.
                         torch.nn.utils.vector_to_parameters(theta.clone(), model.parameters())
                         for _ in range(args.inner_steps):
-                            x, y = batches(shards[args.worker], args.batch, args.context, data)
+                            x, y = draw(args, shards[args.worker], args.batch, data)
                             inner.zero_grad(set_to_none=True)
-                            loss_of(model, x, y).backward()
+                            loss_of(args, model, x, y).backward()
                             inner.step()
                             time.sleep((args.worker + 1) * args.slow)
                         delta = theta - torch.nn.utils.parameters_to_vector(model.parameters()).detach()
@@ -264,7 +285,7 @@ def summary(args, faults):
     saved = torch.load(checkpoint, weights_only=False)
     vocab, _, evals = task(args)
     model = initial_model(args, vocab)
-    before = held_out(model, evals)
+    before = held_out(args, model, evals)
     with torch.no_grad():
         for p, v in zip(model.parameters(), saved["params"]):
             p.copy_(v)
@@ -272,7 +293,7 @@ def summary(args, faults):
     return {"outer": args.outer, "workers": args.workers, "events": saved["version"], "stepped": saved["stepped"],
             "faults": faults, "tau_histogram": {str(t): taus[t] for t in sorted(taus)},
             "log": [{"worker": w, "started": s, "tau": t, "reason": r} for w, _, s, t, r in saved["log"]],
-            "held_out_before": before, "held_out_after": held_out(model, evals)}
+            "held_out_before": before, "held_out_after": held_out(args, model, evals)}
 
 
 def main(argv):

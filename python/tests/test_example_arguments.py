@@ -31,6 +31,8 @@ CASES = [
     ("async_diloco_torchft.py", ["--dir", "/nonexistent/ps"], ["--dir", "/nonexistent/ps", "not a folder"]),
     ("async_diloco_torchft.py", ["--dir", "/tmp", "--timeout", "nan"], ["--timeout", "nan"]),
     ("async_diloco_torchft.py", ["--dir", "/tmp", "--slow", "inf"], ["--slow", "inf"]),
+    ("async_diloco_torchft.py", ["--dir", "/tmp", "--model", "gpt", "--width", "30"],
+     ["--width", "multiple of 4", "30"]),
     ("async_diloco_torchft.py", ["--dir", "/tmp", "--rounds", "4", "--kill-server-at", "4"],
      ["--kill-server-at", "below --rounds 4", "got 4"]),
     ("trap_in_training.py", ["--context", "10000"], ["--context", "10000"]),

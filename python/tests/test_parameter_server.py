@@ -47,13 +47,15 @@ def applied(reason):
 
 def test_the_faults_happened_and_the_run_went_on(run):
     example, args, folder, out = run
-    assert [f["killed"] for f in out["faults"]] == ["worker", "server"]
+    assert sorted(f["killed"] for f in out["faults"]) == ["server", "worker"]  # in either order: timing decides
     assert out["stepped"] == len(out["log"]) == sum(applied(e["reason"]) for e in out["log"]) == out["events"]
-    for k in range(3):  # each worker's last process pushed its --rounds; worker 0's first one, 2 before its kill
+    for k in range(3):  # each worker's last process pushed its --rounds; worker 0's first one pushed before its kill
         with open(folder / f"worker{k}.jsonl") as f:
             pids = [json.loads(line)["pid"] for line in f]
         counts = [pids.count(p) for p in dict.fromkeys(pids)]
-        assert counts[-1] == args.rounds and (len(counts), counts[0] >= 2) == ((2, True) if k == 0 else (1, True))
+        # (the launcher kills worker 0 once the server holds 2 of its pushes: the second may be answered and the
+        # process killed before it logs it, so its log holds 1 or 2)
+        assert counts[-1] == args.rounds and len(counts) == (2 if k == 0 else 1) and counts[0] >= 1
     assert out["events"] >= 3 * args.rounds + 2
     assert out["held_out_after"] < out["held_out_before"]
 
