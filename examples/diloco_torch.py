@@ -65,7 +65,17 @@ def parse_args(argv):
     p.add_argument("--threads", type=positive, default=1,
                    help="torch CPU threads, and cgad's (a model this small gains little from more)")
     p.add_argument("--quiet", action="store_true", help="print the summary only")
+    p.add_argument("--tensorboard", metavar="DIR",
+                   help="write the outer optimizer's metrics() and the held-out loss there every round (TensorBoard "
+                        "event files; needs the tensorboard package)")
     args = p.parse_args(argv)
+    args.writer = None
+    if args.tensorboard is not None:
+        try:  # torch's SummaryWriter imports the tensorboard package, which cgad does not pin (docs/python.md)
+            from torch.utils.tensorboard import SummaryWriter
+        except ImportError as e:
+            p.error(f"--tensorboard needs the tensorboard package (pip install tensorboard): {e}")
+        args.writer = SummaryWriter
     args.corpus = read_corpus(p, TEXT, args.context, args.workers)
     # The server and each worker hold a model and its gradients, each worker AdamW's two moments, the outer
     # optimizer two more: at least 4 + 4 K float32 copies of the parameters.
@@ -167,6 +177,7 @@ def main(argv):
     pending = {}  # arrival round -> [(staleness, worker, pseudo-gradient tensors)]
     start = time.time()
     losses, counts = [evaluate()], {"events": 0, "applied": 0, "zero-gate": 0, "refused": 0}
+    writer = args.writer(args.tensorboard) if args.writer is not None else None
     if not args.quiet:
         print(f"round {0:4d}  held-out loss {losses[0]:.4f}")
     for r in range(args.rounds):
@@ -198,11 +209,17 @@ def main(argv):
                 for p, q in zip(w.parameters(), global_params):
                     p.copy_(q.float())
         losses.append(evaluate())
+        if writer is not None:  # plain numbers: the round's last outer step and the counts so far (docs/python.md)
+            for name, value in opt.metrics().items():
+                writer.add_scalar(f"outer/{name}", value, r + 1)
+            writer.add_scalar("held_out_loss", losses[-1], r + 1)
         if not args.quiet:
             print(f"round {r + 1:4d}  held-out loss {losses[-1]:.4f}  events {len(arrivals)}")
         if not math.isfinite(losses[-1]):
             break
     elapsed = time.time() - start
+    if writer is not None:
+        writer.close()
     print(f"summary: outer {args.outer} (state {args.state}, lr {outer_lr(args)}), tau {args.tau} ({args.delay}), "
           f"K {args.workers}, H {args.inner_steps}, rounds {args.rounds}: held-out loss {losses[0]:.4f} -> "
           f"{losses[-1]:.4f} (best {min(losses):.4f}); {counts['events']} outer events, {counts['applied']} applied, "

@@ -10,13 +10,14 @@ torchft DiLoCo script and needs a third to stay as it is (docs/python.md, "torch
   * the outer optimizer: cgad.torch.CGAD (--outer cgad), cgad.torch.Gated over torch's AdamW (--outer gated), or,
     for Streaming DiLoCo, cgad.torch.PACGAD with one param group per DiLoCo fragment (--outer pa-cgad), or Gated
     with fragments="groups" over an AdamW with one param group per fragment (--outer gated);
-  * a step pre-hook on it that supplies each outer step's staleness (and, for PA-CGAD, the fragment torchft is
-    syncing): torchft calls outer_optimizer.step() with no arguments;
+  * cgad.torch.wire_torchft(outer, manager, staleness), the step pre-hook that supplies each outer step's
+    staleness (and, for PA-CGAD, the fragment torchft is syncing): torchft calls outer_optimizer.step() with no
+    arguments;
   * nothing for healing: torchft's DiLoCo already puts outer_optimizer.state_dict() into the state a recovering
     replica group receives and calls load_state_dict() with it, and cgad's state_dict carries its whole state.
 
 torchft's DiLoCo is synchronous, so every pseudo-gradient it averages is fresh: the staleness here is injected by
-that pre-hook, τ = a value drawn from --seed and the outer step's number, 0..--tau, the same in every replica group
+wire_torchft's pre-hook, τ = a value drawn from --seed and the outer step's number, 0..--tau, the same in every replica group
 (see staleness_of). A pre-hook, not a queue that delays pseudo-gradients: it is the one place a real source of τ
 plugs into torchft's bare step() call, and it leaves torchft's algorithm and its healed state as they are (a queue
 would hold model-sized pseudo-gradients that torchft does not transfer to a recovering group). The task is a small
@@ -180,43 +181,6 @@ def staleness_of(seed, tau_max, step):
     return random.Random(seed * 1_000_003 + step).randint(0, tau_max)
 
 
-def synced_fragment(manager, fragments):
-    """The fragment torchft is syncing when it calls the outer step: DiLoCo picks manager.current_step() mod P
-    before Manager.should_commit(), which then counts the commit, so inside step() it is (current_step() - 1)
-    mod P. (The parameters' .grad cannot say it: torchft sets the pseudo-gradients on the synced fragment only and
-    leaves every other fragment's parameters holding the last inner step's gradients.)"""
-    return (manager.current_step() - 1) % fragments
-
-
-def supply_staleness(outer, manager, staleness):
-    """Registers the step pre-hook that gives torchft's bare outer_optimizer.step() its keywords: the staleness
-    ``staleness(step)`` of the outer step that completes manager step ``step`` (a function of what every replica
-    group shares), and for PA-CGAD the fragment torchft is syncing.
-
-    torchft's Manager.should_commit() counts the commit before DiLoCo calls step(), so manager.current_step()
-    inside the hook is the number of the step this outer update completes: 1 for the first.
-
-    PA-CGAD (docs/design.md §3): fragment f's age is a_f = max(0, round - last_sync_f - 1), the outer rounds it
-    missed, and its event is gated by σ(max(τ, a_f)). Streaming DiLoCo syncs one fragment per committed manager
-    step, fragment (step - 1) mod P in round robin (torchft 0.2's DiLoCo._current_fragment), so one
-    committed manager step is one PA-CGAD round: step(fragment=f) ends the round (end_round=True, the default),
-    and since torchft calls step() only after a commit, PACGAD's rounds count exactly the committed manager steps
-    (a failed commit steps nothing and ends no round). A fragment is then P - 1 rounds old at each of its syncs
-    from its second on (its pseudo-gradient was computed over the P - 1 rounds in which the other fragments moved
-    the model), and f rounds old at its first, which is what PACGAD's own clock gives. fragment_sync_delay adds
-    nothing: torchft requires it below sync_every / P inner steps, so the overlapped allreduce ends inside the
-    same round, and no other fragment syncs in between."""
-    by_fragment = isinstance(outer, cgad.torch.PACGAD) or getattr(outer, "fragments", None) == "groups"
-
-    def pre_hook(opt, hook_args, kwargs):
-        kwargs = dict(kwargs, staleness=staleness(manager.current_step()))
-        if by_fragment:
-            kwargs["fragment"] = synced_fragment(manager, len(opt.param_groups))
-        return hook_args, kwargs
-
-    return outer.register_step_pre_hook(pre_hook)
-
-
 # --- what each group records, to compare the two ---------------------------------------------------------------
 
 def tensor_bytes(t):
@@ -252,7 +216,7 @@ class Recorder:
     def __init__(self, outer, manager, names, incarnation):
         self.records, self._before = [], None
         self._manager, self._names, self._incarnation = manager, names, incarnation
-        # Registered after supply_staleness's pre-hook, so these see the keywords it returns.
+        # Registered after wire_torchft's pre-hook, so these see the keywords it returns.
         outer.register_step_pre_hook(self._pre)
         outer.register_step_post_hook(self._post)
 
@@ -314,7 +278,8 @@ def run_group(group, incarnation, lighthouse, args, stop_at=None, log=print):
                       world_size=1, lighthouse_addr=lighthouse, hostname="127.0.0.1", timeout=timeout,
                       quorum_timeout=timeout, connect_timeout=timeout)
     try:
-        supply_staleness(outer, manager, lambda step: staleness_of(args.seed, args.tau, step))
+        # The staleness of each outer step, and PA-CGAD's fragment, through torchft's bare step() (docs/python.md).
+        cgad.torch.wire_torchft(outer, manager, lambda step: staleness_of(args.seed, args.tau, step))
         recorder = Recorder(outer, manager, names, incarnation)
         x, y = task(args.seed, 4096, group)
         batches = torch.Generator().manual_seed(args.seed * 1000 + 10 * group + incarnation)

@@ -28,7 +28,6 @@ from torchft.local_sgd import DiLoCo
 
 import cgad
 import cgad.torch
-from torchft_diloco import supply_staleness
 
 OUTER = ("gated-nesterov", "cgad", "pa-cgad")
 WHERE = "torchtitan_cgad"
@@ -80,8 +79,7 @@ def semi_sync_training(outer, staleness, on_outer=None):
                                                           fragment_fn)
         fragments = fragment_fn(model, ft_config, n_layers) if fragment_fn else [model]
         optimizers = outer_optimizers(outer, fragments)
-        for opt in optimizers if isinstance(optimizers, list) else [optimizers]:
-            supply_staleness(opt, ft_manager.manager, staleness)
+        cgad.torch.wire_torchft(optimizers, ft_manager.manager, staleness)
         if on_outer is not None:
             on_outer(optimizers, ft_manager.manager)
         return DiLoCo(manager=ft_manager.manager, model_fragments=fragments, inner_optimizer=optimizer,

@@ -286,6 +286,7 @@ def nan_step(opt, ps):
 def test_on_nonfinite_skip_warn_raise():
     ps = params()
     opt = CGAD(ps)  # default "skip": the report and the counter, no warning
+    opt.staleness = 0  # given (a bare step never given one warns once: test_torch_staleness_warning.py)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert nan_step(opt, ps).reason == "nonfinite-gradient"

@@ -23,5 +23,7 @@ See docs/python.md.
 from ._gated import Gated
 from ._optimizers import CGAD, PACGAD, SDM, Adam, AdamDecay, Nesterov
 from ._report import GroupReport, StepReport
+from ._torchft import wire_torchft
 
-__all__ = ["CGAD", "PACGAD", "AdamDecay", "Adam", "Nesterov", "SDM", "Gated", "StepReport", "GroupReport"]
+__all__ = ["CGAD", "PACGAD", "AdamDecay", "Adam", "Nesterov", "SDM", "Gated", "StepReport", "GroupReport",
+           "wire_torchft"]

@@ -8,7 +8,7 @@ import numbers
 import torch
 
 from .. import _cgad
-from . import _gated_state, _hooks, _lazy_init, _pseudo_gradient
+from . import _gated_state, _hooks, _lazy_init, _metrics, _pseudo_gradient, _staleness
 from ._gated_config import WHERE, GateConfig
 from ._optimizers import PACGAD, SDM, AdamDecay, CGAD
 from ._protocol import Counters, check_policy, count, new_counts, report_refusal
@@ -30,6 +30,9 @@ class Gated(torch.optim.Optimizer):
     pseudo-gradient's worth of memory during the step). param_groups, state and defaults are the wrapped
     optimizer's own objects, so LR schedulers and code that reads ``opt.state[p]`` work on the wrapper."""
 
+    # What a bare step() uses (torchft calls step() with no arguments): 0 until given (_staleness.py).
+    staleness = _staleness.Staleness()
+
     def __init__(self, optimizer, method="cgad", alpha=0.2, tau_cut=32, on_zero_gate="apply", fragments=None,
                  on_nonfinite="skip"):
         if isinstance(optimizer, Gated):
@@ -44,7 +47,6 @@ class Gated(torch.optim.Optimizer):
         self._config = GateConfig.make(method, alpha, tau_cut, on_zero_gate, fragments)
         self.on_nonfinite = check_policy(on_nonfinite, WHERE)
         self.optimizer = optimizer
-        self.staleness = 0   # what a bare step() uses (torchft calls step() with no arguments)
         self.fragment = 0    # fragments="groups": the fragment a bare step() synchronizes
         self.last_report = None
         self._step_counts = new_counts()
@@ -177,7 +179,7 @@ class Gated(torch.optim.Optimizer):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
-        tau = as_staleness(self.staleness if staleness is None else staleness, WHERE)
+        tau = _staleness.of_step(self, staleness, True, WHERE, as_staleness)
         targets = self._targets(fragment, end_round)
         report = self._event(targets, tau, loss)
         if self.fragments and end_round:
@@ -213,6 +215,7 @@ class Gated(torch.optim.Optimizer):
                 _pseudo_gradient.check(grad, f"{WHERE} param group {g} parameter {k}")
             if pairs:
                 stepped[g] = pairs
+        _metrics.record(self, tau, [p for pairs in stepped.values() for _, p, _ in pairs])
         if not stepped:
             return combine([no_gradient(tau) for _ in targets], first_param, loss)
         tau_effective = {g: max(tau, self._age(g)) if self.fragments else tau for g in stepped}
@@ -282,6 +285,11 @@ class Gated(torch.optim.Optimizer):
         "overflowing-gradient", "zero-gate", "no-gradient"); called, ``counters(group)``: PA-CGAD's age of
         fragment ``group`` ({"age": [a]}), {} without fragments."""
         return Counters(self._step_counts, self._fragment_counters)
+
+    def metrics(self):
+        """The last step and the steps so far as plain numbers for a logger, as cgad.torch's metrics() (_metrics.py;
+        no trap figures: the wrapped optimizer's state is its own)."""
+        return _metrics.metrics(self, self.counters)
 
     def _fragment_counters(self, group=0):
         if isinstance(group, bool) or not isinstance(group, numbers.Integral) or \

@@ -9,7 +9,7 @@ import weakref
 import torch
 
 from .. import _cgad
-from . import _dtensor, _hooks, _hyperparameters, _lazy_init, _q8_maps, _state, _trap_stats
+from . import _dtensor, _hooks, _hyperparameters, _lazy_init, _metrics, _q8_maps, _staleness, _state, _trap_stats
 from .._arguments import INT64_MAX, UINT32_MAX, UINT64_MAX, integer
 from ._groups import make_group, step_cuda_event
 from ._tensors import check_no_aliasing, mark_modified
@@ -106,6 +106,8 @@ class _FastpathOptimizer(torch.optim.Optimizer):
     # given here: a group carrying another value would have it ignored, so it is refused (the neutral value is
     # taken, as frameworks pass it).
     _neutral_group_keys = {}
+    # What a bare step() uses (torchft calls step() with no arguments): 0 until given (_staleness.py).
+    staleness = _staleness.Staleness()
 
     def __init__(self, params, defaults, *, state, rounding, seed, q8_semantics, min_q8_size, threads,
                  fragments=1, unsupported=None, v_map="dynamic", q8_maps=None):
@@ -144,7 +146,6 @@ class _FastpathOptimizer(torch.optim.Optimizer):
         # The state's format is a param-group key too (bitsandbytes users keep embeddings in 32-bit state).
         defaults = dict(defaults, **{key: self._structure[key] for key in _state.FORMAT_KEYS})
         self._groups = []     # one _groups.Group per param group, in order
-        self.staleness = 0    # what a bare step() uses (torchft calls step() with no arguments)
         # One call at a time changes the optimizer: the step releases the GIL while the fast path runs, and two
         # steps at once would share its state (and, before, its thread pool). Reentrant: PACGAD's step ends the
         # round through advance_round(), and a closure may read the optimizer.
@@ -383,7 +384,8 @@ class _FastpathOptimizer(torch.optim.Optimizer):
             with torch.enable_grad():
                 loss = closure()
         name = type(self).__name__
-        tau = as_staleness(self.staleness if staleness_value is None else staleness_value, name)
+        gated = self._optimizer in _staleness.GATED_BY_STALENESS
+        tau = _staleness.of_step(self, staleness_value, gated, name, as_staleness)
         if len(self._groups) != len(self.param_groups):
             raise _cgad.InputError(f"{name}: param_groups changed outside add_param_group")
         self._check_disjoint_groups(name)
@@ -398,6 +400,7 @@ class _FastpathOptimizer(torch.optim.Optimizer):
             events.append((group, fast, spec, fast.prepare(group["params"], fragment, where, self.state)))
         for index, (group, fast, spec, prepared) in zip(targets, events):
             fast.configure(spec, self._where(index))
+        _metrics.record(self, tau, [p for group, fast, spec, prepared in events for p in group["params"]])
         lead = self._lead()
         if lead is not None and lead.cuda:
             stepped = [group for group, fast, spec, prepared in events if prepared is not None]
@@ -612,6 +615,14 @@ class _FastpathOptimizer(torch.optim.Optimizer):
         `cgad noise --stream` reports per tensor for the same events."""
         with self._exclusive():
             return _trap_stats.stats(self, self.param_groups, self._groups)
+
+    def metrics(self):
+        """The last step and the steps so far as plain numbers for a logger (_metrics.py, docs/python.md
+        "Metrics"): steps and each counter, and after a step tau, tau_effective, sigma, last_applied and
+        delta_norm; the trap figures while watch_traps() watches."""
+        with self._exclusive():
+            watched = self.__dict__.get("_trap_watch") is not None
+            return _metrics.metrics(self, self.counters, self.trap_stats() if watched else None)
 
     def _engine_counters(self, group=0):
         """The fast path's counters of a param group: "t" (Adam family: applied steps, per fragment), "age"
