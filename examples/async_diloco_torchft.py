@@ -24,9 +24,11 @@ outlasted --timeout, 2 for bad arguments (one line).
 import argparse
 import collections
 import importlib
+import ipaddress
 import json
 import multiprocessing
 import os
+import socket
 import sys
 import time
 
@@ -91,6 +93,16 @@ def parse_args(argv):
             importlib.import_module("torchft")  # torch 2.x's; the forked processes need it
         except Exception as e:
             p.error(f"needs torchft (pip install torchft, torch 2.x): {type(e).__name__}: {e}")
+        # Every process of this run is on this machine and talks over the loopback; but torchft's ParameterServer
+        # hands each session its TCPStore by the host's name, so that name must resolve to a loopback address.
+        host = socket.gethostname()
+        try:
+            resolved = socket.gethostbyname(host)
+        except OSError as e:
+            p.error(f"this host's name {host!r} does not resolve ({e}); torchft's ParameterServer names its store by it")
+        if not ipaddress.ip_address(resolved).is_loopback:
+            p.error(f"this host's name {host!r} resolves to {resolved}, not a loopback address: torchft's "
+                    "ParameterServer names its store by it, and this example keeps every connection on the loopback")
     return args
 
 
