@@ -178,6 +178,8 @@ def main(argv):
     start = time.time()
     losses, counts = [evaluate()], {"events": 0, "applied": 0, "zero-gate": 0, "refused": 0}
     writer = args.writer(args.tensorboard) if args.writer is not None else None
+    if writer is not None:
+        opt.watch_delta_norm()  # metrics()'s delta_norm too (opt-in: one more read of each Δ)
     if not args.quiet:
         print(f"round {0:4d}  held-out loss {losses[0]:.4f}")
     for r in range(args.rounds):

@@ -12,8 +12,7 @@ resumed run continues bit for bit like an uninterrupted one -- or the load is re
 
 The matrix: {CGAD fp32, CGAD q8, PACGAD, Gated(AdamW), Gated(AdamW, fragments="groups")} x {nested, flattened} x
 {in memory, dcp.save/load} x {fresh optimizer, resumed run} x {plain, DTensor on one rank, DTensor on two ranks with
-and without a change of sharding}; the two-rank cases all run in one spawned gloo group. Gated refuses a DTensor
-pseudo-gradient (docs/python.md, "CGAD over the optimizer you already run"), so its rows are the plain ones."""
+and without a change of sharding}; the two-rank cases all run in one spawned gloo group."""
 import copy
 import itertools
 import os
@@ -30,7 +29,7 @@ from optimizer_cases import CASES, feed
 from test_torch2_dtensor import NEEDS, _init, mesh  # noqa: F401 (mesh: the one-rank gloo mesh fixture)
 
 KINDS = ("CGAD-fp32", "CGAD-q8", "PACGAD", "Gated-AdamW", "Gated-AdamW-groups")
-DTENSOR_KINDS = KINDS[:3]  # the cgad.torch optimizers, which step DTensor parameters
+DTENSOR_KINDS = KINDS  # Gated too: it scales DTensor pseudo-gradients by their local shards
 FRAGMENTED = ("PACGAD", "Gated-AdamW-groups")
 # (flatten, disk, resumed): every form a checkpoint takes, of a never-stepped optimizer and of a run
 FORMS = list(itertools.product((False, True), (False, True), (False, True)))

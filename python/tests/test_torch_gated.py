@@ -120,7 +120,9 @@ def test_pa_cgad_over_groups_is_cgad_pacgad_bit_for_bit(on_zero_gate):
             (its.applied, its.reason, its.sigma, its.tau_effective), f"event {event}: {mine} != {its}"
         assert [gated.counters(g)["age"] for g in range(3)] == [fast.counters(g)["age"] for g in range(3)]
         assert param_bits(gated) == param_bits(fast) and state_bits(gated) == state_bits(fast), f"event {event}"
-        assert all(same_bits(p.grad, d) for p, d in zip(ours, ds)), "every .grad is put back"
+        # The stepped fragment's .grad holds g = fl(sigma*delta) (scaled in place); every other one is put back.
+        assert all(same_bits(p.grad, scaled(d, mine.sigma) if g == f and mine.applied else d)
+                   for g, (p, d) in enumerate(zip(ours, ds))), "every other .grad is put back"
     assert gated.counters["zero-gate"] == fast.counters["zero-gate"] >= 1
 
 
@@ -170,6 +172,29 @@ def test_float32_and_float64_gradients_are_one_ieee_product():
         s = float(np.float32(cgad.sigma(7)))
         expected = delta.numpy() * np.array(s, dtype=delta.numpy().dtype)
         assert np.array_equal(scaled(delta, s).numpy(), expected)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
+def test_grad_is_scaled_in_place_and_is_what_the_wrapped_step_reads(dtype):
+    """.grad is scaled in place (no second pseudo-gradient): after an applied event each .grad is the tensor given,
+    holding g = scaled(delta) -- a non-contiguous one (a transposed view) and one tensor that is two parameters'
+    .grad (scaled once) included -- and the wrapped step read exactly that g; at tau = 0 (sigma = 1) it is delta."""
+    ps = [torch.nn.Parameter(torch.zeros(s, dtype=dtype)) for s in ((5, 3), (6,), (6,))]
+    seen, sgd = [], torch.optim.SGD(ps, lr=1.0)
+    gated = Gated(sgd)
+    capture_grads(sgd, seen)
+    for event, tau in enumerate([3, 0, 9]):
+        gen = torch.Generator().manual_seed(50 + event)
+        ds = [torch.randn(3, 5, generator=gen).to(dtype).t(), torch.randn(6, generator=gen).to(dtype)]
+        given = [ds[0].t().clone().t(), ds[1].clone()]
+        ps[0].grad, ps[1].grad, ps[2].grad = given[0], given[1], given[1]
+        assert not ps[0].grad.is_contiguous()
+        report = gated.step(staleness=tau)
+        assert report.applied and (report.sigma == 1.0) == (tau == 0)
+        gs = [scaled(d, report.sigma) for d in ds]
+        assert all(p.grad is g for p, g in zip(ps, [given[0], given[1], given[1]]))  # the tensors given
+        assert same_bits(ps[0].grad, gs[0]) and same_bits(ps[1].grad, gs[1]) and same_bits(ps[2].grad, gs[1])
+        assert all(same_bits(got, g) for got, g in zip(seen[-1], [gs[0], gs[1], gs[1]]))
 
 
 # --- the zero gate, refusals, counters ------------------------------------------------------------------------------
@@ -453,3 +478,11 @@ def test_unsupported_gradients_are_refused_with_the_reason():
     c.grad = torch.ones(4, dtype=torch.complex64)
     with pytest.raises(cgad.InputError, match="torch.complex64; float32, float64, bfloat16 and float16"):
         gated.step()
+    # Scaled in place: a tensor whose elements share memory is refused before anything is written.
+    ps = params(12)
+    gated = Gated(torch.optim.SGD(ps, lr=0.1))
+    ps[0].grad, ps[1].grad = torch.ones(7), torch.ones(1).expand(3, 5)
+    before = param_bits(gated)
+    with pytest.raises(cgad.InputError, match=r"parameter 1: the pseudo-gradient's elements share memory"):
+        gated.step(staleness=3)
+    assert param_bits(gated) == before and same_bits(ps[0].grad, torch.ones(7))

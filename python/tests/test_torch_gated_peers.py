@@ -6,7 +6,7 @@ those of 4096 or more whose size its block divides), the tests show:
 
 - the scaling is exact: what the wrapped step is given is g = fl32(sigma * delta) bit for bit, computed here
   apart from cgad (numpy's float32 product), and the result -- parameters and every bit of the state -- equals
-  the bare optimizer stepped on that g; the caller's .grad holds delta again after the step;
+  the bare optimizer stepped on that g; the caller's .grad is that g after the step (scaled in place);
 - a zero-gate event dropped by on_zero_gate="skip", and an event refused for a NaN, leave the wrapped optimizer
   uncalled and its parameters, state and step counts bit for bit as they were."""
 import numpy as np
@@ -86,8 +86,8 @@ def test_the_wrapped_step_gets_sigma_times_delta_exactly_and_steps_as_the_bare_o
         assert len(seen) == event + 1
         for k, (g, got) in enumerate(zip(gs, seen[-1])):
             assert same_bits(got, g), f"event {event} tensor {k}: the wrapped step was not given fl32(sigma*delta)"
-        for p, got, d in zip(ours, given, ds):
-            assert p.grad is got and same_bits(p.grad, d), "the caller's .grad must hold delta after the step"
+        for p, got, g in zip(ours, given, gs):
+            assert p.grad is got and same_bits(p.grad, g), "the caller's .grad must hold g, scaled in place"
         for q, g in zip(theirs, gs):
             q.grad = g
         bare.step()

@@ -42,6 +42,10 @@ def test_metrics_follow_the_steps(make):
     opt = make(ps)
     first = opt.metrics()
     assert plain(first) and first["steps"] == 0 and "tau" not in first  # no step yet: counts only
+    feed(ps, 0)
+    opt.step(staleness=2)
+    assert "delta_norm" not in opt.metrics() and opt.metrics()["tau"] == 2  # ‖Δ‖ is opt-in: it reads Δ once more
+    opt.watch_delta_norm()
     feed(ps, 1)
     deltas = [p.grad.clone() for p in ps]
     report = opt.step(staleness=3)
@@ -55,7 +59,7 @@ def test_metrics_follow_the_steps(make):
     ps[1].grad[4] = float("nan")
     opt.step(staleness=1)  # refused, nothing changed
     m = opt.metrics()
-    assert (m["steps"], m["applied"], m["zero_gate"], m["nonfinite_gradient"], m["no_gradient"]) == (3, 1, 1, 1, 0)
+    assert (m["steps"], m["applied"], m["zero_gate"], m["nonfinite_gradient"], m["no_gradient"]) == (4, 2, 1, 1, 0)
     assert (m["tau"], m["last_applied"], m["sigma"]) == (1, 0, opt.last_report.sigma)
     assert math.isnan(m["delta_norm"])
     opt.zero_grad(set_to_none=True)
@@ -67,6 +71,7 @@ def test_metrics_follow_the_steps(make):
 def test_pa_cgad_metrics_tell_the_given_staleness_from_the_effective_one():
     ps = params()
     opt = PACGAD([{"params": [p]} for p in ps], fragments="groups", tau_cut=8)
+    opt.watch_delta_norm()
     for r in range(3):
         feed(ps, r)
         opt.step(staleness=0, fragment=r % 2)

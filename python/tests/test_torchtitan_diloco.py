@@ -101,13 +101,10 @@ def reference(recipe, args):
     return model, fragments, optimizers if isinstance(optimizers, list) else [optimizers]
 
 
-# torchtitan's trainer shards the model (FSDP2), so its outer optimizers get DTensors: CGAD and PACGAD run so, and
-# step as on the plain tensors (the reference below is plain). Gated takes plain tensors today.
+# torchtitan's trainer shards the model (FSDP2), so its outer optimizers get DTensors: every kind runs so, and
+# steps as on the plain tensors (the reference below is plain).
 @pytest.mark.parametrize("outer, fsdp", [
-    ("gated-nesterov", False), ("cgad", True), ("pa-cgad", True),
-    pytest.param("gated-nesterov", True, marks=pytest.mark.xfail(
-        strict=True, raises=cgad.InputError,
-        reason="cgad.torch.Gated refuses a DTensor pseudo-gradient (a NaN/Inf refusal decided shard by shard)")),
+    ("gated-nesterov", False), ("cgad", True), ("pa-cgad", True), ("gated-nesterov", True),
 ])
 def test_torchtitan_semi_sync_diloco_steps_each_fragment_as_cgad_does_on_the_same_pseudo_gradients(recipe, outer,
                                                                                                    fsdp):

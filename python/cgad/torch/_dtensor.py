@@ -39,27 +39,31 @@ def spec(t):
     return (t.device_mesh, tuple(t.placements)) if is_dtensor(t) else None
 
 
-def group_mesh(params, where):
-    """The device mesh of a param group's DTensor parameters, None for plain ones. One optimizer's parameters are
-    all DTensors of one mesh or all plain: its refusal is all-reduced over that one mesh. An empty group (torch
-    takes one) has no mesh of its own: None, which the optimizer's other groups do not have to match."""
+def mesh_of(params, where):
+    """The device mesh of DTensor ``params``, None for plain ones (and for none: an empty param group, which torch
+    takes, has no mesh of its own, which the optimizer's other groups do not have to match). One optimizer's
+    parameters are all DTensors of one mesh or all plain: its refusal is all-reduced over that one mesh (agree)."""
     kinds = {is_dtensor(p) for p in params}
-    if not kinds:
-        return None
     if len(kinds) > 1:
         refuse(where, "the param group mixes DTensor and plain parameters; put them in separate optimizers (a "
                       "DTensor optimizer's refusal is decided by every rank of its mesh together)")
-    if not kinds.pop():
+    if not kinds or not kinds.pop():
         return None
     meshes = {p.device_mesh for p in params}
     if len(meshes) > 1:
         refuse(where, f"the param group's DTensor parameters lie on {len(meshes)} device meshes; one optimizer's "
                       "refusal is all-reduced over one mesh")
-    for i, p in enumerate(params):
+    return meshes.pop()
+
+
+def group_mesh(params, where):
+    """mesh_of a cgad.torch param group, whose DTensor parameters the fast path steps on the CPU."""
+    mesh = mesh_of(params, where)
+    for i, p in enumerate(params if mesh is not None else ()):
         if local(p).device.type != "cpu":
             refuse(where, f"parameter {i} is a DTensor on {local(p).device}; cgad.torch steps DTensor parameters on "
                           "the CPU (a CUDA group's refusal is decided on the device, not yet shared across ranks)")
-    return meshes.pop()
+    return mesh
 
 
 def check_even(params, where):
@@ -175,7 +179,9 @@ def agree(mesh, reason):
     """The refusal reason of the event over every rank of ``mesh`` ("none" where no rank refused), each rank
     giving its own (``reason``: a refusal reason or "none"): one all_reduce of one integer (MAX), over each of the
     mesh's dimensions in turn (the maximum over every rank of the mesh)."""
-    code = torch.tensor([_REASONS.index(reason) + 1 if reason in _REASONS else 0], dtype=torch.int64)
+    # On the mesh's device type: a CUDA mesh's process groups (NCCL) reduce CUDA tensors only.
+    code = torch.tensor([_REASONS.index(reason) + 1 if reason in _REASONS else 0], dtype=torch.int64,
+                        device=mesh.device_type)
     for dim in range(mesh.ndim):
         torch.distributed.all_reduce(code, op=torch.distributed.ReduceOp.MAX, group=mesh.get_group(dim))
     return _REASONS[int(code) - 1] if int(code) else "none"

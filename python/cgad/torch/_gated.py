@@ -8,7 +8,7 @@ import numbers
 import torch
 
 from .. import _cgad
-from . import _gated_state, _hooks, _lazy_init, _metrics, _pseudo_gradient, _staleness
+from . import _dtensor, _gated_state, _hooks, _lazy_init, _metrics, _pseudo_gradient, _staleness
 from ._gated_config import WHERE, GateConfig
 from ._optimizers import PACGAD, SDM, AdamDecay, CGAD
 from ._protocol import Counters, check_policy, count, new_counts, report_refusal
@@ -26,9 +26,13 @@ class Gated(torch.optim.Optimizer):
     (as cgad.torch.PACGAD's); ``step(staleness=, fragment=f)`` steps group f alone, gated by σ(max(τ, age_f)).
     on_nonfinite: what a refused step does beyond its report ("skip", "warn", "raise"), as cgad.torch's.
 
-    ``.grad`` is the caller's: it holds Δ again after the step (the wrapped optimizer reads a scaled copy, one
-    pseudo-gradient's worth of memory during the step). param_groups, state and defaults are the wrapped
-    optimizer's own objects, so LR schedulers and code that reads ``opt.state[p]`` work on the wrapper."""
+    Δ is scaled in place, as GradScaler.unscale_ unscales: after a step that ran the wrapped optimizer, ``.grad``
+    holds g = fl(σ·Δ) (no second pseudo-gradient's worth of memory); a refused or dropped event leaves it Δ, bit
+    for bit (the refusal is decided before anything is written). DTensor parameters (FSDP2's ``fully_shard``, on
+    any device) with DTensor gradients of their mesh and placements: each rank scales its local shards, and the
+    NaN/Inf and overflow refusal is decided once for the whole mesh (one all_reduce per step), so every rank steps
+    or refuses alike. param_groups, state and defaults are the wrapped optimizer's own objects, so LR schedulers
+    and code that reads ``opt.state[p]`` work on the wrapper."""
 
     # What a bare step() uses (torchft calls step() with no arguments): 0 until given (_staleness.py).
     staleness = _staleness.Staleness()
@@ -208,47 +212,56 @@ class Gated(torch.optim.Optimizer):
 
     def _event(self, targets, tau, loss):
         first_param = first_params(self.param_groups, targets)
-        stepped = {}  # group index -> [(parameter index in the group, parameter, Δ)]
+        # DTensor parameters (FSDP2's): each rank scales its local shards, and the refusal is the mesh's (below).
+        mesh = _dtensor.mesh_of([p for group in self.param_groups for p in group["params"]], WHERE)
+        stepped = {}  # group index -> [(parameter index in the group, Δ: the local shard of a DTensor's)]
         for g in targets:
-            pairs = [(k, p, p.grad) for k, p in enumerate(self.param_groups[g]["params"]) if p.grad is not None]
-            for k, p, grad in pairs:
+            params = self.param_groups[g]["params"]
+            sources = params if mesh is None else _dtensor.gradient_sources(params, f"{WHERE} param group {g}")
+            pairs = [(k, s.grad) for k, s in enumerate(sources) if s.grad is not None]
+            for k, grad in pairs:
                 _pseudo_gradient.check(grad, f"{WHERE} param group {g} parameter {k}")
             if pairs:
                 stepped[g] = pairs
-        _metrics.record(self, tau, [p for pairs in stepped.values() for _, p, _ in pairs])
-        if not stepped:
-            return combine([no_gradient(tau) for _ in targets], first_param, loss)
+        _metrics.record(self, tau, [grad for pairs in stepped.values() for _, grad in pairs])
         tau_effective = {g: max(tau, self._age(g)) if self.fragments else tau for g in stepped}
         sigma = {g: self._config.sigma(t) for g, t in tau_effective.items()}
-
+        # One σ per event: every group is at τ, or (fragments) one fragment is stepped.
+        event_sigma = next(iter(sigma.values()), 0.0)
         order = [(g, i) for g in stepped for i in range(len(stepped[g]))]
-        deltas = [stepped[g][i][2] for g, i in order]
+        deltas = [stepped[g][i][1] for g, i in order]
 
-        def refused(found, reason):
-            """The report of an event refused for ``reason`` at ``found`` = (group, pair, element)."""
-            g, i, element = found
-            located = GroupReport(False, reason, sigma[g], tau_effective[g], stepped[g][i][0], element)
+        # Refusals first, decided before anything is written: a NaN/Inf, even where the gate would drop the event
+        # (the fast path's order, step_schedule.hpp); else, unless dropped, the overflow rule on g = fl(σΔ).
+        nonfinite, overflowing = _pseudo_gradient.refusals(deltas, event_sigma)
+        skipped = bool(stepped) and all(self._config.skips(t) for t in tau_effective.values())
+        local = "nonfinite-gradient" if any(nonfinite) else \
+            "overflowing-gradient" if not skipped and any(overflowing) else "none"
+        # DTensors: every rank of the mesh steps or refuses alike, by one all_reduce per step on every rank
+        # whatever its shards hold (docs/design.md, "cgad.torch").
+        reason = local if mesh is None else _dtensor.agree(mesh, local)
+        if reason != "none":
             others = GroupReport(False, reason, 0.0, tau, None, None)
+            if reason != local:  # refused by another rank: no group of this one is located
+                return combine([others for _ in targets], first_param, loss)
+            found = nonfinite if reason == "nonfinite-gradient" else overflowing
+            n = found.index(True)
+            g, i = order[n]
+            scan = (deltas[n], _pseudo_gradient.nonfinite) if found is nonfinite else \
+                (_pseudo_gradient.scaled(deltas[n], sigma[g]), _pseudo_gradient.overflowing)
+            located = GroupReport(False, reason, sigma[g], tau_effective[g], stepped[g][i][0],
+                                  _pseudo_gradient.first_index(*scan))
             return combine([located if t == g else others for t in targets], first_param, loss)
-
-        # A NaN/Inf first, even where the gate would drop the event (the fast path's order, step_schedule.hpp).
-        found = _first_refused(order, deltas, _pseudo_gradient.nonfinite)
-        if found:
-            return refused(found, "nonfinite-gradient")
-        if all(self._config.skips(t) for t in tau_effective.values()):
+        if not stepped:
+            return combine([no_gradient(tau) for _ in targets], first_param, loss)
+        if skipped:
             # Dropped: the wrapped optimizer is not called; a fragment is synchronized all the same.
             self._synchronized(stepped)
             return combine([GroupReport(False, "zero-gate", sigma[g], tau_effective[g], None, None) if g in stepped
                             else no_gradient(tau) for g in targets], first_param, loss)
-        scaled = [_pseudo_gradient.scaled(d, sigma[g]) for (g, _), d in zip(order, deltas)]
-        # The overflow rule on g itself; σ = 0 (a zero gate run by "apply") never refuses (element_update.hpp).
-        gated = [n for n, (g, _) in enumerate(order) if sigma[g] != 0.0]
-        found = _first_refused([order[n] for n in gated], [scaled[n] for n in gated], _pseudo_gradient.overflowing)
-        if found:
-            return refused(found, "overflowing-gradient")
 
-        self._run_wrapped([(stepped[g][i][1], stepped[g][i][2], s) for (g, i), s in zip(order, scaled)],
-                          set(stepped))
+        _pseudo_gradient.scale_all_(deltas, event_sigma)  # .grad now holds g, as the wrapped step reads it
+        self._run_wrapped(set(stepped))
         self._synchronized(stepped)
         reports = []
         for g in targets:
@@ -259,14 +272,11 @@ class Gated(torch.optim.Optimizer):
             reports.append(GroupReport(True, "zero-gate" if zero else "none", sigma[g], tau_effective[g], None, None))
         return combine(reports, first_param, loss)
 
-    def _run_wrapped(self, swaps, stepped_groups):
-        """The wrapped optimizer's step on g: each (parameter, Δ, g) of ``swaps`` has .grad = g during it, every
-        parameter of a group not stepped has none (PA-CGAD steps one fragment), and every .grad is put back."""
+    def _run_wrapped(self, stepped_groups):
+        """The wrapped optimizer's step, during which every parameter of a group not stepped has no .grad (PA-CGAD
+        steps one fragment); those are put back after it."""
         saved = []
         try:
-            for p, delta, grad in swaps:
-                saved.append((p, delta))
-                p.grad = grad
             if self.fragments:
                 for g, group in enumerate(self.param_groups):
                     if g not in stepped_groups:
@@ -285,6 +295,10 @@ class Gated(torch.optim.Optimizer):
         "overflowing-gradient", "zero-gate", "no-gradient"); called, ``counters(group)``: PA-CGAD's age of
         fragment ``group`` ({"age": [a]}), {} without fragments."""
         return Counters(self._step_counts, self._fragment_counters)
+
+    def watch_delta_norm(self):
+        """As cgad.torch's: from the next step on, metrics() also gives delta_norm (opt-in: one more read of Δ)."""
+        _metrics.watch(self)
 
     def metrics(self):
         """The last step and the steps so far as plain numbers for a logger, as cgad.torch's metrics() (_metrics.py;
@@ -341,13 +355,3 @@ class Gated(torch.optim.Optimizer):
         self.__dict__.update(state)
         _hooks.start_without_hooks(self)
 
-
-def _first_refused(order, tensors, predicate):
-    """(group, pair, element) of the first element, in parameter order, where predicate holds, or None."""
-    if not tensors:
-        return None
-    flags = _pseudo_gradient.any_per_tensor(tensors, predicate)
-    if not any(flags):
-        return None
-    n = flags.index(True)
-    return order[n][0], order[n][1], _pseudo_gradient.first_index(tensors[n], predicate)

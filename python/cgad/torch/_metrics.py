@@ -4,10 +4,10 @@ StepReport (σ and the effective staleness as the fast path computed them), the 
 statistics where ``watch_traps()`` was called (docs/python.md, "Metrics"). Nothing here recomputes the gate.
 
 The one figure a report does not hold, ‖Δ‖ (the L2 norm of the pseudo-gradient the last step was given, over the
-tensors it stepped; a DTensor's over this rank's shard), is taken when the step is called, as a device scalar
-that is read only when metrics() is: torch.linalg.vector_norm per tensor accumulated in float32 (a float64
-reduction would make a float64 copy of each tensor, twice a float32 model's memory), the squares summed in
-float64."""
+tensors it stepped; a DTensor's over this rank's shard), costs a read of every Δ, so it is opt-in, as the trap
+figures are: after ``opt.watch_delta_norm()`` each step takes it when called, as a device scalar read only when
+metrics() is: torch.linalg.vector_norm per tensor accumulated in float32 (a float64 reduction would make a float64
+copy of each tensor, twice a float32 model's memory), the squares summed in float64."""
 import math
 
 import torch
@@ -20,16 +20,24 @@ _COUNTS = {"applied": "applied", "zero-gate": "zero_gate", "nonfinite-gradient":
            "overflowing-gradient": "overflowing_gradient", "no-gradient": "no_gradient"}
 
 
-def record(opt, tau, params):
-    """Keeps what a step is given that its report does not hold: the staleness τ and the squared norms of the
-    pseudo-gradients of ``params`` (those with a .grad), summed on each device, read later."""
-    squares = {}
-    for p in params:
-        if p.grad is not None:
-            grad = local(p.grad)
+def watch(opt):
+    """From the next step on, each step takes ‖Δ‖ (metrics()'s delta_norm)."""
+    opt._watch_delta_norm = True
+
+
+def record(opt, tau, grads):
+    """Keeps what a step is given that its report does not hold: the staleness τ and, while watch() is on, the
+    squared norms of the pseudo-gradients ``grads`` (tensors; a DTensor's local shard is taken), summed on each
+    device, read later."""
+    squares = None
+    if opt.__dict__.get("_watch_delta_norm"):
+        squares = {}
+        for grad in grads:
+            grad = local(grad)
             square = torch.linalg.vector_norm(grad, dtype=torch.float32).double() ** 2
             squares[grad.device] = squares[grad.device] + square if grad.device in squares else square
-    opt._metrics_given = (tau, list(squares.values()))
+        squares = list(squares.values())
+    opt._metrics_given = (tau, squares)
 
 
 def metrics(opt, counters, trap_stats=None):
@@ -42,8 +50,9 @@ def metrics(opt, counters, trap_stats=None):
     if report is not None and given is not None:
         tau, squares = given
         out.update(tau=int(tau), tau_effective=int(report.tau_effective), sigma=float(report.sigma),
-                   last_applied=int(report.applied),
-                   delta_norm=math.sqrt(sum(float(s.item()) for s in squares)))
+                   last_applied=int(report.applied))
+        if squares is not None:
+            out["delta_norm"] = math.sqrt(sum(float(s.item()) for s in squares))
     if trap_stats is not None:
         out.update(_trap_figures(opt, trap_stats))
     return out

@@ -400,7 +400,8 @@ class _FastpathOptimizer(torch.optim.Optimizer):
             events.append((group, fast, spec, fast.prepare(group["params"], fragment, where, self.state)))
         for index, (group, fast, spec, prepared) in zip(targets, events):
             fast.configure(spec, self._where(index))
-        _metrics.record(self, tau, [p for group, fast, spec, prepared in events for p in group["params"]])
+        _metrics.record(self, tau, [p.grad for group, fast, spec, prepared in events for p in group["params"]
+                                    if p.grad is not None])
         lead = self._lead()
         if lead is not None and lead.cuda:
             stepped = [group for group, fast, spec, prepared in events if prepared is not None]
@@ -616,10 +617,15 @@ class _FastpathOptimizer(torch.optim.Optimizer):
         with self._exclusive():
             return _trap_stats.stats(self, self.param_groups, self._groups)
 
+    def watch_delta_norm(self):
+        """From the next step on, metrics() also gives delta_norm, ‖Δ‖ of the last step (opt-in: it reads every Δ
+        once more)."""
+        _metrics.watch(self)
+
     def metrics(self):
         """The last step and the steps so far as plain numbers for a logger (_metrics.py, docs/python.md
-        "Metrics"): steps and each counter, and after a step tau, tau_effective, sigma, last_applied and
-        delta_norm; the trap figures while watch_traps() watches."""
+        "Metrics"): steps and each counter, and after a step tau, tau_effective, sigma, last_applied (and
+        delta_norm after watch_delta_norm()); the trap figures while watch_traps() watches."""
         with self._exclusive():
             watched = self.__dict__.get("_trap_watch") is not None
             return _metrics.metrics(self, self.counters, self.trap_stats() if watched else None)
