@@ -7,6 +7,8 @@ The rule is checked through the CMake functions a wheel build calls, in CMake's 
 packages (a CPU one, a CUDA 13 one with the NVIDIA runtime wheel's layout, a broken one) under `python -S`, so that
 no multi-GB CUDA torch and no nvcc is needed; the links are read with readelf from the module this interpreter
 imports: with no CUDA backend it needs no CUDA runtime at all, with one it needs the runtime torch loads."""
+import importlib
+import importlib.metadata
 import os
 import pathlib
 import re
@@ -131,20 +133,22 @@ def needed_and_runpath(library):
 
 def test_the_modules_links_match_what_it_was_built_with():
     """The imported `_cgad`: no libtorch and no libpython ever (torch's tensors reach it as integers); a CUDA runtime
-    only with a CUDA backend, and then the one torch loads when torch is a CUDA torch."""
+    only with a CUDA backend. Installed by pip (a wheel: CGAD_CUDA's rule), beside a CPU torch it has none; beside a
+    CUDA torch, none or the runtime of torch's CUDA major, through a RUNPATH relative to the module that reaches the
+    very file torch mapped. (A CMake build's module links the machine toolkit's runtime, whatever torch is.)"""
     if READELF is None:
         pytest.skip("no readelf to read the module's links with")
-    module = pathlib.Path(cgad._cgad.__file__)
+    module = pathlib.Path(importlib.import_module("cgad._cgad").__file__)
     needed, runpath = needed_and_runpath(module)
     assert not [n for n in needed if re.match(r"lib(torch|c10|python)", n)], needed
     runtimes = [n for n in needed if n.startswith("libcudart")]
-    if "has no CUDA backend" in cgad.cuda_unavailable_reason():
-        assert runtimes == [], f"{module} has no CUDA backend but needs {runtimes}"
-    else:
-        assert len(runtimes) == 1, (needed, cgad.cuda_unavailable_reason())
-    if runtimes and torch.version.cuda and not os.environ.get("CGAD_BUILD_DIR"):
-        # a pip install beside a CUDA torch: the runtime of torch's CUDA major, found through the module's RUNPATH
-        # relative to itself, as the file torch has mapped
+    has_backend = "has no CUDA backend" not in cgad.cuda_unavailable_reason()
+    assert len(runtimes) == has_backend, (needed, cgad.cuda_unavailable_reason())
+    if importlib.metadata.distribution("cgad").read_text("INSTALLER").strip() != "pip":
+        return
+    if not torch.version.cuda:
+        assert runtimes == [], f"{module}, pip-installed beside torch {torch.__version__} (no CUDA), needs {runtimes}"
+    elif runtimes:
         assert runtimes == [f"libcudart.so.{torch.version.cuda.split('.')[0]}"], runtimes
         assert runpath and runpath[0].startswith("$ORIGIN/"), runpath
         found = pathlib.Path(runpath[0].replace("$ORIGIN", str(module.parent)), runtimes[0]).resolve()
