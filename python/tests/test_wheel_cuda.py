@@ -22,7 +22,7 @@ import torch
 
 import cgad
 
-from conftest import SOURCE_DIR
+from conftest import SOURCE_DIR, dynamic_links
 
 CMAKE = os.environ.get("CGAD_CMAKE") or shutil.which("cmake")
 READELF = shutil.which("readelf")
@@ -125,10 +125,13 @@ def test_nvcc_must_have_torchs_cuda_major(tmp_path):
     assert rc != 0 and "cgad: torch is built with CUDA 12.8 but nvcc is CUDA 13.0.88" in out, out
 
 
-def needed_and_runpath(library):
-    dynamic = subprocess.run([READELF, "-d", str(library)], capture_output=True, text=True, check=True).stdout
-    runpath = re.findall(r"\((?:RUNPATH|RPATH)\)\s+Library (?:runpath|rpath): \[(.*)\]", dynamic)
-    return re.findall(r"\(NEEDED\)\s+Shared library: \[(.*)\]", dynamic), runpath
+def pip_installer():
+    """Who installed the imported cgad, by its dist-info's INSTALLER: "pip" for a wheel, "cmake" for a CMake build
+    (python/dist_info.cmake), None where there is no dist-info (a source tree on PYTHONPATH)."""
+    try:
+        return (importlib.metadata.distribution("cgad").read_text("INSTALLER") or "").strip()
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 def test_the_modules_links_match_what_it_was_built_with():
@@ -139,12 +142,12 @@ def test_the_modules_links_match_what_it_was_built_with():
     if READELF is None:
         pytest.skip("no readelf to read the module's links with")
     module = pathlib.Path(importlib.import_module("cgad._cgad").__file__)
-    needed, runpath = needed_and_runpath(module)
+    needed, runpath = dynamic_links(module)
     assert not [n for n in needed if re.match(r"lib(torch|c10|python)", n)], needed
     runtimes = [n for n in needed if n.startswith("libcudart")]
     has_backend = "has no CUDA backend" not in cgad.cuda_unavailable_reason()
     assert len(runtimes) == has_backend, (needed, cgad.cuda_unavailable_reason())
-    if importlib.metadata.distribution("cgad").read_text("INSTALLER").strip() != "pip":
+    if pip_installer() != "pip":
         return
     if not torch.version.cuda:
         assert runtimes == [], f"{module}, pip-installed beside torch {torch.__version__} (no CUDA), needs {runtimes}"
