@@ -4,7 +4,7 @@ then links the runtime torch loads, for torch's architectures, with an nvcc of t
 links say what it was built with.
 
 The rule is checked through the CMake functions a wheel build calls, in CMake's script mode, over fake torch
-packages (a CPU one, a CUDA 13 one with the NVIDIA runtime wheel's layout, a broken one) under `python -S`, so that
+packages (a CPU one, a CUDA 13 one with the NVIDIA runtime wheel's layout, a broken one; none under `python -S`), so that
 no multi-GB CUDA torch and no nvcc is needed; the links are read with readelf from the module this interpreter
 imports: with no CUDA backend it needs no CUDA runtime at all, with one it needs the runtime torch loads."""
 import importlib
@@ -43,16 +43,17 @@ def fake_torch(site, cuda, archs=("sm_80", "sm_90", "compute_90"), runtime=True,
     return site
 
 
-def configure(site, mode, env=None, call=None):
-    """Runs cgad_wheel_cuda(mode, <this interpreter -S>) with site first on the interpreter's path, in CMake's script
-    mode; returns (returncode, {variable: value}, output on one line)."""
+def configure(site, mode, env=None, call=None, isolated=False):
+    """Runs cgad_wheel_cuda(mode, <this interpreter>) with site first on the interpreter's path (a fake torch there
+    shadows any real one), in CMake's script mode; isolated: `python -S`, no site directory, so no torch but site's.
+    Returns (returncode, {variable: value}, output on one line)."""
     if CMAKE is None:
         pytest.skip("no cmake to run cmake/CgadWheelCuda.cmake with")
     names = ("CGAD_WHEEL_CUDA", "CGAD_WHEEL_CUDA_VERSION", "CGAD_WHEEL_CUDART", "CGAD_WHEEL_MODULE_RPATH",
              "CGAD_WHEEL_COMMAND_RPATH", "CGAD_WHEEL_CUDA_ARCHITECTURES")
     script = site.parent / "configure.cmake"
     script.write_text(f'include("{SOURCE_DIR}/cmake/CgadWheelCuda.cmake")\n' +
-                      (call or f'cgad_wheel_cuda("{mode}" "{sys.executable};-S")\n') +
+                      (call or f'cgad_wheel_cuda("{mode}" "{sys.executable}{";-S" if isolated else ""}")\n') +
                       "".join(f'message(STATUS "{n}=${{{n}}}")\n' for n in names))
     environment = {k: v for k, v in os.environ.items() if k != "TORCH_CUDA_ARCH_LIST"}
     environment.update(PYTHONPATH=str(site), **(env or {}))
@@ -65,7 +66,7 @@ def test_off_and_auto_without_a_cuda_torch_build_no_cuda(tmp_path):
     cpu = fake_torch(tmp_path / "cpu", None)
     for mode, site in (("off", cpu), ("auto", cpu), ("AUTO", cpu), ("auto", tmp_path / "none")):
         site.mkdir(exist_ok=True)
-        rc, found, out = configure(site, mode)
+        rc, found, out = configure(site, mode, isolated=site.name == "none")
         assert rc == 0 and found["CGAD_WHEEL_CUDA"] == "OFF", (mode, out)
     # off asks nothing of torch: not even a torch that fails to import is looked at
     broken = fake_torch(tmp_path / "broken", "13.0", body="raise OSError('libcudart.so.13: cannot open')")
@@ -76,7 +77,7 @@ def test_off_and_auto_without_a_cuda_torch_build_no_cuda(tmp_path):
 def test_on_without_a_cuda_torch_is_refused(tmp_path):
     for site, seen in ((fake_torch(tmp_path / "cpu", None), "torch=2.99.0"), (tmp_path / "none", "torch=none")):
         site.mkdir(exist_ok=True)
-        rc, found, out = configure(site, "on")
+        rc, found, out = configure(site, "on", isolated=site.name == "none")
         assert rc != 0 and "cgad: CGAD_CUDA=on needs a CUDA torch importable by" in out and seen in out, out
 
 
@@ -129,9 +130,12 @@ def pip_installer():
     """Who installed the imported cgad, by its dist-info's INSTALLER: "pip" for a wheel, "cmake" for a CMake build
     (python/dist_info.cmake), None where there is no dist-info (a source tree on PYTHONPATH)."""
     try:
-        return (importlib.metadata.distribution("cgad").read_text("INSTALLER") or "").strip()
+        dist = importlib.metadata.distribution("cgad")
     except importlib.metadata.PackageNotFoundError:
         return None
+    if pathlib.Path(dist.locate_file("cgad")).resolve() != pathlib.Path(cgad.__file__).resolve().parent:
+        return None  # another install's dist-info (the package imported from a source tree on PYTHONPATH)
+    return (dist.read_text("INSTALLER") or "").strip()
 
 
 def test_the_modules_links_match_what_it_was_built_with():
