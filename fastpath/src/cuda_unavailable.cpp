@@ -14,7 +14,8 @@ bool cuda_device_available() {
   return false;
 }
 std::string cuda_unavailable_reason() {
-  return "this build has no CUDA backend (CGAD_ENABLE_CUDA is off)";
+  return "this build has no CUDA backend (CGAD_ENABLE_CUDA off; for a pip install, CGAD_CUDA=off, or auto without a "
+         "CUDA torch in the build: docs/gpu.md)";
 }
 
 struct CudaOptimizer::Impl {};

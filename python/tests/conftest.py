@@ -70,6 +70,13 @@ def cgad_binary():
     return path
 
 
+def dynamic_links(path):
+    """A shared object's NEEDED entries and its RUNPATH (or RPATH) as readelf -d prints them: (names, paths)."""
+    out = subprocess.run(["readelf", "-d", str(path)], capture_output=True, text=True, check=True).stdout
+    needed = re.findall(r"\(NEEDED\)\s+Shared library: \[(.*)\]", out)
+    return needed, re.findall(r"\((?:RUNPATH|RPATH)\)\s+Library (?:runpath|rpath): \[(.*)\]", out)
+
+
 def pytest_report_header(config):
     """Which package and command the run tests: the build tree's, or an install's."""
     try:

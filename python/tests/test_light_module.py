@@ -12,6 +12,8 @@ import pytest
 
 import cgad
 
+from conftest import dynamic_links
+
 ARBITRARY_PRECISION = ("libmpfr", "libgmp", "libmpfi")
 
 # Prints the arbitrary-precision libraries mapped after `import torch` and after cgad.torch has made and stepped an
@@ -56,15 +58,10 @@ def test_the_numerics_map_them_when_imported():
     assert any(n.startswith("libmpfr") for n in added) and any(n.startswith("libmpfi") for n in added), numerics
 
 
-def _needed(path):
-    out = subprocess.run(["readelf", "-d", path], capture_output=True, text=True, check=True).stdout
-    return [line.split("[", 1)[1].split("]", 1)[0] for line in out.splitlines() if "(NEEDED)" in line]
-
-
 @pytest.mark.skipif(shutil.which("readelf") is None, reason="readelf (binutils) is not installed")
 def test_the_fast_path_module_needs_no_arbitrary_precision_library_and_the_numerics_module_does():
     from cgad import _cgad, _numerics
-    light, numerics = _needed(_cgad.__file__), _needed(_numerics.__file__)
+    light, numerics = dynamic_links(_cgad.__file__)[0], dynamic_links(_numerics.__file__)[0]
     assert light and not [n for n in light if n.startswith(ARBITRARY_PRECISION)], light
     assert [n for n in numerics if n.startswith("libmpfr")], numerics
 

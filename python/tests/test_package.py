@@ -56,6 +56,8 @@ def test_the_build_backend_is_pinned_alike_for_isolated_and_non_isolated_builds(
     requirements = SOURCE_DIR / "python" / "requirements"
     assert declared == _pins(requirements / "build.txt")
     assert "scikit-build-core" in declared
-    # The pinned PyPI environment installs both files: a package both name must be the same release.
-    peers = _pins(requirements / "peers.txt")
-    assert {n: v for n, v in peers.items() if n in declared} == {n: v for n, v in declared.items() if n in peers}
+    # The pinned PyPI environment installs both files, and .ci/pip-install's auditwheel venv takes the same
+    # packaging: a package two files name must be the same release.
+    for other in ("peers.txt", "audit.txt"):
+        pins = _pins(requirements / other)
+        assert {n: v for n, v in pins.items() if n in declared} == {n: v for n, v in declared.items() if n in pins}
