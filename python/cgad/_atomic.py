@@ -10,6 +10,7 @@ the destination is as it was. A destination that is a link is written through: t
 the link stays. The examples' output files (examples/atomic_file.py) and the parameter server's checkpoint
 (cgad.torch.parameter_server) are written so."""
 import contextlib
+import glob
 import os
 import stat
 import tempfile
@@ -37,3 +38,11 @@ def replacing(path, mode="w"):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temporary)
         raise
+
+
+def remove_leftovers(folder, name="*"):
+    """Removes what replacing() leaves behind when its process is killed mid-write: the temporary files of ``name``
+    (a file name, or a glob of file names) in ``folder``. Only those: replacing()'s own ".NAME.XXXXXXXX.tmp"."""
+    for leftover in glob.glob(os.path.join(glob.escape(folder), f".{name}.*.tmp")):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(leftover)

@@ -96,7 +96,10 @@ class OuterServer(ParameterServer):
         self.optimizer.load_state_dict(saved["optimizer"])
         self.version, self.stepped, self.log = saved["version"], saved["stepped"], saved["log"]
         self.finished = saved["finished"]
+        # A kill mid-write leaves the atomic writer's temporary file beside the one it was replacing: removed.
+        _atomic.remove_leftovers(*os.path.split(os.path.realpath(self.checkpoint)))
         if self.events is not None and os.path.isdir(self.events):
+            _atomic.remove_leftovers(self.events, "*.pt")
             for name in os.listdir(self.events):  # written, never answered: the push is as if never received
                 if name.endswith(".pt") and int(name[:-3]) >= self.stepped:
                     os.unlink(os.path.join(self.events, name))
