@@ -238,7 +238,7 @@ def test_dtensor_parameters_on_two_ranks_resume_or_refuse_a_change_of_sharding()
                 assert "saved sharded as dimension 1 over 2 ranks, the parameter is sharded as dimension 0 over " \
                        "2 ranks" in outcome[1], case
                 if form[1]:  # dcp.load wrote into T's state in place: T steps nothing until a load or a reset
-                    assert "opt.state may hold what was loaded into its tensors" in outcome[2], case
+                    assert "opt.state holds what was loaded into its tensors" in outcome[2], case
             else:
                 assert outcome == ("resumed", True, True), case
 

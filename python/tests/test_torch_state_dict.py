@@ -194,38 +194,49 @@ def test_v_map_is_checked_at_construction():
         CGAD(model(torch.bfloat16), state="q8", v_map=1)
 
 
+def _written_in_place(state_dict):
+    """Writes every state tensor of ``state_dict`` in place, as dcp.load fills the tensors it was handed."""
+    for entry in state_dict["state"].values():
+        for t in entry.values():
+            t.copy_(t.clone())
+
+
 @pytest.mark.parametrize("fmt", ["fp32", "q8"])
-def test_a_refused_load_of_the_optimizers_own_tensors_steps_and_saves_nothing_until_a_load_or_a_reset(fmt):
-    """A state_dict whose tensors are opt.state's own (state_dict() and DCP's get_optimizer_state_dict hand them
-    out by reference; dcp.load fills them in place) may already have written its bytes into the live state when its
-    load is refused: the optimizer then neither steps nor saves that state until a load is taken or opt.state is
-    cleared. A refused copy (no shared tensor) changes nothing and blocks nothing."""
+def test_a_refused_load_of_the_optimizers_own_tensors_written_in_place_steps_and_saves_nothing_until_a_load_or_a_reset(
+        fmt):
+    """state_dict() (DCP's get_optimizer_state_dict) hands out opt.state's own tensors, and dcp.load fills them in
+    place before load_state_dict sees them: when that load is refused, the bytes are in the live state already, so
+    the optimizer neither steps nor saves that state until a load is taken or opt.state is cleared. A refused
+    state_dict whose tensors were not written (a copy, or the handed-out tensors untouched) blocks nothing."""
     params = model(torch.float32)
     opt = CGAD(params, state=fmt, min_q8_size=0)
     feed(params, 0, torch.float32)
     opt.step(staleness=1)
     good = copy.deepcopy(opt.state_dict())
-    bad_copy = copy.deepcopy(good)
-    bad_copy["param_groups"][0]["lr"] = -1.0
-    with pytest.raises(cgad.InputError):
-        opt.load_state_dict(bad_copy)
+    for bad in (copy.deepcopy(good), opt.state_dict()):  # a copy; the live tensors, not written
+        bad["param_groups"][0]["lr"] = -1.0
+        with pytest.raises(cgad.InputError):
+            opt.load_state_dict(bad)
     feed(params, 1, torch.float32)
-    assert opt.step(staleness=1).applied  # a refused copy blocked nothing
+    assert opt.step(staleness=1).applied  # neither blocked anything
     shared = opt.state_dict()
+    _written_in_place(shared)
     shared["param_groups"][0]["lr"] = -1.0
     with pytest.raises(cgad.InputError):
         opt.load_state_dict(shared)
+
     def live():  # the parameters and opt.state's tensors as they are (state_dict() is refused now)
         tensors = list(params) + [t for p in params for _, t in sorted(opt.state[p].items())]
         return [t.detach().reshape(-1).view(torch.uint8).clone() for t in tensors]
     before = live()
     for call in (lambda: opt.step(staleness=1), opt.state_dict):
-        with pytest.raises(cgad.InputError, match="may hold what was loaded into its tensors"):
+        with pytest.raises(cgad.InputError, match="holds what was loaded into its tensors"):
             call()
     assert all(torch.equal(x, y) for x, y in zip(live(), before))
     opt.load_state_dict(good)  # a load taken ends it
     assert opt.step(staleness=1).applied
     shared = opt.state_dict()
+    _written_in_place(shared)
     shared["param_groups"][0]["lr"] = -1.0
     with pytest.raises(cgad.InputError):
         opt.load_state_dict(shared)

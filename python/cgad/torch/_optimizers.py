@@ -482,6 +482,7 @@ class _FastpathOptimizer(torch.optim.Optimizer):
         for entry, group in zip(out["param_groups"], self.param_groups):
             if id(group) in fast_of:
                 entry[_state.COUNTERS] = dict(fast_of[id(group)].export(), **{_COUNTS: dict(self._step_counts)})
+        self._handed_out = _state.handed_out(out)  # opt.state's own tensors: a refused load tells if they were written
         return out
 
     def load_state_dict(self, state_dict):
@@ -494,17 +495,17 @@ class _FastpathOptimizer(torch.optim.Optimizer):
             try:
                 _hooks.load_state_dict(self, state_dict, self._load_state_dict)
             except _cgad.InputError as e:
-                # A refused load changes nothing -- unless the state_dict's tensors are opt.state's own, as DCP's
-                # get_optimizer_state_dict returns them and dcp.load then fills them in place: those bytes are in
-                # opt.state already, and the next step would take them as an edit of the state. So nothing steps
-                # or saves that state until a load is taken or the state is reset.
-                if _state.shares_tensors(state_dict, self.state):
-                    self._overwritten = (f"{type(self).__name__}: opt.state may hold what was loaded into its "
+                # A refused load changes nothing -- unless the state_dict's tensors are opt.state's own, as
+                # state_dict() hands them out (DCP's get_optimizer_state_dict), and were written since, as dcp.load
+                # fills them in place: those bytes are in opt.state already, and the next step would take them as
+                # an edit of the state. So nothing steps or saves that state until a load is taken or a reset.
+                if _state.written_since(state_dict, self.__dict__.get("_handed_out", {})):
+                    self._overwritten = (f"{type(self).__name__}: opt.state holds what was loaded into its "
                                          "tensors for a load_state_dict that was refused (that state_dict's tensors "
-                                         "are opt.state's own, as get_optimizer_state_dict hands them out and "
-                                         f"dcp.load fills them in place); the load was refused: {e}. Load a "
-                                         "state_dict this optimizer takes, or call opt.state.clear() to start its "
-                                         "state afresh")
+                                         "are opt.state's own, as get_optimizer_state_dict hands them out, and were "
+                                         f"written since, as dcp.load fills them in place); the load was refused: "
+                                         f"{e}. Load a state_dict this optimizer takes, or call opt.state.clear() "
+                                         "to start its state afresh")
                 raise
             self._overwritten = None
 
@@ -570,7 +571,7 @@ class _FastpathOptimizer(torch.optim.Optimizer):
     # torch 2.x's hooks (a copy of a torch optimizer has none: _hooks.py) and, like them, what watches the steps:
     # watch_traps()'s tallies (the copy watches nothing until its own watch_traps(); docs/python.md, "Copies").
     _NOT_COPIED = ("_groups", "_lock", "_holder", "_forked_mid_call", "state", "_pool", "_spec_cache",
-                   "_trap_watch") + _hooks.HOOK_TABLES
+                   "_trap_watch", "_handed_out") + _hooks.HOOK_TABLES
 
     def __getstate__(self):
         with self._exclusive():

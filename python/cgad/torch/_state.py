@@ -199,23 +199,28 @@ def user_keys(saved):
     return {name: value for name, value in saved.items() if name != "step" and name not in STATE_NAMES}
 
 
-def shares_tensors(state_dict, state):
-    """Whether any tensor of a state_dict's "state" shares memory with a tensor of ``state`` (opt.state): DCP's
-    get_optimizer_state_dict hands out opt.state's own tensors (a DTensor's local shard is its memory), so what
-    dcp.load fills in place is already live."""
-    def pointers(entries):
-        out = set()
-        for entry in entries:
-            for t in (entry.values() if isinstance(entry, dict) else ()):
-                if isinstance(t, torch.Tensor):
-                    t = t.to_local() if hasattr(t, "to_local") else t
-                    if t.numel() > 0:
-                        out.add(t.data_ptr())
-        return out
+def _tensors(state_dict):
+    """(tensor, its local tensor) of every tensor of a state_dict's "state" (a DTensor's local shard is its memory)."""
     saved = state_dict.get("state") if isinstance(state_dict, dict) else None
-    if not isinstance(saved, dict):
-        return False
-    return not pointers(saved.values()).isdisjoint(pointers(state.values()))
+    for entry in (saved.values() if isinstance(saved, dict) else ()):
+        for t in (entry.values() if isinstance(entry, dict) else ()):
+            if isinstance(t, torch.Tensor):
+                local = t.to_local() if hasattr(t, "to_local") else t
+                if local.numel() > 0:
+                    yield t, local
+
+
+def handed_out(state_dict):
+    """What state_dict() hands out by reference, by memory: each state tensor's version counters (its own and its
+    local tensor's: an in-place op on a DTensor advances the DTensor's), to tell later whether it was written."""
+    return {local.data_ptr(): (t._version, local._version) for t, local in _tensors(state_dict)}
+
+
+def written_since(state_dict, handed):
+    """Whether a tensor of ``state_dict`` is one state_dict() handed out (``handed``: handed_out() of it) and has
+    been written in place since -- as dcp.load fills the tensors get_optimizer_state_dict returned."""
+    return any(local.data_ptr() in handed and handed[local.data_ptr()] != (t._version, local._version)
+               for t, local in _tensors(state_dict))
 
 
 def pack(param_groups, state):
