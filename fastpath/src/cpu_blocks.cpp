@@ -76,9 +76,10 @@ inline void quantize_block(const StepArgs& a, int moment, const float* fresh, fl
 // kernel makes), then each q8 moment's new absmax and its codes. F fixes the formats at compile time (one
 // instantiation per configuration). Every element reads and writes only its own index of each buffer, so the
 // update loop has no loop-carried dependence (ivdep says so to the vectorizer, which cannot prove that the
-// caller's buffers do not overlap).
+// caller's buffers do not overlap). Returns the chunk's elements with invalid state (update_element), which kept
+// what they read; a q8 chunk holding one keeps its codes and absmax too (block_step.hpp).
 template <class F, CpuIsa Isa>
-inline void step_block(const StepArgs& chunk) {
+inline std::uint32_t step_block(const StepArgs& chunk) {
   // A local copy: no store of the step can reach it, so its pointers and coefficients stay in registers and
   // its fields may be read unconditionally.
   StepArgs a = chunk;
@@ -101,12 +102,13 @@ inline void step_block(const StepArgs& chunk) {
     for (int k = 0; k < moments; ++k) decoded.moment[k].fp32 = moment[k];
   }
   RandomWords random[stochastic ? kQ8BlockSize : 1] = {};  // nearest rounding reads no random bits
+  std::uint32_t invalid = 0;
 #pragma GCC ivdep
   for (std::uint64_t i = 0; i < count; ++i) {
     const RandomWords& bits = random[stochastic ? i : 0];
     if constexpr (stochastic) random[i] = random_for<F>(a, i);
     float out[2];
-    update_element<F>(decoded, i, a.grad[i], old_absmax, out, bits);
+    invalid += update_element<F>(decoded, i, a.grad[i], old_absmax, out, bits);
     for (int k = 0; k < moments; ++k) {
       if constexpr (q8) {
         moment[k][i] = out[k];
@@ -116,6 +118,7 @@ inline void step_block(const StepArgs& chunk) {
     }
   }
   if constexpr (q8) {
+    if (invalid != 0) return invalid;
     for (int k = 0; k < moments; ++k) {
       float absmax = block_absmax(moment[k], count);
       // bnb's partial block: its padding's m takes part in the new absmax (block_step.hpp).
@@ -126,6 +129,7 @@ inline void step_block(const StepArgs& chunk) {
       quantize_block<F, Isa>(a, k, moment[k], absmax, count, random, a.moment[k].codes);
     }
   }
+  return invalid;
 }
 
 // A branch-free OR over the chunk, so that the scan vectorizes; the caller then looks for the first such index.
@@ -141,12 +145,12 @@ inline bool any_refused_body(const float* values, std::uint64_t count, float sig
 // The ISA wrappers (see the top of this file).
 #if defined(CGAD_CPU_VECTOR_ISAS)
 template <class F>
-CGAD_ISA_AVX512 void step_block_avx512(const StepArgs& a) {
-  step_block<F, CpuIsa::avx512>(a);
+CGAD_ISA_AVX512 std::uint32_t step_block_avx512(const StepArgs& a) {
+  return step_block<F, CpuIsa::avx512>(a);
 }
 template <class F>
-CGAD_ISA_AVX2 void step_block_avx2(const StepArgs& a) {
-  step_block<F, CpuIsa::avx2>(a);
+CGAD_ISA_AVX2 std::uint32_t step_block_avx2(const StepArgs& a) {
+  return step_block<F, CpuIsa::avx2>(a);
 }
 CGAD_ISA_AVX512 bool any_refused_avx512(const float* v, std::uint64_t n, float s) {
   return any_refused_body(v, n, s);
@@ -156,8 +160,8 @@ CGAD_ISA_AVX2 bool any_refused_avx2(const float* v, std::uint64_t n, float s) {
 }
 #endif
 template <class F>
-CGAD_ISA_GENERIC void step_block_generic(const StepArgs& a) {
-  step_block<F, CpuIsa::generic>(a);
+CGAD_ISA_GENERIC std::uint32_t step_block_generic(const StepArgs& a) {
+  return step_block<F, CpuIsa::generic>(a);
 }
 CGAD_ISA_GENERIC bool any_refused_generic(const float* v, std::uint64_t n, float s) {
   return any_refused_body(v, n, s);

@@ -8,7 +8,8 @@
 
 namespace cgad::fastpath {
 
-using BlockFunction = void (*)(const StepArgs&);
+// A block loop returns the chunk's elements whose state was invalid (update_element, block_step.hpp).
+using BlockFunction = std::uint32_t (*)(const StepArgs&);
 
 // The block loop for a step's runtime formats (its chunk_args), compiled for `isa`.
 BlockFunction block_function_for(const StepArgs& a, CpuIsa isa);

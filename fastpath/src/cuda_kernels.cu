@@ -37,6 +37,7 @@ __global__ void schedule_kernel(ScheduleConstants constants, CounterView counter
   record->event = event;
   record->scheduled = schedule_step(constants, values, event);
   record->first_refused[0] = record->first_refused[1] = kNoRefusal;
+  record->invalid_state = 0;
 }
 
 __device__ StepOutcome recorded_outcome(const StepRecord* record) {
@@ -100,14 +101,19 @@ __global__ void __launch_bounds__(kScanThreads)
 
 using Reduce = cub::BlockReduce<float, TilePolicy::threads>;
 
-// Chunk `a` by the whole block in formats F.
+// Chunk `a` by the whole block in formats F. Elements with invalid state (update_element) are counted into
+// `record` by the thread that holds them, with an atomic only where there are some; a q8 chunk holding one keeps
+// its codes and absmax, decided for the whole block at once (__syncthreads_or), as the CPU's block loop does.
 template <class F>
-__device__ void step_chunk(StepArgs& a, Reduce::TempStorage& reduce, float& shared_absmax) {
+__device__ void step_chunk(StepArgs& a, Reduce::TempStorage& reduce, float& shared_absmax, StepRecord* record) {
   float old[2];
   agent::old_absmax<F>(a, old);
   TileThread<F> thread;
   thread.update(a, static_cast<int>(threadIdx.x), agent::vectorized_tile<F>(a), old);
+  if (thread.invalid() != 0) atomicAdd(&record->invalid_state, static_cast<unsigned long long>(thread.invalid()));
   if constexpr (F::kState == StateFormat::q8) {
+    // Also the barrier that orders every thread's read of the old absmax before thread 0 may replace it.
+    if (__syncthreads_or(thread.invalid() != 0) != 0) return;
 #pragma unroll
     for (int k = 0; k < 2 && k < a.moments; ++k) {  // a constant bound: k indexes registers
       // Reduce's own barrier orders every thread's read of the old absmax before thread 0 replaces it.
@@ -131,7 +137,7 @@ __device__ bool update_runs(const StepRecord* record, const unsigned* veto) {
 
 // The chunks of the launch, grid-stride, each at the operands `chunk_at(step, chunk, c)` gives.
 template <class F, class ChunkAt>
-__device__ void step_chunks(StepArgs step, const StepChunk* chunks, std::uint64_t chunk_count, const StepRecord* record,
+__device__ void step_chunks(StepArgs step, const StepChunk* chunks, std::uint64_t chunk_count, StepRecord* record,
                             const unsigned* veto, const ChunkAt& chunk_at) {
   __shared__ Reduce::TempStorage reduce;
   __shared__ float shared_absmax;
@@ -142,7 +148,7 @@ __device__ void step_chunks(StepArgs step, const StepChunk* chunks, std::uint64_
     if (chunk_at.left_out(c)) continue;
     StepArgs a = chunk_at(step, chunk, c);
     agent::with_chunk_formats<F>(
-        chunk, [&](auto formats) { step_chunk<typename decltype(formats)::type>(a, reduce, shared_absmax); });
+        chunk, [&](auto formats) { step_chunk<typename decltype(formats)::type>(a, reduce, shared_absmax, record); });
   }
 }
 
@@ -170,7 +176,7 @@ struct TableChunk {
 // One instantiation per format configuration F (with_fixed_formats, block_step.hpp), as the CPU's block loops.
 template <class F>
 __global__ void __launch_bounds__(TilePolicy::threads)
-    fused_step_kernel(StepArgs step, const StepChunk* chunks, std::uint64_t chunk_count, const StepRecord* record,
+    fused_step_kernel(StepArgs step, const StepChunk* chunks, std::uint64_t chunk_count, StepRecord* record,
                       const unsigned* veto) {
   step_chunks<F>(step, chunks, chunk_count, record, veto, ContiguousChunk{});
 }
@@ -178,7 +184,7 @@ __global__ void __launch_bounds__(TilePolicy::threads)
 template <class F>
 __global__ void __launch_bounds__(TilePolicy::threads)
     table_step_kernel(StepArgs step, const StepChunk* chunks, const std::uint64_t* chunk_tensor,
-                      std::uint64_t chunk_count, agent::TensorBatch batch, const StepRecord* record,
+                      std::uint64_t chunk_count, agent::TensorBatch batch, StepRecord* record,
                       const unsigned* veto) {
   step_chunks<F>(step, chunks, chunk_count, record, veto, TableChunk{chunk_tensor, &batch});
 }
@@ -251,7 +257,7 @@ cudaError_t launch_publish_refusal(StepRecord* record, unsigned* veto, cudaStrea
 }
 
 cudaError_t launch_fused_step(const StepArgs& args, const StepChunk* chunks, std::uint64_t chunk_count,
-                              const StepRecord* record, const unsigned* veto, cudaStream_t stream) {
+                              StepRecord* record, const unsigned* veto, cudaStream_t stream) {
   if (chunk_count == 0) return cudaSuccess;
   return with_fixed_formats(args, [&](auto formats) {
     return launch(fused_step_kernel<typename decltype(formats)::type>, grid_for(chunk_count), TilePolicy::threads,
@@ -269,7 +275,7 @@ cudaError_t launch_table_refusal_scan(const StepChunk* chunks, const std::uint64
 
 cudaError_t launch_table_fused_step(const StepArgs& args, const StepChunk* chunks, const std::uint64_t* chunk_tensor,
                                     std::uint64_t chunk_count, const agent::TensorBatch& batch,
-                                    const StepRecord* record, const unsigned* veto, cudaStream_t stream) {
+                                    StepRecord* record, const unsigned* veto, cudaStream_t stream) {
   if (chunk_count == 0) return cudaSuccess;
   return with_fixed_formats(args, [&](auto formats) {
     return launch(table_step_kernel<typename decltype(formats)::type>, grid_for(chunk_count), TilePolicy::threads,

@@ -28,6 +28,9 @@ struct StepRecord {
   StepEvent event;
   ScheduledStep scheduled;
   unsigned long long first_refused[2];
+  // Elements whose state was invalid when the update read it (update_element, block_step.hpp): they kept what
+  // they read. Zeroed by the schedule kernel; a block that finds some adds them with one atomic.
+  unsigned long long invalid_state;
   StepOutcome outcome;
   bool vetoed;  // another optimizer of the event refused it: nothing changed here, whatever `outcome` says
 };
@@ -40,7 +43,7 @@ cudaError_t launch_refusal_scan(const float* grad, std::uint64_t n, StepRecord* 
 cudaError_t launch_publish_refusal(StepRecord* record, unsigned* veto, cudaStream_t stream);
 // The update and the commit take the veto (null: none), and do nothing while it is set.
 cudaError_t launch_fused_step(const StepArgs& args, const StepChunk* chunks, std::uint64_t chunk_count,
-                              const StepRecord* record, const unsigned* veto, cudaStream_t stream);
+                              StepRecord* record, const unsigned* veto, cudaStream_t stream);
 // The table step's scan and fused step over chunks[0, chunk_count) of one launch, chunk c lying in tensor
 // chunk_tensor[c] of the batch (agent/tensor_batch.hpp); the scan counts indices from `fragment_offset`, the fragment's
 // first element, as the contiguous scan does. A step over more tensors than a batch holds runs every scan before
@@ -50,7 +53,7 @@ cudaError_t launch_table_refusal_scan(const StepChunk* chunks, const std::uint64
                                       const agent::TensorBatch& batch, StepRecord* record, cudaStream_t stream);
 cudaError_t launch_table_fused_step(const StepArgs& args, const StepChunk* chunks, const std::uint64_t* chunk_tensor,
                                     std::uint64_t chunk_count, const agent::TensorBatch& batch,
-                                    const StepRecord* record, const unsigned* veto, cudaStream_t stream);
+                                    StepRecord* record, const unsigned* veto, cudaStream_t stream);
 cudaError_t launch_commit(const ScheduleConstants& constants, const CounterView& counters, StepRecord* record,
                           const unsigned* veto, cudaStream_t stream);
 // ++round on the device (PA-CGAD's ages).

@@ -325,7 +325,9 @@ CudaStepReport CudaTableStepper::Impl::read_record(const cuda::StepRecord* at, c
   finish(stream);
   const unsigned long long index =
       host.outcome == StepOutcome::nonfinite ? host.first_refused[0] : host.first_refused[1];
-  return {StepPlanner::report_of(host.event, host.scheduled, host.outcome, index), host.vetoed};
+  StepReport own = StepPlanner::report_of(host.event, host.scheduled, host.outcome, index);
+  own.invalid_state = host.invalid_state;
+  return {own, host.vetoed};
 }
 
 void CudaTableStepper::Impl::set_hyperparameters(const StepConfig& next, cudaStream_t stream) {

@@ -328,7 +328,7 @@ StepReport TableStepper::Impl::run(const Operands& operands, std::span<const Ten
   const bool reuse = reuse_preview && previewed_.valid && previewed_.generation == generation_ &&
                      previewed_.tau == tau && previewed_.fragment == fragment;
   const auto [outcome, index] = reuse ? std::pair{previewed_.outcome, previewed_.index} : scan(operands, plan);
-  const StepReport report = StepPlanner::report_of(plan.event, plan.scheduled, outcome, index);
+  StepReport report = StepPlanner::report_of(plan.event, plan.scheduled, outcome, index);
   if (outcome != StepOutcome::applied) {
     planner_.commit(plan, outcome);
     ++generation_;
@@ -341,9 +341,11 @@ StepReport TableStepper::Impl::run(const Operands& operands, std::span<const Ten
   const BlockFunction step_fallback = block_function_for(fallback_args, isa_);
   const StepChunk* chunks = planner_.chunks().data();
   const std::size_t first_chunk = planner_.chunk_begin(fragment);
+  std::atomic<std::uint64_t> invalid_state{0};  // summed per thread: one atomic per part, only where one was found
   pool_->parallel_for(
       planner_.chunk_begin(fragment + 1) - first_chunk,
       [&](std::uint64_t begin, std::uint64_t end) {
+        std::uint64_t invalid = 0;
         for (std::uint64_t n = begin; n < end; ++n) {
           const std::size_t chunk = first_chunk + n;
           const StepChunk& c = chunks[chunk];
@@ -360,10 +362,12 @@ StepReport TableStepper::Impl::run(const Operands& operands, std::span<const Ten
           StepArgs a = chunk_args_at(whole, c, c.begin - tensor_begin_[k], c.slot - first_slot_[k]);
           a.params_fp32 = where.fp32;
           a.params_bf16 = where.bf16_values;
-          (c.fp32_state != 0 ? step_fallback : step_q8_or_only)(a);
+          invalid += (c.fp32_state != 0 ? step_fallback : step_q8_or_only)(a);
         }
+        if (invalid != 0) invalid_state += invalid;
       },
       kSerialBelowChunks);
+  report.invalid_state = invalid_state.load();
   planner_.commit(plan, outcome);
   ++generation_;
   return report;

@@ -17,6 +17,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <limits>
 
 using cgad::fastpath::detail::host_state_of;
@@ -335,26 +336,47 @@ std::vector<float> event_grad(std::size_t fragment_size, std::size_t e) {
   return random_vector(fragment_size, 100 + static_cast<std::uint32_t>(e));
 }
 
-// Parameter bytes then state bytes after `events` on the CPU backend (2 threads), a round advancing after each.
-std::vector<unsigned char> cpu_steps(const StepConfig& config, const std::vector<std::size_t>& tensors,
-                                     const std::vector<Event>& events) {
+// The CPU backend after `events` (2 threads), a round advancing after each; `edit` changes its state before event
+// `edit_at` (the invalid-state guard's tests: a write past the optimizer, as a caller's past a version counter).
+struct CpuRun {
+  Params params;
+  HostState state;
+  std::uint64_t invalid = 0;  // the steps' reported elements with invalid state
+  // Parameter bytes then state bytes.
+  std::vector<unsigned char> bytes() const {
+    std::vector<unsigned char> out = params.bytes();
+    const auto arrays = testing::state_arrays(state);
+    out.insert(out.end(), arrays.begin(), arrays.end());
+    return out;
+  }
+};
+CpuRun cpu_run(const StepConfig& config, const std::vector<std::size_t>& tensors, const std::vector<Event>& events,
+               const std::function<void(HostState&)>& edit = {}, std::size_t edit_at = 0) {
   CpuOptimizer opt(config, tensors, 2);
-  Params params(config, random_vector(opt.parameters(), 11));
+  CpuRun run{Params(config, random_vector(opt.parameters(), 11)), HostState{}, 0};
   for (std::size_t e = 0; e < events.size(); ++e) {
-    EXPECT_TRUE(
-        params.step(opt, event_grad(opt.fragment_size(events[e].fragment), e), events[e].tau, events[e].fragment)
-            .applied);
+    if (edit && e == edit_at) edit(const_cast<HostState&>(host_state_of(opt)));  // NOLINT: the state is the test's
+    const StepReport report =
+        run.params.step(opt, event_grad(opt.fragment_size(events[e].fragment), e), events[e].tau, events[e].fragment);
+    EXPECT_TRUE(report.applied);
+    run.invalid += report.invalid_state;
     opt.advance_round();
   }
-  std::vector<unsigned char> out = params.bytes();
-  const auto state = testing::state_arrays(host_state_of(opt));
-  out.insert(out.end(), state.begin(), state.end());
-  return out;
+  run.state = host_state_of(opt);
+  return run;
+}
+
+// Parameter bytes then state bytes after `events` on the CPU backend.
+std::vector<unsigned char> cpu_steps(const StepConfig& config, const std::vector<std::size_t>& tensors,
+                                     const std::vector<Event>& events) {
+  return cpu_run(config, tensors, events).bytes();
 }
 
 // The same through the emulated kernel.
 std::vector<unsigned char> emulate_kernel_steps(const StepConfig& config, const std::vector<std::size_t>& tensors,
-                                                const std::vector<Event>& events, testing::KernelPaths& paths) {
+                                                const std::vector<Event>& events, testing::KernelPaths& paths,
+                                                const std::function<void(HostState&)>& edit = {},
+                                                std::size_t edit_at = 0, std::uint64_t* invalid = nullptr) {
   StepPlanner planner(config, tensors);
   HostState state = HostState::zeros(planner);
   const std::size_t n = planner.parameters();
@@ -364,6 +386,7 @@ std::vector<unsigned char> emulate_kernel_steps(const StepConfig& config, const 
     const auto grad = event_grad(planner.fragment_size(events[e].fragment), e);
     StepPlanner::Plan plan = planner.plan(n, grad.size(), events[e].tau, f);
     EXPECT_TRUE(plan.scheduled.applied);
+    if (edit && e == edit_at) edit(state);
     state.bind(plan);
     StepArgs& step = plan.args;
     step.grad = grad.data();
@@ -374,7 +397,8 @@ std::vector<unsigned char> emulate_kernel_steps(const StepConfig& config, const 
       StepArgs a = chunk_args(step, chunk);
       // θ lies at the chunk's element (as the state), Δ at its position in the fragment's slice.
       const bool vectorized = testing::vectorizable(chunk, chunk.begin - plan.offset);
-      testing::emulate_kernel_block(step, chunk, a, vectorized, paths, describe(config));
+      const std::uint32_t found = testing::emulate_kernel_block(step, chunk, a, vectorized, paths, describe(config));
+      if (invalid != nullptr) *invalid += found;
     }
     planner.commit(plan, StepOutcome::applied);
     planner.advance_round();
@@ -455,6 +479,95 @@ TEST(FastpathStep, KernelAgentOnTheHostMatchesTheCpuBackendWithGivenMaps) {
         built_in.q8_codes.reset();
         EXPECT_NE(cpu_steps(built_in, tensors, events), cpu) << describe(config) << ": the given maps changed nothing";
       }
+    }
+  }
+}
+
+// The invalid-state guard (block_step.hpp's update_element, docs/design.md §3): state made invalid between steps —
+// NaN or Inf moments, a negative v, a NaN or Inf q8 absmax, in every state format and a q8 configuration's fp32
+// fallback — is left as it was, with its element's θ, and counted; every other element takes today's step, bit for
+// bit; no parameter becomes NaN or Inf; and the kernel's agent, run on the host, does exactly what the CPU does.
+// The unit kept is the element, or the whole q8 block whose absmax or codes the invalid element would feed.
+const StepChunk& chunk_of(const StepPlanner& planner, std::size_t i) {
+  const auto& chunks = planner.chunks();
+  return *std::find_if(chunks.begin(), chunks.end(), [i](const StepChunk& c) { return i < c.begin + c.count; });
+}
+
+// Writes `value` into moment k of element i: its own value, or its q8 block's absmax.
+void write_state(HostState& s, const StepPlanner& planner, int k, std::size_t i, float value) {
+  const StepChunk& c = chunk_of(planner, i);
+  if (c.fp32_state != 0) {
+    s.fp32[k][c.slot + (i - c.begin)] = value;
+  } else if (s.format == StateFormat::q8) {
+    s.absmax[k][c.slot] = value;
+  } else if (s.format == StateFormat::bf16) {
+    s.bf16_values[k][i] = round_nearest_even_bf16(value);
+  } else {
+    s.fp32[k][i] = value;
+  }
+}
+
+// Element i's θ bits and the bits of every moment's state it is stepped from (its value, or its code and its block's
+// absmax).
+std::vector<std::uint32_t> element_bits(const CpuRun& run, const StepPlanner& planner, std::size_t i) {
+  const HostState& s = run.state;
+  const StepChunk& c = chunk_of(planner, i);
+  std::vector<std::uint32_t> out = {run.params.fp32.empty() ? run.params.bf16_values[i].bits
+                                                             : float_to_bits(run.params.fp32[i])};
+  for (int k = 0; k < s.moments; ++k) {
+    if (c.fp32_state != 0) {
+      out.push_back(float_to_bits(s.fp32[k][c.slot + (i - c.begin)]));
+    } else if (s.format == StateFormat::q8) {
+      out.insert(out.end(), {s.codes[k][i], float_to_bits(s.absmax[k][c.slot])});
+    } else {
+      out.push_back(s.format == StateFormat::bf16 ? s.bf16_values[k][i].bits : float_to_bits(s.fp32[k][i]));
+    }
+  }
+  return out;
+}
+
+TEST(FastpathStep, InvalidStateIsLeftAsItWasCountedAndTheRestSteps) {
+  const std::vector<std::size_t> tensors = {300, 260};
+  const std::vector<Event> events = {{0, 0}, {0, 2}, {0, 1}};
+  const std::vector<Event> first_two(events.begin(), events.end() - 1);
+  testing::KernelPaths paths;
+  for (const OptimizerKind kind : {OptimizerKind::cgad, OptimizerKind::adam, OptimizerKind::nesterov}) {
+    for (const StepConfig& config : configs_with_min_q8_size(kind)) {
+      const StepPlanner planner(config, tensors);
+      const bool adam = kind != OptimizerKind::nesterov;
+      // Element 5's v (Nesterov: b) negative, NaN for a q8 absmax (a negative one is a valid v of −0 for code 0);
+      // element 301's m (b) +Inf. Both before the last event.
+      const auto edit = [&](HostState& s) {
+        const bool q8_block = s.format == StateFormat::q8 && chunk_of(planner, 5).fp32_state == 0;
+        write_state(s, planner, adam ? 1 : 0, 5, adam && !q8_block ? -1.0f : std::nanf(""));
+        write_state(s, planner, 0, 301, std::numeric_limits<float>::infinity());
+      };
+      const CpuRun clean = cpu_run(config, tensors, events);
+      CpuRun before = cpu_run(config, tensors, first_two);
+      edit(before.state);
+      const CpuRun run = cpu_run(config, tensors, events, edit, 2);
+      // The units kept: the element, or its whole q8 block.
+      const auto kept = [&](std::size_t i) {
+        for (const std::size_t bad : {std::size_t{5}, std::size_t{301}}) {
+          const StepChunk& c = chunk_of(planner, bad);
+          const bool block = config.state == StateFormat::q8 && c.fp32_state == 0;
+          if (block ? chunk_of(planner, i).begin == c.begin : i == bad) return true;
+        }
+        return false;
+      };
+      std::uint64_t expected = 0;
+      for (std::size_t i = 0; i < planner.parameters(); ++i) {
+        const float theta = run.params.fp32.empty() ? to_float(run.params.bf16_values[i]) : run.params.fp32[i];
+        ASSERT_TRUE(std::isfinite(theta)) << describe(config) << " element " << i;
+        expected += kept(i) ? 1 : 0;
+        ASSERT_EQ(element_bits(run, planner, i), element_bits(kept(i) ? before : clean, planner, i))
+            << describe(config) << " element " << i << (kept(i) ? " (kept)" : " (stepped)");
+      }
+      EXPECT_EQ(run.invalid, expected) << describe(config);
+      std::uint64_t emulated = 0;
+      EXPECT_EQ(emulate_kernel_steps(config, tensors, events, paths, edit, 2, &emulated), run.bytes())
+          << describe(config);
+      EXPECT_EQ(emulated, expected) << describe(config);
     }
   }
 }

@@ -55,9 +55,10 @@ inline bool vectorizable(const StepChunk& chunk, std::size_t operands_at) {
 }
 
 // One block of the kernel (cuda_kernels.cu's step_chunk) on chunk `a`, every thread in turn, formats F; the agent's
-// alignment decision must be `expected_vectorized`.
+// alignment decision must be `expected_vectorized`. Returns the block's elements with invalid state (the count the
+// kernel adds to its step record).
 template <class F>
-void emulate_block(StepArgs& a, const StepChunk& chunk, bool expected_vectorized, KernelPaths& paths,
+std::uint32_t emulate_block(StepArgs& a, const StepChunk& chunk, bool expected_vectorized, KernelPaths& paths,
                    const std::string& what) {
   using agent::TilePolicy;
   float old[2];
@@ -66,8 +67,13 @@ void emulate_block(StepArgs& a, const StepChunk& chunk, bool expected_vectorized
   EXPECT_EQ(vectorized, expected_vectorized) << what << " chunk at " << chunk.begin;
   ++(vectorized ? paths.vectorized : a.size == kQ8BlockSize ? paths.guarded_full : paths.tail);
   agent::TileThread<F> threads[TilePolicy::threads];
-  for (int t = 0; t < TilePolicy::threads; ++t) threads[t].update(a, t, vectorized, old);
+  std::uint32_t invalid = 0;
+  for (int t = 0; t < TilePolicy::threads; ++t) {
+    threads[t].update(a, t, vectorized, old);
+    invalid += threads[t].invalid();
+  }
   if constexpr (F::kState == StateFormat::q8) {
+    if (invalid != 0) return invalid;  // the block keeps its codes and absmax (__syncthreads_or in the kernel)
     for (int k = 0; k < a.moments; ++k) {
       float reduced = 0.0f;
       for (int t = TilePolicy::threads; t-- > 0;) reduced = absmax_step(reduced, threads[t].partial_absmax(k));
@@ -76,16 +82,19 @@ void emulate_block(StepArgs& a, const StepChunk& chunk, bool expected_vectorized
       for (auto& thread : threads) thread.store_codes(a, k, absmax);
     }
   }
+  return invalid;
 }
 
 // Chunk `chunk` of step `step`, at operands `a` (chunk_args or table_chunk_args), in the formats the kernel picks.
-inline void emulate_kernel_block(const StepArgs& step, const StepChunk& chunk, StepArgs a, bool expected_vectorized,
-                                 KernelPaths& paths, const std::string& what) {
+inline std::uint32_t emulate_kernel_block(const StepArgs& step, const StepChunk& chunk, StepArgs a,
+                                          bool expected_vectorized, KernelPaths& paths, const std::string& what) {
+  std::uint32_t invalid = 0;
   with_fixed_formats(step, [&](auto formats) {
     agent::with_chunk_formats<typename decltype(formats)::type>(chunk, [&](auto chunk_formats) {
-      emulate_block<typename decltype(chunk_formats)::type>(a, chunk, expected_vectorized, paths, what);
+      invalid = emulate_block<typename decltype(chunk_formats)::type>(a, chunk, expected_vectorized, paths, what);
     });
   });
+  return invalid;
 }
 
 }  // namespace cgad::fastpath::testing

@@ -48,6 +48,7 @@ py::dict report_dict(const fastpath::StepReport& r) {
   d["nonfinite_index"] = r.nonfinite_index;
   d["tau_effective"] = r.tau_effective;
   d["sigma"] = static_cast<double>(r.sigma);
+  d["invalid_state"] = r.invalid_state;  // elements left as they were: their state was invalid (block_step.hpp)
   return d;
 }
 

@@ -306,6 +306,65 @@ def test_a_state_written_past_its_version_counter_is_refused_before_anything_cha
     assert state_bits(opt) == state_before
 
 
+def _bits(t):
+    """A tensor's bit patterns, comparable with torch.equal (NaN equals itself)."""
+    t = t.detach().contiguous()
+    return t.view(torch.int16 if t.dtype == torch.bfloat16 else torch.int32)
+
+
+def _numpy_any(t, value):
+    """As _numpy, for bf16 state too (NumPy has no bfloat16: its bits, through an int16 view of the memory)."""
+    if t.dtype != torch.bfloat16:
+        return _numpy(t, value)
+    t.view(torch.int16).numpy()[:] = int(torch.tensor(value, dtype=torch.bfloat16).view(torch.int16))
+
+
+WRITES = {"fill": _fill, "copy": _copy, "numpy": _numpy_any, "data-item": _item_of_data}
+# fp32 and bf16 state, whose values no check reads before a step (a full check cost 13x the step): the kernel's
+# guard (docs/design.md §3) keeps the elements whose state it finds invalid and the step reports them.
+INVALID_STATE = {
+    "cgad-v-negative": (CGAD, "exp_avg_sq", -1.0),
+    "cgad-m-nan": (CGAD, "exp_avg", float("nan")),
+    "adam-v-nan": (Adam, "exp_avg_sq", float("nan")),
+    "adam-m-inf": (Adam, "exp_avg", float("inf")),
+    "nesterov-b-nan": (Nesterov, "momentum_buffer", float("nan")),
+}
+
+
+@pytest.mark.parametrize("write", list(WRITES))
+@pytest.mark.parametrize("state", ["fp32", "bf16"])
+@pytest.mark.parametrize("case", list(INVALID_STATE))
+def test_state_written_past_its_version_counter_never_makes_a_nan_parameter(case, state, write):
+    cls, name, value = INVALID_STATE[case]
+    params, opt = stepped(state, cls=cls)
+    twin_params, twin = stepped(state, cls=cls)  # the reference: the same steps, its state left valid
+    target = opt.state[params[2]][name]
+    version = target._version
+    WRITES[write](target, value)
+    assert target._version == version  # the write the version counter does not see
+    bad = ~torch.isfinite(target.float()) | (target.float() < 0 if name == "exp_avg_sq" else False)
+    assert bad.any() and (write != "data-item" or int(bad.sum()) == 1)
+    before, state_before = params[2].detach().clone(), {n: t.clone() for n, t in opt.state[params[2]].items()}
+    feed(params, 8)
+    feed(twin_params, 8)
+    with pytest.raises(cgad.InputError, match=rf"{int(bad.sum())} element\(s\).*parameter 2's opt\.state\[p\]"
+                                              rf"\['{name}'\].*past its version counter.*left as they were"):
+        opt.step()
+    twin.step()
+    assert all(bool(torch.isfinite(p).all()) for p in params), "a step put NaN/Inf into a parameter"
+    # The elements with invalid state kept every bit (parameter and state); every other element took the step.
+    assert torch.equal(_bits(params[2][bad]), _bits(before[bad]))
+    for n, t in opt.state[params[2]].items():
+        if n != "step":
+            assert torch.equal(_bits(t[bad]), _bits(state_before[n][bad])), n
+            assert torch.equal(_bits(t[~bad]), _bits(twin.state[twin_params[2]][n][~bad])), n
+    assert torch.equal(_bits(params[2][~bad]), _bits(twin_params[2][~bad]))
+    for p, q in zip(params[:2], twin_params[:2]):
+        assert torch.equal(_bits(p), _bits(q))
+        for n, t in opt.state[p].items():
+            assert torch.equal(_bits(t), _bits(twin.state[q][n])), n
+
+
 def test_a_state_written_past_its_version_counter_and_put_right_steps_on():
     params, opt = stepped("q8")
     twin_params, twin = stepped("q8")

@@ -280,6 +280,11 @@ class Group:
         entries = self.current(state, self.live.params, "trap_stats")
         return [self.live.read(entries[k], k, name) for k in range(len(entries))]
 
+    def invalid_state(self):
+        """After a step that reported elements with invalid state: (k, why) for each parameter k whose state
+        (opt.state's entries the step read) holds it (_live.LiveState.invalid)."""
+        return self.live.invalid(self.entries)
+
     def preview(self, prepared, tau, fragment):
         """A CPU group's look at the event, changing nothing (CUDA groups preview on the device: step_cuda_event)."""
         return self.engine.preview(prepared[1], tau, fragment)
@@ -439,8 +444,12 @@ class SplitGroup:
         reports = [part.step(ps, prep, tau, fragment, True) for _, part, ps, prep in self._each(params, prepared)]
         out = dict(reports[0])
         out["applied"] = all(r["applied"] for r in reports)
+        out["invalid_state"] = sum(r["invalid_state"] for r in reports)
         out["reason"] = next((r["reason"] for r in reports if r["reason"] != "none"), "none")
         return out
+
+    def invalid_state(self):
+        return [(m[k], why) for m, part in zip(self.members, self.parts) for k, why in part.invalid_state()]
 
     def locate(self, fragment, index):
         s = max(s for s in range(len(self.parts)) if self.offsets[s] <= index)

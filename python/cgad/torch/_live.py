@@ -8,6 +8,7 @@ size, device and layout, and its values by the state file's rules (CpuStepper.ch
 CUDA group's) -- so an impossible state is refused before anything changes.
 """
 import operator
+import re
 
 import torch
 
@@ -176,6 +177,38 @@ class LiveState:
         buffers = [self.buffers(k, host[k]) if k in which else [] for k in range(len(entries))]
         _check_buffers(self.engine, buffers, which, where, self._labels(which))
 
+    def invalid(self, entries):
+        """(k, why) for each tensor k whose state in ``entries`` (the ones the step just read) the state file's
+        rules refuse: where a step found elements with invalid state (block_step.hpp's guard) it left them as they
+        were, so they are still there. The compiled check, one tensor at a time, only on this failure path; a
+        tensor whose state passes has a NaN/Inf parameter value (an invalid θ is left as it is too)."""
+        found = []
+        for k, entry in enumerate(entries):
+            host = self.on_host(k, entry)
+            buffers = [self.buffers(k, host) if j == k else [] for j in range(len(entries))]
+            try:
+                self.engine.check_states(buffers, [k])
+            except _cgad.InputError as e:
+                why = str(e).replace(f"tensor {k}'s state ", "", 1)
+                found.append((k, f"opt.state[p]{''.join(f'[{n!r}]' for n in self._keys_in(k, why))} {why}"))
+                continue
+            if not bool(torch.isfinite(self.shards[k]).all()):
+                found.append((k, "holds NaN/Inf values itself"))
+        return found
+
+    def _keys_in(self, k, why):
+        """The state keys of tensor k that check_states' message ``why`` names (state_contents.cpp's wording: the
+        moment's letter, after "absmax ... of" for a q8 absmax; an (m, v) pair names both)."""
+        letters = ["m", "v"] if self.adam_family else ["b"]
+        found = re.search(r"impossible (?:q8 absmax \d+ = \S+ of ([mvb])\b|\S+ ([mvb])\[|\S+ (pair))", why)
+        if found is None:
+            return self.own[k]
+        absmax, value, pair = found.groups()
+        if pair:
+            return [values for values, _ in self.names[k]]
+        names = self.names[k][letters.index(absmax or value)]
+        return [names[1] if absmax else names[0]]
+
     def _labels(self, which):
         return {k: f"parameter {k}" for k in which}
 
@@ -204,6 +237,19 @@ def _check_buffers(engine, buffers, which, where, labels):
         for k in sorted(which, reverse=True):
             message = message.replace(f"tensor {k}'s state", f"{labels[k]}'s state", 1)
         refuse(where, f"{message} -- nothing was stepped or loaded")
+
+
+def invalid_state_message(name, found):
+    """The one-line error of an applied step whose param groups (``found``: (where, [(k, why)], count) each)
+    reported elements with invalid state, naming each parameter and state key (docs/python.md, "Edits of
+    opt.state")."""
+    parts = "; ".join(f"{w}: parameter {k}'s {why}" for w, places, _ in found for k, why in places)
+    count = sum(c for _, _, c in found)
+    return (f"{name}: {count} element(s) had invalid state when stepped -- {parts or 'no state found invalid'}. "
+            "The state was written past its version counter (.data, .numpy(), a copy_ into .data), which "
+            "cgad.torch checks only when the counter moves. The step was applied: the elements with invalid state "
+            "were left as they were (parameter and state), every other element stepped and the step was counted; "
+            "put the state right (or opt.state.clear()) before the next step")
 
 
 def check_saved(engine, live, moments, where):

@@ -9,7 +9,7 @@ import weakref
 import torch
 
 from .. import _cgad
-from . import _dtensor, _hooks, _hyperparameters, _lazy_init, _metrics, _q8_maps, _staleness, _state, _trap_stats
+from . import _dtensor, _hooks, _hyperparameters, _lazy_init, _live, _metrics, _q8_maps, _staleness, _state, _trap_stats
 from .._arguments import INT64_MAX, UINT32_MAX, UINT64_MAX, integer
 from ._groups import make_group, step_cuda_event
 from ._tensors import check_no_aliasing, mark_modified
@@ -125,6 +125,7 @@ class _FastpathOptimizer(torch.optim.Optimizer):
         check_flags(unsupported, name)
         self._step_counts = new_counts()
         self._pending = []  # CUDA steps' reports not yet counted (LazyStepReport)
+        self._invalid_state = None  # the error of the step being recorded, raised after it is counted (_outcome)
         self.last_report = None  # the last step's StepReport
         self._overwritten = None  # why opt.state cannot be trusted after a refused in-place load (load_state_dict)
         for key, value in (("state", state), ("rounding", rounding), ("q8_semantics", q8_semantics), ("v_map", v_map)):
@@ -361,6 +362,9 @@ class _FastpathOptimizer(torch.optim.Optimizer):
             count(self._step_counts, resolved(report))
             if report.reason in REFUSED:
                 report_refusal(report, policy, type(self).__name__)
+        message, self._invalid_state = self._invalid_state, None
+        if message is not None:  # an applied step that left elements with invalid state as they were (_live.py)
+            raise _cgad.InputError(message)
         return report.loss if closure is not None else report
 
     def _count_pending(self):
@@ -432,8 +436,8 @@ class _FastpathOptimizer(torch.optim.Optimizer):
                 others = GroupReport(False, refused, 0.0, tau, None, None)
                 reports = [found[1] if found is not None and e[1] is found[0] else others for e in events]
                 return combine(reports, first_params(self.param_groups, targets), loss)
-        reports = []
-        for group, fast, spec, prepared in events:
+        reports, invalid = [], []
+        for index, (group, fast, spec, prepared) in zip(targets, events):
             if prepared is None:
                 reports.append(no_gradient(tau))
                 continue
@@ -441,7 +445,13 @@ class _FastpathOptimizer(torch.optim.Optimizer):
             report = _trap_stats.step(self, fast, group, prepared, tau, fragment, previewed)
             if report["applied"]:
                 mark_modified(group["params"])
+            if report["invalid_state"]:
+                invalid.append((index, fast, report["invalid_state"]))
             reports.append(group_report(report, fast, fragment))
+        if invalid:  # raised by _outcome, once the applied step is recorded and counted
+            self._invalid_state = _live.invalid_state_message(
+                type(self).__name__,
+                [(self._where(index), fast.invalid_state(), count) for index, fast, count in invalid])
         return combine(reports, first_params(self.param_groups, targets), loss)
 
     def _targets(self, fragment):

@@ -36,6 +36,9 @@ struct StepReport {
   std::size_t nonfinite_index = 0;  // the first offending element when reason is nonfinite_ or overflowing_gradient
   std::int64_t tau_effective = 0;   // the staleness the gate saw (max(τ, a_f) for PA-CGAD)
   Real sigma = Real(1);             // the factor the pseudo-gradient was scaled by
+  // Fast path: the elements of an applied step whose state was invalid when read (NaN/Inf moments, a negative v,
+  // a bad q8 absmax), left as they were while the others stepped (docs/design.md §3, the invalid-state guard).
+  std::uint64_t invalid_state = 0;
 };
 
 struct StateCounter {

@@ -276,27 +276,49 @@ CGAD_HD inline float bnb_padding_first_moment(const AdamCoefficients& c, float o
   return m;
 }
 
+// Whether x is neither NaN nor ±Inf, on its bits (a vectorizable integer test on the host, as the refusal scan's).
+CGAD_HD inline bool finite_bits(float x) {
+  return (float_to_bits(x) & 0x7F800000u) != 0x7F800000u;
+}
+
 // Updates element i (chunk-relative) with pseudo-gradient `delta` (the caller loaded grad[i]): reads θ and the
 // decoded moments, writes θ, returns the new fp32 moments in `moment_out`. The CPU backend passes the chunk's
 // buffers; the CUDA kernel's agent (agent/step_agent.hpp) a view of one thread's registers, loaded beforehand.
+//
+// The invalid-state guard (docs/design.md §3): the step is only reached when every σ·Δ passed the refusal scan,
+// whose 4x headroom keeps g² and every product of a valid state finite, so a NaN or ±Inf new m, v (b), or a new θ
+// from a finite one, can only come from a state that was already invalid when the step read it — NaN/Inf moments,
+// a negative v, a NaN or Inf q8 absmax (a write past the state's version counter, docs/python.md "Edits of
+// opt.state"). Such an element keeps what it read — θ and its moments are written back unchanged, by a select, so
+// valid elements' bits are those of the step without the guard — and returns 1 for the step to count it. (A kept
+// value is exact in its format: rounding it back to bf16, nearest or stochastic, gives its own bits.) A θ already
+// NaN/Inf when read is the caller's parameter, not state: it steps as it always did. A q8 block holding an element
+// with invalid state keeps its codes and absmax (the callers: cpu_blocks.cpp, the agent), since its new absmax
+// would be made from the invalid values.
 template <class F>
-CGAD_HD inline void update_element(const StepArgs& a, std::uint64_t i, float delta, const float* block_absmax,
-                                   float* moment_out, const RandomWords& random) {
-  float theta = load_param<F>(a, i);
-  float first = load_moment<F>(a, a.moment[0], i, block_absmax[0]);
+CGAD_HD inline std::uint32_t update_element(const StepArgs& a, std::uint64_t i, float delta, const float* block_absmax,
+                                            float* moment_out, const RandomWords& random) {
+  const float theta_in = load_param<F>(a, i);
+  const float first_in = load_moment<F>(a, a.moment[0], i, block_absmax[0]);
+  float theta = theta_in, first = first_in;
+  bool valid = true;
   if (F::family(a) == UpdateFamily::adam) {
-    float second = load_moment<F>(a, a.moment[1], i, block_absmax[1]);
+    const float second_in = load_moment<F>(a, a.moment[1], i, block_absmax[1]);
+    float second = second_in;
     if (F::bnb(a)) {
       bnb_adam_element<F>(a, delta, theta, first, second);
     } else {
       adam_element(delta, a.adam, theta, first, second);
     }
-    moment_out[1] = second;
+    valid = (finite_bits(theta) | !finite_bits(theta_in)) & finite_bits(first) & finite_bits(second);
+    moment_out[1] = valid ? second : second_in;
   } else {
     nesterov_element(delta, a.nesterov, theta, first);
+    valid = (finite_bits(theta) | !finite_bits(theta_in)) & finite_bits(first);
   }
-  moment_out[0] = first;
-  store_param<F>(a, i, theta, random);
+  moment_out[0] = valid ? first : first_in;
+  store_param<F>(a, i, valid ? theta : theta_in, random);
+  return valid ? 0u : 1u;
 }
 
 }  // namespace cgad::fastpath

@@ -175,7 +175,7 @@ class TileThread {
       if (!owns(j)) continue;
       random_[j] = random_for<F>(a, static_cast<std::uint64_t>(element(j)));
       float out[2] = {0.0f, 0.0f};
-      update_element<F>(tile, static_cast<std::uint64_t>(j), delta_[j], old, out, random_[j]);
+      invalid_ += update_element<F>(tile, static_cast<std::uint64_t>(j), delta_[j], old, out, random_[j]);
       CGAD_AGENT_UNROLL
       for (int k = 0; k < 2 && k < a.moments; ++k) {
         fresh_[k][j] = out[k];
@@ -193,6 +193,10 @@ class TileThread {
       if (F::state(a) == StateFormat::bf16) move_out(bf16_[k], a.moment[k].bf16_values);
     }
   }
+
+  // The thread's elements whose state was invalid (update_element): they kept what they read. A q8 block where any
+  // thread has one keeps its codes and absmax (the caller skips the absmax and store_codes), as the CPU's block does.
+  CGAD_HD std::uint32_t invalid() const { return invalid_; }
 
   // The largest |new moment k| over the thread's elements (absmax_step from 0, as the CPU's block fold).
   CGAD_HD float partial_absmax(int k) const {
@@ -264,6 +268,7 @@ class TileThread {
   int thread_ = 0;
   bool vectorized_ = false;
   int valid_ = 0;
+  std::uint32_t invalid_ = 0;
   float delta_[items] = {};
   float theta_fp32_[items] = {};
   bf16 theta_bf16_[items] = {};
