@@ -41,7 +41,9 @@ inline bool rounds_to_zero(const std::string& text, bool parsed_to_zero) {
 // The format a refusal names.
 template <RealScalar Real>
 constexpr const char* format_name() {
-  return std::same_as<Real, float> ? "float (the fast path's format)" : std::same_as<Real, double> ? "double" : "this format";
+  return std::same_as<Real, float>    ? "float (the fast path's format)"
+         : std::same_as<Real, double> ? "double"
+                                      : "this format";
 }
 
 // A hyperparameter parsed to Real, refusing a nonzero decimal that Real rounds to 0 (--lr 1e-50 in float): the user

@@ -73,8 +73,9 @@ struct StepConfig : core::OptimizerConfig<float, double> {
   std::optional<std::string> beta1_decimal, beta2_decimal, momentum_decimal;
 };
 
-// The decimals β1, β2 and the momentum stand for: beta1_decimal, beta2_decimal and momentum_decimal where set, else the shortest decimal that reads
-// back to the float (core::to_decimal): 0.999f is taken as 0.999, as the user who wrote it meant.
+// The decimals β1, β2 and the momentum stand for: beta1_decimal, beta2_decimal and momentum_decimal where set, else
+// the shortest decimal that reads back to the float (core::to_decimal): 0.999f is taken as 0.999, as the user who
+// wrote it meant.
 struct BetaDecimals {
   std::string beta1, beta2, momentum;
 };
@@ -95,8 +96,8 @@ core::GateParams<Real> gate_params(const StepConfig& config) {
 
 // The reference optimizer configuration with exactly this configuration's hyperparameters (the float ones and the
 // double α and τ_cut, converted exactly into mpfr_real or double; β1, β2 and the momentum parsed from their decimals,
-// so that the reference's 1 − β is that of the decimal, as the fast path's is): what a differential run or the noise study feeds
-// the reference, so that the only differences left are the fast path's roundings.
+// so that the reference's 1 − β is that of the decimal, as the fast path's is): what a differential run or the noise
+// study feeds the reference, so that the only differences left are the fast path's roundings.
 template <core::RealScalar Real>
 core::OptimizerConfig<Real> reference_config(const StepConfig& config) {
   core::OptimizerConfig<Real> r;
