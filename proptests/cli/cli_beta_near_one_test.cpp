@@ -28,7 +28,8 @@ class BetaNearOne : public cgad::testing::CgadCommandTest {
     std::istringstream lines(cgad::testing::slurp(dir_ / "out.jsonl"));
     while (std::getline(lines, line)) last = line;
     if (last.empty()) return theta;
-    for (const auto& x : nlohmann::json::parse(last)["params"]) theta.push_back(std::stod(x.get<std::string>()));
+    const auto record = nlohmann::json::parse(last);
+    for (const auto& x : record.at("params")) theta.push_back(std::stod(x.get<std::string>()));
     return theta;
   }
 };
