@@ -3,6 +3,7 @@
 #include "progress.hpp"
 
 #include "cgad/core/errors.hpp"
+#include "cgad/core/optimizer_options.hpp"
 #include "cgad/theory/constants.hpp"
 
 namespace cgad::cli {
@@ -41,8 +42,9 @@ theory::TrajectoryConfig trajectory_config(const VerifyOptions& o) {
                              " (--optimizer picks the ideal update's gate; the Adam update's gate is in its name)");
     }
     c.gate.kind = *choice.gate;
-    c.adam.beta1 = core::parse_real<mpfr_real>(o.beta1, "beta1");
-    c.adam.beta2 = core::parse_real<mpfr_real>(o.beta2, "beta2");
+    // The β rule on the text as written (core/optimizer_options.hpp): the MPFR update forms 1 − β from the rounded β.
+    c.adam.beta1 = core::parse_beta<mpfr_real>(o.beta1, "beta1", core::BetaComplement::of_rounded);
+    c.adam.beta2 = core::parse_beta<mpfr_real>(o.beta2, "beta2", core::BetaComplement::of_rounded);
     c.adam.eps = core::parse_real<mpfr_real>(o.eps, "eps");
     if (o.on_zero_gate == "apply") {
       c.adam.on_zero_gate = core::ZeroGatePolicy::apply;

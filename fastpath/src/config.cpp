@@ -1,7 +1,9 @@
 #include "cgad/fastpath/config.hpp"
 
+#include "cgad/core/decimal_complement.hpp"
 #include "cgad/core/errors.hpp"
 #include "cgad/core/gate.hpp"
+#include "cgad/core/optimizer_options.hpp"
 #include "cgad/fastpath/detail/q8_maps.hpp"
 
 #include <bit>
@@ -33,11 +35,22 @@ void validate(const StepConfig& config) {
     throw core::InputError("only pa-cgad takes fragments; " + std::string(core::to_string(config.optimizer)) + " got " +
                            std::to_string(config.fragments));
   }
+  // The β rule on the decimals (core::parse_beta): cgad semantics forms 1 − β from the decimal (derived_constants.hpp),
+  // so β = 1.0f is valid there while 1 − β of the decimal is a positive float; bnb semantics forms 1.0f − β, which
+  // must not be 0. The Nesterov family multiplies by the float μ alone (element_update.hpp) and takes the cgad rule.
+  const BetaDecimals decimals = beta_decimals(config);
+  const bool bnb = config.q8_semantics == Q8Semantics::bnb && core::is_adam_family(config.optimizer);
+  const auto how = bnb ? core::BetaComplement::of_rounded : core::BetaComplement::of_decimal;
+  const auto one_minus = [&](const std::string& decimal, const char* name) {
+    core::parse_beta<float>(decimal, name, how);
+    return core::one_minus_decimal<double>(decimal, name);
+  };
   if (core::is_adam_family(config.optimizer)) {
-    core::validate(config.adam);
+    const core::AdamComplements complements{one_minus(decimals.beta1, "beta1"), one_minus(decimals.beta2, "beta2")};
+    core::validate(config.adam, bnb ? std::nullopt : std::optional(complements));
     core::validate(gate_params<double>(config));
   } else {
-    core::validate(config.nesterov);
+    core::validate(config.nesterov, one_minus(decimals.momentum, "momentum"));
   }
   if (config.optimizer == OptimizerKind::pa_cgad && static_cast<double>(config.fragments) - 1.0 >= config.tau_cut) {
     throw core::InputError(
@@ -67,6 +80,7 @@ void validate(const StepConfig& config) {
   }
   require_decimal_of(config.beta1_decimal, config.adam.beta1, "beta1");
   require_decimal_of(config.beta2_decimal, config.adam.beta2, "beta2");
+  require_decimal_of(config.momentum_decimal, config.nesterov.momentum, "momentum");
   if (config.v_map == VMap::zero_free && (config.state != StateFormat::q8 || !core::is_adam_family(config.optimizer))) {
     throw core::InputError(
         "v map zero-free is a map of q8 second moments: it needs state q8 and an Adam-family "
@@ -84,7 +98,8 @@ void validate(const StepConfig& config) {
 
 BetaDecimals beta_decimals(const StepConfig& config) {
   return {config.beta1_decimal.value_or(core::to_decimal(config.adam.beta1)),
-          config.beta2_decimal.value_or(core::to_decimal(config.adam.beta2))};
+          config.beta2_decimal.value_or(core::to_decimal(config.adam.beta2)),
+          config.momentum_decimal.value_or(core::to_decimal(config.nesterov.momentum))};
 }
 
 std::size_t effective_min_q8_size(const StepConfig& config) {

@@ -4,11 +4,13 @@ namespace cgad::fastpath {
 
 StepConfig fastpath_step_config(const core::OptimizerOptions& options) {
   StepConfig config;
-  static_cast<core::OptimizerConfig<float, double>&>(config) = core::optimizer_config<float, double>(options);
+  static_cast<core::OptimizerConfig<float, double>&>(config) =
+      core::optimizer_config<float, double>(options, core::BetaComplement::of_decimal);
   // The decimals themselves, from which cgad semantics forms 1 − β (fastpath/detail/derived_constants.hpp); a β left
   // at its default is its default's decimal, the shortest that reads back to the float (fastpath::beta_decimals).
   config.beta1_decimal = options.beta1;
   config.beta2_decimal = options.beta2;
+  config.momentum_decimal = options.momentum;
   return config;
 }
 

@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 #include <mpfr.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -46,15 +47,18 @@ float nearest_float(const mpfr_real& x) {
   return mpfr_get_flt(x.backend().data(), MPFR_RNDN);
 }
 
-// Whether x lies within 2^-45 (relative) of a midpoint between two floats: there the fast path's bias corrections,
-// computed in double from a β within 2^-53·(1 − β) of the decimal's, may round the other way.
+// Whether x lies within 2^-45 (relative) or 2^-53 (absolute) of a midpoint between two floats: there the fast path's
+// bias corrections may round the other way. They are 1 − RN_d(β^t) rounded to float, β^t formed in double-double from
+// a β within 2^-53·(1 − β) of the decimal's: RN_d adds up to 2^-54 absolute, which is not small against 1 − β^t where
+// β lies near 1 (2^-54 is 2^-28 of 1 − β^t at 1 − β = 10^-8, t = 1: 1 − β^t is then the nearest float or its
+// neighbour, docs/design.md §5).
 bool near_float_midpoint(const mpfr_real& x) {
   const float f = nearest_float(x);
   const double spacing = std::ldexp(1.0, std::ilogb(f) - 23);
   const mpfr_real offset = abs(x - mpfr_real(f));  // ≤ spacing/2 (at a power of two, the lower spacing is half)
   const double distance = std::fabs(offset.convert_to<double>() - spacing / 2);
   const double lower = std::fabs(offset.convert_to<double>() - spacing / 4);
-  return std::min(distance, lower) <= std::ldexp(std::fabs(static_cast<double>(f)), -45);
+  return std::min(distance, lower) <= std::max(std::ldexp(std::fabs(static_cast<double>(f)), -45), 0x1p-53);
 }
 
 // A configuration whose β1 and β2 are both `decimal`, as `cgad replay --beta1 D --beta2 D` and cgad.torch build it.
@@ -69,7 +73,9 @@ StepConfig config_of(const std::string& decimal, cgad::fastpath::Q8Semantics sem
   return config;
 }
 
-std::vector<std::string> decimals() {
+// The decimals of the comparisons; with `float_one`, also those whose float is 1 (within 2^-25 of 1), which cgad
+// semantics takes (its 1 − β is of the decimal) and bnb semantics refuses (its 1.0f − β would be 0).
+std::vector<std::string> decimals(bool float_one) {
   std::vector<std::string> out = {"0.9",
                                   "0.999",
                                   "0.95",
@@ -107,9 +113,9 @@ std::vector<std::string> decimals() {
     const std::size_t digits = 1 + random() % 25;
     for (std::size_t k = 0; k < digits; ++k) d.push_back(static_cast<char>('0' + random() % 10));
     if (i % 3 == 2) d += "e-" + std::to_string(random() % 12);
-    // A decimal within 2^-25 of 1 is the float 1, which no configuration takes (β < 1).
-    if (cgad::core::parse_real<float>(d, "beta") < 1.0f) out.push_back(d);
+    if (float_one || cgad::core::parse_real<float>(d, "beta") < 1.0f) out.push_back(d);
   }
+  if (float_one) out.insert(out.end(), {"0.99999999", "0.999999999", "0.9999999701", "0.99999999999999"});
   return out;
 }
 
@@ -120,7 +126,7 @@ float one_minus_beta2(const StepConfig& config) {
 TEST(BetaComplementRounding, CgadOneMinusBetaIsTheFloatNearestTheReferencesOneMinusTheDecimal) {
   cgad::reference::PrecisionScope precision(kBits);
   std::size_t mismatches = 0;
-  for (const std::string& decimal : decimals()) {
+  for (const std::string& decimal : decimals(true)) {
     const StepConfig config = config_of(decimal, cgad::fastpath::Q8Semantics::cgad);
     const auto c = StepPlanner(config, std::size_t{1}).schedule_constants();
     const float want = nearest_float(mpfr_real(1) - reference_beta(decimal));
@@ -146,7 +152,7 @@ TEST(BetaComplementRounding, DefaultsAreOneTenthAndOneThousandth) {
 
 // bnb semantics: bitsandbytes' kernels form 1.0f − β from the float β (csrc/kernels.cu, bitsandbytes 0.50.2).
 TEST(BetaComplementRounding, BnbKeepsOneMinusTheFloatBeta) {
-  for (const std::string& decimal : decimals()) {
+  for (const std::string& decimal : decimals(false)) {
     const StepConfig config = config_of(decimal, cgad::fastpath::Q8Semantics::bnb);
     const auto c = StepPlanner(config, std::size_t{1}).schedule_constants();
     EXPECT_EQ(bits(c.one_minus_beta1), bits(1.0f - config.adam.beta1)) << decimal;
@@ -163,7 +169,7 @@ TEST(BetaComplementRounding, CgadBiasCorrectionsAreTheFloatsNearestTheReferences
   for (std::int64_t t = 1; t <= 64; ++t) steps.push_back(t);
   for (std::int64_t t : {100, 1000, 4097, 10000, 123457, 1000000}) steps.push_back(t);
   std::size_t checked = 0, near = 0;
-  const std::vector<std::string> all = decimals();
+  const std::vector<std::string> all = decimals(true);
   for (std::size_t k = 0; k < all.size(); k += 10) {  // every tenth: ~300 decimals × 70 steps
     const std::string& decimal = all[k];
     const StepConfig config = config_of(decimal, cgad::fastpath::Q8Semantics::cgad);
@@ -259,6 +265,57 @@ TEST(BetaComplementRounding, DecimalComplementText) {
   EXPECT_EQ(one_minus_decimal_text("1e-99999", "b"), "1");
   for (const char* bad : {"1.5", "-0.1", "2", "inf", "nan", "0x1p-3", "", "0.9.9", "1e400"}) {
     EXPECT_THROW(one_minus_decimal_text(bad, "b"), cgad::core::InputError) << bad;
+  }
+}
+
+// The message of the InputError that `run` throws ("" when it throws none).
+template <typename Run>
+std::string refusal(Run run) {
+  try {
+    run();
+  } catch (const cgad::core::InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// The β rule on the user's decimal (core/optimizer_options.hpp, parse_beta; docs/design.md §3): 0.99999999 and
+// 0.999999999 (float 1.0f) are taken in cgad semantics, β1, β2 and the momentum alike, through fastpath::validate and
+// the reference's configuration; bnb semantics, whose 1.0f − β would be 0, refuses them quoting the text, and 1,
+// 1.0000001 and a decimal whose 1 − β is 0 in float are refused quoting the text. Before, each was "got 1".
+TEST(BetaComplementRounding, BetaRuleIsOnTheDecimal) {
+  using cgad::fastpath::Q8Semantics;
+  for (const std::string decimal : {"0.99999999", "0.999999999"}) {
+    StepConfig config;
+    EXPECT_EQ(refusal([&] { config = config_of(decimal, Q8Semantics::cgad); }), "") << decimal;
+    EXPECT_EQ(config.adam.beta2, 1.0f);
+    EXPECT_EQ(refusal([&] { cgad::fastpath::validate(config); }), "") << decimal;
+    cgad::core::OptimizerOptions adam;
+    adam.beta1 = adam.beta2 = decimal;
+    EXPECT_EQ(refusal([&] { cgad::core::optimizer_config<mpfr_real>(adam); }), "") << decimal;  // the reference
+    cgad::core::OptimizerOptions nesterov;
+    nesterov.optimizer = "nesterov";
+    nesterov.momentum = decimal;
+    EXPECT_EQ(refusal([&] { config = cgad::fastpath::fastpath_step_config(nesterov); }), "") << decimal;
+    EXPECT_EQ(config.nesterov.momentum, 1.0f);
+    EXPECT_EQ(refusal([&] { cgad::fastpath::validate(config); }), "") << decimal;
+    EXPECT_LT(cgad::fastpath::reference_config<mpfr_real>(config).nesterov.momentum, mpfr_real(1)) << decimal;
+
+    config = config_of(decimal, Q8Semantics::bnb);
+    const std::string bnb = refusal([&] { cgad::fastpath::validate(config); });
+    EXPECT_NE(bnb.find("got '" + decimal + "'"), std::string::npos) << bnb;
+    EXPECT_NE(bnb.find("1.0f - beta"), std::string::npos) << bnb;
+  }
+  const std::string tiny_complement = "0." + std::string(50, '9');  // 1 − β = 1e-50, 0 in float
+  for (const std::string& decimal : {std::string("1"), std::string("1.0000001"), std::string("1e0"), tiny_complement}) {
+    for (const char* optimizer : {"adam", "nesterov"}) {
+      cgad::core::OptimizerOptions options;
+      options.optimizer = optimizer;
+      (options.optimizer == "adam" ? options.beta2 : options.momentum) = decimal;
+      const std::string message = refusal([&] { cgad::fastpath::fastpath_step_config(options); });
+      EXPECT_NE(message.find("got '" + decimal + "'"), std::string::npos) << optimizer << ": " << message;
+      EXPECT_EQ(message.find("got 1"), std::string::npos) << message;
+    }
   }
 }
 

@@ -68,14 +68,16 @@ struct StepConfig : core::OptimizerConfig<float, double> {
   // The decimals the user wrote for β1 and β2, where the caller has them (fastpath_step_config, options.hpp: `cgad
   // replay`, cgad.torch). cgad semantics forms 1 − β and the bias corrections' β^t from the decimal β means, not from
   // the float nearest it (beta_decimals, derived_constants.hpp); unset, the decimal is the shortest one that reads
-  // back to adam.beta1 (adam.beta2). Each must read back to its float (validate).
-  std::optional<std::string> beta1_decimal, beta2_decimal;
+  // back to adam.beta1 (adam.beta2). Each must read back to its float (validate). The momentum's decimal likewise:
+  // the β rule (core/optimizer_options.hpp, parse_beta) is checked on it, so 0.999999999 (float 1.0f) is taken.
+  std::optional<std::string> beta1_decimal, beta2_decimal, momentum_decimal;
 };
 
-// The decimals β1 and β2 stand for: beta1_decimal and beta2_decimal where set, else the shortest decimal that reads
-// back to the float (core::to_decimal): 0.999f is taken as 0.999, as the user who wrote it meant.
+// The decimals β1, β2 and the momentum stand for: beta1_decimal, beta2_decimal and momentum_decimal where set, else
+// the shortest decimal that reads back to the float (core::to_decimal): 0.999f is taken as 0.999, as the user who
+// wrote it meant.
 struct BetaDecimals {
-  std::string beta1, beta2;
+  std::string beta1, beta2, momentum;
 };
 BetaDecimals beta_decimals(const StepConfig& config);
 
@@ -93,9 +95,9 @@ core::GateParams<Real> gate_params(const StepConfig& config) {
 }
 
 // The reference optimizer configuration with exactly this configuration's hyperparameters (the float ones and the
-// double α and τ_cut, converted exactly into mpfr_real or double; β1 and β2 parsed from their decimals, so that the
-// reference's 1 − β is that of the decimal, as the fast path's is): what a differential run or the noise study feeds
-// the reference, so that the only differences left are the fast path's roundings.
+// double α and τ_cut, converted exactly into mpfr_real or double; β1, β2 and the momentum parsed from their decimals,
+// so that the reference's 1 − β is that of the decimal, as the fast path's is): what a differential run or the noise
+// study feeds the reference, so that the only differences left are the fast path's roundings.
 template <core::RealScalar Real>
 core::OptimizerConfig<Real> reference_config(const StepConfig& config) {
   core::OptimizerConfig<Real> r;
@@ -103,7 +105,7 @@ core::OptimizerConfig<Real> reference_config(const StepConfig& config) {
   const BetaDecimals betas = beta_decimals(config);
   r.adam = {Real(config.adam.lr), core::parse_real<Real>(betas.beta1, "beta1"),
             core::parse_real<Real>(betas.beta2, "beta2"), Real(config.adam.eps), Real(config.adam.weight_decay)};
-  r.nesterov = {Real(config.nesterov.lr), Real(config.nesterov.momentum)};
+  r.nesterov = {Real(config.nesterov.lr), core::parse_real<Real>(betas.momentum, "momentum")};
   r.alpha = Real(config.alpha);
   r.tau_cut = Real(config.tau_cut);
   r.on_zero_gate = config.on_zero_gate;
@@ -115,7 +117,9 @@ core::OptimizerConfig<Real> reference_config(const StepConfig& config) {
 // Throws core::InputError for an unsupported optimizer (delayed-nesterov), invalid hyperparameters or
 // gate, fragments on an optimizer other than PA-CGAD, P ≥ τ_cut for PA-CGAD, bnb semantics where bnb has no
 // such kernel (see Q8Semantics), the zero-free v map without a q8 second moment (fp32 or bf16 state, Nesterov), or a
-// beta1_decimal (beta2_decimal) that is not a decimal reading back to adam.beta1 (adam.beta2), or q8_codes that are
+// beta1_decimal (beta2_decimal, momentum_decimal) that is not a decimal reading back to its float, a β the semantics
+// cannot represent (the β rule, core/optimizer_options.hpp: cgad semantics takes 1 − β of the decimal, bnb semantics
+// 1.0f − β, refused where it is 0, quoting the decimal), or q8_codes that are
 // not maps of the shape Q8Codes describes.
 void validate(const StepConfig& config);
 

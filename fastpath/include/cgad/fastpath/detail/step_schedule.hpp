@@ -15,7 +15,8 @@
 // below 2^-70 wherever β^t is not 0 in double for a float β < 1), correctly rounded to double except close to a
 // midpoint. The base is the constants' double-double β (derived_constants.hpp): cgad semantics' β of the user's
 // decimal (within 2^-53·(1 − β) of it, so RN_f(1 − β^t) is the float nearest the reference's 1 − β^t except within
-// about 2^-52 of a float midpoint), bnb semantics' float β. For a float β the floats the step uses, 1 − RN_f(β^t) and
+// about 2^-52 (relative) or 2^-54 (absolute: RN_d of β^t, large against a small 1 − β^t where β is near 1) of a float
+// midpoint), bnb semantics' float β. For a float β the floats the step uses, 1 − RN_f(β^t) and
 // RN_f(1 − β^t), are those std::pow gave: over t ≤ 2^24 and β ∈ {0, 0.5, 0.9, 0.95, 0.99, 0.995, 0.999, 0.9999,
 // 0.99999, 0.999999} not one of the 3.4·10^8 floats differs, while the doubles differ in up to 14366 of 2^24 t for
 // one β (glibc's pow is not correctly rounded). The test (proptests/fastpath/fastpath_schedule_test.cpp) checks the
