@@ -2,12 +2,14 @@
 decimal text. They run against whichever `cgad` package the interpreter imports: CTest's (PYTHONPATH=build/python)
 or an installed one (`python -m pytest python/tests` from a venv that pip installed cgad into)."""
 import importlib
+import importlib.util
 import json
 import os
 import pathlib
 import re
 import shutil
 import subprocess
+import sys
 import sysconfig
 from fractions import Fraction
 
@@ -17,6 +19,18 @@ import torch
 
 SOURCE_DIR = pathlib.Path(os.environ.get("CGAD_SOURCE_DIR", pathlib.Path(__file__).resolve().parents[2]))
 
+
+
+def load_example(name):
+    """examples/<name>.py imported as the module ``name``, with examples/ on sys.path (the examples import their
+    shared modules, example_args.py)."""
+    path = SOURCE_DIR / "examples" / f"{name}.py"
+    if str(path.parent) not in sys.path:
+        sys.path.insert(0, str(path.parent))
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 SCRIPTS_DIR = pathlib.Path(sysconfig.get_path("scripts"))
 

@@ -4,35 +4,23 @@ session, the server killed and restarted from its checkpoint -- one run, its pro
 staleness of every event is the real version difference, the faults happened and the run went on past them, and
 the server that resumed from its checkpoint ended where a fresh optimizer replaying the server's own event log
 (Δ, τ) ends, bit for bit (θ and the optimizer's state). torchft needs torch 2.x: skips on Debian's torch 1.13."""
-import importlib.util
 import json
 import os
-import sys
 
 import pytest
 import torch
 
-from conftest import SOURCE_DIR, bits, peer, state_bits
+from conftest import bits, load_example, peer, state_bits
 
-EXAMPLE = SOURCE_DIR / "examples" / "async_diloco_torchft.py"
 ARGS = ["--outer", "cgad", "--workers", "3", "--rounds", "5", "--kill-worker-at", "2", "--kill-server-at", "4",
         "--inner-steps", "2", "--batch", "8", "--context", "4", "--width", "8", "--layers", "1", "--slow", "0.02",
         "--timeout", "120"]
 
 
-def load_example():
-    if str(EXAMPLE.parent) not in sys.path:
-        sys.path.insert(0, str(EXAMPLE.parent))
-    spec = importlib.util.spec_from_file_location("async_diloco_torchft", EXAMPLE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     peer("torchft")
-    example = load_example()
+    example = load_example("async_diloco_torchft")
     folder = tmp_path_factory.mktemp("ps")
     argv = ARGS + ["--dir", str(folder), "--json", str(folder / "summary.json")]
     args = example.parse_args(argv)  # before the run: then --dir holds a checkpoint, which a new run refuses

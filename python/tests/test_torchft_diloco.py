@@ -6,7 +6,6 @@ outer-optimizer state and global parameters, and that the restarted group receiv
 state_dict transfer (it starts its first step after healing from the survivor's state, not from a fresh one).
 torchft needs torch 2.x: on Debian's torch 1.13 these skip (fail where CGAD_REQUIRE_PEERS=1), except the refusals
 of bad arguments, which the example makes before it needs torchft."""
-import importlib.util
 import os
 import subprocess
 import sys
@@ -17,24 +16,15 @@ import torch
 import cgad
 import cgad.torch
 
-from conftest import SOURCE_DIR, peer
+from conftest import SOURCE_DIR, load_example, peer
 
 EXAMPLE = SOURCE_DIR / "examples" / "torchft_diloco.py"
-
-
-def load_example():
-    if str(EXAMPLE.parent) not in sys.path:  # the examples import their shared modules (example_args.py)
-        sys.path.insert(0, str(EXAMPLE.parent))
-    spec = importlib.util.spec_from_file_location("torchft_diloco", EXAMPLE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
 def example():
     peer("torchft")
-    return load_example()
+    return load_example("torchft_diloco")
 
 
 @pytest.fixture
@@ -209,7 +199,7 @@ def test_the_example_runs_streaming_diloco_and_reports_the_groups_agree(example)
 def test_the_example_refuses_bad_arguments_in_one_line_with_status_2(argv, says, capsys):
     # Checked before torchft is needed, so on every interpreter; in-process (the program itself: below).
     with pytest.raises(SystemExit) as exit:
-        load_example().parse_args(argv)
+        load_example("torchft_diloco").parse_args(argv)
     errors = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
     assert exit.value.code == 2 and len(errors) == 1 and says in errors[0], errors
 
