@@ -184,8 +184,7 @@ __global__ void __launch_bounds__(TilePolicy::threads)
 template <class F>
 __global__ void __launch_bounds__(TilePolicy::threads)
     table_step_kernel(StepArgs step, const StepChunk* chunks, const std::uint64_t* chunk_tensor,
-                      std::uint64_t chunk_count, agent::TensorBatch batch, StepRecord* record,
-                      const unsigned* veto) {
+                      std::uint64_t chunk_count, agent::TensorBatch batch, StepRecord* record, const unsigned* veto) {
   step_chunks<F>(step, chunks, chunk_count, record, veto, TableChunk{chunk_tensor, &batch});
 }
 
@@ -274,8 +273,8 @@ cudaError_t launch_table_refusal_scan(const StepChunk* chunks, const std::uint64
 }
 
 cudaError_t launch_table_fused_step(const StepArgs& args, const StepChunk* chunks, const std::uint64_t* chunk_tensor,
-                                    std::uint64_t chunk_count, const agent::TensorBatch& batch,
-                                    StepRecord* record, const unsigned* veto, cudaStream_t stream) {
+                                    std::uint64_t chunk_count, const agent::TensorBatch& batch, StepRecord* record,
+                                    const unsigned* veto, cudaStream_t stream) {
   if (chunk_count == 0) return cudaSuccess;
   return with_fixed_formats(args, [&](auto formats) {
     return launch(table_step_kernel<typename decltype(formats)::type>, grid_for(chunk_count), TilePolicy::threads,

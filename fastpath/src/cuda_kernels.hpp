@@ -52,8 +52,8 @@ cudaError_t launch_table_refusal_scan(const StepChunk* chunks, const std::uint64
                                       std::uint64_t chunk_count, std::uint64_t fragment_offset,
                                       const agent::TensorBatch& batch, StepRecord* record, cudaStream_t stream);
 cudaError_t launch_table_fused_step(const StepArgs& args, const StepChunk* chunks, const std::uint64_t* chunk_tensor,
-                                    std::uint64_t chunk_count, const agent::TensorBatch& batch,
-                                    StepRecord* record, const unsigned* veto, cudaStream_t stream);
+                                    std::uint64_t chunk_count, const agent::TensorBatch& batch, StepRecord* record,
+                                    const unsigned* veto, cudaStream_t stream);
 cudaError_t launch_commit(const ScheduleConstants& constants, const CounterView& counters, StepRecord* record,
                           const unsigned* veto, cudaStream_t stream);
 // ++round on the device (PA-CGAD's ages).

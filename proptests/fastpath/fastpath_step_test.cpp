@@ -513,7 +513,7 @@ std::vector<std::uint32_t> element_bits(const CpuRun& run, const StepPlanner& pl
   const HostState& s = run.state;
   const StepChunk& c = chunk_of(planner, i);
   std::vector<std::uint32_t> out = {run.params.fp32.empty() ? run.params.bf16_values[i].bits
-                                                             : float_to_bits(run.params.fp32[i])};
+                                                            : float_to_bits(run.params.fp32[i])};
   for (int k = 0; k < s.moments; ++k) {
     if (c.fp32_state != 0) {
       out.push_back(float_to_bits(s.fp32[k][c.slot + (i - c.begin)]));

@@ -59,7 +59,7 @@ inline bool vectorizable(const StepChunk& chunk, std::size_t operands_at) {
 // kernel adds to its step record).
 template <class F>
 std::uint32_t emulate_block(StepArgs& a, const StepChunk& chunk, bool expected_vectorized, KernelPaths& paths,
-                   const std::string& what) {
+                            const std::string& what) {
   using agent::TilePolicy;
   float old[2];
   agent::old_absmax<F>(a, old);

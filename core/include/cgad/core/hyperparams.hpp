@@ -104,10 +104,10 @@ void validate_range(const NesterovHyper<Real>& h, std::optional<double> one_minu
 // (and in reference/real.hpp for mpfr_real), defined in the libraries that compile them (core/src/hyperparams.cpp,
 // reference/src/core_instances.cpp) from detail/hyperparams_impl.hpp, so that no user's translation unit compiles
 // the validation's arithmetic under its own flags (docs/design.md §2, "Which flags are usage requirements").
-#define CGAD_CORE_HYPERPARAMS_INSTANCES(EXTERN, Real)                                                  \
-  EXTERN template void require_unit_interval<Real>(const Real&, const std::string&);                   \
-  EXTERN template void require_positive<Real>(const Real&, const std::string&);                        \
-  EXTERN template void require_nonnegative<Real>(const Real&, const std::string&);                     \
+#define CGAD_CORE_HYPERPARAMS_INSTANCES(EXTERN, Real)                                                       \
+  EXTERN template void require_unit_interval<Real>(const Real&, const std::string&);                        \
+  EXTERN template void require_positive<Real>(const Real&, const std::string&);                             \
+  EXTERN template void require_nonnegative<Real>(const Real&, const std::string&);                          \
   EXTERN template void validate<Real>(const AdamHyper<Real>&, const std::optional<AdamComplements>&);       \
   EXTERN template void validate<Real>(const NesterovHyper<Real>&, std::optional<double>);                   \
   EXTERN template void validate_range<Real>(const AdamHyper<Real>&, const std::optional<AdamComplements>&); \
