@@ -281,20 +281,27 @@ CGAD_HD inline bool finite_bits(float x) {
   return (float_to_bits(x) & 0x7F800000u) != 0x7F800000u;
 }
 
+// Whether x is a NaN, on its bits.
+CGAD_HD inline bool nan_bits(float x) {
+  return (float_to_bits(x) & 0x7FFFFFFFu) > 0x7F800000u;
+}
+
 // Updates element i (chunk-relative) with pseudo-gradient `delta` (the caller loaded grad[i]): reads θ and the
 // decoded moments, writes θ, returns the new fp32 moments in `moment_out`. The CPU backend passes the chunk's
 // buffers; the CUDA kernel's agent (agent/step_agent.hpp) a view of one thread's registers, loaded beforehand.
 //
 // The invalid-state guard (docs/design.md §3): the step is only reached when every σ·Δ passed the refusal scan,
-// whose 4x headroom keeps g² and every product of a valid state finite, so a NaN or ±Inf new m, v (b), or a new θ
-// from a finite one, can only come from a state that was already invalid when the step read it — NaN/Inf moments,
-// a negative v, a NaN or Inf q8 absmax (a write past the state's version counter, docs/python.md "Edits of
-// opt.state"). Such an element keeps what it read — θ and its moments are written back unchanged, by a select, so
-// valid elements' bits are those of the step without the guard — and returns 1 for the step to count it. (A kept
-// value is exact in its format: rounding it back to bf16, nearest or stochastic, gives its own bits.) A θ already
-// NaN/Inf when read is the caller's parameter, not state: it steps as it always did. A q8 block holding an element
-// with invalid state keeps its codes and absmax (the callers: cpu_blocks.cpp, the agent), since its new absmax
-// would be made from the invalid values.
+// whose 4x headroom keeps g² and every product of a valid state finite, so a NaN or ±Inf new m, v (b), or a NaN θ
+// from a non-NaN one, can only come from a state that was already invalid when the step read it — NaN/Inf moments,
+// a negative v (whose square root is NaN), a NaN or Inf q8 absmax (a write past the state's version counter,
+// docs/python.md "Edits of opt.state"). A θ that overflows to ±Inf from a valid state is not one: an lr past the
+// range check (core's validate_range, which not every caller applies: simulate's divergence runs do not) moves θ
+// by η·(a finite step), which overflows to ±Inf, never NaN; that is the run diverging, and is stepped as it is. Such an
+// element keeps what it read — θ and its moments are written back unchanged, by a select, so valid elements' bits are
+// those of the step without the guard — and returns 1 for the step to count it. (A kept value is exact in its format:
+// rounding it back to bf16, nearest or stochastic, gives its own bits.) A θ already NaN when read is the caller's
+// parameter, not state: it steps as it always did. A q8 block holding an element with invalid state keeps its codes and
+// absmax (the callers: cpu_blocks.cpp, the agent), since its new absmax would be made from the invalid values.
 template <class F>
 CGAD_HD inline std::uint32_t update_element(const StepArgs& a, std::uint64_t i, float delta, const float* block_absmax,
                                             float* moment_out, const RandomWords& random) {
@@ -310,11 +317,11 @@ CGAD_HD inline std::uint32_t update_element(const StepArgs& a, std::uint64_t i, 
     } else {
       adam_element(delta, a.adam, theta, first, second);
     }
-    valid = (finite_bits(theta) | !finite_bits(theta_in)) & finite_bits(first) & finite_bits(second);
+    valid = (!nan_bits(theta) | nan_bits(theta_in)) & finite_bits(first) & finite_bits(second);
     moment_out[1] = valid ? second : second_in;
   } else {
     nesterov_element(delta, a.nesterov, theta, first);
-    valid = (finite_bits(theta) | !finite_bits(theta_in)) & finite_bits(first);
+    valid = (!nan_bits(theta) | nan_bits(theta_in)) & finite_bits(first);
   }
   moment_out[0] = valid ? first : first_in;
   store_param<F>(a, i, valid ? theta : theta_in, random);
