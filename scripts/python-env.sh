@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The pinned PyPI environment: a venv (default build-venv/, beside the other build folders) over Debian's
 # /usr/bin/python3 holding exactly python/requirements/peers.txt -- torch 2.x (CPU), bitsandbytes, torchao,
-# torchft and the test run's needs -- build.txt (cgad's build backend, scikit-build-core), typecheck.txt (mypy, which
-# python/tests/test_typing.py runs), and cgad itself, pip-installed from this checkout. scripts/test.sh runs the Python suite in it (CTest's python_pinned_* tests)
-# beside Debian's torch 1.13; docs/testing.md.
+# torchft and the test run's needs -- build.txt (cgad's build backend, scikit-build-core), typecheck.txt (mypy,
+# which python/tests/test_typing.py runs), and cgad itself, pip-installed from this checkout. scripts/test.sh runs the
+# Python suite in it (CTest's python_pinned_* tests) beside Debian's torch 1.13; docs/testing.md.
 #
 #   scripts/python-env.sh [DIR]   creates or updates DIR; prints the path of DIR/bin/python on stdout and its
 #                                 progress on stderr. A relative DIR is the caller's, taken before anything else.
@@ -92,7 +92,8 @@ torch-${torch_pin}+cpu-*.whl in a folder named by PIP_FIND_LINKS, or set CGAD_TO
   "$python" -m venv -- "$venv"
   : > "$mark"
   start=$SECONDS
-  "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$requirements" -r "$backend" -r "$typecheck" 2>&1 >&2 \
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$requirements" -r "$backend" \
+    -r "$typecheck" 2>&1 >&2 \
     | { grep -v "^WARNING: Location 'file://.*' is ignored" >&2 || true; }
   "$venv/bin/python" - "$requirements" "$backend" "$typecheck" >&2 <<'PY'
 # Every pin holds in the venv (pip's resolver could have taken another release for a package the file names).
