@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The pinned PyPI environment: a venv (default build-venv/, beside the other build folders) over Debian's
 # /usr/bin/python3 holding exactly python/requirements/peers.txt -- torch 2.x (CPU), bitsandbytes, torchao,
-# torchft and the test run's needs -- and build.txt (cgad's build backend, scikit-build-core), and cgad itself,
-# pip-installed from this checkout. scripts/test.sh runs the Python suite in it (CTest's python_pinned_* tests)
-# beside Debian's torch 1.13; docs/testing.md.
+# torchft and the test run's needs -- build.txt (cgad's build backend, scikit-build-core), typecheck.txt (mypy,
+# which python/tests/test_typing.py runs), and cgad itself, pip-installed from this checkout. scripts/test.sh runs the
+# Python suite in it (CTest's python_pinned_* tests) beside Debian's torch 1.13; docs/testing.md.
 #
 #   scripts/python-env.sh [DIR]   creates or updates DIR; prints the path of DIR/bin/python on stdout and its
 #                                 progress on stderr. A relative DIR is the caller's, taken before anything else.
@@ -47,6 +47,7 @@ source=$PWD
 venv=${venv:-$source/build-venv}
 requirements=python/requirements/peers.txt
 backend=python/requirements/build.txt
+typecheck=python/requirements/typecheck.txt
 python=/usr/bin/python3
 mark="$venv/.cgad-python-env"
 stamp="$venv/.cgad-requirements.sha256"
@@ -77,7 +78,7 @@ cpu_wheel_present() {
   return 1
 }
 
-wanted=$(cat "$requirements" "$backend" | sha256sum | cut -d' ' -f1)
+wanted=$(cat "$requirements" "$backend" "$typecheck" | sha256sum | cut -d' ' -f1)
 if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
   # Only a venv of ours is replaced: a user's venv (a pyvenv.cfg without our mark) or any other folder stays.
   ours || die "$venv exists and was not made by scripts/python-env.sh (no $(basename "$mark")); it is left as it \
@@ -86,14 +87,15 @@ is: name another folder, or remove it yourself"
     die "no CPU wheel of torch ${torch_pin} in pip's find-links; PyPI's is a CUDA build of several GB. Put \
 torch-${torch_pin}+cpu-*.whl in a folder named by PIP_FIND_LINKS, or set CGAD_TORCH_DOWNLOAD=1 to download it"
   fi
-  echo "[python-env] creating $venv from $requirements and $backend" >&2
+  echo "[python-env] creating $venv from $requirements, $backend and $typecheck" >&2
   rm -rf -- "$venv"
   "$python" -m venv -- "$venv"
   : > "$mark"
   start=$SECONDS
-  "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$requirements" -r "$backend" 2>&1 >&2 \
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$requirements" -r "$backend" \
+    -r "$typecheck" 2>&1 >&2 \
     | { grep -v "^WARNING: Location 'file://.*' is ignored" >&2 || true; }
-  "$venv/bin/python" - "$requirements" "$backend" >&2 <<'PY'
+  "$venv/bin/python" - "$requirements" "$backend" "$typecheck" >&2 <<'PY'
 # Every pin holds in the venv (pip's resolver could have taken another release for a package the file names).
 import importlib.metadata, re, sys
 wrong = []

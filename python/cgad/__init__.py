@@ -12,9 +12,13 @@ first time one of them is used (``cgad.replay``, ``cgad.sigma_exact``, ``import 
 trainer's ``import cgad.torch`` loads only the fast path's module ``cgad._cgad`` (docs/design.md §7).
 """
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._cgad import InputError, __version__, cuda_available, cuda_unavailable_reason
+
+if TYPE_CHECKING:  # a type checker sees the lazy names' own types; at run time they load when first used
+    from .differential import Replay, noise, replay
+    from .numerics import bound_constants, gamma, gamma_exact, gate_table, sigma, sigma_exact
 
 # Each public name of the numerics, with the submodule it is imported from when first asked for (PEP 562).
 _LAZY = {

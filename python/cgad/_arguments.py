@@ -46,7 +46,7 @@ def integer(value: Any, name: str, least: int, most: int, where: Optional[str] =
     if text and isinstance(value, str) and value.isascii() and value.strip().isdigit() and \
             len(value.strip()) <= len(str(most)):
         value = int(value.strip())
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not least <= value <= most:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not least <= int(value) <= most:
         prefix = f"{where}: " if where else ""
         raise _cgad.InputError(f"{prefix}{name} must be an integer in [{least}, {_NAMED.get(most, most)}], "
                                f"got {shown(value)}")

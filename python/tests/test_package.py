@@ -58,6 +58,15 @@ def test_the_build_backend_is_pinned_alike_for_isolated_and_non_isolated_builds(
     assert "scikit-build-core" in declared
     # The pinned PyPI environment installs both files, and .ci/pip-install's auditwheel venv takes the same
     # packaging: a package two files name must be the same release.
-    for other in ("peers.txt", "audit.txt"):
+    for other in ("peers.txt", "audit.txt", "typecheck.txt"):
         pins = _pins(requirements / other)
         assert {n: v for n, v in pins.items() if n in declared} == {n: v for n, v in declared.items() if n in pins}
+
+
+def test_the_type_checker_takes_the_pinned_environments_releases():
+    # scripts/python-env.sh installs peers.txt and typecheck.txt into one venv: a package both name (mypy's
+    # typing_extensions) must be the same release, or pip would install one file's and the other's check fail.
+    requirements = SOURCE_DIR / "python" / "requirements"
+    peers, typecheck = _pins(requirements / "peers.txt"), _pins(requirements / "typecheck.txt")
+    assert "mypy" in typecheck
+    assert {n: v for n, v in typecheck.items() if n in peers} == {n: v for n, v in peers.items() if n in typecheck}

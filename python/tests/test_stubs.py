@@ -1,7 +1,7 @@
 """python/cgad/_cgad.pyi and _numerics.pyi describe the compiled modules: the same public names, each function, method
 and property with the module's parameter names and defaults (read from pybind11's signature line, the first line of each
-docstring), and the package's public Python functions are annotated throughout. mypy is not installed here
-(Debian 12 ships it, the build machine lacks it), so this is how the stub is kept true."""
+docstring), and the package's public Python functions and cgad.torch's public classes' methods are annotated
+throughout. These run under both interpreters; mypy itself runs in the pinned environment only (test_typing.py)."""
 import ast
 import inspect
 import pathlib
@@ -12,6 +12,7 @@ import cgad
 import cgad.bench
 import cgad.differential
 import cgad.numerics
+import cgad.torch
 from cgad import _cgad, _numerics
 
 MODULES = {"_cgad": _cgad, "_numerics": _numerics}
@@ -111,3 +112,32 @@ def test_public_python_functions_are_annotated():
             assert not missing and sig.return_annotation is not inspect.Signature.empty, (name, missing)
     for name in cgad.bench.__all__:  # re-exported from the compiled module, typed by the stub
         assert name in _stub_definitions(_stub("_numerics").body), name
+
+
+def _unannotated(fn):
+    """The parameters of ``fn`` without an annotation (self and cls aside), and "return" if it has none."""
+    sig = inspect.signature(fn)
+    missing = [p for p, v in sig.parameters.items() if v.annotation is inspect.Parameter.empty and
+               p not in ("self", "cls")]
+    return missing + (["return"] if sig.return_annotation is inspect.Signature.empty else [])
+
+
+def test_public_classes_methods_are_annotated():
+    """Every public method, constructor and property of cgad.torch's public classes (the ones a user calls:
+    step, state_dict, load_state_dict, metrics, ...), wherever in the class's cgad bases it is defined."""
+    classes = [getattr(cgad.torch, name) for name in cgad.torch.__all__]
+    classes = [c for c in classes if inspect.isclass(c)]
+    checked = 0
+    for cls in classes:
+        for base in cls.__mro__:
+            if not base.__module__.startswith("cgad"):
+                continue
+            for name, member in vars(base).items():
+                if name.startswith("_") and name != "__init__":
+                    continue
+                fn = member.fget if isinstance(member, property) else member
+                if not inspect.isfunction(fn):
+                    continue
+                assert not _unannotated(fn), (f"{cls.__name__}.{name}", _unannotated(fn))
+                checked += 1
+    assert checked > 50, checked  # the optimizers' and Gated's methods were found

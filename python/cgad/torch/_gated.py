@@ -3,7 +3,10 @@
 float the fast path's own step uses -- and handed to the wrapped optimizer's step, which does the rest: torch's
 fused AdamW on a GPU, bitsandbytes' AdamW8bit, torchao's low-bit AdamW, cgad.torch.Adam. docs/design.md §3 is
 the gate, the zero-gate policy, PA-CGAD's ages and the refusal of NaN/Inf and overflowing pseudo-gradients."""
+from __future__ import annotations  # the annotations name torch 2.x's types; torch 1.13 never evaluates them
+
 import numbers
+from typing import Any, Callable, Dict, List, Literal, Optional, Union, overload
 
 import torch
 
@@ -13,7 +16,8 @@ from ._gated_config import WHERE, GateConfig
 from ._optimizers import PACGAD, SDM, AdamDecay, CGAD
 from ._protocol import Counters, check_policy, count, new_counts, report_refusal
 from ._protocol import staleness as as_staleness
-from ._report import GroupReport, combine, first_params, no_gradient
+from ._report import GroupReport, StepReport, combine, first_params, no_gradient
+from ._types import Loss, Real, Staleness, TauCut
 
 
 class Gated(torch.optim.Optimizer):
@@ -37,8 +41,9 @@ class Gated(torch.optim.Optimizer):
     # What a bare step() uses (torchft calls step() with no arguments): 0 until given (_staleness.py).
     staleness = _staleness.Staleness()
 
-    def __init__(self, optimizer, method="cgad", alpha=0.2, tau_cut=32, on_zero_gate="apply", fragments=None,
-                 on_nonfinite="skip"):
+    def __init__(self, optimizer: torch.optim.Optimizer, method: str = "cgad", alpha: Real = 0.2,
+                 tau_cut: TauCut = 32, on_zero_gate: str = "apply", fragments: Optional[Literal["groups"]] = None,
+                 on_nonfinite: str = "skip") -> None:
         if isinstance(optimizer, Gated):
             raise _cgad.InputError(f"{WHERE}: the optimizer is already a Gated one (its pseudo-gradients would be "
                                    "scaled twice)")
@@ -66,49 +71,49 @@ class Gated(torch.optim.Optimizer):
     # --- the wrapped optimizer's objects, shared ----------------------------------------------------------------
 
     @property
-    def param_groups(self):
+    def param_groups(self) -> List[Dict[str, Any]]:
         return self.optimizer.param_groups
 
     @param_groups.setter
-    def param_groups(self, value):
+    def param_groups(self, value: List[Dict[str, Any]]) -> None:
         self.optimizer.param_groups = value
 
     @property
-    def state(self):
+    def state(self) -> Any:
         return self.optimizer.state
 
     @state.setter
-    def state(self, value):
+    def state(self, value: Any) -> None:
         self.optimizer.state = value
 
     @property
-    def defaults(self):
+    def defaults(self) -> Dict[str, Any]:  # type: ignore[override]  # the wrapped optimizer's, not settable
         return self.optimizer.defaults
 
     @property
-    def method(self):
+    def method(self) -> str:
         return self._config.method
 
     @property
-    def alpha(self):
+    def alpha(self) -> str:
         return self._config.alpha
 
     @property
-    def tau_cut(self):
+    def tau_cut(self) -> int:
         return self._config.tau_cut
 
     @property
-    def on_zero_gate(self):
+    def on_zero_gate(self) -> str:
         return self._config.on_zero_gate
 
     @property
-    def fragments(self):
+    def fragments(self) -> Optional[str]:
         return self._config.fragments
 
-    def zero_grad(self, *args, **kwargs):
+    def zero_grad(self, *args: Any, **kwargs: Any) -> None:
         return self.optimizer.zero_grad(*args, **kwargs)
 
-    def add_param_group(self, param_group):
+    def add_param_group(self, param_group: Dict[str, Any]) -> None:
         """Adds the group to the wrapped optimizer. With fragments="groups" it is a new fragment, of age 0 now."""
         self.optimizer.add_param_group(param_group)
         _gated_state.hold_keys(self.optimizer.param_groups)
@@ -142,7 +147,7 @@ class Gated(torch.optim.Optimizer):
             for g in groups:
                 self._last_sync[g] = self._round
 
-    def advance_round(self):
+    def advance_round(self) -> None:
         """Ends an outer round (fragments="groups"): every fragment not synchronized in it ages by one."""
         if not self.fragments:
             raise _cgad.InputError(f"{WHERE}: rounds and ages are PA-CGAD's (fragments='groups')")
@@ -164,15 +169,25 @@ class Gated(torch.optim.Optimizer):
         self._check_fragment_count(WHERE)
         fragment = self.fragment if fragment is None else fragment
         if isinstance(fragment, bool) or not isinstance(fragment, numbers.Integral) or \
-                not 0 <= fragment < len(self.param_groups):
+                not 0 <= int(fragment) < len(self.param_groups):
             raise _cgad.InputError(f"{WHERE}: fragment must be a param group's index in [0, "
                                    f"{len(self.param_groups) - 1}], got {fragment!r}")
         return [int(fragment)]
 
     # --- the step -----------------------------------------------------------------------------------------------
 
+    # torch.optim.Optimizer.step returns None without a closure; Gated's returns the step's report (docs/python.md).
+    @overload  # type: ignore[override]
+    def step(self, closure: None = None, *, staleness: Optional[Staleness] = None, fragment: Optional[int] = None,
+             end_round: bool = True) -> StepReport: ...
+
+    @overload
+    def step(self, closure: Callable[[], Loss], *, staleness: Optional[Staleness] = None,
+             fragment: Optional[int] = None, end_round: bool = True) -> Loss: ...
+
     @torch.no_grad()
-    def step(self, closure=None, *, staleness=None, fragment=None, end_round=True):
+    def step(self, closure: Optional[Callable[[], Any]] = None, *, staleness: Optional[Staleness] = None,
+             fragment: Optional[int] = None, end_round: bool = True) -> Any:
         """Applies the pseudo-gradients in ``.grad`` as one event of staleness ``staleness`` (default
         ``self.staleness``) through the wrapped optimizer's step, and returns the StepReport (the closure's loss
         when given a closure, as torch.optim; the report is then ``self.last_report``). A NaN/Inf pseudo-gradient
@@ -207,7 +222,7 @@ class Gated(torch.optim.Optimizer):
             if isinstance(step, torch.Tensor):
                 step.zero_()
             elif isinstance(step, numbers.Number) and not isinstance(step, bool):
-                entry["step"] = type(step)(0)
+                entry["step"] = type(step)(0)  # type: ignore[call-arg]  # an int or a float: its own 0
         return None
 
     def _event(self, targets, tau, loss):
@@ -290,30 +305,30 @@ class Gated(torch.optim.Optimizer):
                 p.grad = grad
 
     @property
-    def counters(self):
+    def counters(self) -> Counters:
         """Steps by what became of them, as cgad.torch's ``counters`` ("applied", "nonfinite-gradient",
         "overflowing-gradient", "zero-gate", "no-gradient"); called, ``counters(group)``: PA-CGAD's age of
         fragment ``group`` ({"age": [a]}), {} without fragments."""
         return Counters(self._step_counts, self._fragment_counters)
 
-    def watch_delta_norm(self):
+    def watch_delta_norm(self) -> None:
         """As cgad.torch's: from the next step on, metrics() also gives delta_norm (opt-in: one more read of Δ)."""
         _metrics.watch(self)
 
-    def metrics(self):
+    def metrics(self) -> Dict[str, float]:
         """The last step and the steps so far as plain numbers for a logger, as cgad.torch's metrics() (_metrics.py;
         no trap figures: the wrapped optimizer's state is its own)."""
         return _metrics.metrics(self, self.counters)
 
     def _fragment_counters(self, group=0):
         if isinstance(group, bool) or not isinstance(group, numbers.Integral) or \
-                not 0 <= group < len(self.param_groups):
+                not 0 <= int(group) < len(self.param_groups):
             raise _cgad.InputError(f"{WHERE}: group must be in [0, {len(self.param_groups) - 1}], got {group!r}")
         return {"age": [self._age(group)]} if self.fragments else {}
 
     # --- state --------------------------------------------------------------------------------------------------
 
-    def state_dict(self):
+    def state_dict(self) -> Dict[str, Any]:
         """The wrapped optimizer's state_dict, each param group's entry also carrying ``cgad_gated`` (the gate's
         settings, the step counts, PA-CGAD's round and the group's last synchronized round); torch's state_dict
         hooks run around it (_hooks.py)."""
@@ -326,7 +341,7 @@ class Gated(torch.optim.Optimizer):
         out["param_groups"] = [dict(g, **{_gated_state.KEY: e}) for g, e in zip(out["param_groups"], entries)]
         return out
 
-    def load_state_dict(self, state_dict):
+    def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
         """Loads a Gated state_dict (the wrapped optimizer's state, then the gate's settings and counts, bit for
         bit), or the wrapped optimizer's own state_dict (the wrapper keeps its settings and counts). Refuses,
         changing nothing of the wrapper, one of another method or fragments setting or with impossible counts.

@@ -1,10 +1,13 @@
 """The torch.optim.Optimizer classes of cgad.torch over the fast path (see the package docstring)."""
+from __future__ import annotations  # the annotations name torch 2.x's types; torch 1.13 never evaluates them
+
 import collections
 import contextlib
 import numbers
 import os
 import threading
 import weakref
+from typing import Any, Callable, Dict, List, Literal, Optional, Tuple, Union, overload
 
 import torch
 
@@ -18,6 +21,7 @@ from ._protocol import saved_counts
 from ._protocol import staleness as as_staleness
 from ._report import REFUSED, GroupReport, LazyStepReport, StepReport, combine, first_params, group_report, no_gradient
 from ._report import resolved
+from ._types import Betas, Loss, Params, Q8Maps, Real, Staleness, TauCut
 
 
 def _integer(value, name, where, least, most=INT64_MAX):
@@ -47,7 +51,7 @@ def _plain_settings(group):
 _PENDING_REPORTS = 32
 
 # The optimizers alive in this process, for the fork handler below.
-_LIVE = weakref.WeakSet()
+_LIVE: weakref.WeakSet[_FastpathOptimizer] = weakref.WeakSet()
 
 
 def _after_fork_in_child():
@@ -97,20 +101,22 @@ class _FastpathOptimizer(torch.optim.Optimizer):
     """What the six optimizers share. Subclasses set _optimizer (the fast path's name) and _hyperparameters (the
     param-group keys they take), and pass their defaults (those keys' values)."""
 
-    _optimizer = None
-    _hyperparameters = ()
+    _optimizer: Optional[str] = None
+    _hyperparameters: Tuple[str, ...] = ()
     # The keywords that are the whole optimizer's (its fast-path structure, the step's policy), never a param
     # group's: a group carrying one would have it ignored, so it is refused.
-    _optimizer_wide = ("seed", "threads", "on_nonfinite")
+    _optimizer_wide: Tuple[str, ...] = ("seed", "threads", "on_nonfinite")
     # Keys of the torch optimizer a user ports from whose step differs from this one's unless they hold the value
     # given here: a group carrying another value would have it ignored, so it is refused (the neutral value is
     # taken, as frameworks pass it).
-    _neutral_group_keys = {}
+    _neutral_group_keys: Dict[str, Any] = {}
     # What a bare step() uses (torchft calls step() with no arguments): 0 until given (_staleness.py).
     staleness = _staleness.Staleness()
 
-    def __init__(self, params, defaults, *, state, rounding, seed, q8_semantics, min_q8_size, threads,
-                 fragments=1, unsupported=None, v_map="dynamic", q8_maps=None):
+    def __init__(self, params: Params, defaults: Dict[str, Any], *, state: str, rounding: str, seed: int,
+                 q8_semantics: str, min_q8_size: Optional[int], threads: int, fragments: Any = 1,
+                 unsupported: Optional[Dict[str, Any]] = None, v_map: str = "dynamic",
+                 q8_maps: Q8Maps = None) -> None:
         name = type(self).__name__
         unsupported = dict(unsupported or {})
         # Every optimizer's keyword on_nonfinite="skip" | "warn" | "raise": what a step refused for a NaN/Inf (or
@@ -124,10 +130,11 @@ class _FastpathOptimizer(torch.optim.Optimizer):
         self._capturable = bool(capturable)
         check_flags(unsupported, name)
         self._step_counts = new_counts()
-        self._pending = []  # CUDA steps' reports not yet counted (LazyStepReport)
+        self._pending: List[LazyStepReport] = []  # CUDA steps' reports not yet counted (LazyStepReport)
         self._invalid_state = None  # the error of the step being recorded, raised after it is counted (_outcome)
         self.last_report = None  # the last step's StepReport
-        self._overwritten = None  # why opt.state cannot be trusted after a refused in-place load (load_state_dict)
+        # why opt.state cannot be trusted after a refused in-place load (load_state_dict)
+        self._overwritten: Optional[str] = None
         for key, value in (("state", state), ("rounding", rounding), ("q8_semantics", q8_semantics), ("v_map", v_map)):
             if not isinstance(value, str):
                 raise _cgad.InputError(f"{name}: {key} must be a string, got {value!r}")
@@ -142,16 +149,17 @@ class _FastpathOptimizer(torch.optim.Optimizer):
         self._threads = _integer(threads, "threads", name, 0, UINT32_MAX)
         # One thread pool for every CPU param group of the optimizer, made with its first one (_thread_pool): a
         # pool per group would start threads × groups workers for steps that run one group at a time.
-        self._pool = None
-        self._spec_cache = {}  # id(param group) -> (its hyperparameters as given, their spec): parsed on change
+        self._pool: Optional[_cgad.ThreadPool] = None
+        # id(param group) -> (its hyperparameters as given, their spec): parsed on change
+        self._spec_cache: Dict[int, Any] = {}
         # The state's format is a param-group key too (bitsandbytes users keep embeddings in 32-bit state).
         defaults = dict(defaults, **{key: self._structure[key] for key in _state.FORMAT_KEYS})
-        self._groups = []     # one _groups.Group per param group, in order
+        self._groups: List[Any] = []  # one _groups.Group per param group, in order
         # One call at a time changes the optimizer: the step releases the GIL while the fast path runs, and two
         # steps at once would share its state (and, before, its thread pool). Reentrant: PACGAD's step ends the
         # round through advance_round(), and a closure may read the optimizer.
         self._lock = threading.RLock()
-        self._holder = None   # the thread inside _exclusive(), for the fork handler
+        self._holder: Optional[int] = None  # the thread inside _exclusive(), for the fork handler
         self._forked_mid_call = False
         _LIVE.add(self)
         # The hyperparameters are checked before torch.optim.Optimizer.__init__ reads the params, as torch's own
@@ -251,7 +259,7 @@ class _FastpathOptimizer(torch.optim.Optimizer):
     def _where(self, index):
         return f"{type(self).__name__} param group {index}"
 
-    def add_param_group(self, param_group):
+    def add_param_group(self, param_group: Dict[str, Any]) -> None:
         with self._exclusive():
             super().add_param_group(param_group)
             index = len(self.param_groups) - 1
@@ -319,8 +327,19 @@ class _FastpathOptimizer(torch.optim.Optimizer):
             raise _cgad.InputError(f"{type(self).__name__} has one fragment (PACGAD takes fragment=), got {fragment!r}")
         return 0
 
+    # torch.optim.Optimizer.step returns None without a closure; cgad's returns the step's report (docs/python.md),
+    # hence the override's ignore. A CUDA step's report is a LazyStepReport, read from the device when first looked at.
+    @overload  # type: ignore[override]
+    def step(self, closure: None = None, *, staleness: Optional[Staleness] = None,
+             fragment: Optional[int] = None) -> Union[StepReport, LazyStepReport]: ...
+
+    @overload
+    def step(self, closure: Callable[[], Loss], *, staleness: Optional[Staleness] = None,
+             fragment: Optional[int] = None) -> Loss: ...
+
     @torch.no_grad()
-    def step(self, closure=None, *, staleness=None, fragment=None):
+    def step(self, closure: Optional[Callable[[], Any]] = None, *, staleness: Optional[Staleness] = None,
+             fragment: Optional[int] = None) -> Any:
         """Applies the pseudo-gradients in the parameters' ``.grad`` as one event of staleness ``staleness``
         (outer rounds, any integral value; default ``self.staleness``). Returns the closure's loss when given a
         closure, as torch.optim does, and otherwise the StepReport; either way the report is ``self.last_report``
@@ -374,7 +393,7 @@ class _FastpathOptimizer(torch.optim.Optimizer):
             count(self._step_counts, report.resolved())
 
     @property
-    def counters(self):
+    def counters(self) -> Counters:
         """Steps by what became of them: "applied", "nonfinite-gradient", "overflowing-gradient", "zero-gate" (an
         event at a zero gate, run by on_zero_gate="apply" or dropped by "skip"), "no-gradient". Called,
         ``counters(group)``, the fast path's counters of a param group (see _engine_counters)."""
@@ -467,7 +486,7 @@ class _FastpathOptimizer(torch.optim.Optimizer):
 
     # --- state --------------------------------------------------------------------------------------------------
 
-    def state_dict(self):
+    def state_dict(self) -> Dict[str, Any]:
         """torch's state_dict: the per-parameter state (by parameter index) as references to the live state
         tensors of opt.state (no copy: _state.py), and param_groups, each with its counters under
         _state.COUNTERS. torch 2.x's state_dict pre- and post-hooks run around it, the post-hooks on the finished
@@ -495,7 +514,7 @@ class _FastpathOptimizer(torch.optim.Optimizer):
         self._handed_out = _state.handed_out(out)  # opt.state's own tensors: a refused load tells if they were written
         return out
 
-    def load_state_dict(self, state_dict):
+    def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
         """Resumes from a state_dict() of an optimizer of the same class and state format, bit for bit, also over
         new parameters of the same shapes; takes a torch.optim.Adam/AdamW state_dict as a warm start of fp32
         state. Refuses (InputError) a mismatched one, changing nothing: its param_groups' hyperparameters are
@@ -601,7 +620,7 @@ class _FastpathOptimizer(torch.optim.Optimizer):
         self._groups, self.state = [], collections.defaultdict(dict)
         self._load_state_dict(saved)  # its parameter indices are those of the copy's param_groups
 
-    def state_buffer(self, param, name):
+    def state_buffer(self, param: torch.Tensor, name: str) -> torch.Tensor:
         """The fast-path state buffer ``name`` ("m", "v" for the Adam family, "b" for Nesterov and SDM) of one
         parameter, dequantized to a float32 tensor of its shape (a copy)."""
         if not isinstance(name, str):
@@ -614,13 +633,13 @@ class _FastpathOptimizer(torch.optim.Optimizer):
                         return values.reshape(_dtensor.local(p).shape)  # a DTensor's: its local shard's
         raise _cgad.InputError(f"{type(self).__name__}: the tensor is not one of this optimizer's parameters")
 
-    def watch_traps(self):
+    def watch_traps(self) -> None:
         """Starts watching the v-zero trap of the steps to come (from zero); see trap_stats(). Opt-in: a watched
         step copies the parameters to float64 before it and compares after it."""
         with self._exclusive():
             _trap_stats.start(self)
 
-    def trap_stats(self):
+    def trap_stats(self) -> Dict[int, Dict[str, Dict[str, float]]]:
         """Per parameter (state_dict's index): {"last": ..., "since_start": ...}, each a dict of v_zero_fraction
         and m_zero_fraction (the stored moments that decode to exactly 0, now), step_over_5lr_fraction and
         max_step_over_lr (|Δθ|/lr over the last watched step, or every step since watch_traps()): what
@@ -628,12 +647,12 @@ class _FastpathOptimizer(torch.optim.Optimizer):
         with self._exclusive():
             return _trap_stats.stats(self, self.param_groups, self._groups)
 
-    def watch_delta_norm(self):
+    def watch_delta_norm(self) -> None:
         """From the next step on, metrics() also gives delta_norm, ‖Δ‖ of the last step (opt-in: it reads every Δ
         once more)."""
         _metrics.watch(self)
 
-    def metrics(self):
+    def metrics(self) -> Dict[str, float]:
         """The last step and the steps so far as plain numbers for a logger (_metrics.py, docs/python.md
         "Metrics"): steps and each counter, and after a step tau, tau_effective, sigma, last_applied (and
         delta_norm after watch_delta_norm()); the trap figures while watch_traps() watches."""
@@ -641,7 +660,7 @@ class _FastpathOptimizer(torch.optim.Optimizer):
             watched = self.__dict__.get("_trap_watch") is not None
             return _metrics.metrics(self, self.counters, self.trap_stats() if watched else None)
 
-    def _engine_counters(self, group=0):
+    def _engine_counters(self, group: int = 0) -> Dict[str, List[int]]:
         """The fast path's counters of a param group: "t" (Adam family: applied steps, per fragment), "age"
         (PACGAD: outer rounds since each fragment was last synchronized)."""
         with self._exclusive():
@@ -650,10 +669,11 @@ class _FastpathOptimizer(torch.optim.Optimizer):
 
 
 class _AdamFamily(_FastpathOptimizer):
-    _hyperparameters = ("lr", "betas", "eps", "weight_decay", "alpha", "tau_cut", "on_zero_gate")
+    _hyperparameters: Tuple[str, ...] = ("lr", "betas", "eps", "weight_decay", "alpha", "tau_cut", "on_zero_gate")
 
-    def __init__(self, params, defaults, state, rounding, seed, q8_semantics, min_q8_size, threads, fragments=1,
-                 unsupported=None, v_map="dynamic", q8_maps=None):
+    def __init__(self, params: Params, defaults: Dict[str, Any], state: str, rounding: str, seed: int,
+                 q8_semantics: str, min_q8_size: Optional[int], threads: int, fragments: Any = 1,
+                 unsupported: Optional[Dict[str, Any]] = None, v_map: str = "dynamic", q8_maps: Q8Maps = None) -> None:
         super().__init__(params, defaults, state=state, rounding=rounding, seed=seed, q8_semantics=q8_semantics,
                          min_q8_size=min_q8_size, threads=threads, fragments=fragments, unsupported=unsupported,
                          v_map=v_map, q8_maps=q8_maps)
@@ -673,9 +693,11 @@ class CGAD(_AdamFamily):
     (signed map, unsigned map) of 256-element float32 tensors or arrays."""
     _optimizer = "cgad"
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, alpha=0.2, tau_cut=32,
-                 on_zero_gate="apply", state="fp32", rounding="nearest", seed=0, q8_semantics="cgad",
-                 min_q8_size=None, threads=0, v_map="dynamic", q8_maps=None, **unsupported):
+    def __init__(self, params: Params, lr: Real = 1e-3, betas: Betas = (0.9, 0.999), eps: Real = 1e-8,
+                 weight_decay: Real = 0.0, alpha: Real = 0.2, tau_cut: TauCut = 32, on_zero_gate: str = "apply",
+                 state: str = "fp32", rounding: str = "nearest", seed: int = 0, q8_semantics: str = "cgad",
+                 min_q8_size: Optional[int] = None, threads: int = 0, v_map: str = "dynamic", q8_maps: Q8Maps = None,
+                 **unsupported: Any) -> None:
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, alpha=alpha,
                                       tau_cut=tau_cut, on_zero_gate=on_zero_gate),
                          state, rounding, seed, q8_semantics, min_q8_size, threads, unsupported=unsupported,
@@ -696,9 +718,11 @@ class PACGAD(_AdamFamily):
     _optimizer = "pa-cgad"
     _optimizer_wide = _AdamFamily._optimizer_wide + ("fragments",)
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, alpha=0.2, tau_cut=32,
-                 on_zero_gate="apply", fragments=1, state="fp32", rounding="nearest", seed=0, q8_semantics="cgad",
-                 min_q8_size=None, threads=0, v_map="dynamic", q8_maps=None, **unsupported):
+    def __init__(self, params: Params, lr: Real = 1e-3, betas: Betas = (0.9, 0.999), eps: Real = 1e-8,
+                 weight_decay: Real = 0.0, alpha: Real = 0.2, tau_cut: TauCut = 32, on_zero_gate: str = "apply",
+                 fragments: Union[int, Literal["groups"]] = 1, state: str = "fp32", rounding: str = "nearest",
+                 seed: int = 0, q8_semantics: str = "cgad", min_q8_size: Optional[int] = None, threads: int = 0,
+                 v_map: str = "dynamic", q8_maps: Q8Maps = None, **unsupported: Any) -> None:
         self.fragment = 0  # what a bare step() uses
         self._by_groups = isinstance(fragments, str) and fragments == "groups"
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, alpha=alpha,
@@ -707,7 +731,7 @@ class PACGAD(_AdamFamily):
                          fragments=1 if self._by_groups else fragments, unsupported=unsupported, v_map=v_map,
                          q8_maps=q8_maps)
 
-    def add_param_group(self, param_group):
+    def add_param_group(self, param_group: Dict[str, Any]) -> None:
         if self.param_groups and not self._by_groups:
             raise _cgad.InputError("PACGAD takes one param group (its fragments partition all its parameters); "
                                    "fragments='groups' makes each param group a fragment")
@@ -749,8 +773,19 @@ class PACGAD(_AdamFamily):
         if self._by_groups:
             self._check_fragment_count(self.param_groups, where)
 
+    @overload  # type: ignore[override]
+    def step(self, closure: None = None, *, staleness: Optional[Staleness] = None, fragment: Optional[int] = None,
+             end_round: bool = True) -> Union[StepReport, LazyStepReport]: ...
+
+    @overload
+    def step(self, closure: Callable[[], Loss], *, staleness: Optional[Staleness] = None,
+             fragment: Optional[int] = None, end_round: bool = True) -> Loss: ...
+
     @torch.no_grad()
-    def step(self, closure=None, *, staleness=None, fragment=None, end_round=True):
+    def step(self, closure: Optional[Callable[[], Any]] = None, *, staleness: Optional[Staleness] = None,
+             fragment: Optional[int] = None, end_round: bool = True) -> Any:
+        """As cgad.torch's step(), for fragment ``fragment`` (default ``self.fragment``); ``end_round=False``
+        leaves the outer round open (advance_round() ends it)."""
         with self._exclusive():
             if _lazy_init.requested(self, closure, staleness, fragment):
                 return self._allocate_state()
@@ -759,7 +794,7 @@ class PACGAD(_AdamFamily):
                 self.advance_round()
             return self._outcome(report, closure)
 
-    def advance_round(self):
+    def advance_round(self) -> None:
         """Ends an outer round: every fragment not synchronized in it ages by one."""
         with self._exclusive():
             for fast in self._groups:
@@ -771,9 +806,10 @@ class AdamDecay(_AdamFamily):
     _optimizer = "adam-decay"
     _hyperparameters = ("lr", "betas", "eps", "weight_decay", "alpha")
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, alpha=0.2, state="fp32",
-                 rounding="nearest", seed=0, q8_semantics="cgad", min_q8_size=None, threads=0, v_map="dynamic",
-                 q8_maps=None, **unsupported):
+    def __init__(self, params: Params, lr: Real = 1e-3, betas: Betas = (0.9, 0.999), eps: Real = 1e-8,
+                 weight_decay: Real = 0.0, alpha: Real = 0.2, state: str = "fp32", rounding: str = "nearest",
+                 seed: int = 0, q8_semantics: str = "cgad", min_q8_size: Optional[int] = None, threads: int = 0,
+                 v_map: str = "dynamic", q8_maps: Q8Maps = None, **unsupported: Any) -> None:
         # No gate: no tau_cut or on_zero_gate in its param groups, where no step would read them.
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, alpha=alpha), state,
                          rounding, seed, q8_semantics, min_q8_size, threads, unsupported=unsupported, v_map=v_map,
@@ -785,9 +821,10 @@ class Adam(_AdamFamily):
     _optimizer = "adam"
     _hyperparameters = ("lr", "betas", "eps", "weight_decay")
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, state="fp32",
-                 rounding="nearest", seed=0, q8_semantics="cgad", min_q8_size=None, threads=0, v_map="dynamic",
-                 q8_maps=None, **unsupported):
+    def __init__(self, params: Params, lr: Real = 1e-3, betas: Betas = (0.9, 0.999), eps: Real = 1e-8,
+                 weight_decay: Real = 0.0, state: str = "fp32", rounding: str = "nearest", seed: int = 0,
+                 q8_semantics: str = "cgad", min_q8_size: Optional[int] = None, threads: int = 0,
+                 v_map: str = "dynamic", q8_maps: Q8Maps = None, **unsupported: Any) -> None:
         # sigma = 1: no alpha, tau_cut or on_zero_gate in its param groups, where no step would read them.
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay), state, rounding,
                          seed, q8_semantics, min_q8_size, threads, unsupported=unsupported, v_map=v_map,
@@ -800,7 +837,8 @@ class _NesterovFamily(_FastpathOptimizer):
     # weight decay, so a group ported from SGD that sets one otherwise would step differently there.
     _neutral_group_keys = {"nesterov": True, "dampening": 0, "weight_decay": 0}
 
-    def __init__(self, params, lr, momentum, state, rounding, seed, min_q8_size, threads, unsupported):
+    def __init__(self, params: Params, lr: Real, momentum: Real, state: str, rounding: str, seed: int,
+                 min_q8_size: Optional[int], threads: int, unsupported: Dict[str, Any]) -> None:
         super().__init__(params, dict(lr=lr, momentum=momentum), state=state, rounding=rounding, seed=seed,
                          q8_semantics="cgad", min_q8_size=min_q8_size, threads=threads, unsupported=unsupported)
 
@@ -810,8 +848,9 @@ class Nesterov(_NesterovFamily):
     momentum 0.9. Staleness-blind. state: "fp32", "bf16" or "q8" (cgad's 8-bit semantics)."""
     _optimizer = "nesterov"
 
-    def __init__(self, params, lr=0.7, momentum=0.9, state="fp32", rounding="nearest", seed=0, min_q8_size=None,
-                 threads=0, **unsupported):
+    def __init__(self, params: Params, lr: Real = 0.7, momentum: Real = 0.9, state: str = "fp32",
+                 rounding: str = "nearest", seed: int = 0, min_q8_size: Optional[int] = None, threads: int = 0,
+                 **unsupported: Any) -> None:
         super().__init__(params, lr, momentum, state, rounding, seed, min_q8_size, threads, unsupported)
 
 
@@ -820,6 +859,7 @@ class SDM(_NesterovFamily):
     cgad's definition). Options as Nesterov's."""
     _optimizer = "sdm"
 
-    def __init__(self, params, lr=0.7, momentum=0.9, state="fp32", rounding="nearest", seed=0, min_q8_size=None,
-                 threads=0, **unsupported):
+    def __init__(self, params: Params, lr: Real = 0.7, momentum: Real = 0.9, state: str = "fp32",
+                 rounding: str = "nearest", seed: int = 0, min_q8_size: Optional[int] = None, threads: int = 0,
+                 **unsupported: Any) -> None:
         super().__init__(params, lr, momentum, state, rounding, seed, min_q8_size, threads, unsupported)

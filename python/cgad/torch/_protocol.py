@@ -3,6 +3,7 @@ pass them: torch's optimizer flags, the staleness as any integral value, what a 
 of steps by what became of them."""
 import numbers
 import warnings
+from typing import Dict, List
 
 import numpy as np
 import torch
@@ -125,5 +126,5 @@ class Counters(dict):
         super().__init__(counts)
         self._engine_counters = engine_counters
 
-    def __call__(self, group=0):
+    def __call__(self, group: int = 0) -> Dict[str, List[int]]:
         return self._engine_counters(group)

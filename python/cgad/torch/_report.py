@@ -1,6 +1,6 @@
 """What cgad.torch's step() returns: whether the event was applied, and if not why."""
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import Any, Optional, Tuple
 
 from .. import _cgad
 
@@ -108,7 +108,7 @@ class LazyStepReport:
             self._resolve = None
         return self._report
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):  # a slot not yet set, or a protocol probe (copy's __setstate__): not a field
             raise AttributeError(name)
         return getattr(self.resolved(), name)
@@ -120,7 +120,7 @@ class LazyStepReport:
     def __eq__(self, other):
         return self.resolved() == (other.resolved() if isinstance(other, LazyStepReport) else other)
 
-    __hash__ = None
+    __hash__ = None  # type: ignore[assignment]  # unhashable, as the frozen StepReport it stands for is not
 
     def __repr__(self):
         return repr(self.resolved())

@@ -11,37 +11,44 @@ before DiLoCo steps), returning τ in outer rounds (a parameter server's version
 (step - 1) mod P in round robin (torchft 0.2's DiLoCo._current_fragment), so an optimizer whose param groups are
 the fragments (PACGAD(fragments="groups"), Gated(fragments="groups")) steps that group, and each committed manager
 step is one PA-CGAD round (docs/design.md §3)."""
+from __future__ import annotations
+
 import numbers
 import weakref
+from typing import Any, Callable, Dict, List, Literal, Tuple, Union
 
 from .. import _cgad
 from ._gated import Gated
 from ._optimizers import PACGAD, _FastpathOptimizer
+from ._types import Staleness
+
+# What wire_torchft wires: one cgad.torch optimizer, or DiLoCo's list of them (one per fragment).
+Outer = Union[_FastpathOptimizer, Gated]
 
 WHERE = "cgad.torch.wire_torchft"
 SYNCHRONOUS = "synchronous"
 # The optimizers wired now (a copy, as torch's, starts without hooks: it is not wired).
-_WIRED = weakref.WeakSet()
+_WIRED: weakref.WeakSet[Outer] = weakref.WeakSet()
 
 
 class Wiring:
     """What wire_torchft returns: ``remove()`` takes every hook it registered off again."""
 
-    def __init__(self, handles):
+    def __init__(self, handles: List[Tuple[Outer, Any]]) -> None:
         self._handles = handles
 
-    def remove(self):
+    def remove(self) -> None:
         for optimizer, handle in self._handles:
             handle.remove()
             _WIRED.discard(optimizer)
         self._handles = []
 
 
-def _by_fragment(opt):
+def _by_fragment(opt: Outer) -> bool:
     return (isinstance(opt, PACGAD) and opt._by_groups) or (isinstance(opt, Gated) and opt.fragments == "groups")
 
 
-def _check(opt, several):
+def _check(opt: Any, several: bool) -> None:
     if not isinstance(opt, (_FastpathOptimizer, Gated)):
         raise _cgad.InputError(f"{WHERE}: the outer optimizer must be one of cgad.torch's (CGAD, PACGAD, AdamDecay, "
                                f"Adam, Nesterov, SDM, Gated), got {type(opt).__name__}")
@@ -59,7 +66,8 @@ def _check(opt, several):
                                "(its ages need one clock of rounds): pass it alone, as DiLoCo's outer_optimizer")
 
 
-def wire_torchft(outer, manager, staleness):
+def wire_torchft(outer: Union[Outer, List[Outer], Tuple[Outer, ...]], manager: Any,
+                 staleness: Union[Literal["synchronous"], Callable[[int], Staleness]]) -> Wiring:
     """Registers on ``outer`` (a cgad.torch optimizer, or DiLoCo's list of them, one per fragment) the step
     pre-hook that gives torchft's bare ``step()`` ``staleness=`` (from ``staleness``: "synchronous", or a callable
     of ``manager.current_step()`` returning τ) and, for an optimizer whose param groups are the fragments,
@@ -72,9 +80,9 @@ def wire_torchft(outer, manager, staleness):
         _check(opt, len(optimizers) > 1)
     if len({id(o) for o in optimizers}) != len(optimizers):
         raise _cgad.InputError(f"{WHERE}: the same optimizer is given twice")
+    tau_of: Callable[[int], Staleness]
     if isinstance(staleness, str) and staleness == SYNCHRONOUS:
-        def tau_of(step):
-            return 0
+        tau_of = lambda step: 0  # noqa: E731
     elif callable(staleness) and not isinstance(staleness, (str, numbers.Number)):
         tau_of = staleness
     else:
@@ -84,7 +92,7 @@ def wire_torchft(outer, manager, staleness):
         raise _cgad.InputError(f"{WHERE}: manager must be torchft's Manager (it has current_step()), got "
                                f"{type(manager).__name__}")
 
-    def pre_hook(opt, args, kwargs):
+    def pre_hook(opt: Outer, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Tuple[Tuple[Any, ...], Dict[str, Any]]:
         step = manager.current_step()
         kwargs = dict(kwargs, staleness=tau_of(step))
         if _by_fragment(opt):

@@ -27,10 +27,13 @@ resume: that push was never answered).
 torchft's ParameterServer binds its HTTP endpoint and its TCPStore on every interface and names itself by the
 host's name; the client side (Session) talks to the address it is given, and gloo runs over the interface
 GLOO_SOCKET_IFNAME names (the examples and the test set "lo"). This module needs torch 2.x and torchft."""
+from __future__ import annotations
+
 import os
 import sys
 import threading
 from datetime import timedelta
+from typing import Any, Iterable, List, Optional, Set, Tuple, Union
 
 import torch
 from torchft.parameter_server import ParameterServer
@@ -38,17 +41,18 @@ from torchft.process_group import ProcessGroupGloo
 
 from .. import _atomic, _cgad
 from ._report import resolved
+from ._torchft import Outer
 
 PULL, PUSH, DONE = 0, 1, 2
 WHERE = "cgad.torch.parameter_server"
 
 
-def flat(tensors):
+def flat(tensors: Iterable[torch.Tensor]) -> torch.Tensor:
     """The tensors as one flat float32 vector (a copy)."""
     return torch.cat([t.detach().reshape(-1).to(torch.float32) for t in tensors])
 
 
-def _header(*values):
+def _header(*values: int) -> torch.Tensor:
     """A request or answer: three int64 (request, version, worker; version, τ)."""
     return torch.tensor(list(values) + [0] * (3 - len(values)), dtype=torch.int64)
 
@@ -62,15 +66,18 @@ class OuterServer(ParameterServer):
 
     timeout = timedelta(seconds=60)
 
-    def __init__(self, params, optimizer, checkpoint, *, port=0, events=None):
+    def __init__(self, params: Iterable[torch.Tensor], optimizer: Outer,
+                 checkpoint: Union[str, os.PathLike[str]], *, port: int = 0,
+                 events: Optional[Union[str, os.PathLike[str]]] = None) -> None:
         self.params = list(params)
         self.optimizer = optimizer
         self.checkpoint = checkpoint
         self.events = events
         self.version = 0      # pseudo-gradients that changed θ
         self.stepped = 0      # pushes stepped (applied or refused by the optimizer)
-        self.log = []         # (worker, session, version started from, τ, the step's reason), in order
-        self.finished = set()  # the workers that said they are done (a worker numbers itself)
+        # (worker, session, version started from, τ, the step's reason), in order
+        self.log: List[Tuple[int, str, int, int, str]] = []
+        self.finished: Set[int] = set()  # the workers that said they are done (a worker numbers itself)
         self._lock = threading.Lock()
         self.resumed = os.path.exists(checkpoint)
         if self.resumed:
@@ -83,12 +90,12 @@ class OuterServer(ParameterServer):
         self._server.RequestHandlerClass.log_message = lambda handler, *args: None
 
     @classmethod
-    def new_process_group(cls):
+    def new_process_group(cls) -> Any:
         return ProcessGroupGloo(timeout=cls.timeout)
 
     # --- the state --------------------------------------------------------------------------------------------
 
-    def _resume(self):
+    def _resume(self) -> None:
         saved = torch.load(self.checkpoint, weights_only=False)
         with torch.no_grad():
             for p, value in zip(self.params, saved["params"], strict=True):
@@ -104,18 +111,18 @@ class OuterServer(ParameterServer):
                 if name.endswith(".pt") and int(name[:-3]) >= self.stepped:
                     os.unlink(os.path.join(self.events, name))
 
-    def _save(self):
+    def _save(self) -> None:
         state = {"version": self.version, "stepped": self.stepped, "log": self.log, "finished": self.finished,
                  "params": [p.detach().clone() for p in self.params], "optimizer": self.optimizer.state_dict()}
         with _atomic.replacing(self.checkpoint, "wb") as f:
             torch.save(state, f)
 
-    def snapshot(self):
+    def snapshot(self) -> Tuple[int, torch.Tensor]:
         """(version, θ as one flat float32 vector), consistent with each other and with the checkpoint."""
         with self._lock:
             return self.version, flat(self.params)
 
-    def apply(self, worker, session, started, delta):
+    def apply(self, worker: int, session: str, started: int, delta: torch.Tensor) -> Tuple[int, int]:
         """Steps the pseudo-gradient ``delta`` (flat) that worker ``worker`` (the number it gives itself) computed
         from version ``started``, with τ = version − started, checkpoints, and returns (version, τ)."""
         with self._lock:
@@ -140,7 +147,7 @@ class OuterServer(ParameterServer):
 
     # --- a session ------------------------------------------------------------------------------------------
 
-    def forward(self, session_id, pg):
+    def forward(self, session_id: str, pg: Any) -> None:
         """One client's session: pulls and pushes until it says it is done or its connection fails."""
         try:
             self._serve_session(session_id, pg)
@@ -148,7 +155,7 @@ class OuterServer(ParameterServer):
             print(f"{WHERE}: session {session_id} ended: {type(error).__name__}: "
                   f"{(str(error).splitlines() or [''])[0]}", file=sys.stderr)
 
-    def _serve_session(self, session_id, pg):
+    def _serve_session(self, session_id: str, pg: Any) -> None:
         size = sum(p.numel() for p in self.params)
         header = _header()
         while True:
@@ -171,7 +178,7 @@ class OuterServer(ParameterServer):
                 raise _cgad.InputError(f"{WHERE}: session {session_id} sent an unknown request {op}")
 
 
-def _session_ended(request, address):
+def _session_ended(request: Any, address: Tuple[str, int]) -> None:
     """What torchft's HTTP server does once a request's thread ends with an error: one line, not a traceback. The
     thread of every session ends so -- torchft's handler closes the connection itself, and http.server then
     flushes it (ValueError: I/O operation on closed file) -- which is no error at all (a failed session is said by
@@ -188,11 +195,12 @@ class Session:
     (or the normal end of a with block) says the worker is done (the server records it in ``finished``). A block
     left by an exception only frees the session: its worker opens another. ``size``: θ's element count."""
 
-    def __init__(self, address, size, worker=0, server_class=OuterServer):
+    def __init__(self, address: str, size: int, worker: int = 0,
+                 server_class: type[OuterServer] = OuterServer) -> None:
         self.size, self.worker = size, worker
         self.pg = server_class.new_session(address)
 
-    def pull(self):
+    def pull(self) -> Tuple[int, torch.Tensor]:
         """(version, θ as a flat float32 vector)."""
         self.pg.broadcast_one(_header(PULL), root=1).wait()
         reply = _header()
@@ -201,7 +209,7 @@ class Session:
         self.pg.broadcast_one(theta, root=0).wait()
         return int(reply[0]), theta
 
-    def push(self, started, delta):
+    def push(self, started: int, delta: torch.Tensor) -> Tuple[int, int]:
         """Sends the flat pseudo-gradient computed from version ``started``; returns (version now, its τ)."""
         self.pg.broadcast_one(_header(PUSH, started, self.worker), root=1).wait()
         self.pg.broadcast_one(delta.to(torch.float32).contiguous(), root=1).wait()
@@ -209,17 +217,18 @@ class Session:
         self.pg.broadcast_one(reply, root=0).wait()
         return int(reply[0]), int(reply[1])
 
-    def close(self):
+    def close(self) -> None:
         """Says the worker is done (the server's thread for it ends) and frees the process group."""
         try:
             self.pg.broadcast_one(_header(DONE, 0, self.worker), root=1).wait()
         finally:
             self.pg.shutdown()
 
-    def __enter__(self):
+    def __enter__(self) -> Session:
         return self
 
-    def __exit__(self, kind, value, traceback):
+    def __exit__(self, kind: Optional[type[BaseException]], value: Optional[BaseException],
+                 traceback: Any) -> None:
         if kind is None:
             self.close()
         else:  # the connection failed (the server died, a timeout): nothing more can be said on it
