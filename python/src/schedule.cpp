@@ -14,6 +14,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -52,14 +53,25 @@ class Schedule {
         // One element per fragment: the smallest layout the configuration takes (PA-CGAD's fragments are not empty).
         planner_(deciding_zero_gates(config), std::vector<std::size_t>{config.fragments}) {}
 
-  // InputError for τ < 0, as a step's.
+  // InputError for τ < 0, as a step's. The events of small τ -- all a run meets, mostly -- are kept once prepared:
+  // the planner evaluates the gate in long double at every call, a few microseconds per step and group otherwise.
+  // Called with the GIL held (no binding releases it), so the cache needs no lock.
   fastpath::StepEvent event(std::int64_t tau) const {
-    return planner_.prepare(planner_.parameters(), planner_.fragment_size(0), tau, 0).event;
+    const bool kept = tau >= 0 && tau < kKept;
+    if (kept && static_cast<std::size_t>(tau) < events_.size() && events_[tau].has_value()) return *events_[tau];
+    const fastpath::StepEvent e = planner_.prepare(planner_.parameters(), planner_.fragment_size(0), tau, 0).event;
+    if (kept) {
+      if (events_.size() <= static_cast<std::size_t>(tau)) events_.resize(tau + 1);
+      events_[tau] = e;
+    }
+    return e;
   }
 
+  static constexpr std::int64_t kKept = 4096;
   py::dict spec_;  // a copy, for pickling
   bool skip_;
   fastpath::StepPlanner planner_;
+  mutable std::vector<std::optional<fastpath::StepEvent>> events_;
 };
 
 }  // namespace
