@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The docs' file names are true (CTest `doc_paths_check`, label ci): every repository path the Markdown files name in
-backticks exists, and every citation of a doc in the code's comments (`docs/<name>.md`, `docs/design.md §N`) names a
-doc and a section that exist. A name in backticks is the repository's, and checked, when it starts at a top-level
+backticks exists, and every citation of a doc in the code's comments (`docs/<name>.md`, `docs/design.md §N`,
+`docs/python.md, "Copies"`) names a doc, a section and a title that exist. A name in backticks is the repository's, and checked, when it starts at a top-level
 entry of the repository (`fastpath/src/engine.cpp`: it must exist there; `core/gate.hpp`, a part's public
 header, as core/include/cgad/core/gate.hpp), at an include path (`cgad/...`: under a
 part's include/ or python/), at a folder the docs shorten (`detail/...`, `src/...`: the tail of a path), or is a bare
@@ -97,6 +97,10 @@ def main():
             for section in re.findall(r"\bdocs/design\.md,? §\s?(\d+)", line):
                 if not design_section(int(section)):
                     bad.append(f"{rel}:{n}: cites docs/design.md §{section}, which it has not")
+            # A part cited by its title (`docs/python.md, "Copies"`): the title is in that doc.
+            for doc, title in re.findall(r"\b(docs/[\w./-]*\w\.md),? (?:§\s?\d+,? )?\(?\"([^\"]+)\"", line):
+                if doc in names and title not in doc_text(doc):
+                    bad.append(f"{rel}:{n}: cites {doc}, \"{title}\", a title that doc has not")
     for line in bad:
         print(line)
     print(f"check-doc-paths: {len(bad)} bad name(s)" if bad else "check-doc-paths: every named path exists")
@@ -104,6 +108,13 @@ def main():
 
 
 _SECTIONS = None
+_DOCS = {}
+
+
+def doc_text(doc):
+    if doc not in _DOCS:
+        _DOCS[doc] = (ROOT / doc).read_text(errors="replace").replace("`", "")  # "Edits of opt.state" is a title
+    return _DOCS[doc]
 
 
 def design_section(number):
