@@ -79,5 +79,6 @@ void bind_cuda_optimizer(pybind11::module_& m);  // cuda_optimizer.cpp
 void bind_gate(pybind11::module_& m);            // gate.cpp
 void bind_trap_counter(pybind11::module_& m);    // trap_counter.cpp
 void bind_state_keys(pybind11::module_& m);      // state_keys.cpp
+void bind_schedule(pybind11::module_& m);        // schedule.cpp
 
 }  // namespace cgad::python

@@ -1,11 +1,10 @@
 // `CpuStepper`: fastpath::TableStepper over the caller's tensors where they lie -- parameters, pseudo-gradients and
 // optimizer state, all torch tensors (cgad.torch's CPU param groups, one per group, sharing one `ThreadPool` per
-// torch optimizer). `CpuOptimizer`: the owning fastpath::CpuOptimizer. The steps release the GIL: they touch only
-// the tensors' memory.
+// torch optimizer). The steps release the GIL: they touch only the tensors' memory.
 #include "bindings.hpp"
 #include "pointers.hpp"
 
-#include "cgad/fastpath/fastpath.hpp"
+#include "cgad/fastpath/table_stepper.hpp"
 #include "cgad/fastpath/thread_pool.hpp"
 
 #include "arrays.hpp"
@@ -16,7 +15,6 @@ namespace py = pybind11;
 namespace cgad::python {
 namespace {
 
-using fastpath::CpuOptimizer;
 using fastpath::StepReport;
 using fastpath::TableStepper;
 using fastpath::TensorState;
@@ -56,19 +54,6 @@ py::dict shape_dict(const TableStepper& s, std::size_t k) {
   out["absmax"] = shape.absmax;
   out["initial_codes"] = std::vector<int>(shape.initial_code, shape.initial_code + shape.moments);
   return out;
-}
-
-StepReport step(CpuOptimizer& o, const std::vector<std::uintptr_t>& params, const std::vector<std::uintptr_t>& grads,
-                std::int64_t tau, std::size_t fragment) {
-  const std::vector<const float*> g = pointers<const float>(grads);
-  if (o.config().params == fastpath::ParamFormat::fp32) {
-    const std::vector<float*> p = pointers<float>(params);
-    py::gil_scoped_release release;
-    return o.step(std::span<float* const>(p), std::span<const float* const>(g), tau, fragment);
-  }
-  const std::vector<fastpath::bf16*> p = pointers<fastpath::bf16>(params);
-  py::gil_scoped_release release;
-  return o.step(std::span<fastpath::bf16* const>(p), std::span<const float* const>(g), tau, fragment);
 }
 
 template <class O>
@@ -146,55 +131,6 @@ void bind_cpu_optimizer(py::module_& m) {
       .def_property_readonly("parameters", &TableStepper::parameters)
       .def_property_readonly("threads", &TableStepper::threads)
       .def_property_readonly("tensor_sizes", [](const TableStepper& s) { return s.tensor_sizes(); });
-  py::class_<CpuOptimizer>(m, "CpuOptimizer")
-      .def(py::init([](const py::dict& spec, std::vector<std::size_t> tensor_sizes, unsigned threads) {
-             return std::make_unique<CpuOptimizer>(step_config(spec), std::move(tensor_sizes), threads);
-           }),
-           py::arg("spec"), py::arg("tensor_sizes"), py::arg("threads") = 0)
-      .def(
-          "step",
-          [](CpuOptimizer& o, const std::vector<std::uintptr_t>& params, const std::vector<std::uintptr_t>& grads,
-             std::int64_t tau, std::size_t fragment) { return report_dict(step(o, params, grads, tau, fragment)); },
-          py::arg("params"), py::arg("grads"), py::arg("tau"), py::arg("fragment") = 0)
-      .def(
-          "preview",
-          [](CpuOptimizer& o, const std::vector<std::uintptr_t>& grads, std::int64_t tau, std::size_t fragment) {
-            const std::vector<const float*> g = pointers<const float>(grads);
-            StepReport report;
-            {
-              py::gil_scoped_release release;
-              report = o.preview(std::span<const float* const>(g), tau, fragment);
-            }
-            return report_dict(report);
-          },
-          py::arg("grads"), py::arg("tau"), py::arg("fragment") = 0)
-      .def("advance_round", &CpuOptimizer::advance_round)
-      .def("set_hyperparameters",
-           [](CpuOptimizer& o, const py::dict& spec) { o.set_hyperparameters(step_config(spec)); })
-      .def("save_bytes",
-           [](const CpuOptimizer& o) {
-             const std::vector<unsigned char> bytes = o.save_bytes();
-             return py::bytes(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-           })
-      .def("load_bytes", [](CpuOptimizer& o, const py::buffer& bytes) { o.load_bytes(byte_span(bytes.request())); })
-      .def("read_buffer",
-           [](const CpuOptimizer& o, const std::string& name) {
-             auto [out, values] = numpy_empty<float>(o.parameters());
-             o.read_buffer(name, values);
-             return out;
-           })
-      .def("counters",
-           [](const CpuOptimizer& o) {
-             py::dict out;
-             for (const auto& c : o.counters()) out[py::str(c.name)] = c.values;
-             return out;
-           })
-      .def("raw_counters", &raw_counters<CpuOptimizer>)
-      .def("set_raw_counters", &set_raw_counters<CpuOptimizer>, py::arg("counters"))
-      .def_property_readonly("buffer_names", &CpuOptimizer::buffer_names)
-      .def_property_readonly("parameters", &CpuOptimizer::parameters)
-      .def_property_readonly("threads", &CpuOptimizer::threads)
-      .def_property_readonly("tensor_sizes", [](const CpuOptimizer& o) { return o.tensor_sizes(); });
 }
 
 }  // namespace cgad::python

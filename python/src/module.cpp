@@ -16,6 +16,7 @@ PYBIND11_MODULE(_cgad, m) {
   py::register_exception<cgad::core::InputError>(m, "InputError", PyExc_ValueError);
   cgad::python::bind_arrays(m);
   cgad::python::bind_step_config(m);
+  cgad::python::bind_schedule(m);
   cgad::python::bind_cpu_optimizer(m);
   cgad::python::bind_cuda_optimizer(m);
   cgad::python::bind_gate(m);

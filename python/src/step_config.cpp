@@ -68,16 +68,6 @@ void bind_step_config(py::module_& m) {
         return out;
       },
       py::arg("spec"), py::arg("tensor_sizes"));
-  // The float an event of staleness tau is scaled by under this configuration -- σ(τ) (Adam family), 1/(1 + τ)
-  // (SDM), 1 (Nesterov) -- taken from the planner the step itself runs (StepPlanner::prepare), so that
-  // cgad.torch.Gated scales a pseudo-gradient for another optimizer by the very bits cgad's step uses.
-  m.def(
-      "step_sigma",
-      [](const py::dict& spec, std::int64_t tau) {
-        const fastpath::StepPlanner planner(step_config(spec), std::size_t{1});
-        return static_cast<double>(planner.prepare(1, 1, tau, 0).event.sigma_tau);
-      },
-      py::arg("spec"), py::arg("tau"));
 }
 
 }  // namespace cgad::python

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 import cgad
+from cgad import _cgad
 from cgad.torch import CGAD, PACGAD, SDM, Adam, AdamDecay, Gated, Nesterov
 from cgad.torch._pseudo_gradient import scaled
 from conftest import denotes, require_torch
@@ -59,6 +60,61 @@ def test_sigma_is_the_float_the_fast_path_scales_by(method, reference, alpha, ta
         assert np.float32(mine.sigma) == mine.sigma  # a float32 value
     if method == "sdm":
         assert gated.last_report.sigma == float(np.float32(1 / 41))
+
+
+# The configurations a bound schedule is checked over: each gate, α and τ_cut of several magnitudes, both zero-gate
+# policies, PA-CGAD's fragments.
+SCHEDULES = [
+    {"optimizer": "cgad", "alpha": "0.2", "tau_cut": 32},
+    {"optimizer": "cgad", "alpha": "0.05", "tau_cut": 7, "on_zero_gate": "skip"},
+    {"optimizer": "pa-cgad", "alpha": "1.3", "tau_cut": 5, "fragments": 3, "on_zero_gate": "skip"},
+    {"optimizer": "adam-decay", "alpha": "3.7", "tau_cut": 32},
+    {"optimizer": "sdm"},
+    {"optimizer": "nesterov"},
+]
+
+
+@pytest.mark.parametrize("spec", SCHEDULES, ids=lambda s: s["optimizer"])
+def test_the_bound_schedule_is_the_planners_sigma_and_zero_gate_bit_for_bit(spec):
+    """_cgad.Schedule, built once from a configuration, gives the bits of σ(τ), the zero-gate decision and the
+    outcome of an event (NaN/Inf first, then the zero gate's drop, then overflow) that the fast path's step itself
+    reports: a CPU stepper's preview of the same event (planner, schedule and report of the step,
+    step_planner.cpp) over a τ range past τ_cut and far beyond it, under the policy given and under "skip" (which
+    names a zero gate in the report). The schedule survives a pickle with its configuration."""
+    schedule = _cgad.Schedule(spec)
+    copied = pickle.loads(pickle.dumps(schedule))
+    skipping = dict(spec, on_zero_gate="skip")
+    fragments = spec.get("fragments", 1)
+    grad = torch.ones(fragments, dtype=torch.float32)  # one element per fragment, as the schedule's own layout
+    steppers = {name: _cgad.CpuStepper(s, [fragments], _cgad.ThreadPool(1)) for name, s in
+                (("given", spec), ("skip", skipping))}
+    for tau in list(range(0, 70)) + [10**3, 2**40, 2**62, 2**63 - 1]:
+        given = steppers["given"].preview([grad.data_ptr()], tau, 0)
+        skipped = steppers["skip"].preview([grad.data_ptr()], tau, 0)
+        sigma = schedule.sigma(tau)
+        assert np.float32(sigma).view(np.uint32) == np.float32(given["sigma"]).view(np.uint32), (tau, sigma, given)
+        assert copied.sigma(tau) == sigma
+        zero = skipped["reason"] == "zero-gate"
+        assert schedule.zero_gate(tau) == zero == copied.zero_gate(tau), (tau, skipped)
+        # The order of the refusals and the zero gate's drop: the step's report of a finite, a NaN and a huge Δ.
+        for value in (1.0, float("nan"), float(np.finfo(np.float32).max)):
+            delta = torch.full((fragments,), value, dtype=torch.float32)
+            report = steppers["given"].preview([delta.data_ptr()], tau, 0)
+            overflowing = value == value and float(np.float32(sigma)) * value >= _cgad.Schedule.refused_magnitude
+            assert schedule.outcome(tau, value != value, overflowing) == report["reason"], (tau, value, report)
+    with pytest.raises(cgad.InputError, match="staleness"):
+        schedule.sigma(-1)
+
+
+def test_the_schedule_s_refusal_magnitude_is_the_step_s_overflow_rule():
+    """Gated refuses |σ·Δ| >= Schedule.refused_magnitude (_pseudo_gradient.py): the fast path's step refuses a Δ of
+    exactly that magnitude at σ = 1 and takes the float just below it."""
+    limit = _cgad.Schedule.refused_magnitude
+    stepper = _cgad.CpuStepper({"optimizer": "cgad"}, [1], _cgad.ThreadPool(1))
+    for value, reason in ((limit, "overflowing-gradient"), (np.nextafter(np.float32(limit), np.float32(0)), "none")):
+        grad = torch.tensor([float(value)], dtype=torch.float32)
+        assert stepper.preview([grad.data_ptr()], 0, 0)["reason"] == reason, value
+    assert _cgad.Schedule({"optimizer": "sdm"}).refused_magnitude == limit
 
 
 # --- over cgad.torch's own optimizers: cgad's methods bit for bit ---------------------------------------------------

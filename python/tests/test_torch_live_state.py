@@ -1,4 +1,4 @@
-"""opt.state is the state the steps use (docs/python.md, "The optimizer state"): edits of it are taken or refused
+"""opt.state is the state the steps use (docs/python.md, "State"): edits of it are taken or refused
 with the reason before anything changes, torch's reset idiom restarts, a frozen parameter's state stays as it is,
 load_state_dict follows torch's rules and keeps earlier references live, a reshaped parameter's state follows it, a
 parameter swapped into param_groups is refused, and one optimizer's groups share one thread pool."""

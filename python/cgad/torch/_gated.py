@@ -16,7 +16,7 @@ from ._gated_config import WHERE, GateConfig
 from ._optimizers import PACGAD, SDM, AdamDecay, CGAD
 from ._protocol import Counters, check_policy, count, new_counts, report_refusal
 from ._protocol import staleness as as_staleness
-from ._report import GroupReport, StepReport, combine, first_params, no_gradient
+from ._report import REFUSED, GroupReport, StepReport, combine, first_params, no_gradient
 from ._types import Loss, Real, Staleness, TauCut
 
 
@@ -246,12 +246,14 @@ class Gated(torch.optim.Optimizer):
         order = [(g, i) for g in stepped for i in range(len(stepped[g]))]
         deltas = [stepped[g][i][1] for g, i in order]
 
-        # Refusals first, decided before anything is written: a NaN/Inf, even where the gate would drop the event
-        # (the fast path's order, step_schedule.hpp); else, unless dropped, the overflow rule on g = fl(σΔ).
+        # Decided before anything is written, in the fast path's order (the schedule's outcome, step_schedule.hpp):
+        # a NaN/Inf, even where the gate would drop the event; else the zero gate's drop; else the overflow rule on
+        # g = fl(σΔ). The event has one τ_effective (every group at τ, or one fragment).
         nonfinite, overflowing = _pseudo_gradient.refusals(deltas, event_sigma)
-        skipped = bool(stepped) and all(self._config.skips(t) for t in tau_effective.values())
-        local = "nonfinite-gradient" if any(nonfinite) else \
-            "overflowing-gradient" if not skipped and any(overflowing) else "none"
+        outcome = self._config.schedule.outcome(next(iter(tau_effective.values())), any(nonfinite),
+                                                any(overflowing)) if stepped else "none"
+        skipped = outcome == "zero-gate"
+        local = outcome if outcome in REFUSED else "none"
         # DTensors: every rank of the mesh steps or refuses alike, by one all_reduce per step on every rank
         # whatever its shards hold (docs/design.md, "cgad.torch").
         reason = local if mesh is None else _dtensor.agree(mesh, local)

@@ -32,6 +32,7 @@ class Group:
         self.sizes = sizes
         try:  # [(offset, size)], as the fast path cuts; P non-empty ranges (none for an empty group's P >= 2)
             self.fragments = _cgad.fragment_bounds(self.spec, sizes)
+            self.schedule = _cgad.Schedule(self.spec)  # the report's zero gate (_report.group_report)
         except _cgad.InputError as e:
             raise _cgad.InputError(f"{where}: {e}") from None
         self.begins = [0]
@@ -105,9 +106,10 @@ class Group:
                 if self.cuda:
                     self.engine.set_hyperparameters(spec, self.stream())
                 self.host.set_hyperparameters(spec)  # the state's reach (its checks) depends on the betas
+                schedule = _cgad.Schedule(spec)  # taken by the steppers above: α or τ_cut may have changed
             except _cgad.InputError as e:
                 raise _cgad.InputError(f"{where}: {e}") from None
-            self.spec = spec
+            self.spec, self.schedule = spec, schedule
 
     def advance_round(self):
         """Ends an outer round for PA-CGAD's ages."""
@@ -370,6 +372,10 @@ class SplitGroup:
     def spec(self):
         """The group's configuration as its first dtype's part has it (the parts differ only in params)."""
         return self.parts[0].spec
+
+    @property
+    def schedule(self):
+        return self.parts[0].schedule
 
     def __init__(self, spec, params, pool, where):
         check_no_aliasing(named(params), where)

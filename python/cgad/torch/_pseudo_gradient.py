@@ -11,8 +11,9 @@ from .. import _cgad
 # dtype and is exact in float64 for Δ of at most 29 significant bits (bfloat16: 8, float16: 11).
 SUPPORTED = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
 
-# The overflow rule's threshold on |σ·Δ| (core/overflow_rule.hpp), as the fast path applies it to its g.
-REFUSED_MAGNITUDE = 2.0 ** 63
+# The overflow rule's threshold on |σ·Δ|, 2^63, as the fast path applies it to its g: the library's constant
+# (core/overflow_rule.hpp), read from the bound schedule rather than restated.
+REFUSED_MAGNITUDE = _cgad.Schedule.refused_magnitude
 
 # Elements a narrow gradient is scaled in at a time: its float64 and float32 temporaries stay under 64 MiB.
 _CHUNK = 1 << 22

@@ -2,8 +2,6 @@
 from dataclasses import dataclass
 from typing import Any, Optional, Tuple
 
-from .. import _cgad
-
 # Why an event was not applied (reference/outer_optimizer.hpp's SkipReason, plus no-gradient for a param group
 # whose parameters have no .grad, which torch.optim skips too).
 REFUSED = ("nonfinite-gradient", "overflowing-gradient")
@@ -35,19 +33,9 @@ class StepReport:
     loss: Optional[object] = None   # what the closure returned, if step() was given one (step() returns it)
 
 
-# The optimizers with the cosine gate, whose gamma is 0 at tau_effective >= tau_cut.
-_GATED = ("cgad", "pa-cgad")
-
-
-def gate_is_zero(spec, tau_effective):
-    """Whether the cosine gate of a group's configuration is 0 at ``tau_effective``: the library's gamma (core's
-    gate in double), not a test on sigma, which Adam-Decay's exp(-alpha*tau) can underflow to 0 without a gate."""
-    return spec["optimizer"] in _GATED and _cgad.gamma(str(tau_effective), spec["alpha"], str(spec["tau_cut"]),
-                                                       "cosine") == 0
-
-
 def group_report(raw, group, fragment):
-    """A GroupReport from the fast path's report (a dict, bindings.hpp) of group ``group`` (a _groups.Group).
+    """A GroupReport from the fast path's report (a dict, bindings.hpp) of group ``group`` (a _groups.Group, whose
+    bound schedule says whether the gate was zero).
     The fast path names a zero gate only where on_zero_gate="skip" dropped the event; an event that "apply" ran
     on a zero gate (Delta discarded, theta moved by momentum alone) is reported here as "zero-gate" too, with
     applied=True, so that reason says whether the pseudo-gradient was used and applied whether a step ran."""
@@ -55,7 +43,7 @@ def group_report(raw, group, fragment):
     reason = raw["reason"]
     if reason in REFUSED:
         param, index = group.locate(fragment, raw["nonfinite_index"])
-    elif raw["applied"] and gate_is_zero(group.spec, int(raw["tau_effective"])):
+    elif raw["applied"] and group.schedule.zero_gate(raw["tau_effective"]):
         reason = "zero-gate"
     return GroupReport(bool(raw["applied"]), reason, float(raw["sigma"]), int(raw["tau_effective"]), param, index)
 

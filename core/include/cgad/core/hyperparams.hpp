@@ -42,7 +42,7 @@ template <RealScalar Real>
 void require_nonnegative(const Real& x, const std::string& name);
 
 // 1 − β as a run forms it from the user's decimal rather than from the β it holds: the fast path's cgad semantics
-// (docs/design.md §5, "Derived constants from the user's decimal"), whose float β may be 1 (0.99999999 rounds to
+// (docs/design.md §5, "Derived constants and how each is rounded"), whose float β may be 1 (0.99999999 rounds to
 // 1.0f) while 1 − β of the decimal is a positive float. Doubles of 1 − β of the decimal (one_minus_decimal); the
 // β rule (parse_beta, optimizer_options.hpp) checked the decimal before. Absent, 1 − β is that of the β held, which
 // must then be < 1.

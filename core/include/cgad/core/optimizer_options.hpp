@@ -59,7 +59,7 @@ Real parse_nonvanishing(const std::string& text, const char* name) {
   return x;
 }
 
-// How a run's step forms 1 − β (docs/design.md §5, "Derived constants from the user's decimal"): from the β it holds,
+// How a run's step forms 1 − β (docs/design.md §5, "Derived constants and how each is rounded"): from the β it holds,
 // 1 − RN(β) (the reference; bitsandbytes' 1.0f − β), or rounded once from the user's decimal (the fast path's cgad
 // semantics, whose bias corrections also take β^t from the decimal).
 enum class BetaComplement { of_rounded, of_decimal };

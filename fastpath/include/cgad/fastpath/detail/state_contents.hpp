@@ -3,7 +3,7 @@
 // what the state file's loader checks after the checksum (state_file.cpp), and what a caller-owned state is checked
 // against before a step (table_stepper.hpp), read where it lies. state_contents.cpp derives the bounds.
 #include "cgad/fastpath/config.hpp"
-#include "cgad/fastpath/table_stepper.hpp"
+#include "cgad/fastpath/tensor_state.hpp"
 
 #include <functional>
 #include <string>

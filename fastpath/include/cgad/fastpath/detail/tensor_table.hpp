@@ -5,7 +5,7 @@
 // into launches.
 #include "cgad/fastpath/detail/step_planner.hpp"
 #include "cgad/fastpath/detail/tensor_batch.hpp"
-#include "cgad/fastpath/table_stepper.hpp"
+#include "cgad/fastpath/tensor_state.hpp"
 #include "cgad/core/errors.hpp"
 
 #include <cstddef>
