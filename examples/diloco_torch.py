@@ -141,8 +141,10 @@ def loss_of(model, x, y):
     return F.cross_entropy(model(x), y)
 
 
-def main(argv):
-    args = parse_args(argv)
+def train(args):
+    """One run with parse_args's arguments: the held-out loss before the first round and after each (it stops at
+    the first that is not finite), the outer events' counts and the seconds the rounds took. Printed per round
+    unless --quiet; bench/outer_lr_sweep.py calls it once per grid point and seed."""
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     text = args.corpus
@@ -222,6 +224,12 @@ def main(argv):
     elapsed = time.time() - start
     if writer is not None:
         writer.close()
+    return losses, counts, elapsed
+
+
+def main(argv):
+    args = parse_args(argv)
+    losses, counts, elapsed = train(args)
     print(f"summary: outer {args.outer} (state {args.state}, lr {outer_lr(args)}), tau {args.tau} ({args.delay}), "
           f"K {args.workers}, H {args.inner_steps}, rounds {args.rounds}: held-out loss {losses[0]:.4f} -> "
           f"{losses[-1]:.4f} (best {min(losses):.4f}); {counts['events']} outer events, {counts['applied']} applied, "

@@ -1,0 +1,72 @@
+"""bench/outer_lr_sweep.py, the outer-lr sweep of docs/results/outer-lr.md, on a grid small enough to run in
+seconds: every (outer, lr, seed) is trained once by examples/diloco_torch.py's trainer, the table's mean and
+interval are those of the runs it printed, a diverged run is counted, --json holds every run, and the arguments
+the sweep sets itself are refused in one line."""
+import importlib.util
+import json
+import math
+import re
+import statistics
+import subprocess
+import sys
+
+from conftest import SOURCE_DIR
+
+SCRIPT = SOURCE_DIR / "bench" / "outer_lr_sweep.py"
+TINY = ["--", "--rounds", "2", "--workers", "2", "--inner-steps", "2", "--batch", "8"]
+
+
+def sweep(*args):
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=300)
+
+
+def test_the_table_is_the_runs_it_printed(tmp_path):
+    out = sweep("--tau", "2", "--outers", "cgad", "pa-cgad", "--lrs", "0.01", "1e9", "--baselines", "nesterov:0.7",
+                "--seeds", "0", "1", "--json", str(tmp_path / "runs.json"), *TINY)
+    assert out.returncode == 0, out.stderr[-2000:]
+    finals = {}
+    for outer, lr, seed, before, after, diverged in re.findall(
+            r"^tau 2 (\S+) lr (\S+) seed (\d): held-out loss (\S+) -> (\S+)( diverged)?;", out.stdout, re.M):
+        finals.setdefault((outer, float(lr)), []).append(float(after))
+        assert bool(diverged) == (not float(after) < float(before)), out.stdout
+    assert sorted(finals) == sorted([("cgad", 0.01), ("cgad", 1e9), ("pa-cgad", 0.01), ("pa-cgad", 1e9),
+                                     ("nesterov", 0.7)])
+    # Student t's 0.975 quantile for one degree of freedom (two seeds) is 12.706. The runs' losses are printed to
+    # 4 decimals (each off by <= 5e-5), so a mean recomputed from them is off by <= 5e-5 and, printed, by <= 1e-4;
+    # two seeds' half-width is 12.706 |a - b| / 2, off by <= 12.706 * 1e-4 / 2 and, printed, 5e-5 more.
+    mean_tol, half_tol = 1e-4, 12.706 * 1e-4 / 2 + 5e-5
+    for (outer, lr), values in finals.items():
+        if not all(math.isfinite(v) for v in values):  # no mean of a run that ended in NaN or Inf: a dash
+            dash = rf"^\| {outer} \| {re.escape(f'{lr:g}')} \| — \| — \| 2/2 \|$"
+            assert re.search(dash, out.stdout, re.M), out.stdout
+            continue
+        row = re.search(rf"^\| {outer} \| {re.escape(f'{lr:g}')} \| (\S+) ± (\S+) \| (\S+) – (\S+) \| \d/2 \|$",
+                        out.stdout, re.M)
+        assert row, out.stdout
+        mean, half, low, high = map(float, row.groups())
+        assert math.isclose(mean, statistics.fmean(values), rel_tol=1e-9, abs_tol=mean_tol)
+        assert math.isclose(half, 12.706 * statistics.stdev(values) / math.sqrt(2), rel_tol=1e-9, abs_tol=half_tol)
+        assert (low, high) == (round(min(values), 4), round(max(values), 4))
+    # An lr of 1e9 moves every parameter by about 1e9 in its first outer step: both seeds diverge, and the best
+    # point is chosen among the others.
+    assert re.search(r"^\| cgad \| 1e\+09 \| .* \| 2/2 \|$", out.stdout, re.M), out.stdout
+    assert re.search(r"^best: (cgad|pa-cgad) lr 0\.01 ", out.stdout, re.M), out.stdout
+    runs = json.loads((tmp_path / "runs.json").read_text())
+    assert len(runs) == 10 and all(len(r["losses"]) == 3 for r in runs)
+
+
+def test_the_arguments_the_sweep_sets_are_refused_in_one_line(tmp_path):
+    for args, words in [(["--", "--outer-lr", "1"], "--outer-lr is set by the sweep"),
+                        (["--json", str(tmp_path / "no" / "runs.json")], "does not exist")]:
+        out = sweep("--tau", "0", "--lrs", "0.01", "--seeds", "0", *args)
+        assert out.returncode == 2 and out.stderr.count("\n") == 1 and words in out.stderr, out.stderr
+
+
+def test_interval_is_the_student_t_one():
+    spec = importlib.util.spec_from_file_location("outer_lr_sweep", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    values = [2.0, 2.5, 3.5]  # mean 8/3, sample sd sqrt(7/12); t(0.975, 2 df) = 4.303
+    mean, half = module.interval(values)
+    assert math.isclose(mean, 8 / 3) and math.isclose(half, 4.303 * math.sqrt(7 / 12) / math.sqrt(3))
+    assert math.isnan(module.interval([1.0])[1])
