@@ -8,7 +8,8 @@ held-out loss of each grid point as the mean over the seeds with a 95 % Student-
         --json sweep.json -- --rounds 60
 
 Arguments after `--` go to diloco_torch.py (its --rounds, --workers, --width, ...), the same in every run; the
-sweep sets --outer, --outer-lr, --tau, --seed and --quiet itself. A run diverged when its final held-out loss is
+sweep sets --outer, --outer-lr, --tau, --seed and --quiet itself (`--outers` with no name runs the baselines
+alone). A run diverged when its final held-out loss is
 not finite or not below its initial one; a grid point's mean and interval are over all its seeds, and are not
 given (a dash) where a seed's loss is not finite. The best point is the Adam-family point of lowest mean with no
 diverged seed; the points whose interval overlaps the best's are listed as the range that worked as well.
@@ -23,7 +24,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import atomic_file  # noqa: E402  (examples/, put on the path above)
 import diloco_torch  # noqa: E402
-from example_args import Parser, check_output, entry_point, integer, real  # noqa: E402
+from example_args import Parser, check_output, entry_point, input_file, integer, real  # noqa: E402
 
 # Student t's 0.975 quantile for 1..30 degrees of freedom (any statistics table); past 30 the normal's 1.96 is
 # within 2 % of it.
@@ -52,17 +53,38 @@ def baseline(text):
 baseline.__name__ = "baseline (nesterov:LR or sdm:LR)"
 
 
+def read_runs(parser, path):
+    """The runs a sweep's --json wrote; anything else is refused through parser.error."""
+    try:
+        with open(path) as f:
+            runs = json.load(f)
+        for r in runs:
+            float(r["final"]), float(r["lr"]), int(r["tau"]), int(r["seed"]), bool(r["diverged"]), str(r["outer"])
+        return runs
+    except (OSError, ValueError, TypeError, KeyError) as e:
+        parser.error(f"--tables {path} is not a sweep's --json: {type(e).__name__}: {e}")
+
+
 def parse_args(argv):
     ours, theirs = (argv[:argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv else (argv, [])
     p = Parser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--tau", type=integer(at_least=0), required=True, help="diloco_torch.py's --tau")
-    p.add_argument("--outers", nargs="+", default=["cgad"], choices=sorted(set(diloco_torch.OUTER) - set(BASELINES)),
+    p.add_argument("--tables", nargs="+", metavar="JSON", type=input_file,
+                   help="run nothing: print the tables of the runs that these --json files hold")
+    p.add_argument("--tau", type=integer(at_least=0), help="diloco_torch.py's --tau")
+    p.add_argument("--outers", nargs="*", default=["cgad"], choices=sorted(set(diloco_torch.OUTER) - set(BASELINES)),
                    help="the Adam-family outer optimizers swept over --lrs")
-    p.add_argument("--lrs", nargs="+", type=real(above=0), required=True, help="their outer lrs")
+    p.add_argument("--lrs", nargs="*", type=real(above=0), default=[], help="their outer lrs")
     p.add_argument("--baselines", nargs="*", type=baseline, default=[], help="momentum outers at one lr each")
-    p.add_argument("--seeds", nargs="+", type=integer(at_least=0, at_most=2 ** 32 - 1), required=True)
+    p.add_argument("--seeds", nargs="+", type=integer(at_least=0, at_most=2 ** 32 - 1))
     p.add_argument("--json", help="write every run (its losses per round, counts, seconds) there")
     args = p.parse_args(ours)
+    if args.tables:
+        args.runs = [read_runs(p, path) for path in args.tables]
+        return args
+    if args.tau is None or not args.seeds:
+        p.error("--tau and --seeds are needed (or --tables)")
+    if not (args.outers and args.lrs) and not args.baselines:
+        p.error("nothing to run: give --outers and --lrs, or --baselines")
     for option in SET_HERE:
         if any(a == option or a.startswith(option + "=") for a in theirs):
             p.error(f"{option} is set by the sweep; give diloco_torch.py's other arguments after --")
@@ -85,39 +107,60 @@ def run(args, outer, lr, seed):
 
 
 def table(points):
-    """The markdown table, one row per (outer, lr), and the best Adam-family point with those that overlap it."""
-    rows = ["| outer | lr | final held-out loss, mean ± 95 % | min – max | diverged |", "|---|---|---|---|---|"]
-    stats = []
-    for (outer, lr), runs in points.items():
-        finals = [r["final"] for r in runs]
+    """The markdown table, one row per (outer, lr), and the best Adam-family point with those that do not differ
+    from it. Each point is set beside the best seed by seed (the same seed is the same initialization, batches and
+    delays for every lr): the paired difference's interval is far narrower than the two points' own, whose widths
+    are mostly the seeds' shared spread."""
+    finals = {point: {r["seed"]: r["final"] for r in runs} for point, runs in points.items()}
+    eligible = [point for point, runs in points.items() if point[0] not in BASELINES
+                and not any(r["diverged"] for r in runs)]
+    best = min(eligible, key=lambda point: statistics.fmean(finals[point].values()), default=None)
+    rows = ["| outer | lr | final held-out loss, mean ± 95 % | min – max | diverged | minus the best's, paired by "
+            "seed |", "|---|---|---|---|---|---|"]
+    near = []
+    for point, runs in points.items():
+        values = list(finals[point].values())
         diverged = sum(r["diverged"] for r in runs)
-        if all(math.isfinite(f) for f in finals):
-            mean, half = interval(finals)
-            cell, span = f"{mean:.4f} ± {half:.4f}", f"{min(finals):.4f} – {max(finals):.4f}"
-            if outer not in BASELINES and not diverged:
-                stats.append((mean, half, outer, lr))
-        else:
-            cell, span = "—", "—"
-        rows.append(f"| {outer} | {lr:g} | {cell} | {span} | {diverged}/{len(runs)} |")
-    if stats:
-        mean, half, outer, lr = min(stats)
-        near = ", ".join(f"{o} {x:g}" for m, h, o, x in stats if abs(m - mean) <= h + half)
-        rows += ["", f"best: {outer} lr {lr:g} ({mean:.4f} ± {half:.4f}); intervals overlapping it: {near}"]
+        cell = span = "—"
+        paired = "(the best)" if point == best else "—"
+        if all(math.isfinite(v) for v in values):
+            cell, span = "{:.4f} ± {:.4f}".format(*interval(values)), f"{min(values):.4f} – {max(values):.4f}"
+            if best is not None and point != best and finals[point].keys() == finals[best].keys():
+                mean, half = interval([finals[point][s] - finals[best][s] for s in finals[best]])
+                paired = f"{mean:+.4f} ± {half:.4f}"
+                if point in eligible and mean - half <= 0:
+                    near.append(point)
+        rows.append(f"| {point[0]} | {point[1]:g} | {cell} | {span} | {diverged}/{len(runs)} | {paired} |")
+    if best is not None:
+        rows += ["", f"best: {best[0]} lr {best[1]:g}; not above it (paired interval reaching 0): "
+                 + (", ".join(f"{o} {lr:g}" for o, lr in near) or "none")]
     return "\n".join(rows)
+
+
+def tables(runs):
+    """table() for each τ of the runs (those of one sweep, or of several --json files), rows by outer (the
+    baselines last), then lr."""
+    out = []
+    for tau in sorted({r["tau"] for r in runs}):
+        outers = list(dict.fromkeys(r["outer"] for r in runs))
+        points = {}
+        for r in sorted((r for r in runs if r["tau"] == tau), key=lambda r: (r["outer"] in BASELINES, outers.index(r["outer"]), r["lr"])):
+            points.setdefault((r["outer"], r["lr"]), []).append(r)
+        out.append(f"tau {tau}:\n\n" + table(points))
+    return "\n\n".join(out)
 
 
 def main(argv):
     args = parse_args(argv)
-    points = {}
-    for outer in args.outers:
-        for lr in args.lrs:
-            points[(outer, lr)] = [run(args, outer, lr, seed) for seed in args.seeds]
-    for outer, lr in args.baselines:
-        points[(outer, lr)] = [run(args, outer, lr, seed) for seed in args.seeds]
-    print(table(points))
+    if args.tables:
+        print(tables([r for runs in args.runs for r in runs]))
+        return 0
+    runs = [run(args, outer, lr, seed) for outer in args.outers for lr in args.lrs for seed in args.seeds]
+    runs += [run(args, outer, lr, seed) for outer, lr in args.baselines for seed in args.seeds]
+    print(tables(runs))
     if args.json:
         with atomic_file.replacing(args.json) as f:
-            json.dump([r for runs in points.values() for r in runs], f)
+            json.dump(runs, f)
     return 0
 
 

@@ -1,7 +1,8 @@
 """bench/outer_lr_sweep.py, the outer-lr sweep of docs/results/outer-lr.md, on a grid small enough to run in
 seconds: every (outer, lr, seed) is trained once by examples/diloco_torch.py's trainer, the table's mean and
-interval are those of the runs it printed, a diverged run is counted, --json holds every run, and the arguments
-the sweep sets itself are refused in one line."""
+interval and its paired difference from the best point are those of the runs it printed, a diverged run is
+counted, --json holds every run and --tables prints the same tables from it, and the arguments the sweep sets
+itself are refused in one line."""
 import importlib.util
 import json
 import math
@@ -27,37 +28,49 @@ def test_the_table_is_the_runs_it_printed(tmp_path):
     finals = {}
     for outer, lr, seed, before, after, diverged in re.findall(
             r"^tau 2 (\S+) lr (\S+) seed (\d): held-out loss (\S+) -> (\S+)( diverged)?;", out.stdout, re.M):
-        finals.setdefault((outer, float(lr)), []).append(float(after))
+        finals.setdefault((outer, float(lr)), {})[int(seed)] = float(after)
         assert bool(diverged) == (not float(after) < float(before)), out.stdout
     assert sorted(finals) == sorted([("cgad", 0.01), ("cgad", 1e9), ("pa-cgad", 0.01), ("pa-cgad", 1e9),
                                      ("nesterov", 0.7)])
+    # An lr of 1e9 moves every parameter by about 1e9 in its first outer step: both seeds diverge, and the best
+    # point is the better of the two Adam-family points at 0.01.
+    best = min([("cgad", 0.01), ("pa-cgad", 0.01)], key=lambda point: sum(finals[point].values()))
+    assert re.search(rf"^best: {best[0]} lr 0\.01; ", out.stdout, re.M), out.stdout
     # Student t's 0.975 quantile for one degree of freedom (two seeds) is 12.706. The runs' losses are printed to
-    # 4 decimals (each off by <= 5e-5), so a mean recomputed from them is off by <= 5e-5 and, printed, by <= 1e-4;
-    # two seeds' half-width is 12.706 |a - b| / 2, off by <= 12.706 * 1e-4 / 2 and, printed, 5e-5 more.
-    mean_tol, half_tol = 1e-4, 12.706 * 1e-4 / 2 + 5e-5
-    for (outer, lr), values in finals.items():
+    # 4 decimals (each off by <= 5e-5), so a mean or a difference recomputed from them is off by <= 1e-4 and,
+    # printed, by <= 1.5e-4; two seeds' half-width is 12.706 |a - b| / 2, off by <= 12.706 * 2e-4 / 2 + 5e-5.
+    mean_tol, half_tol = 1.5e-4, 12.706 * 2e-4 / 2 + 5e-5
+    for (outer, lr), by_seed in finals.items():
+        values = list(by_seed.values())
+        name = rf"^\| {outer} \| {re.escape(f'{lr:g}')} \| "
         if not all(math.isfinite(v) for v in values):  # no mean of a run that ended in NaN or Inf: a dash
-            dash = rf"^\| {outer} \| {re.escape(f'{lr:g}')} \| — \| — \| 2/2 \|$"
-            assert re.search(dash, out.stdout, re.M), out.stdout
+            assert re.search(name + r"— \| — \| 2/2 \| — \|$", out.stdout, re.M), out.stdout
             continue
-        row = re.search(rf"^\| {outer} \| {re.escape(f'{lr:g}')} \| (\S+) ± (\S+) \| (\S+) – (\S+) \| \d/2 \|$",
-                        out.stdout, re.M)
+        row = re.search(name + r"(\S+) ± (\S+) \| (\S+) – (\S+) \| \d/2 \| (.*) \|$", out.stdout, re.M)
         assert row, out.stdout
-        mean, half, low, high = map(float, row.groups())
+        mean, half, low, high = map(float, row.groups()[:4])
         assert math.isclose(mean, statistics.fmean(values), rel_tol=1e-9, abs_tol=mean_tol)
         assert math.isclose(half, 12.706 * statistics.stdev(values) / math.sqrt(2), rel_tol=1e-9, abs_tol=half_tol)
         assert (low, high) == (round(min(values), 4), round(max(values), 4))
-    # An lr of 1e9 moves every parameter by about 1e9 in its first outer step: both seeds diverge, and the best
-    # point is chosen among the others.
-    assert re.search(r"^\| cgad \| 1e\+09 \| .* \| 2/2 \|$", out.stdout, re.M), out.stdout
-    assert re.search(r"^best: (cgad|pa-cgad) lr 0\.01 ", out.stdout, re.M), out.stdout
+        if (outer, lr) == best:
+            assert row.group(5) == "(the best)"
+            continue
+        paired = [by_seed[s] - finals[best][s] for s in (0, 1)]
+        mean, half = map(float, row.group(5).split(" ± "))
+        assert math.isclose(mean, statistics.fmean(paired), rel_tol=1e-9, abs_tol=mean_tol)
+        assert math.isclose(half, 12.706 * statistics.stdev(paired) / math.sqrt(2), rel_tol=1e-9, abs_tol=half_tol)
     runs = json.loads((tmp_path / "runs.json").read_text())
     assert len(runs) == 10 and all(len(r["losses"]) == 3 for r in runs)
+    # The tables of the runs' --json are the ones the sweep printed.
+    again = sweep("--tables", str(tmp_path / "runs.json"))
+    assert again.returncode == 0 and out.stdout.endswith(again.stdout), again.stderr
 
 
 def test_the_arguments_the_sweep_sets_are_refused_in_one_line(tmp_path):
+    (tmp_path / "other.json").write_text('[{"params": [1, 2]}]')
     for args, words in [(["--", "--outer-lr", "1"], "--outer-lr is set by the sweep"),
-                        (["--json", str(tmp_path / "no" / "runs.json")], "does not exist")]:
+                        (["--json", str(tmp_path / "no" / "runs.json")], "does not exist"),
+                        (["--tables", str(tmp_path / "other.json")], "is not a sweep's --json: KeyError")]:
         out = sweep("--tau", "0", "--lrs", "0.01", "--seeds", "0", *args)
         assert out.returncode == 2 and out.stderr.count("\n") == 1 and words in out.stderr, out.stderr
 
