@@ -14,6 +14,7 @@ not finite or not below its initial one; a grid point's mean and interval are ov
 given (a dash) where a seed's loss is not finite. The best point is the Adam-family point of lowest mean with no
 diverged seed; the points whose interval overlaps the best's are listed as the range that worked as well.
 """
+import collections
 import json
 import math
 import os
@@ -60,6 +61,7 @@ def read_runs(parser, path):
             runs = json.load(f)
         for r in runs:
             float(r["final"]), float(r["lr"]), int(r["tau"]), int(r["seed"]), bool(r["diverged"]), str(r["outer"])
+            trainer(r)
         return runs
     except (OSError, ValueError, TypeError, KeyError) as e:
         parser.error(f"--tables {path} is not a sweep's --json: {type(e).__name__}: {e}")
@@ -79,10 +81,17 @@ def parse_args(argv):
     p.add_argument("--json", help="write every run (its losses per round, counts, seconds) there")
     args = p.parse_args(ours)
     if args.tables:
-        args.runs = [read_runs(p, path) for path in args.tables]
+        args.runs = [r for path in args.tables for r in read_runs(p, path)]
+        seen = collections.Counter((r["tau"], trainer(r), r["outer"], r["lr"], r["seed"]) for r in args.runs)
+        for (tau, _, outer, lr, seed), n in seen.items():
+            if n > 1:  # a point's runs are told apart by their seed (table() pairs them by it)
+                p.error(f"--tables hold seed {seed} of tau {tau} {outer} lr {lr:g} {n} times")
         return args
     if args.tau is None or not args.seeds:
         p.error("--tau and --seeds are needed (or --tables)")
+    for option in ("outers", "lrs", "baselines", "seeds"):
+        if len(set(getattr(args, option))) < len(getattr(args, option)):
+            p.error(f"--{option} names a value twice")
     if not (args.outers and args.lrs) and not args.baselines:
         p.error("nothing to run: give --outers and --lrs, or --baselines")
     for option in SET_HERE:
@@ -137,23 +146,35 @@ def table(points):
     return "\n".join(rows)
 
 
+def trainer(run):
+    """The diloco_torch.py arguments a run shares with every run of its sweep: its argv less what the sweep sets."""
+    kept, argv = [], iter(run["argv"])
+    for a in argv:
+        if a in SET_HERE and a != "--quiet":
+            next(argv)  # the option's value
+        elif a != "--quiet":
+            kept.append(a)
+    return " ".join(kept)
+
+
 def tables(runs):
-    """table() for each τ of the runs (those of one sweep, or of several --json files), rows by outer (the
-    baselines last), then lr."""
+    """table() for each τ and trainer arguments of the runs (those of one sweep, or of several --json files), rows
+    by outer (the baselines last), then lr."""
     out = []
-    for tau in sorted({r["tau"] for r in runs}):
-        outers = list(dict.fromkeys(r["outer"] for r in runs))
+    outers = list(dict.fromkeys(r["outer"] for r in runs))
+    for tau, args in sorted({(r["tau"], trainer(r)) for r in runs}):
         points = {}
-        for r in sorted((r for r in runs if r["tau"] == tau), key=lambda r: (r["outer"] in BASELINES, outers.index(r["outer"]), r["lr"])):
+        for r in sorted((r for r in runs if (r["tau"], trainer(r)) == (tau, args)),
+                        key=lambda r: (r["outer"] in BASELINES, outers.index(r["outer"]), r["lr"])):
             points.setdefault((r["outer"], r["lr"]), []).append(r)
-        out.append(f"tau {tau}:\n\n" + table(points))
+        out.append(f"tau {tau}, diloco_torch.py {args}:\n\n" + table(points))
     return "\n\n".join(out)
 
 
 def main(argv):
     args = parse_args(argv)
     if args.tables:
-        print(tables([r for runs in args.runs for r in runs]))
+        print(tables(args.runs))
         return 0
     runs = [run(args, outer, lr, seed) for outer in args.outers for lr in args.lrs for seed in args.seeds]
     runs += [run(args, outer, lr, seed) for outer, lr in args.baselines for seed in args.seeds]

@@ -42,7 +42,7 @@ def parse_args(argv):
     p.add_argument("--outer", choices=sorted(OUTER), default="cgad", help="outer optimizer")
     p.add_argument("--outer-lr", type=real(at_least=0),
                    help="outer learning rate (default 0.7 for nesterov and sdm, the DiLoCo recipe; 3e-3 for the "
-                        "Adam family)")
+                        "Adam family, the start docs/results/outer-lr.md measured)")
     p.add_argument("--state", default="fp32", choices=["fp32", "bf16", "q8"], help="outer optimizer state format")
     p.add_argument("--q8-semantics", default="cgad", choices=["cgad", "bnb"],
                    help="8-bit state semantics (Adam family)")

@@ -64,13 +64,17 @@ def test_the_table_is_the_runs_it_printed(tmp_path):
     # The tables of the runs' --json are the ones the sweep printed.
     again = sweep("--tables", str(tmp_path / "runs.json"))
     assert again.returncode == 0 and out.stdout.endswith(again.stdout), again.stderr
+    # The same runs twice would pair a seed with itself: refused.
+    twice = sweep("--tables", str(tmp_path / "runs.json"), str(tmp_path / "runs.json"))
+    assert twice.returncode == 2 and "seed 0 of tau 2 cgad lr 0.01 2 times" in twice.stderr, twice.stderr
 
 
 def test_the_arguments_the_sweep_sets_are_refused_in_one_line(tmp_path):
     (tmp_path / "other.json").write_text('[{"params": [1, 2]}]')
     for args, words in [(["--", "--outer-lr", "1"], "--outer-lr is set by the sweep"),
                         (["--json", str(tmp_path / "no" / "runs.json")], "does not exist"),
-                        (["--tables", str(tmp_path / "other.json")], "is not a sweep's --json: KeyError")]:
+                        (["--tables", str(tmp_path / "other.json")], "is not a sweep's --json: KeyError"),
+                        (["--seeds", "0", "0"], "--seeds names a value twice")]:
         out = sweep("--tau", "0", "--lrs", "0.01", "--seeds", "0", *args)
         assert out.returncode == 2 and out.stderr.count("\n") == 1 and words in out.stderr, out.stderr
 
