@@ -7,12 +7,14 @@ held-out loss of each grid point as the mean over the seeds with a 95 % Student-
         --outers cgad adam-decay adam pa-cgad --lrs 1e-3 1e-2 1e-1 --baselines nesterov:0.7 --seeds 0 1 2 \
         --json sweep.json -- --rounds 60
 
+    python bench/outer_lr_sweep.py --tables sweep.json other.json     # the tables of saved runs, together
+
 Arguments after `--` go to diloco_torch.py (its --rounds, --workers, --width, ...), the same in every run; the
 sweep sets --outer, --outer-lr, --tau, --seed and --quiet itself (`--outers` with no name runs the baselines
-alone). A run diverged when its final held-out loss is
-not finite or not below its initial one; a grid point's mean and interval are over all its seeds, and are not
-given (a dash) where a seed's loss is not finite. The best point is the Adam-family point of lowest mean with no
-diverged seed; the points whose interval overlaps the best's are listed as the range that worked as well.
+alone). A run diverged when its final held-out loss is not finite or not below its initial one; a grid point's
+mean and interval are over all its seeds, and are not given (a dash) where a seed's loss is not finite. The best
+point is the Adam-family point of lowest mean with no diverged seed; every point's difference from it is taken
+seed by seed, and the stable points whose paired interval reaches 0 are listed as not above it.
 """
 import collections
 import json
@@ -28,7 +30,7 @@ import diloco_torch  # noqa: E402
 from example_args import Parser, check_output, entry_point, input_file, integer, real  # noqa: E402
 
 # Student t's 0.975 quantile for 1..30 degrees of freedom (any statistics table); past 30 the normal's 1.96 is
-# within 2 % of it.
+# within 4 % of it (t = 2.040 at 31).
 T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
         2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
 SET_HERE = ("--outer", "--outer-lr", "--tau", "--seed", "--quiet")
@@ -151,7 +153,7 @@ def trainer(run):
     kept, argv = [], iter(run["argv"])
     for a in argv:
         if a in SET_HERE and a != "--quiet":
-            next(argv)  # the option's value
+            next(argv, None)  # the option's value
         elif a != "--quiet":
             kept.append(a)
     return " ".join(kept)
