@@ -42,7 +42,7 @@ def parse_args(argv):
     p.add_argument("--outer", choices=sorted(OUTER), default="cgad", help="outer optimizer")
     p.add_argument("--outer-lr", type=real(at_least=0),
                    help="outer learning rate (default 0.7 for nesterov and sdm, the DiLoCo recipe; 3e-3 for the "
-                        "Adam family)")
+                        "Adam family, the start docs/results/outer-lr.md measured)")
     p.add_argument("--state", default="fp32", choices=["fp32", "bf16", "q8"], help="outer optimizer state format")
     p.add_argument("--q8-semantics", default="cgad", choices=["cgad", "bnb"],
                    help="8-bit state semantics (Adam family)")
@@ -141,8 +141,10 @@ def loss_of(model, x, y):
     return F.cross_entropy(model(x), y)
 
 
-def main(argv):
-    args = parse_args(argv)
+def train(args):
+    """One run with parse_args's arguments: the held-out loss before the first round and after each (it stops at
+    the first that is not finite), the outer events' counts and the seconds the rounds took. Printed per round
+    unless --quiet; bench/outer_lr_sweep.py calls it once per grid point and seed."""
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     text = args.corpus
@@ -222,6 +224,12 @@ def main(argv):
     elapsed = time.time() - start
     if writer is not None:
         writer.close()
+    return losses, counts, elapsed
+
+
+def main(argv):
+    args = parse_args(argv)
+    losses, counts, elapsed = train(args)
     print(f"summary: outer {args.outer} (state {args.state}, lr {outer_lr(args)}), tau {args.tau} ({args.delay}), "
           f"K {args.workers}, H {args.inner_steps}, rounds {args.rounds}: held-out loss {losses[0]:.4f} -> "
           f"{losses[-1]:.4f} (best {min(losses):.4f}); {counts['events']} outer events, {counts['applied']} applied, "
