@@ -589,6 +589,46 @@ TEST(FastpathTensorTable, PreviewReportsTheStepAndChangesNothing) {
   }
 }
 
+// A step wakes the pool once (docs/design.md §5, "One dispatch per step"): its refusal scan and its update are one
+// job whose parts meet at a barrier -- an applied event, a refused one (a NaN in the last part's chunks, which the
+// other parts, having found nothing, must not step past), and a previewed one, whose step only updates. The layout
+// (35 000 elements, 138 chunks) is past the serial threshold, so that the two threads split it.
+TEST(FastpathTensorTable, AStepIsOneDispatchAndARefusalInAnyPartChangesNothing) {
+  for (const StepConfig& config : configs(OptimizerKind::cgad)) {
+    const std::vector<std::size_t> sizes{20000, 15000};
+    const auto pool = std::make_shared<ThreadPool>(2);
+    TableStepper table(config, sizes, pool);
+    OwnedStates states(detail::TableStepperInternals::planner(table));
+    const std::size_t n = table.parameters();
+    Tensors tensors(config, sizes, random_vector(n, 31));
+    const auto step = [&](const std::vector<std::vector<float>>& grads, bool reuse_preview) {
+      const std::vector<const float*> g = grad_pointers(grads);
+      const std::uint64_t before = pool->dispatches();
+      const StepReport r =
+          config.params == ParamFormat::fp32
+              ? table.step(std::span<float* const>(pointers(tensors.fp32)), g, states.entries, 1, 0, reuse_preview)
+              : table.step(std::span<bf16* const>(pointers(tensors.bf16_values)), g, states.entries, 1, 0,
+                           reuse_preview);
+      EXPECT_EQ(pool->dispatches() - before, 1u) << describe(config);
+      return r;
+    };
+    EXPECT_TRUE(step(split(random_vector(n, 32), sizes), false).applied);
+    const auto params_before = tensors.bytes();
+    const auto state_before = testing::state_arrays(states.whole(detail::TableStepperInternals::planner(table)));
+    std::vector<float> bad = random_vector(n, 33);
+    bad[n - 1] = std::numeric_limits<float>::quiet_NaN();
+    const StepReport refused = step(split(bad, sizes), false);
+    EXPECT_EQ(refused.reason, core::SkipReason::nonfinite_gradient) << describe(config);
+    EXPECT_EQ(refused.nonfinite_index, n - 1);
+    ASSERT_EQ(tensors.bytes(), params_before) << describe(config);
+    ASSERT_EQ(testing::state_arrays(states.whole(detail::TableStepperInternals::planner(table))), state_before);
+    const auto grads = split(random_vector(n, 34), sizes);
+    EXPECT_TRUE(table.preview(grad_pointers(grads), 1, 0).applied);
+    EXPECT_TRUE(step(grads, true).applied);
+    EXPECT_NE(tensors.bytes(), params_before);
+  }
+}
+
 TEST(FastpathTensorTable, BadTablesAreRefusedAndChangeNothing) {
   StepConfig config = all_format_configs(OptimizerKind::cgad).front();
   const std::vector<std::size_t> sizes{10, 0, 5};
