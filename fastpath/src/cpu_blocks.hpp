@@ -18,4 +18,8 @@ BlockFunction block_function_for(const StepArgs& a, CpuIsa isa);
 // rule (refuses_event, element_update.hpp).
 bool any_refused(const float* values, std::uint64_t count, float sigma, CpuIsa isa);
 
+// out[j] = start[j] − local[j] for j < count (Δ = θ_start − θ formed, docs/design.md §5, "Δ checked where it is
+// formed"); returns the largest (bits & 0x7FFFFFFF) it wrote: at least 0x7F800000 exactly when some Δ is NaN or ±Inf.
+std::uint32_t form_delta(const float* start, const float* local, float* out, std::uint64_t count, CpuIsa isa);
+
 }  // namespace cgad::fastpath

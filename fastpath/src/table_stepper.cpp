@@ -46,6 +46,8 @@ struct TableStepper::Impl {
   StepReport step(std::span<bf16* const> params, std::span<const float* const> grads,
                   std::span<const TensorState> states, std::int64_t tau, std::size_t fragment, bool reuse_preview);
   StepReport preview(std::span<const float* const> grads, std::int64_t tau, std::size_t fragment);
+  void form_pseudo_gradient(std::span<const float* const> start, std::span<const float* const> params,
+                            std::span<float* const> deltas);
   TensorStateShape shape(std::size_t k) const;
   TensorState entry(std::size_t k, std::span<void* const> buffers) const;
   void check_states(std::span<const TensorState> states, std::span<const std::size_t> which) const;
@@ -63,6 +65,7 @@ struct TableStepper::Impl {
   struct Operands;
   StepReport run(const Operands& operands, std::span<const TensorState> states, std::size_t params_size,
                  std::size_t grad_size, std::int64_t tau, std::size_t fragment, bool reuse_preview);
+  bool formed_verdict(const Operands& operands, const StepPlanner::Plan& plan) const;
   struct Refused;
   std::pair<StepOutcome, std::uint64_t> scan(const Operands& operands, const StepPlanner::Plan& plan);
   void scan_part(const Operands& operands, const StepPlanner::Plan& plan, std::size_t begin, std::size_t end,
@@ -95,6 +98,15 @@ struct TableStepper::Impl {
     bool valid = false;
   };
   Previewed previewed_;
+  // The last form_pseudo_gradient: where it wrote each tensor's Δ (null: left out), the largest |Δ|'s bits (at least
+  // 0x7F800000 where some Δ is NaN or ±Inf), and the counters' generation it saw.
+  struct Formed {
+    std::uint64_t generation = 0;
+    std::vector<const float*> deltas;
+    std::uint32_t largest = 0;
+    bool valid = false;
+  };
+  Formed formed_;
   std::uint64_t generation_ = 0;
 };
 
@@ -199,6 +211,65 @@ StepReport TableStepper::Impl::preview(std::span<const float* const> grads, std:
   const auto [outcome, index] = scan(o, plan);
   previewed_ = {generation_, tau, fragment, outcome, index, true};
   return StepPlanner::report_of(plan.event, plan.scheduled, outcome, index);
+}
+
+void TableStepper::Impl::form_pseudo_gradient(std::span<const float* const> start, std::span<const float* const> params,
+                                              std::span<float* const> deltas) {
+  const std::vector<std::size_t>& sizes = planner_.tensor_sizes();
+  const std::size_t tensors = sizes.size();
+  if (config().params != ParamFormat::fp32) {
+    throw core::InputError("a pseudo-gradient is formed here from fp32 parameters; this optimizer stores bf16 ones");
+  }
+  check_table("start", start, tensors, 1, 0, sizes);
+  check_table("parameter", params, tensors, 1, 0, sizes);
+  check_table("gradient", std::span<float* const>(deltas), tensors, 1, 0, sizes);
+  for (std::size_t k = 0; k < tensors; ++k) {
+    if (start[k] == nullptr || sizes[k] == 0) continue;
+    if (params[k] == nullptr || deltas[k] == nullptr) {
+      throw core::InputError("the tensor table's parameter or gradient pointer for tensor " + std::to_string(k) +
+                             " (formed: its start is given) is null");
+    }
+  }
+  formed_.valid = false;     // until this pass has ended: a refused one is trusted by no step
+  previewed_.valid = false;  // a preview looked at the Δ this pass overwrites
+  std::atomic<std::uint32_t> largest{0};
+  pool_->parallel_for(
+      planner_.chunks().size(),
+      [&](std::uint64_t begin, std::uint64_t end) {
+        std::uint32_t part = 0;
+        for_each_run(begin, end, [&](std::size_t k, std::size_t first, std::size_t, std::uint64_t elements) {
+          if (start[k] == nullptr) return;
+          const std::size_t at = planner_.chunks()[first].begin - tensor_begin_[k];
+          part = std::max(part, form_delta(start[k] + at, params[k] + at, deltas[k] + at, elements, isa_));
+        });
+        std::uint32_t seen = largest.load();
+        while (part > seen && !largest.compare_exchange_weak(seen, part)) {}
+      },
+      kSerialBelowChunks);
+  formed_.deltas.assign(tensors, nullptr);
+  for (std::size_t k = 0; k < tensors; ++k) {
+    if (start[k] != nullptr) formed_.deltas[k] = deltas[k];
+  }
+  formed_.largest = largest.load();
+  formed_.generation = generation_;
+  formed_.valid = true;
+}
+
+// Whether a step may take the last formation's look at Δ instead of scanning (docs/design.md §5, "Δ checked where
+// it is formed"): nothing was stepped, loaded or reconfigured since, every Δ this step reads is one the formation
+// wrote (the caller vouches that none changed since: cgad.torch checks the gradients' version counters), none was
+// NaN or ±Inf, and the largest |Δ| passes the overflow rule at this event's σ -- the rule is monotone in |Δ| (fl(σ·x)
+// does not decrease as x grows), so then every element passes. Otherwise the step scans, and reports the first
+// refused element as a raw Δ's step does.
+bool TableStepper::Impl::formed_verdict(const Operands& operands, const StepPlanner::Plan& plan) const {
+  if (!formed_.valid || formed_.generation != generation_ || !operands.per_tensor) return false;
+  for (std::size_t k = 0; k < operands.grads.size(); ++k) {
+    if (operands.grads[k] != nullptr && planner_.tensor_sizes()[k] != 0 && operands.grads[k] != formed_.deltas[k]) {
+      return false;
+    }
+  }
+  const float sigma = plan.scheduled.applied ? plan.scheduled.sigma : 0.0f;
+  return formed_.largest < 0x7F800000u && !refuses_event(sigma, bits_to_float(formed_.largest));
 }
 
 std::pair<std::size_t, std::size_t> TableStepper::Impl::touched(std::size_t fragment) const {
@@ -411,12 +482,17 @@ StepReport TableStepper::Impl::run(const Operands& operands, std::span<const Ten
                                    std::size_t params_size, std::size_t grad_size, std::int64_t tau,
                                    std::size_t fragment, bool reuse_preview) {
   StepPlanner::Plan plan = planner_.plan(params_size, grad_size, tau, fragment);
-  const bool reuse = reuse_preview && previewed_.valid && previewed_.generation == generation_ &&
-                     previewed_.tau == tau && previewed_.fragment == fragment;
-  if (reuse && previewed_.outcome != StepOutcome::applied) {
-    planner_.commit(plan, previewed_.outcome);
+  const bool previewed = reuse_preview && previewed_.valid && previewed_.generation == generation_ &&
+                         previewed_.tau == tau && previewed_.fragment == fragment;
+  // A formed Δ that passes takes the outcome of a scan that found nothing to refuse.
+  const bool reuse = previewed || (reuse_preview && formed_verdict(operands, plan));
+  const std::pair<StepOutcome, std::uint64_t> looked =
+      previewed ? std::pair{previewed_.outcome, previewed_.index}
+                : std::pair{outcome_of(plan.scheduled, false, false), std::uint64_t{0}};
+  if (reuse && looked.first != StepOutcome::applied) {
+    planner_.commit(plan, looked.first);
     ++generation_;
-    return StepPlanner::report_of(plan.event, plan.scheduled, previewed_.outcome, previewed_.index);
+    return StepPlanner::report_of(plan.event, plan.scheduled, looked.first, looked.second);
   }
   // One dispatch (docs/design.md §5, "One dispatch per step"): each part scans its chunks for Δ the event must
   // refuse (unless a preview did), the parts meet, and each, seeing the same verdict, steps its chunks only if
@@ -436,7 +512,7 @@ StepReport TableStepper::Impl::run(const Operands& operands, std::span<const Ten
         if (invalid != 0) invalid_state += invalid;
       },
       kSerialBelowChunks);
-  const auto [outcome, index] = reuse ? std::pair{previewed_.outcome, previewed_.index} : refused.verdict(plan);
+  const auto [outcome, index] = reuse ? looked : refused.verdict(plan);
   StepReport report = StepPlanner::report_of(plan.event, plan.scheduled, outcome, index);
   report.invalid_state = invalid_state.load();
   planner_.commit(plan, outcome);
@@ -495,6 +571,10 @@ StepReport TableStepper::step(std::span<bf16* const> params, std::span<const flo
 }
 StepReport TableStepper::preview(std::span<const float* const> grads, std::int64_t tau, std::size_t fragment) {
   return impl_->preview(grads, tau, fragment);
+}
+void TableStepper::form_pseudo_gradient(std::span<const float* const> start, std::span<const float* const> params,
+                                        std::span<float* const> deltas) {
+  impl_->form_pseudo_gradient(start, params, deltas);
 }
 TensorStateShape TableStepper::shape(std::size_t k) const {
   return impl_->shape(k);
