@@ -1,6 +1,7 @@
 #pragma once
-// The CPU backend's block loops (cpu_blocks.cpp), one set per ISA (cpu_isa.hpp): the step of one chunk and the
-// scan of one chunk's pseudo-gradient for values the step must refuse.
+// The CPU backend's block loops (cpu_blocks.cpp), one set per ISA (cpu_isa.hpp): the step of one chunk (or of a
+// run of a tensor's chunks, for elementwise formats), the scan of a pseudo-gradient for values the step must refuse,
+// and the pass that forms a pseudo-gradient and takes its largest magnitude.
 #include "cgad/fastpath/detail/block_step.hpp"
 #include "cgad/fastpath/cpu_isa.hpp"
 
