@@ -43,7 +43,10 @@ def test_a_formed_pseudo_gradient_steps_as_the_same_one_set_by_hand(cls, kwargs,
     extra = dict(end_round=True) if cls is PACGAD else {}
     for event in range(3):
         start = starts_of(formed_params, 10 + event)
+        own = [p.grad for p in formed_params]
         a.form_pseudo_gradient(start)
+        if event:  # the gradients of the formation before fit: Δ is written into them, nothing is allocated
+            assert all(p.grad is g for p, g in zip(formed_params, own))
         for p, s in zip(by_hand, start):
             p.grad = s - p.detach()
         assert [bits(p.grad).tobytes() for p in formed_params] == [bits(p.grad).tobytes() for p in by_hand]

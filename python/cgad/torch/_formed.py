@@ -44,7 +44,8 @@ def gradient_buffers(params, starts):
     parameter's kind, dtype and shape sharing memory with neither the parameter nor its start, else a new one."""
     for p, s in zip(params, starts):
         g = p.grad
-        fits = g is not None and type(g) is type(p) and g.dtype == p.dtype and g.shape == p.shape and \
+        fits = isinstance(g, torch.Tensor) and _dtensor.is_dtensor(g) == _dtensor.is_dtensor(p) and \
+            g.dtype == p.dtype and g.shape == p.shape and \
             g.device == p.device and _dtensor.local(g).is_contiguous() and \
             not _overlap(_dtensor.local(g), _dtensor.local(p)) and not _overlap(_dtensor.local(g), _dtensor.local(s))
         if not fits:
