@@ -17,7 +17,9 @@ step, timed apart, that creates the optimizer state -- and for torchao compiles 
   --state fp32: torch.optim.Adam (foreach=False, foreach=True, and fused=True where the installed torch has it
                 on the CPU), torch.optim.AdamW (the same three; weight_decay=0.01, torch's default),
                 cgad.torch.Adam (state="fp32"; weight_decay 0, and 0.01 in AdamW form), cgad.torch.CGAD
-                (state="fp32", staleness 1, so the gate and bias corrections run);
+                (state="fp32", staleness 1, so the gate and bias corrections run), and the same CGAD timed as
+                opt.form_pseudo_gradient(start) and its step (fp32 parameters; the formed Δ needs no scan),
+                beside torch's fused AdamW timed with the same Δ formed by torch.sub;
   --state q8:   cgad.torch.Adam(state="q8") in cgad's semantics, in bitsandbytes' (q8_semantics="bnb") and with
                 the zero-free v map, bitsandbytes.optim.Adam8bit (its CPU path), torchao.optim.AdamW8bit and
                 AdamW4bit (weight decay 0);
@@ -151,6 +153,29 @@ class OptimizerStep:
             self.check(out)
 
 
+class FormedStep(OptimizerStep):
+    """A step of the pseudo-gradient DiLoCo forms, Δ = θ_start − θ, timed with its formation: cgad's
+    opt.form_pseudo_gradient (Δ written and checked in one pass, which lets the step skip its scan of Δ), or for a
+    torch optimizer torch.sub(start, p, out=.grad) -- the same 12 bytes a parameter. θ_start is θ + the fixed
+    gradient, so Δ stays near it as θ moves; Δ goes into buffers of this contender's own, not the shared gradients."""
+
+    def __init__(self, name, layout, make, params, grads, step_kwargs=None, check=None):
+        super().__init__(name, layout, make, params, grads, step_kwargs, check)
+        self.starts = [(p + g).contiguous() for p, g in zip(params, grads)]
+        self.buffers = [torch.empty_like(p) for p in params]
+
+    def run(self):
+        for p, b in zip(self.params, self.buffers):
+            p.grad = b
+        if hasattr(self.opt, "form_pseudo_gradient"):
+            self.opt.form_pseudo_gradient(self.starts)
+        else:
+            with torch.no_grad():
+                for p, s, b in zip(self.params, self.starts, self.buffers):
+                    torch.sub(s, p, out=b)
+        return self.opt.step(**self.step_kwargs)
+
+
 class Twin:
     peer = False
 
@@ -218,6 +243,14 @@ def contenders(layout, params, grads, threads, fused, state="fp32"):
     out.append(OptimizerStep("cgad.torch.CGAD(state=fp32, staleness=1)", layout,
                              lambda ps: cgad.torch.CGAD(ps, lr=1e-3, state="fp32", threads=threads),
                              params, grads, step_kwargs=dict(staleness=1), check=applied))
+    if fused["AdamW"] is None:
+        out.append(FormedStep("torch.optim.AdamW(fused=True), Δ formed by torch + step", layout,
+                              lambda ps: torch.optim.AdamW(ps, lr=1e-3, weight_decay=0.01, fused=True),
+                              params, grads))
+    if params[0].dtype == torch.float32 and hasattr(cgad.torch.CGAD, "form_pseudo_gradient"):
+        out.append(FormedStep("cgad.torch.CGAD(state=fp32, staleness=1), Δ formed + step", layout,
+                              lambda ps: cgad.torch.CGAD(ps, lr=1e-3, state="fp32", threads=threads),
+                              params, grads, step_kwargs=dict(staleness=1), check=applied))
     return out
 
 

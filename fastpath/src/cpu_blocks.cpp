@@ -142,6 +142,20 @@ inline bool any_refused_body(const float* values, std::uint64_t count, float sig
   return found != 0;
 }
 
+// out = start − local element by element (IEEE binary32 subtraction, as torch's), and the largest magnitude's bits
+// of what it wrote, as an integer max that vectorizes: a NaN or ±Inf has bits ≥ 0x7F800000, above every finite one.
+inline std::uint32_t form_delta_body(const float* start, const float* local, float* out, std::uint64_t count) {
+  std::uint32_t largest = 0;
+#pragma GCC ivdep
+  for (std::uint64_t j = 0; j < count; ++j) {
+    const float delta = start[j] - local[j];
+    out[j] = delta;
+    const std::uint32_t bits = float_to_bits(delta) & 0x7FFFFFFFu;
+    largest = largest < bits ? bits : largest;
+  }
+  return largest;
+}
+
 // The ISA wrappers (see the top of this file).
 #if defined(CGAD_CPU_VECTOR_ISAS)
 template <class F>
@@ -158,6 +172,12 @@ CGAD_ISA_AVX512 bool any_refused_avx512(const float* v, std::uint64_t n, float s
 CGAD_ISA_AVX2 bool any_refused_avx2(const float* v, std::uint64_t n, float s) {
   return any_refused_body(v, n, s);
 }
+CGAD_ISA_AVX512 std::uint32_t form_delta_avx512(const float* a, const float* b, float* out, std::uint64_t n) {
+  return form_delta_body(a, b, out, n);
+}
+CGAD_ISA_AVX2 std::uint32_t form_delta_avx2(const float* a, const float* b, float* out, std::uint64_t n) {
+  return form_delta_body(a, b, out, n);
+}
 #endif
 template <class F>
 CGAD_ISA_GENERIC std::uint32_t step_block_generic(const StepArgs& a) {
@@ -165,6 +185,9 @@ CGAD_ISA_GENERIC std::uint32_t step_block_generic(const StepArgs& a) {
 }
 CGAD_ISA_GENERIC bool any_refused_generic(const float* v, std::uint64_t n, float s) {
   return any_refused_body(v, n, s);
+}
+CGAD_ISA_GENERIC std::uint32_t form_delta_generic(const float* a, const float* b, float* out, std::uint64_t n) {
+  return form_delta_body(a, b, out, n);
 }
 
 template <class F>
@@ -190,6 +213,15 @@ bool any_refused(const float* values, std::uint64_t count, float sigma, CpuIsa i
 #endif
   (void)isa;
   return any_refused_generic(values, count, sigma);
+}
+
+std::uint32_t form_delta(const float* start, const float* local, float* out, std::uint64_t count, CpuIsa isa) {
+#if defined(CGAD_CPU_VECTOR_ISAS)
+  if (isa == CpuIsa::avx512) return form_delta_avx512(start, local, out, count);
+  if (isa == CpuIsa::avx2) return form_delta_avx2(start, local, out, count);
+#endif
+  (void)isa;
+  return form_delta_generic(start, local, out, count);
 }
 
 }  // namespace cgad::fastpath

@@ -23,11 +23,11 @@ namespace cgad::fastpath {
 namespace {
 
 // Steps of fewer chunks than this run on the caller's thread, whatever the thread count: below it, waking the pool
-// (about 10 µs per dispatch, two per step) costs more than the split saves. Measured with bench/fastpath_cpu_bench
-// (Step/cgad/fp32/fp32 and bf16/q8, CGAD_BENCH_THREADS=1 against 2, docs/commands.md): two threads lose below 32768
-// elements (fp32: 28.8 against 5.8 µs at 1024, 38.9 against 19.7 at 4096) and break even at 32768 (141 against
-// 145 µs; q8 405 against 596). Nothing computed depends on it (the split never changes a bit: the fingerprint
-// test, fastpath_step_test's BitIdenticalForAnyThreadCount, runs sizes on both sides of it).
+// (about 10 µs per dispatch; measured when a step took two) costs more than the split saves. Measured with
+// bench/fastpath_cpu_bench (Step/cgad/fp32/fp32 and bf16/q8, CGAD_BENCH_THREADS=1 against 2, docs/commands.md): two
+// threads lose below 32768 elements (fp32: 28.8 against 5.8 µs at 1024, 38.9 against 19.7 at 4096) and break even at
+// 32768 (141 against 145 µs; q8 405 against 596). Nothing computed depends on it (the split never changes a bit: the
+// fingerprint test, fastpath_step_test's BitIdenticalForAnyThreadCount, runs sizes on both sides of it).
 constexpr std::uint64_t kSerialBelowChunks = 128;
 
 std::string tensor_name(std::size_t k) {
@@ -46,6 +46,8 @@ struct TableStepper::Impl {
   StepReport step(std::span<bf16* const> params, std::span<const float* const> grads,
                   std::span<const TensorState> states, std::int64_t tau, std::size_t fragment, bool reuse_preview);
   StepReport preview(std::span<const float* const> grads, std::int64_t tau, std::size_t fragment);
+  void form_pseudo_gradient(std::span<const float* const> start, std::span<const float* const> params,
+                            std::span<float* const> deltas);
   TensorStateShape shape(std::size_t k) const;
   TensorState entry(std::size_t k, std::span<void* const> buffers) const;
   void check_states(std::span<const TensorState> states, std::span<const std::size_t> which) const;
@@ -63,7 +65,15 @@ struct TableStepper::Impl {
   struct Operands;
   StepReport run(const Operands& operands, std::span<const TensorState> states, std::size_t params_size,
                  std::size_t grad_size, std::int64_t tau, std::size_t fragment, bool reuse_preview);
+  bool formed_verdict(const Operands& operands, const StepPlanner::Plan& plan) const;
+  struct Refused;
   std::pair<StepOutcome, std::uint64_t> scan(const Operands& operands, const StepPlanner::Plan& plan);
+  void scan_part(const Operands& operands, const StepPlanner::Plan& plan, std::size_t begin, std::size_t end,
+                 Refused& refused) const;
+  std::uint64_t step_part(const Operands& operands, std::span<const TensorState> states, const StepPlanner::Plan& plan,
+                          std::size_t begin, std::size_t end) const;
+  template <class Fn>
+  void for_each_run(std::size_t begin, std::size_t end, const Fn& fn) const;
   void check_entries(std::span<const TensorState> states, const Operands& operands, std::size_t fragment) const;
   template <class P>
   StepReport table_step(std::span<P* const> params, std::span<const float* const> grads,
@@ -88,6 +98,15 @@ struct TableStepper::Impl {
     bool valid = false;
   };
   Previewed previewed_;
+  // The last form_pseudo_gradient: where it wrote each tensor's Δ (null: left out), the largest |Δ|'s bits (at least
+  // 0x7F800000 where some Δ is NaN or ±Inf), and the counters' generation it saw.
+  struct Formed {
+    std::uint64_t generation = 0;
+    std::vector<const float*> deltas;
+    std::uint32_t largest = 0;
+    bool valid = false;
+  };
+  Formed formed_;
   std::uint64_t generation_ = 0;
 };
 
@@ -194,6 +213,65 @@ StepReport TableStepper::Impl::preview(std::span<const float* const> grads, std:
   return StepPlanner::report_of(plan.event, plan.scheduled, outcome, index);
 }
 
+void TableStepper::Impl::form_pseudo_gradient(std::span<const float* const> start, std::span<const float* const> params,
+                                              std::span<float* const> deltas) {
+  const std::vector<std::size_t>& sizes = planner_.tensor_sizes();
+  const std::size_t tensors = sizes.size();
+  if (config().params != ParamFormat::fp32) {
+    throw core::InputError("a pseudo-gradient is formed here from fp32 parameters; this optimizer stores bf16 ones");
+  }
+  check_table("start", start, tensors, 1, 0, sizes);
+  check_table("parameter", params, tensors, 1, 0, sizes);
+  check_table("gradient", std::span<float* const>(deltas), tensors, 1, 0, sizes);
+  for (std::size_t k = 0; k < tensors; ++k) {
+    if (start[k] == nullptr || sizes[k] == 0) continue;
+    if (params[k] == nullptr || deltas[k] == nullptr) {
+      throw core::InputError("the tensor table's parameter or gradient pointer for tensor " + std::to_string(k) +
+                             " (formed: its start is given) is null");
+    }
+  }
+  formed_.valid = false;     // until this pass has ended: a refused one is trusted by no step
+  previewed_.valid = false;  // a preview looked at the Δ this pass overwrites
+  std::atomic<std::uint32_t> largest{0};
+  pool_->parallel_for(
+      planner_.chunks().size(),
+      [&](std::uint64_t begin, std::uint64_t end) {
+        std::uint32_t part = 0;
+        for_each_run(begin, end, [&](std::size_t k, std::size_t first, std::size_t, std::uint64_t elements) {
+          if (start[k] == nullptr) return;
+          const std::size_t at = planner_.chunks()[first].begin - tensor_begin_[k];
+          part = std::max(part, form_delta(start[k] + at, params[k] + at, deltas[k] + at, elements, isa_));
+        });
+        std::uint32_t seen = largest.load();
+        while (part > seen && !largest.compare_exchange_weak(seen, part)) {}
+      },
+      kSerialBelowChunks);
+  formed_.deltas.assign(tensors, nullptr);
+  for (std::size_t k = 0; k < tensors; ++k) {
+    if (start[k] != nullptr) formed_.deltas[k] = deltas[k];
+  }
+  formed_.largest = largest.load();
+  formed_.generation = generation_;
+  formed_.valid = true;
+}
+
+// Whether a step may take the last formation's look at Δ instead of scanning (docs/design.md §5, "Δ checked where
+// it is formed"): nothing was stepped, loaded or reconfigured since, every Δ this step reads is one the formation
+// wrote (the caller vouches that none changed since: cgad.torch checks the gradients' version counters), none was
+// NaN or ±Inf, and the largest |Δ| passes the overflow rule at this event's σ -- the rule is monotone in |Δ| (fl(σ·x)
+// does not decrease as x grows), so then every element passes. Otherwise the step scans, and reports the first
+// refused element as a raw Δ's step does.
+bool TableStepper::Impl::formed_verdict(const Operands& operands, const StepPlanner::Plan& plan) const {
+  if (!formed_.valid || formed_.generation != generation_ || !operands.per_tensor) return false;
+  for (std::size_t k = 0; k < operands.grads.size(); ++k) {
+    if (operands.grads[k] != nullptr && planner_.tensor_sizes()[k] != 0 && operands.grads[k] != formed_.deltas[k]) {
+      return false;
+    }
+  }
+  const float sigma = plan.scheduled.applied ? plan.scheduled.sigma : 0.0f;
+  return formed_.largest < 0x7F800000u && !refuses_event(sigma, bits_to_float(formed_.largest));
+}
+
 std::pair<std::size_t, std::size_t> TableStepper::Impl::touched(std::size_t fragment) const {
   return touched_tensors(planner_, chunk_tensor_, fragment);
 }
@@ -264,44 +342,81 @@ void TableStepper::Impl::read_state(const TensorState& state, std::size_t k, int
   }
 }
 
-std::pair<StepOutcome, std::uint64_t> TableStepper::Impl::scan(const Operands& operands,
-                                                               const StepPlanner::Plan& plan) {
-  // One scan finds the first NaN/Inf and the first overflowing element; outcome_of (step_schedule.hpp) orders
-  // them as the reference reports them.
-  constexpr std::uint64_t kNone = std::numeric_limits<std::uint64_t>::max();
+// The first refused elements a scan found, counted from the fragment's first element, lowered by the parts of the
+// scan as they find them.
+struct TableStepper::Impl::Refused {
+  static constexpr std::uint64_t kNone = std::numeric_limits<std::uint64_t>::max();
+  std::atomic<std::uint64_t> first_nonfinite{kNone}, first_overflow{kNone};
+
+  static void lower_to(std::atomic<std::uint64_t>& first, std::uint64_t i) {
+    std::uint64_t seen = first.load();
+    while (i < seen && !first.compare_exchange_weak(seen, i)) {}
+  }
+  // outcome_of (step_schedule.hpp) orders the two as the reference reports them.
+  std::pair<StepOutcome, std::uint64_t> verdict(const StepPlanner::Plan& plan) const {
+    const std::uint64_t nonfinite = first_nonfinite.load(), overflow = first_overflow.load();
+    const StepOutcome outcome = outcome_of(plan.scheduled, nonfinite != kNone, overflow != kNone);
+    return {outcome, outcome == StepOutcome::nonfinite ? nonfinite : overflow};
+  }
+};
+
+// Longest run of chunks for_each_run hands out, in elements: a block loop counts a run's invalid elements in 32 bits.
+constexpr std::uint64_t kLongestRun = std::uint64_t{1} << 30;
+
+// fn(k, first, last, elements) for each run of chunks first..last−1 (indices into planner_.chunks()) of one tensor
+// k among chunks begin..end−1: a tensor's chunks inside one fragment are adjacent and cover contiguous elements, so
+// a run is one span of Δ, θ and each moment, which the scan and the elementwise steps take whole instead of 256
+// elements at a time (docs/design.md §5, "One dispatch per step").
+template <class Fn>
+void TableStepper::Impl::for_each_run(std::size_t begin, std::size_t end, const Fn& fn) const {
+  const StepChunk* chunks = planner_.chunks().data();
+  for (std::size_t first = begin; first < end;) {
+    const std::size_t k = chunk_tensor_[first];
+    std::uint64_t elements = chunks[first].count;
+    std::size_t last = first + 1;
+    while (last < end && chunk_tensor_[last] == k && elements + chunks[last].count <= kLongestRun) {
+      elements += chunks[last].count;
+      ++last;
+    }
+    fn(k, first, last, elements);
+    first = last;
+  }
+}
+
+void TableStepper::Impl::scan_part(const Operands& operands, const StepPlanner::Plan& plan, std::size_t begin,
+                                   std::size_t end, Refused& refused) const {
   // The overflow rule of every optimizer (the Adam family's, Nesterov's and SDM's, whose σ is
   // 1 or 1/(1 + τ)); σ = 0 where the event is not applied, so that only NaN/Inf is looked for.
   const float sigma = plan.scheduled.applied ? plan.scheduled.sigma : 0.0f;
-  std::atomic<std::uint64_t> first_nonfinite{kNone}, first_overflow{kNone};
-  const auto lower_to = [](std::atomic<std::uint64_t>& first, std::uint64_t i) {
-    std::uint64_t seen = first.load();
-    while (i < seen && !first.compare_exchange_weak(seen, i)) {}
-  };
   const StepChunk* chunks = planner_.chunks().data();
+  bool stop = false;
+  for_each_run(begin, end, [&](std::size_t k, std::size_t first, std::size_t, std::uint64_t elements) {
+    const StepChunk& c = chunks[first];
+    const float* grad = operands.at(k, tensor_begin_[k], c).grad;
+    if (stop || grad == nullptr || !any_refused(grad, elements, sigma, isa_)) return;
+    for (std::uint64_t j = 0; j < elements; ++j) {
+      const std::uint64_t i = c.begin - plan.offset + j;  // counted from the fragment's first element
+      if (!std::isfinite(grad[j])) {
+        Refused::lower_to(refused.first_nonfinite, i);
+        stop = true;  // nothing after it in this part can matter
+        return;
+      }
+      if (refuses_event(sigma, grad[j])) Refused::lower_to(refused.first_overflow, i);
+    }
+  });
+}
+
+std::pair<StepOutcome, std::uint64_t> TableStepper::Impl::scan(const Operands& operands,
+                                                               const StepPlanner::Plan& plan) {
+  Refused refused;
   const std::size_t first_chunk = planner_.chunk_begin(plan.fragment);
   pool_->parallel_for(
       planner_.chunk_begin(plan.fragment + 1) - first_chunk,
       [&](std::uint64_t begin, std::uint64_t end) {
-        for (std::uint64_t n = begin; n < end; ++n) {
-          const std::size_t chunk = first_chunk + n;
-          const StepChunk& c = chunks[chunk];
-          const std::size_t k = chunk_tensor_[chunk];
-          const float* grad = operands.at(k, tensor_begin_[k], c).grad;
-          if (grad == nullptr || !any_refused(grad, c.count, sigma, isa_)) continue;
-          for (std::uint64_t j = 0; j < c.count; ++j) {
-            const std::uint64_t i = c.begin - plan.offset + j;  // counted from the fragment's first element
-            if (!std::isfinite(grad[j])) {
-              lower_to(first_nonfinite, i);
-              return;  // nothing after it in this range can matter
-            }
-            if (refuses_event(sigma, grad[j])) lower_to(first_overflow, i);
-          }
-        }
+        scan_part(operands, plan, first_chunk + begin, first_chunk + end, refused);
       },
       kSerialBelowChunks);
-  const std::uint64_t nonfinite = first_nonfinite.load(), overflow = first_overflow.load();
-  const StepOutcome outcome = outcome_of(plan.scheduled, nonfinite != kNone, overflow != kNone);
-  return {outcome, outcome == StepOutcome::nonfinite ? nonfinite : overflow};
+  return refused.verdict(plan);
 }
 
 namespace {
@@ -321,52 +436,84 @@ void bind_entry(const TensorState& s, StepArgs& args) {
 
 }  // namespace
 
-StepReport TableStepper::Impl::run(const Operands& operands, std::span<const TensorState> states,
-                                   std::size_t params_size, std::size_t grad_size, std::int64_t tau,
-                                   std::size_t fragment, bool reuse_preview) {
-  StepPlanner::Plan plan = planner_.plan(params_size, grad_size, tau, fragment);
-  const bool reuse = reuse_preview && previewed_.valid && previewed_.generation == generation_ &&
-                     previewed_.tau == tau && previewed_.fragment == fragment;
-  const auto [outcome, index] = reuse ? std::pair{previewed_.outcome, previewed_.index} : scan(operands, plan);
-  StepReport report = StepPlanner::report_of(plan.event, plan.scheduled, outcome, index);
-  if (outcome != StepOutcome::applied) {
-    planner_.commit(plan, outcome);
-    ++generation_;
-    return report;
-  }
-
+// Steps chunks begin..end−1 of an applied event; returns their elements with invalid state.
+std::uint64_t TableStepper::Impl::step_part(const Operands& operands, std::span<const TensorState> states,
+                                            const StepPlanner::Plan& plan, std::size_t begin, std::size_t end) const {
   StepArgs fallback_args = plan.args;
   fallback_args.state = StateFormat::fp32;
   const BlockFunction step_q8_or_only = block_function_for(plan.args, isa_);
   const BlockFunction step_fallback = block_function_for(fallback_args, isa_);
+  // A run is stepped in one call where every element's update reads only its own index: fp32 or bf16 moments (a q8
+  // block's absmax is the chunk's, block_step.hpp) and nearest rounding (stochastic rounding draws each chunk's
+  // random bits into a chunk-sized array, cpu_blocks.cpp). The bits are those of the chunk-by-chunk step.
+  const bool elementwise = !plan.args.stochastic;
   const StepChunk* chunks = planner_.chunks().data();
-  const std::size_t first_chunk = planner_.chunk_begin(fragment);
+  std::uint64_t invalid = 0;
+  StepArgs whole = plan.args;
+  for_each_run(begin, end, [&](std::size_t k, std::size_t first, std::size_t last, std::uint64_t elements) {
+    const std::size_t tensor_first = tensor_begin_[k];
+    const StepChunk& head = chunks[first];
+    const Operands::Chunk where = operands.at(k, tensor_first, head);
+    if (where.grad == nullptr) return;  // left out of the step
+    // The state's pointers moved to the chunk's place in its tensor, Δ to the chunk's, and its random bits keyed by
+    // c.begin (chunk_args_at, block_step.hpp); the chunk's θ pointers are set here (the whole-vector θ pointer it
+    // would move stays null).
+    bind_entry(states[k], whole);
+    whole.grad = where.grad;
+    whole.first_index = head.begin;
+    const BlockFunction fn = head.fp32_state != 0 ? step_fallback : step_q8_or_only;
+    const auto step_at = [&](const StepChunk& c, std::uint64_t count) {
+      StepArgs a = chunk_args_at(whole, c, c.begin - tensor_first, c.slot - first_slot_[k]);
+      a.size = count;
+      a.params_fp32 = where.fp32 == nullptr ? nullptr : where.fp32 + (c.begin - head.begin);
+      a.params_bf16 = where.bf16_values == nullptr ? nullptr : where.bf16_values + (c.begin - head.begin);
+      invalid += fn(a);
+    };
+    if (elementwise && (head.fp32_state != 0 || plan.args.state != StateFormat::q8)) {
+      step_at(head, elements);
+      return;
+    }
+    for (std::size_t n = first; n < last; ++n) step_at(chunks[n], chunks[n].count);
+  });
+  return invalid;
+}
+
+StepReport TableStepper::Impl::run(const Operands& operands, std::span<const TensorState> states,
+                                   std::size_t params_size, std::size_t grad_size, std::int64_t tau,
+                                   std::size_t fragment, bool reuse_preview) {
+  StepPlanner::Plan plan = planner_.plan(params_size, grad_size, tau, fragment);
+  const bool previewed = reuse_preview && previewed_.valid && previewed_.generation == generation_ &&
+                         previewed_.tau == tau && previewed_.fragment == fragment;
+  // A formed Δ that passes takes the outcome of a scan that found nothing to refuse.
+  const bool reuse = previewed || (reuse_preview && formed_verdict(operands, plan));
+  const std::pair<StepOutcome, std::uint64_t> looked =
+      previewed ? std::pair{previewed_.outcome, previewed_.index}
+                : std::pair{outcome_of(plan.scheduled, false, false), std::uint64_t{0}};
+  if (reuse && looked.first != StepOutcome::applied) {
+    planner_.commit(plan, looked.first);
+    ++generation_;
+    return StepPlanner::report_of(plan.event, plan.scheduled, looked.first, looked.second);
+  }
+  // One dispatch (docs/design.md §5, "One dispatch per step"): each part scans its chunks for Δ the event must
+  // refuse (unless a preview did), the parts meet, and each, seeing the same verdict, steps its chunks only if
+  // the event is applied -- so a refused event changes nothing, and no part writes before every part has read.
+  Refused refused;
   std::atomic<std::uint64_t> invalid_state{0};  // summed per thread: one atomic per part, only where one was found
-  pool_->parallel_for(
+  const std::size_t first_chunk = planner_.chunk_begin(fragment);
+  pool_->parallel_phases(
       planner_.chunk_begin(fragment + 1) - first_chunk,
-      [&](std::uint64_t begin, std::uint64_t end) {
-        std::uint64_t invalid = 0;
-        for (std::uint64_t n = begin; n < end; ++n) {
-          const std::size_t chunk = first_chunk + n;
-          const StepChunk& c = chunks[chunk];
-          const std::size_t k = chunk_tensor_[chunk];
-          const Operands::Chunk where = operands.at(k, tensor_begin_[k], c);
-          if (where.grad == nullptr) continue;  // left out of the step
-          // The state's pointers moved to the chunk's place in its tensor and its random bits keyed by c.begin
-          // (chunk_args_at, block_step.hpp); the chunk's own Δ and θ pointers are set here (the whole-vector θ
-          // pointer it would move stays null).
-          StepArgs whole = plan.args;
-          bind_entry(states[k], whole);
-          whole.grad = where.grad;
-          whole.first_index = c.begin;
-          StepArgs a = chunk_args_at(whole, c, c.begin - tensor_begin_[k], c.slot - first_slot_[k]);
-          a.params_fp32 = where.fp32;
-          a.params_bf16 = where.bf16_values;
-          invalid += (c.fp32_state != 0 ? step_fallback : step_q8_or_only)(a);
+      [&](std::uint64_t begin, std::uint64_t end, const ThreadPool::Barrier& barrier) {
+        if (!reuse) {
+          scan_part(operands, plan, first_chunk + begin, first_chunk + end, refused);
+          barrier.wait();
+          if (refused.verdict(plan).first != StepOutcome::applied) return;
         }
+        const std::uint64_t invalid = step_part(operands, states, plan, first_chunk + begin, first_chunk + end);
         if (invalid != 0) invalid_state += invalid;
       },
       kSerialBelowChunks);
+  const auto [outcome, index] = reuse ? looked : refused.verdict(plan);
+  StepReport report = StepPlanner::report_of(plan.event, plan.scheduled, outcome, index);
   report.invalid_state = invalid_state.load();
   planner_.commit(plan, outcome);
   ++generation_;
@@ -424,6 +571,10 @@ StepReport TableStepper::step(std::span<bf16* const> params, std::span<const flo
 }
 StepReport TableStepper::preview(std::span<const float* const> grads, std::int64_t tau, std::size_t fragment) {
   return impl_->preview(grads, tau, fragment);
+}
+void TableStepper::form_pseudo_gradient(std::span<const float* const> start, std::span<const float* const> params,
+                                        std::span<float* const> deltas) {
+  impl_->form_pseudo_gradient(start, params, deltas);
 }
 TensorStateShape TableStepper::shape(std::size_t k) const {
   return impl_->shape(k);

@@ -276,6 +276,16 @@ std::vector<T*> pointers(std::vector<std::vector<T>>& tensors) {
   for (auto& t : tensors) out.push_back(t.data());
   return out;
 }
+std::vector<float> join(const std::vector<std::vector<float>>& parts) {
+  std::vector<float> out;
+  for (const auto& part : parts) out.insert(out.end(), part.begin(), part.end());
+  return out;
+}
+std::vector<std::uint32_t> bits_of(const std::vector<float>& values) {
+  std::vector<std::uint32_t> out;
+  for (const float x : values) out.push_back(float_to_bits(x));
+  return out;
+}
 std::vector<const float*> grad_pointers(const std::vector<std::vector<float>>& grads) {
   std::vector<const float*> out;
   for (const auto& g : grads) out.push_back(g.empty() ? nullptr : g.data());
@@ -585,6 +595,121 @@ TEST(FastpathTensorTable, PreviewReportsTheStepAndChangesNothing) {
       ASSERT_EQ(params_before, tensors.bytes());
       ASSERT_EQ(state_before, state_bytes(opt));
       expect_same_report(preview, tensors.step(opt, grads, kTaus[e]), describe(config) + " event " + std::to_string(e));
+    }
+  }
+}
+
+// A step wakes the pool once (docs/design.md §5, "One dispatch per step"): its refusal scan and its update are one
+// job whose parts meet at a barrier -- an applied event, a refused one (a NaN in the last part's chunks, which the
+// other parts, having found nothing, must not step past), and a previewed one, whose step only updates. The layout
+// (35 000 elements, 138 chunks) is past the serial threshold, so that the two threads split it.
+TEST(FastpathTensorTable, AStepIsOneDispatchAndARefusalInAnyPartChangesNothing) {
+  for (const StepConfig& config : configs(OptimizerKind::cgad)) {
+    const std::vector<std::size_t> sizes{20000, 15000};
+    const auto pool = std::make_shared<ThreadPool>(2);
+    TableStepper table(config, sizes, pool);
+    OwnedStates states(detail::TableStepperInternals::planner(table));
+    const std::size_t n = table.parameters();
+    Tensors tensors(config, sizes, random_vector(n, 31));
+    const auto step = [&](const std::vector<std::vector<float>>& grads, bool reuse_preview) {
+      const std::vector<const float*> g = grad_pointers(grads);
+      const std::uint64_t before = pool->dispatches();
+      const StepReport r =
+          config.params == ParamFormat::fp32
+              ? table.step(std::span<float* const>(pointers(tensors.fp32)), g, states.entries, 1, 0, reuse_preview)
+              : table.step(std::span<bf16* const>(pointers(tensors.bf16_values)), g, states.entries, 1, 0,
+                           reuse_preview);
+      EXPECT_EQ(pool->dispatches() - before, 1u) << describe(config);
+      return r;
+    };
+    EXPECT_TRUE(step(split(random_vector(n, 32), sizes), false).applied);
+    const auto params_before = tensors.bytes();
+    const auto state_before = testing::state_arrays(states.whole(detail::TableStepperInternals::planner(table)));
+    std::vector<float> bad = random_vector(n, 33);
+    bad[n - 1] = std::numeric_limits<float>::quiet_NaN();
+    const StepReport refused = step(split(bad, sizes), false);
+    EXPECT_EQ(refused.reason, core::SkipReason::nonfinite_gradient) << describe(config);
+    EXPECT_EQ(refused.nonfinite_index, n - 1);
+    ASSERT_EQ(tensors.bytes(), params_before) << describe(config);
+    ASSERT_EQ(testing::state_arrays(states.whole(detail::TableStepperInternals::planner(table))), state_before);
+    const auto grads = split(random_vector(n, 34), sizes);
+    EXPECT_TRUE(table.preview(grad_pointers(grads), 1, 0).applied);
+    EXPECT_TRUE(step(grads, true).applied);
+    EXPECT_NE(tensors.bytes(), params_before);
+  }
+}
+
+// Δ checked where it is formed (docs/design.md §5): form_pseudo_gradient writes start − θ bit for bit and records
+// its look at Δ; a step of those Δ then skips its scan and its bits are a raw Δ's step's. A formed Δ holding a NaN or
+// an overflowing element is scanned by the step, which reports the first as a raw Δ's does and changes nothing; a
+// step given other Δ pointers, or a second step, scans. Over a layout the threads split and one they do not.
+TEST(FastpathTensorTable, AFormedPseudoGradientIsTheDifferenceAndItsStepSkipsTheScan) {
+  for (const StepConfig& config : configs(OptimizerKind::cgad)) {
+    for (const std::vector<std::size_t>& sizes :
+         {std::vector<std::size_t>{20000, 0, 15000}, std::vector<std::size_t>{257, 300, 1}}) {
+      const std::string where = describe(config) + " tensors=" + std::to_string(sizes.size());
+      const auto pool = std::make_shared<ThreadPool>(2);
+      TableStepper formed(config, sizes, pool), raw(config, sizes, pool);
+      OwnedStates formed_states(detail::TableStepperInternals::planner(formed));
+      OwnedStates raw_states(detail::TableStepperInternals::planner(raw));
+      const std::size_t n = formed.parameters();
+      const std::vector<float> initial = random_vector(n, 41);
+      Tensors formed_params(config, sizes, initial), raw_params(config, sizes, initial);
+      std::vector<std::vector<float>> deltas = split(std::vector<float>(n, 0.0f), sizes);
+      const auto form = [&](const std::vector<std::vector<float>>& start) {
+        formed.form_pseudo_gradient(grad_pointers(start), grad_pointers(formed_params.fp32), pointers(deltas));
+      };
+      if (config.params != ParamFormat::fp32) {
+        EXPECT_THROW(form(split(initial, sizes)), core::InputError) << where;
+        continue;
+      }
+      const auto step = [&](TableStepper& t, Tensors& p, OwnedStates& s, const std::vector<std::vector<float>>& g,
+                            bool reuse) {
+        return t.step(std::span<float* const>(pointers(p.fp32)), grad_pointers(g), s.entries, 1, 0, reuse);
+      };
+      const auto state_of = [&](const TableStepper& t, const OwnedStates& s) {
+        return testing::state_arrays(s.whole(detail::TableStepperInternals::planner(t)));
+      };
+      for (int e = 0; e < 3; ++e) {
+        std::vector<float> start = random_vector(n, 42 + static_cast<std::uint32_t>(e));
+        for (std::size_t i = 0; i < n; ++i) start[i] += initial[i];
+        form(split(start, sizes));
+        std::vector<float> expected(n);
+        for (std::size_t i = 0, k = 0, at = 0; i < n; ++i, ++at) {
+          while (at == sizes[k]) at = 0, ++k;
+          expected[i] = start[i] - formed_params.fp32[k][at];
+        }
+        ASSERT_EQ(bits_of(expected), bits_of(join(deltas))) << where;
+        expect_same_report(step(formed, formed_params, formed_states, deltas, true),
+                           step(raw, raw_params, raw_states, split(expected, sizes), false), where);
+        ASSERT_EQ(formed_params.bytes(), raw_params.bytes()) << where;
+        ASSERT_EQ(state_of(formed, formed_states), state_of(raw, raw_states)) << where;
+      }
+      // Formed with a NaN, or with an element past the overflow rule: the step scans and reports it, changing
+      // nothing; so does a step given other Δ pointers than the formed ones.
+      const auto params_before = formed_params.bytes();
+      const std::vector<float> theta = join(formed_params.fp32);
+      for (const float bad : {std::numeric_limits<float>::quiet_NaN(), 0x1p100f}) {
+        std::vector<float> with_bad = theta;
+        with_bad[n / 2] = bad;
+        form(split(with_bad, sizes));
+        const StepReport r = step(formed, formed_params, formed_states, deltas, true);
+        EXPECT_EQ(r.reason,
+                  std::isnan(bad) ? core::SkipReason::nonfinite_gradient : core::SkipReason::overflowing_gradient)
+            << where;
+        EXPECT_EQ(r.nonfinite_index, n / 2) << where;
+        ASSERT_EQ(formed_params.bytes(), params_before) << where;
+      }
+      form(split(theta, sizes));
+      auto other = deltas;
+      other.back().back() = std::numeric_limits<float>::quiet_NaN();
+      EXPECT_EQ(step(formed, formed_params, formed_states, other, true).reason, core::SkipReason::nonfinite_gradient);
+      // The record is the step's only look: a NaN written behind it (which the caller vouches does not happen:
+      // cgad.torch checks the version counters) is not seen. The next step, with no formation, scans again.
+      form(split(theta, sizes));
+      deltas.back().back() = std::numeric_limits<float>::quiet_NaN();
+      EXPECT_TRUE(step(formed, formed_params, formed_states, deltas, true).applied) << where;
+      EXPECT_EQ(step(formed, formed_params, formed_states, deltas, true).reason, core::SkipReason::nonfinite_gradient);
     }
   }
 }

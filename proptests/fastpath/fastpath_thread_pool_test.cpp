@@ -1,6 +1,7 @@
 // The fast path's thread pool (fastpath/thread_pool.hpp) beyond one caller: several threads running jobs on one
-// pool at once each get their own whole range, and a forked child's first job runs instead of waiting forever for
-// workers that exist only in the parent. (The Python binding steps one optimizer from whichever thread calls it.)
+// pool at once each get their own whole range, phased jobs' parts meet at their barrier, and a forked child's first
+// job runs instead of waiting forever for workers that exist only in the parent. (The Python binding steps one
+// optimizer from whichever thread calls it.)
 #include "cgad/fastpath/thread_pool.hpp"
 
 #include <gtest/gtest.h>
@@ -72,6 +73,57 @@ TEST(FastpathThreadPool, CountsUnderTheSerialThresholdRunOnTheCaller) {
   EXPECT_EQ(parts_of(128, 128, on_caller), 4);
   EXPECT_FALSE(on_caller);
   EXPECT_EQ(parts_of(0, 128, on_caller), 0);
+}
+
+// parallel_phases: every part runs, an empty one too, and none passes the barrier before every part has reached it
+// -- each part's writes before it are seen by every part after it, phase after phase, also when a part's range is
+// empty (count under the thread count) and when the job runs serially on the caller. Many short jobs in a row
+// cross the spin-then-sleep waits both ways (the workers spin, then sleep between the pauses).
+TEST(FastpathThreadPool, PhasedPartsMeetAtEachBarrier) {
+  ThreadPool pool(4);
+  for (const std::uint64_t count : {0ull, 2ull, 4ull, 1000ull}) {
+    for (int run = 0; run < 50; ++run) {
+      std::atomic<int> parts{0}, reached{0}, early{0};
+      std::atomic<std::uint64_t> visited{0};
+      pool.parallel_phases(count, [&](std::uint64_t begin, std::uint64_t end, const ThreadPool::Barrier& barrier) {
+        ++parts;
+        visited += end - begin;
+        for (int phase = 1; phase <= 3; ++phase) {
+          ++reached;
+          barrier.wait();
+          if (reached.load() < 4 * phase) ++early;
+          barrier.wait();  // no part counts the next phase before every part has read this one's count
+        }
+      });
+      EXPECT_EQ(parts.load(), 4) << count;
+      EXPECT_EQ(visited.load(), count);
+      EXPECT_EQ(early.load(), 0) << count;
+    }
+    if (count == 1000) std::this_thread::sleep_for(std::chrono::milliseconds(5));  // past the spin: the crew sleeps
+  }
+  int serial_parts = 0;
+  pool.parallel_phases(
+      10,
+      [&](std::uint64_t begin, std::uint64_t end, const ThreadPool::Barrier& barrier) {
+        ++serial_parts;
+        EXPECT_EQ(end - begin, 10u);
+        barrier.wait();  // one part: passes straight through
+      },
+      128);
+  EXPECT_EQ(serial_parts, 1);
+}
+
+// A pool of one thread, or a count under serial_below, wakes no crew; every other job is one dispatch.
+TEST(FastpathThreadPool, DispatchesCountTheJobsThatWokeTheCrew) {
+  ThreadPool one(1), four(4);
+  const auto body = [](std::uint64_t, std::uint64_t) {};
+  one.parallel_for(1000, body);
+  four.parallel_for(100, body, 128);
+  EXPECT_EQ(one.dispatches(), 0u);
+  EXPECT_EQ(four.dispatches(), 0u);
+  four.parallel_for(1000, body);
+  four.parallel_phases(1000, [](std::uint64_t, std::uint64_t, const ThreadPool::Barrier& b) { b.wait(); });
+  EXPECT_EQ(four.dispatches(), 2u);
 }
 
 // Waits up to `seconds` for the child; kills it and reports -1 if it is still running then.

@@ -98,6 +98,16 @@ void bind_cpu_optimizer(py::module_& m) {
             return report_dict(report);
           },
           py::arg("grads"), py::arg("tau"), py::arg("fragment") = 0)
+      .def(
+          "form_pseudo_gradient",
+          [](TableStepper& s, const std::vector<std::uintptr_t>& start, const std::vector<std::uintptr_t>& params,
+             const std::vector<std::uintptr_t>& deltas) {
+            const std::vector<const float*> a = pointers<const float>(start), b = pointers<const float>(params);
+            const std::vector<float*> out = pointers<float>(deltas);
+            py::gil_scoped_release release;
+            s.form_pseudo_gradient(a, b, out);
+          },
+          py::arg("start"), py::arg("params"), py::arg("deltas"))
       .def("shape", &shape_dict, py::arg("k"))
       .def(
           "check_states",

@@ -7,7 +7,7 @@ torch's current stream and waits for nothing."""
 import torch
 
 from .. import _cgad
-from . import _dtensor, _live, _state
+from . import _dtensor, _formed, _live, _state
 from ._report import REFUSED, GroupReport, LazyStepReport, combine, group_report, no_gradient
 from ._tensors import (PARAM_FORMATS, backend, check_count, check_no_aliasing, gradients, group_layout, held, named,
                        param_pointers)
@@ -287,6 +287,20 @@ class Group:
         (opt.state's entries the step read) holds it (_live.LiveState.invalid)."""
         return self.live.invalid(self.entries)
 
+    def form(self, params, starts):
+        """p.grad = θ_start − θ (the gradients ready, _formed.gradient_buffers); a CPU group of float32 parameters
+        forms them in the pass that looks at Δ for its next step, which then needs no scan (_formed.py)."""
+        if self.cuda or self.mesh is not None or self.spec["params"] != "fp32":
+            _formed.by_torch(params, starts)
+            self.formed = None
+        else:
+            self.formed = _formed.by_engine(self.engine, params, starts)
+
+    def formed_unchanged(self, params):
+        """Whether this step's Δ is the one form() wrote and looked at, unchanged since (then taken, once)."""
+        record, self.formed = self.__dict__.get("formed"), None
+        return _formed.unchanged(record, params)
+
     def preview(self, prepared, tau, fragment):
         """A CPU group's look at the event, changing nothing (CUDA groups preview on the device: step_cuda_event)."""
         return self.engine.preview(prepared[1], tau, fragment)
@@ -416,6 +430,13 @@ class SplitGroup:
         if raw["reason"] in REFUSED:
             raw["nonfinite_index"] += self.offsets[s]
         return raw
+
+    def form(self, params, starts):
+        """Δ formed by torch (its steps preview every part, which scans Δ)."""
+        _formed.by_torch(params, starts)
+
+    def formed_unchanged(self, params):
+        return False
 
     def preview(self, prepared, tau, fragment):
         reports = [self._located(s, part.preview(prep, tau, fragment)) for s, part, _, prep in

@@ -12,7 +12,8 @@ from typing import Any, Callable, Dict, List, Literal, Optional, Tuple, Union, o
 import torch
 
 from .. import _cgad
-from . import _dtensor, _hooks, _hyperparameters, _lazy_init, _live, _metrics, _q8_maps, _staleness, _state, _trap_stats
+from . import _dtensor, _formed, _hooks, _hyperparameters, _lazy_init, _live, _metrics, _q8_maps, _staleness, _state
+from . import _trap_stats
 from .._arguments import INT64_MAX, UINT32_MAX, UINT64_MAX, integer
 from ._groups import make_group, step_cuda_event
 from ._tensors import check_no_aliasing, mark_modified
@@ -350,6 +351,26 @@ class _FastpathOptimizer(torch.optim.Optimizer):
             self._check_not_overwritten()
             return self._outcome(self._step(closure, staleness, self._fragment(fragment)), closure)
 
+    @torch.no_grad()
+    def form_pseudo_gradient(self, start_params):
+        """Writes every parameter's ``.grad = θ_start − θ`` (``start_params``: one tensor per parameter, in
+        param_groups order, as DiLoCo keeps θ_start), into its own ``.grad`` where that fits, else a new one. A CPU
+        param group of float32 parameters looks at Δ in the same pass for what the next step would refuse, and that
+        step then skips its scan of Δ if every ``.grad`` is still the tensor formed, its version counter unchanged
+        (an all-reduce or edit in place in between advances it, and the step scans as for any Δ); the refusal rules
+        are the same either way (docs/python.md, "A pseudo-gradient formed where it is checked")."""
+        with self._exclusive():
+            where = f"{type(self).__name__}.form_pseudo_gradient"
+            params = [p for group in self.param_groups for p in group["params"]]
+            starts = list(start_params)
+            _formed.check_starts(params, starts, where)
+            _formed.gradient_buffers(params, starts)
+            at = 0
+            for group, fast in zip(self.param_groups, self._groups):
+                count = len(group["params"])
+                fast.form(group["params"], starts[at:at + count])
+                at += count
+
     def _check_not_overwritten(self):
         """Refuses to step or save state that a refused load left behind (load_state_dict); opt.state.clear(), the
         documented reset, or a load that is taken ends the refusal."""
@@ -460,8 +481,10 @@ class _FastpathOptimizer(torch.optim.Optimizer):
             if prepared is None:
                 reports.append(no_gradient(tau))
                 continue
-            # A previewed event's Δ was scanned: the step takes that outcome and reads Δ once more, to apply it.
-            report = _trap_stats.step(self, fast, group, prepared, tau, fragment, previewed)
+            # A previewed event's Δ was scanned, a formed one looked at as it was written (_formed.py): the step
+            # takes that outcome and reads Δ once more, to apply it.
+            formed = fast.formed_unchanged(group["params"])
+            report = _trap_stats.step(self, fast, group, prepared, tau, fragment, previewed or formed)
             if report["applied"]:
                 mark_modified(group["params"])
             if report["invalid_state"]:

@@ -45,8 +45,8 @@ class TableStepper {
   // (InputError). Bit for bit the contiguous step's over the concatenated tensors where none is left out
   // (proptests/fastpath_tensor_table_test.cpp), since no chunk crosses a tensor. reuse_preview: take the outcome of
   // the last preview() of this event (same τ and fragment, nothing stepped, loaded or reconfigured since) instead of
-  // scanning Δ again; the caller guarantees Δ is unchanged. r.nonfinite_index counts from the fragment's first
-  // element.
+  // scanning Δ again -- or, where none applies, the last form_pseudo_gradient()'s look at the Δ it wrote (below);
+  // the caller guarantees Δ is unchanged. r.nonfinite_index counts from the fragment's first element.
   StepReport step(std::span<float* const> params, std::span<const float* const> grads,
                   std::span<const TensorState> states, std::int64_t tau, std::size_t fragment = 0,
                   bool reuse_preview = false);
@@ -55,6 +55,14 @@ class TableStepper {
                   bool reuse_preview = false);
   // What step() would report for this event, changing nothing but what reuse_preview takes.
   StepReport preview(std::span<const float* const> grads, std::int64_t tau, std::size_t fragment = 0);
+  // Writes deltas[k] = start[k] − params[k] (fp32 parameters; IEEE subtraction, element by element) for every
+  // tensor whose start pointer is not null, and records in the same pass whether any Δ is NaN or ±Inf and the
+  // largest |Δ| (docs/design.md §5, "Δ checked where it is formed"). The next step given these Δ pointers with
+  // reuse_preview skips its scan when that record shows nothing the event could refuse at its σ (the overflow rule
+  // is monotone in |Δ|); otherwise it scans as for a raw Δ. Any step, load or reconfiguration ends the record.
+  // InputError for tables of the wrong length, a null pointer of a formed tensor, or bf16 parameters.
+  void form_pseudo_gradient(std::span<const float* const> start, std::span<const float* const> params,
+                            std::span<float* const> deltas);
 
   // Tensor k's state shape, and a TensorState over buffers of that shape: buffers[2·m] is moment m's values (fp32,
   // bf16 or the q8 codes) and buffers[2·m + 1] its absmax (q8 only; ignored otherwise). InputError for a k outside
