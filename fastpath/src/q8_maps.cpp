@@ -63,15 +63,19 @@ void fill_buckets(Q8Map& map) {
   }
 }
 
-// The AVX-512 encoder's search tree (Q8Map::search_key). A binary search counts the thresholds below x only when
-// they are sorted, as q8_nearest's bucket table assumes too (thresholds_below); bnb's tie rule could cross two
-// thresholds whose float midpoints are equal, and such a map is refused here rather than encoded two ways.
-void fill_search(Q8Map& map) {
+// The nearest-code rule counts the thresholds below x (q8.hpp); the count is the code only when they are sorted,
+// which the bucket table (thresholds_below) and the AVX-512 encoder's binary search both rely on. bnb's tie rule
+// can cross two thresholds whose float midpoints are equal (codes a float apart): such a map is refused.
+void check_sorted(const Q8Map& map) {
   if (!std::is_sorted(map.threshold, map.threshold + kQ8Codes - 1)) {
     throw core::InputError(
-        "q8 map: codes too close together for the nearest-code rule (two boundaries between codes "
-        "out of order, q8.hpp)");
+        "q8 map: codes too close together for the nearest-code rule (two boundaries between codes out of order, "
+        "q8.hpp)");
   }
+}
+
+// The AVX-512 encoder's search tree (Q8Map::search_key), of sorted thresholds (check_sorted).
+void fill_search(Q8Map& map) {
   map.search_key[0] = 0;
   for (int level = 0; level < 8; ++level) {
     for (int n = 1 << level; n < 2 << level; ++n) {
@@ -192,6 +196,7 @@ Q8Map q8_map_of_codes(std::span<const float, kQ8Codes> codes, bool zero_free, Q8
   for (int k = kQ8Codes - 1; k < kQ8Codes + kQ8BucketSearch - 1; ++k) {
     map.threshold[k] = std::numeric_limits<float>::infinity();
   }
+  check_sorted(map);
   fill_buckets(map);
   fill_model(map);
   fill_search(map);

@@ -9,6 +9,7 @@
 // CGAD_Q8_VECTOR_LONG defined) encodes every one of the 2^32 binary32 patterns for each map, split over the
 // hardware threads, one test per map (--gtest_filter=*EveryFloat/4:*EveryFloat/5 runs the zero-free maps alone).
 // The decoder is checked on all 256 codes with absmax values across the whole float range.
+#include "cgad/core/errors.hpp"
 #include "cgad/fastpath/detail/block_step.hpp"
 #include "cgad/fastpath/cpu_isa.hpp"
 #include "cgad/fastpath/detail/q8_maps.hpp"
@@ -141,6 +142,28 @@ TEST(FastpathQ8Vector, EncodersEqualTheBucketSearchOnAMapWithAThresholdOfMinusZe
   for (const Encoder& e : encoders()) {
     std::string examples;
     EXPECT_EQ(mismatches(inputs, map, e, examples), 0u) << e.name() << ":" << examples;
+  }
+}
+
+// Codes a float apart around 0.5 at an odd index, bnb semantics: both float midpoints round to 0.5 and the odd one's
+// tie rule takes its predecessor, so two thresholds cross. No count of thresholds below x is the nearest code then;
+// the map is refused with one line that says so.
+TEST(FastpathQ8Vector, AMapWhoseThresholdsCrossIsRefusedWithOneLine) {
+  std::array<float, kQ8Codes> codes;
+  std::copy(dynamic_map(Q8MapKind::signed_map).code, dynamic_map(Q8MapKind::signed_map).code + kQ8Codes, codes.begin());
+  int half = 1;  // the odd index whose code is nearest 0.5
+  for (int k = 1; k < kQ8Codes; k += 2) {
+    if (std::fabs(codes[k] - 0.5f) < std::fabs(codes[half] - 0.5f)) half = k;
+  }
+  codes[half - 1] = std::nextafter(0.5f, 0.0f);
+  codes[half] = 0.5f;
+  codes[half + 1] = std::nextafter(0.5f, 1.0f);
+  try {
+    q8_map_of_codes(codes, false, Q8Semantics::bnb);
+    FAIL() << "a map whose thresholds cross was built";
+  } catch (const core::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("out of order"), std::string::npos) << e.what();
+    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
   }
 }
 
