@@ -9,13 +9,21 @@
 //   count, timed by this process when the benchmark starts.
 // The label says the thread count and the ISA the step ran (CGAD_CPU_ISA chooses another, cpu_isa.hpp).
 // CGAD_BENCH_THREADS sets the thread count of all three (default: every core).
+//
+// Q8Encode/<isa>/<map> times the q8 block encoder alone (q8_vector.hpp) on one thread, a 256-element block in L1
+// as the step hands it over: items_per_second is elements encoded per second (one moment), so 1e9 over it is ns
+// per element per moment. Every ISA this CPU and build can run is registered, so one run compares them.
 #include "cgad/bench/workloads.hpp"
+#include "cgad/fastpath/detail/q8_maps.hpp"
+#include "cgad/fastpath/detail/q8_vector.hpp"
 
 #include <benchmark/benchmark.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <map>
+#include <random>
 #include <string>
 #include <thread>
 
@@ -86,6 +94,28 @@ void Step(benchmark::State& state, core::OptimizerKind optimizer, fp::ParamForma
   state.SetLabel(std::to_string(step.threads()) + " threads, " + std::string(fp::to_string(step.isa())));
 }
 
+// A block of normalized moment values (value/absmax: normal values over the block's largest magnitude), of either
+// sign for the signed map and squared for the unsigned one, as the step's first and second moments are.
+void Q8Encode(benchmark::State& state, fp::CpuIsa isa, fp::Q8MapKind kind) {
+  const fp::Q8Map& map = fp::dynamic_map(kind);
+  std::mt19937 generator(42);
+  std::normal_distribution<float> normal;
+  float values[fp::kQ8BlockSize], absmax = 0;
+  for (float& v : values) {
+    v = normal(generator);
+    if (kind != fp::Q8MapKind::signed_map) v *= v;
+    absmax = std::fmax(absmax, std::fabs(v));
+  }
+  for (float& v : values) v /= absmax;
+  std::uint8_t codes[fp::kQ8BlockSize];
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(values);
+    fp::q8_encode_nearest(values, fp::kQ8BlockSize, map, codes, isa);
+    benchmark::DoNotOptimize(codes);
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * fp::kQ8BlockSize));
+}
+
 void sizes(benchmark::internal::Benchmark* b) {
   b->RangeMultiplier(8)->Range(1 << 10, 1 << 27)->Unit(benchmark::kMicrosecond);
 }
@@ -94,6 +124,13 @@ BENCHMARK(Copy)->Apply(sizes)->UseRealTime();
 
 const struct Registrar {
   Registrar() {
+    for (auto isa : fp::supported_cpu_isas()) {
+      for (auto kind : {fp::Q8MapKind::signed_map, fp::Q8MapKind::unsigned_map}) {
+        const std::string name = "Q8Encode/" + std::string(fp::to_string(isa)) + "/" +
+                                 (kind == fp::Q8MapKind::signed_map ? "signed" : "unsigned");
+        benchmark::RegisterBenchmark(name.c_str(), Q8Encode, isa, kind);
+      }
+    }
     for (auto optimizer : {core::OptimizerKind::cgad, core::OptimizerKind::adam, core::OptimizerKind::nesterov}) {
       for (auto params : {fp::ParamFormat::fp32, fp::ParamFormat::bf16}) {
         for (auto moments : {fp::StateFormat::fp32, fp::StateFormat::bf16, fp::StateFormat::q8}) {

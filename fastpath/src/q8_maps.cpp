@@ -63,6 +63,28 @@ void fill_buckets(Q8Map& map) {
   }
 }
 
+// The nearest-code rule counts the thresholds below x (q8.hpp); the count is the code only when they are sorted,
+// which the bucket table (thresholds_below) and the AVX-512 encoder's binary search both rely on. bnb's tie rule
+// can cross two thresholds whose float midpoints are equal (codes a float apart): such a map is refused.
+void check_sorted(const Q8Map& map) {
+  if (!std::is_sorted(map.threshold, map.threshold + kQ8Codes - 1)) {
+    throw core::InputError(
+        "q8 map: codes too close together for the nearest-code rule (two boundaries between codes out of order, "
+        "q8.hpp)");
+  }
+}
+
+// The AVX-512 encoder's search tree (Q8Map::search_key), of sorted thresholds (check_sorted).
+void fill_search(Q8Map& map) {
+  map.search_key[0] = 0;
+  for (int level = 0; level < 8; ++level) {
+    for (int n = 1 << level; n < 2 << level; ++n) {
+      const float t = map.threshold[((n - (1 << level)) << (8 - level)) + (1 << (7 - level)) - 1];
+      map.search_key[n] = q8_search_key(std::bit_cast<std::uint32_t>(t == 0.0f ? 0.0f : t));
+    }
+  }
+}
+
 // q8_nearest_fast's line model (q8.hpp) of a map built as above (zero at index 127 or 0 — or, zero-free, index 0
 // repeating index 1 —, 1 at 255, groups of 2^g or 2^(g+1) codes), or has_model = 0 when the map is not of that
 // shape or a threshold lies farther than δ/4 from its line. The thresholds' own distance from the line (the maps' float
@@ -174,8 +196,10 @@ Q8Map q8_map_of_codes(std::span<const float, kQ8Codes> codes, bool zero_free, Q8
   for (int k = kQ8Codes - 1; k < kQ8Codes + kQ8BucketSearch - 1; ++k) {
     map.threshold[k] = std::numeric_limits<float>::infinity();
   }
+  check_sorted(map);
   fill_buckets(map);
   fill_model(map);
+  fill_search(map);
   return map;
 }
 

@@ -9,6 +9,7 @@
 // CGAD_Q8_VECTOR_LONG defined) encodes every one of the 2^32 binary32 patterns for each map, split over the
 // hardware threads, one test per map (--gtest_filter=*EveryFloat/4:*EveryFloat/5 runs the zero-free maps alone).
 // The decoder is checked on all 256 codes with absmax values across the whole float range.
+#include "cgad/core/errors.hpp"
 #include "cgad/fastpath/detail/block_step.hpp"
 #include "cgad/fastpath/cpu_isa.hpp"
 #include "cgad/fastpath/detail/q8_maps.hpp"
@@ -17,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <bit>
 #include <cmath>
@@ -90,6 +92,27 @@ std::uint64_t mismatches(const std::vector<float>& inputs, const Q8Map& map, con
   return bad;
 }
 
+// Every 251st binary32 pattern, the specials, and every float within 64 ulps of each threshold and code of `map` and
+// of their negations, where a decision could go wrong.
+std::vector<float> sample_inputs(const Q8Map& map) {
+  std::vector<float> inputs;
+  for (std::uint64_t bits = 0; bits < (1ull << 32); bits += 251)
+    inputs.push_back(std::bit_cast<float>(std::uint32_t(bits)));
+  for (float special :
+       {0.0f, -0.0f, 1.0f, -1.0f, std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+        std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::quiet_NaN(),
+        std::numeric_limits<float>::denorm_min(), std::numeric_limits<float>::max()}) {
+    inputs.push_back(special);
+  }
+  for (int k = 0; k + 1 < kQ8Codes; ++k) {
+    for (float t : {map.threshold[k], -map.threshold[k], map.code[k], -map.code[k]}) {
+      const auto center = static_cast<std::int64_t>(std::bit_cast<std::uint32_t>(t));
+      for (std::int64_t d = -64; d <= 64; ++d) inputs.push_back(std::bit_cast<float>(std::uint32_t(center + d)));
+    }
+  }
+  return inputs;
+}
+
 TEST(FastpathQ8Vector, EveryDynamicMapHasALineModel) {
   for (const MapCase& c : kMaps) EXPECT_EQ(dynamic_map(c.kind, c.semantics).has_model, 1) << name_of(c);
 }
@@ -97,26 +120,50 @@ TEST(FastpathQ8Vector, EveryDynamicMapHasALineModel) {
 TEST(FastpathQ8Vector, EncodersEqualTheBucketSearchOnTheSample) {
   for (const MapCase& c : kMaps) {
     const Q8Map& map = dynamic_map(c.kind, c.semantics);
-    std::vector<float> inputs;
-    for (std::uint64_t bits = 0; bits < (1ull << 32); bits += 251)
-      inputs.push_back(std::bit_cast<float>(std::uint32_t(bits)));
-    for (float special :
-         {0.0f, -0.0f, 1.0f, -1.0f, std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
-          std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::quiet_NaN(),
-          std::numeric_limits<float>::denorm_min(), std::numeric_limits<float>::max()}) {
-      inputs.push_back(special);
-    }
-    for (int k = 0; k + 1 < kQ8Codes; ++k) {
-      for (float t : {map.threshold[k], -map.threshold[k], map.code[k], -map.code[k]}) {
-        const auto center = static_cast<std::int64_t>(std::bit_cast<std::uint32_t>(t));
-        for (std::int64_t d = -64; d <= 64; ++d) inputs.push_back(std::bit_cast<float>(std::uint32_t(center + d)));
-      }
-    }
+    const std::vector<float> inputs = sample_inputs(map);
     for (const Encoder& e : encoders()) {
       std::string examples;
       EXPECT_EQ(mismatches(inputs, map, e, examples), 0u) << name_of(c) << " " << e.name() << ":" << examples;
       std::printf("%s, %s: %zu sampled inputs equal q8_nearest\n", name_of(c).c_str(), e.name().c_str(), inputs.size());
     }
+  }
+}
+
+// A given map (StepConfig::q8_codes) with a threshold of −0, bnb semantics: the float midpoint of −2^-149 and 0
+// rounds to it. The search tree must rank it as float compares do, equal to +0 (Q8Map::search_key), so that +0
+// and −0 both stay below it.
+TEST(FastpathQ8Vector, EncodersEqualTheBucketSearchOnAMapWithAThresholdOfMinusZero) {
+  std::array<float, kQ8Codes> codes;
+  std::copy(dynamic_map(Q8MapKind::signed_map).code, dynamic_map(Q8MapKind::signed_map).code + kQ8Codes, codes.begin());
+  codes[126] = -std::numeric_limits<float>::denorm_min();
+  const Q8Map map = q8_map_of_codes(codes, false, Q8Semantics::bnb);
+  ASSERT_EQ(std::bit_cast<std::uint32_t>(map.threshold[126]), 0x80000000u);
+  const std::vector<float> inputs = sample_inputs(map);
+  for (const Encoder& e : encoders()) {
+    std::string examples;
+    EXPECT_EQ(mismatches(inputs, map, e, examples), 0u) << e.name() << ":" << examples;
+  }
+}
+
+// Codes a float apart around 0.5 at an odd index, bnb semantics: both float midpoints round to 0.5 and the odd one's
+// tie rule takes its predecessor, so two thresholds cross. No count of thresholds below x is the nearest code then;
+// the map is refused with one line that says so.
+TEST(FastpathQ8Vector, AMapWhoseThresholdsCrossIsRefusedWithOneLine) {
+  std::array<float, kQ8Codes> codes;
+  std::copy(dynamic_map(Q8MapKind::signed_map).code, dynamic_map(Q8MapKind::signed_map).code + kQ8Codes, codes.begin());
+  int half = 1;  // the odd index whose code is nearest 0.5
+  for (int k = 1; k < kQ8Codes; k += 2) {
+    if (std::fabs(codes[k] - 0.5f) < std::fabs(codes[half] - 0.5f)) half = k;
+  }
+  codes[half - 1] = std::nextafter(0.5f, 0.0f);
+  codes[half] = 0.5f;
+  codes[half + 1] = std::nextafter(0.5f, 1.0f);
+  try {
+    q8_map_of_codes(codes, false, Q8Semantics::bnb);
+    FAIL() << "a map whose thresholds cross was built";
+  } catch (const core::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("out of order"), std::string::npos) << e.what();
+    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
   }
 }
 

@@ -90,7 +90,21 @@ struct Q8Map {
   std::int32_t below[2 * kQ8BucketsPerSign];
   Q8Model model;
   std::int32_t has_model;  // 1 when the model of the map's construction holds (the six maps of q8_maps.hpp)
+  // The thresholds as integer keys for the AVX-512 encoder's binary search (q8_vector.cpp), in the implicit tree
+  // order of a heap: node 1 is threshold 127, node n's children are 2n and 2n + 1, and node n of level l
+  // (2^l ≤ n < 2^(l+1)) holds threshold (n − 2^l)·2^(8−l) + 2^(7−l) − 1; entry 0 is unused. key(t) is the
+  // order-preserving integer of a float, t < x ⟺ key(t) < key(x) for every non-NaN float x: the bit pattern for
+  // t ≥ +0, the bit pattern with its 31 magnitude bits flipped for t < 0 (so −0 ranks below +0; a threshold ±0 is
+  // stored as +0's key, under which −0 and +0 both rank as equal to it, as float compares do).
+  std::int32_t search_key[kQ8Codes];
 };
+
+// The order-preserving integer of a non-NaN float (Q8Map::search_key), for thresholds and inputs alike: `bits` for
+// a sign bit of 0, `bits` with its 31 magnitude bits flipped for a sign bit of 1.
+inline std::int32_t q8_search_key(std::uint32_t bits) {
+  const std::uint32_t flip = static_cast<std::uint32_t>(static_cast<std::int32_t>(bits) >> 31) >> 1;
+  return static_cast<std::int32_t>(bits ^ flip);
+}
 
 // The bucket of a float (above): its sign, then its clamped magnitude's exponent and top fraction bits. NaN
 // takes −Inf's bucket, whose count is 0 (checked at build); with every compare false it then maps to index 0.

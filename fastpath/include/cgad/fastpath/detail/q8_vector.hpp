@@ -5,9 +5,10 @@
 // against that rule on every one of the 2^32 floats for each of the six maps (q8_maps.hpp) (label long; a sampled
 // version runs under ci).
 //
-// The encoder is q8_nearest_fast's line model (q8.hpp), 8 lanes at a time, with the bucket search for the
-// elements the model leaves undecided: no table read per element otherwise. The decoder keeps the code table in
-// 16 registers with AVX-512 and gathers it with AVX2.
+// The encoder is, under AVX-512 on a CPU with VBMI2, a binary search over the thresholds' integer keys held in 16
+// registers (Q8Map::search_key); otherwise (AVX2, or AVX-512 without VBMI2) q8_nearest_fast's line model (q8.hpp),
+// 8 lanes at a time, with the bucket search for the elements the model leaves undecided. Neither reads a table per
+// element. The decoder keeps the code table in 16 registers with AVX-512 and gathers it with AVX2.
 #include "cgad/fastpath/cpu_isa.hpp"
 #include "cgad/fastpath/detail/q8.hpp"
 
