@@ -79,7 +79,7 @@ def test_the_user_program_runs():
     program = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(program)
     program.fragments_and_wrappers()
-    assert program.cgad_outer_loop()["applied"] == 4
+    assert program.cgad_outer_loop()["applied"] == 5  # four steps on given Δ, one on a formed Δ
 
 
 def test_readme_and_python_md_hold_the_same_quickstart():

@@ -7,7 +7,7 @@ import numbers
 import os
 import threading
 import weakref
-from typing import Any, Callable, Dict, List, Literal, Optional, Tuple, Union, overload
+from typing import Any, Callable, Dict, Iterable, List, Literal, Optional, Tuple, Union, overload
 
 import torch
 
@@ -352,7 +352,7 @@ class _FastpathOptimizer(torch.optim.Optimizer):
             return self._outcome(self._step(closure, staleness, self._fragment(fragment)), closure)
 
     @torch.no_grad()
-    def form_pseudo_gradient(self, start_params):
+    def form_pseudo_gradient(self, start_params: Iterable[torch.Tensor]) -> None:
         """Writes every parameter's ``.grad = θ_start − θ`` (``start_params``: one tensor per parameter, in
         param_groups order, as DiLoCo keeps θ_start), into its own ``.grad`` where that fits, else a new one. A CPU
         param group of float32 parameters looks at Δ in the same pass for what the next step would refuse, and that

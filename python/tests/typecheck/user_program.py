@@ -58,6 +58,9 @@ def cgad_outer_loop() -> Dict[str, float]:
     counts: int = opt.counters["applied"]
     steps: List[int] = opt.counters(0)["t"]
     assert counts == 4 and steps == [4]
+    start = [p.detach() + 0.0625 for p in params]  # DiLoCo's θ_start: Δ = start − θ formed and checked in one pass
+    opt.form_pseudo_gradient(start)
+    assert opt.step(staleness=0).applied
     metrics: Dict[str, float] = opt.metrics()
     return metrics
 
