@@ -121,8 +121,10 @@ void fill_model(Q8Map& map) {
   for (int g = 0; g < groups; ++g) {
     const int f = first[g], n = size[g];
     model.boundary[g] = bits(positive(f));
-    // The negative boundary is the positive one or one float below it (q8.hpp).
-    const std::int32_t shift = is_signed && g < groups - 1 ? bits(positive(f)) - bits(negative(f)) : 0;
+    // The negative boundary is the positive one or one float below it (q8.hpp). In 64 bits: a map whose mirrored
+    // threshold is a negative float (a threshold of −0 in a given map) has bit patterns 2^31 apart.
+    const std::int64_t shift =
+        is_signed && g < groups - 1 ? std::int64_t{bits(positive(f))} - std::int64_t{bits(negative(f))} : 0;
     if (shift != 0 && shift != 1) return;
     model.base[g] = f + 1;
     model.max_internal[g] = n - 1;
