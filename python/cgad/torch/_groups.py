@@ -30,6 +30,7 @@ class Group:
             _dtensor.check_even(params, where)
         self.adam_family = self.spec["optimizer"] not in ("nesterov", "sdm")
         self.sizes = sizes
+        self.formed = None  # what form() recorded of Δ for the next step (formed_unchanged takes it once)
         try:  # [(offset, size)], as the fast path cuts; P non-empty ranges (none for an empty group's P >= 2)
             self.fragments = _cgad.fragment_bounds(self.spec, sizes)
             self.schedule = _cgad.Schedule(self.spec)  # the report's zero gate (_report.group_report)
@@ -298,7 +299,7 @@ class Group:
 
     def formed_unchanged(self, params):
         """Whether this step's Δ is the one form() wrote and looked at, unchanged since (then taken, once)."""
-        record, self.formed = self.__dict__.get("formed"), None
+        record, self.formed = self.formed, None
         return _formed.unchanged(record, params)
 
     def preview(self, prepared, tau, fragment):
